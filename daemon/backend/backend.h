@@ -1,0 +1,98 @@
+// The hardware boundary: a backend owns the node's devices ("GPUs": real
+// ones for the cuda backend, threads for the sim backend), offers a catalogue
+// of candidate implementations, and runs one candidate on the ranks of a
+// group. The engine (daemon/engine) decides what to run and in which order;
+// the per-rank steps of a run are the engine's RunRankSchedule
+// (daemon/engine/schedule.h), which a backend calls on each rank's device.
+//
+// Thread-safety: node(), catalogue() and max_world_size() are constant after
+// construction. RunCandidate may be called from one thread at a time; the
+// engine serializes rounds on a backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "daemon/catalogue/catalogue.h"
+#include "daemon/common/problem.h"
+
+namespace autotuned {
+
+struct GpuDescription {
+  int index = 0;
+  std::string name;
+  int64_t memory_bytes = 0;
+  std::string pci_bus_id;
+};
+
+// What the node is: reported by NodeInfo and hashed into the fingerprint that
+// keys the cache.
+struct NodeDescription {
+  std::string backend;  // "sim" or "cuda"
+  std::vector<GpuDescription> gpus;
+  // gpus x gpus, row-major link kinds ("X" on the diagonal).
+  std::vector<std::string> topology;
+  std::string driver_version;
+  std::string cuda_version;
+  std::string nccl_version;
+};
+
+// One rank's handle on a candidate prepared for a problem: its buffers and
+// whatever the implementation needs. Used only from that rank's device
+// worker; every wait inside honours the run's deadline and abort.
+class RankRun {
+ public:
+  virtual ~RankRun() = default;
+  virtual int rank() const = 0;
+  // Fills the inputs with the predictable pattern (kernels/pattern.h), runs
+  // the collective once and compares every output element with the exact
+  // expected value. DATA_LOSS with the first mismatch when they differ.
+  virtual absl::Status RunAndVerify() = 0;
+  // Returns once every rank of the run has called Barrier.
+  virtual absl::Status Barrier() = 0;
+  // Runs the collective `iterations` times back to back. When `iteration_us`
+  // is not null, appends each iteration's duration in microseconds.
+  virtual absl::Status Run(int iterations, std::vector<double>* iteration_us) = 0;
+};
+
+// How a candidate is run on each rank (the engine's options, as plain data so
+// that a backend can hand them to a worker process).
+struct ScheduleOptions {
+  int warmup = 5;
+  int iterations = 20;
+  bool cuda_graph = false;
+};
+
+// What one rank reports after the schedule.
+struct RankOutcome {
+  absl::Status status;                // OK, or why this rank failed
+  std::vector<double> iteration_us;   // `iterations` entries when OK
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const NodeDescription& node() const = 0;
+  virtual const Catalogue& catalogue() const = 0;
+  // The most ranks one group may have on this node.
+  virtual int max_world_size() const = 0;
+
+  // Runs `candidate` (already canonical) on ranks 0..problem.world_size-1,
+  // each rank executing RunRankSchedule, all in parallel. Returns one outcome
+  // per rank. At `deadline` the run is aborted: ranks still running report
+  // DEADLINE_EXCEEDED, and the backend is ready for the next run when this
+  // returns (a backend that cannot reclaim a device says so in the status of
+  // every later run rather than hanging). Never blocks past deadline plus a
+  // short, fixed grace period.
+  virtual std::vector<RankOutcome> RunCandidate(const ProblemSpec& problem,
+                                                const CandidateSpec& candidate,
+                                                const ScheduleOptions& options,
+                                                absl::Time deadline) = 0;
+};
+
+}  // namespace autotuned

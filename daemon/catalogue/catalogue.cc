@@ -1,0 +1,139 @@
+#include "daemon/catalogue/catalogue.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace autotuned {
+namespace {
+
+// FNV-1a, 64 bit: stable across processes and builds (absl::Hash is not).
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+template <typename T>
+bool Contains(const std::vector<T>& v, T x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+void Catalogue::Add(ImplInfo info) {
+  auto it = index_.find(info.name);
+  if (it != index_.end()) {
+    entries_[it->second] = std::move(info);
+    return;
+  }
+  index_[info.name] = entries_.size();
+  entries_.push_back(std::move(info));
+}
+
+const ImplInfo* Catalogue::Find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+std::vector<const ImplInfo*> Catalogue::List(const Collective* only) const {
+  std::vector<const ImplInfo*> out;
+  for (const ImplInfo& e : entries_) {
+    if (only == nullptr || e.collective == *only) out.push_back(&e);
+  }
+  return out;
+}
+
+std::string Catalogue::Version() const {
+  std::string all;
+  for (const ImplInfo& e : entries_) {
+    absl::StrAppend(&all, e.name, ";", static_cast<int>(e.collective), ";",
+                    e.min_world_size, "-", e.max_world_size, ";",
+                    e.alignment_bytes, ";", e.needs_p2p, ";");
+    for (DType d : e.dtypes) absl::StrAppend(&all, "d", static_cast<int>(d));
+    for (ReduceOp o : e.ops) absl::StrAppend(&all, "o", static_cast<int>(o));
+    for (const ParamInfo& p : e.params) {
+      absl::StrAppend(&all, "p", p.name, "=", p.default_value, "[",
+                      p.min_value, ",", p.max_value, "]");
+    }
+    all.push_back('\n');
+  }
+  char buf[17];
+  snprintf(buf, sizeof(buf), "%016llx",
+           static_cast<unsigned long long>(Fnv1a(all)));
+  return buf;
+}
+
+absl::StatusOr<CandidateSpec> Catalogue::Canonicalize(
+    const ProblemSpec& problem, const CandidateSpec& candidate,
+    const std::string& field) const {
+  const ImplInfo* info = Find(candidate.impl);
+  if (info == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".impl: unknown implementation \"",
+                     candidate.impl, "\" (see ListImplementations)"));
+  }
+  if (info->collective != problem.collective) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".impl: \"", info->name, "\" implements ",
+        CollectiveName(info->collective), ", not ",
+        CollectiveName(problem.collective)));
+  }
+  if (!Contains(info->dtypes, problem.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".impl: \"", info->name, "\" does not support dtype ",
+                     DTypeName(problem.dtype)));
+  }
+  const bool reducing = problem.collective == Collective::kAllReduce ||
+                        problem.collective == Collective::kReduceScatter;
+  if (reducing && !Contains(info->ops, problem.op)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".impl: \"", info->name,
+                     "\" does not support reduce op ", ReduceOpName(problem.op)));
+  }
+  if (problem.world_size < info->min_world_size ||
+      problem.world_size > info->max_world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".impl: \"", info->name, "\" runs on ", info->min_world_size,
+        " to ", info->max_world_size, " ranks, not ", problem.world_size));
+  }
+  if (info->alignment_bytes > 1) {
+    for (int r = 0; r < problem.world_size; ++r) {
+      const int64_t bytes = problem.InputCount(r) * DTypeSize(problem.dtype);
+      if (bytes % info->alignment_bytes != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".impl: \"", info->name, "\" needs buffers aligned to ",
+            info->alignment_bytes, " bytes; rank ", r, " has ", bytes));
+      }
+    }
+  }
+  CandidateSpec out{candidate.impl, {}};
+  for (const auto& [name, value] : candidate.params) {
+    auto p = std::find_if(info->params.begin(), info->params.end(),
+                          [&](const ParamInfo& pi) { return pi.name == name; });
+    if (p == info->params.end()) {
+      std::vector<std::string> known;
+      for (const ParamInfo& pi : info->params) known.push_back(pi.name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".params[\"", name, "\"]: \"", info->name,
+          "\" takes no parameter \"", name, "\" (it takes: ",
+          known.empty() ? "none" : absl::StrJoin(known, ", "), ")"));
+    }
+    if (value < p->min_value || value > p->max_value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".params[\"", name, "\"]: ", value, " is outside [",
+          p->min_value, ", ", p->max_value, "]"));
+    }
+    out.params[name] = value;
+  }
+  for (const ParamInfo& p : info->params) {
+    out.params.emplace(p.name, p.default_value);
+  }
+  return out;
+}
+
+}  // namespace autotuned

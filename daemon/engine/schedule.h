@@ -1,0 +1,14 @@
+// The per-rank half of the lockstep schedule: what every rank does for one
+// candidate, in the same order on every rank. Backends call it on each rank's
+// device worker (a thread for sim, a supervised process for cuda).
+#pragma once
+
+#include "daemon/backend/backend.h"
+
+namespace autotuned {
+
+// Verify against the reference, barrier, warmup, barrier, timed iterations.
+// Stops at the first failing step and reports it, naming the step.
+RankOutcome RunRankSchedule(RankRun& run, const ScheduleOptions& options);
+
+}  // namespace autotuned

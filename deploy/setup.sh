@@ -1,0 +1,33 @@
+#!/bin/sh
+# Installs everything autotuned needs to build, test and run on Debian 12,
+# from Debian's own archive (Bazel 4.2.3 included: the build downloads
+# nothing). Safe to run any number of times. Needs root (or sudo).
+set -eu
+
+PACKAGES="bazel-bootstrap bazel-rules-java \
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
+  libspdlog-dev libabsl-dev catch2 zlib1g-dev \
+  python3-grpcio python3-protobuf \
+  g++ git ca-certificates"
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing="$missing $p"
+done
+
+if [ -n "$missing" ]; then
+  echo "setup: installing:$missing"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+else
+  echo "setup: all packages present"
+fi
+
+if [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: CUDA toolkit not found in /usr/local/cuda: the kernels/ library needs nvcc to build" >&2
+  exit 1
+fi
