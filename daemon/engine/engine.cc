@@ -1,0 +1,114 @@
+#include "daemon/engine/engine.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace autotuned {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A rank that stopped because another rank failed or the run was aborted
+// reports ABORTED; its message says nothing about the cause.
+bool IsOwnFailure(const absl::Status& s) {
+  return !s.ok() && s.code() != absl::StatusCode::kAborted;
+}
+
+}  // namespace
+
+Stats ComputeStats(std::vector<double> samples) {
+  Stats s;
+  if (samples.empty()) {
+    s.mean_us = s.median_us = s.min_us = s.max_us = s.spread = kInf;
+    return s;
+  }
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  s.min_us = samples.front();
+  s.max_us = samples.back();
+  s.mean_us = std::accumulate(samples.begin(), samples.end(), 0.0) / n;
+  s.median_us = n % 2 ? samples[n / 2]
+                      : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  s.spread = s.median_us > 0 ? (s.max_us - s.min_us) / s.median_us : 0.0;
+  return s;
+}
+
+CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
+                           const std::vector<RankOutcome>& ranks) {
+  CandidateOutcome out;
+  out.index = index;
+  out.candidate = candidate;
+  int failed = -1;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (IsOwnFailure(ranks[r].status)) {
+      failed = static_cast<int>(r);
+      break;
+    }
+    if (!ranks[r].status.ok() && failed < 0) failed = static_cast<int>(r);
+  }
+  if (ranks.empty()) {
+    out.reason = "no ranks ran";
+  } else if (failed >= 0) {
+    const absl::Status& s = ranks[failed].status;
+    out.reason = absl::StrCat("rank ", failed, ": ",
+                              absl::StatusCodeToString(s.code()), ": ",
+                              s.message());
+  }
+  size_t iterations = ranks.empty() ? 0 : ranks[0].iteration_us.size();
+  for (const RankOutcome& r : ranks) {
+    if (r.status.ok() && r.iteration_us.size() != iterations &&
+        out.reason.empty()) {
+      out.reason = "ranks reported different numbers of iterations";
+    }
+  }
+  if (!out.reason.empty() || iterations == 0) {
+    if (out.reason.empty()) out.reason = "no timed iterations";
+    out.stats = ComputeStats({});
+    return out;
+  }
+  std::vector<double> per_iteration(iterations, 0.0);
+  for (const RankOutcome& r : ranks) {
+    for (size_t i = 0; i < iterations; ++i) {
+      per_iteration[i] = std::max(per_iteration[i], r.iteration_us[i]);
+    }
+    out.rank_mean_us.push_back(
+        std::accumulate(r.iteration_us.begin(), r.iteration_us.end(), 0.0) /
+        iterations);
+  }
+  out.ok = true;
+  out.iterations = static_cast<int>(iterations);
+  out.stats = ComputeStats(std::move(per_iteration));
+  return out;
+}
+
+std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes) {
+  std::stable_sort(outcomes.begin(), outcomes.end(),
+                   [](const CandidateOutcome& a, const CandidateOutcome& b) {
+                     if (a.ok != b.ok) return a.ok;
+                     if (a.ok && a.stats.median_us != b.stats.median_us) {
+                       return a.stats.median_us < b.stats.median_us;
+                     }
+                     return a.index < b.index;
+                   });
+  return outcomes;
+}
+
+std::vector<CandidateOutcome> Engine::Measure(
+    const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
+    const EngineOptions& options) {
+  std::vector<CandidateOutcome> outcomes;
+  outcomes.reserve(candidates.size());
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const absl::Time deadline = absl::Now() + options.timeout;
+    std::vector<RankOutcome> ranks = backend_->RunCandidate(
+        problem, candidates[i], options.schedule, deadline);
+    outcomes.push_back(Summarize(static_cast<int>(i), candidates[i], ranks));
+  }
+  return Rank(std::move(outcomes));
+}
+
+}  // namespace autotuned

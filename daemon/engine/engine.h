@@ -1,0 +1,85 @@
+// The engine: the lockstep schedule of one problem on one daemon, and the
+// pure functions that turn per-rank timings into a ranking.
+//
+// For every candidate, in request order, the backend runs RunRankSchedule on
+// every rank (verify against the reference, barrier, warmup, barrier, timed
+// iterations). The time of one iteration is the maximum over ranks (the
+// slowest rank is the time of a collective); statistics are taken over
+// iterations. A candidate that fails on any rank, or is cut off at its
+// timeout, is ruled out with a reason and ranked after every working one.
+//
+// Thread-safety: Engine::Measure may be called from many threads; runs on the
+// backend are serialized (one round at a time per device set). The free
+// functions are pure and thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/backend/backend.h"
+#include "daemon/common/problem.h"
+
+namespace autotuned {
+
+struct EngineOptions {
+  ScheduleOptions schedule;
+  absl::Duration timeout = absl::Seconds(10);  // per candidate
+};
+
+// Statistics over per-iteration times, in microseconds.
+struct Stats {
+  double mean_us = 0;
+  double median_us = 0;
+  double min_us = 0;
+  double max_us = 0;
+  double spread = 0;  // (max - min) / median
+};
+
+struct CandidateOutcome {
+  int index = 0;               // position in the request
+  CandidateSpec candidate;
+  bool ok = false;
+  std::string reason;          // why it was ruled out (when !ok)
+  Stats stats;                 // +inf everywhere when !ok
+  std::vector<double> rank_mean_us;
+  int iterations = 0;
+};
+
+// Stats of `samples` (empty: all +inf).
+Stats ComputeStats(std::vector<double> samples);
+
+// One outcome from the per-rank reports of one candidate: per-iteration max
+// across ranks when every rank succeeded; otherwise ruled out with the
+// reason of the lowest rank whose failure is its own (not an abort caused by
+// another rank), prefixed "rank R: ".
+CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
+                           const std::vector<RankOutcome>& ranks);
+
+// The ranking, best first: working candidates by median time, ties broken by
+// request order; then ruled-out candidates in request order. A pure function
+// of its input, so every rank that holds the same timings ranks alike.
+std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes);
+
+class Engine {
+ public:
+  explicit Engine(Backend* backend) : backend_(backend) {}
+
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Measures every candidate (canonical, validated by the caller) and returns
+  // them ranked. Blocks for at most about candidates x timeout.
+  std::vector<CandidateOutcome> Measure(const ProblemSpec& problem,
+                                        const std::vector<CandidateSpec>& candidates,
+                                        const EngineOptions& options)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  Backend* const backend_;  // not owned; outlives the engine
+  absl::Mutex mu_;          // held for the whole of a round on the backend
+};
+
+}  // namespace autotuned
