@@ -1,0 +1,224 @@
+#include "config/config_loader.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "config/default_config.h"
+#include "daemon/common/status_macros.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace autotuned {
+namespace config {
+namespace {
+
+constexpr char kEmbeddedName[] = "<embedded config/default.textproto>";
+
+// Collects parser errors as "FILE:LINE:COL: message" (1-based; the protobuf
+// tokenizer counts from 0).
+class LineErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  explicit LineErrorCollector(std::string file) : file_(std::move(file)) {}
+
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (line < 0) {
+      errors_.push_back(absl::StrCat(file_, ": ", message));
+    } else {
+      errors_.push_back(
+          absl::StrCat(file_, ":", line + 1, ":", column + 1, ": ", message));
+    }
+  }
+
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  const std::string file_;
+  std::vector<std::string> errors_;
+};
+
+// Parses `text` (named `name` in errors) into a fresh `out`. Unknown fields
+// and a non-repeated field given twice are errors.
+absl::Status ParseText(const std::string& text, const std::string& name,
+                       DaemonConfig* out) {
+  LineErrorCollector errors(name);
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  parser.AllowUnknownField(false);
+  parser.AllowUnknownExtension(false);
+  if (parser.ParseFromString(text, out)) return absl::OkStatus();
+  if (errors.errors().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": not a valid DaemonConfig text proto"));
+  }
+  return absl::InvalidArgumentError(absl::StrJoin(errors.errors(), "\n"));
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("cannot open config file ", path));
+  }
+  std::string text;
+  char buf[8192];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  const int read_errno = std::ferror(f) ? errno : 0;
+  std::fclose(f);
+  if (read_errno != 0) {
+    return absl::ErrnoToStatus(read_errno,
+                               absl::StrCat("cannot read config file ", path));
+  }
+  return text;
+}
+
+absl::Status OutOfRange(const std::string& field, int64_t lo, int64_t hi,
+                        int64_t got) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": must be between ", lo, " and ", hi, ", got ", got));
+}
+
+absl::Status CheckRange(const std::string& field, int64_t value, int64_t lo,
+                        int64_t hi) {
+  if (value < lo || value > hi) return OutOfRange(field, lo, hi, value);
+  return absl::OkStatus();
+}
+
+absl::Status CheckPositive(const std::string& field, int64_t value) {
+  if (value <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be > 0, got ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOneOf(const std::string& field, const std::string& value,
+                        std::initializer_list<const char*> allowed) {
+  for (const char* a : allowed) {
+    if (value == a) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(field, ": must be one of ",
+                                                 absl::StrJoin(allowed, ", "),
+                                                 "; got \"", value, "\""));
+}
+
+}  // namespace
+
+absl::StatusOr<DaemonConfig> DefaultConfig() {
+  DaemonConfig config;
+  absl::Status s =
+      ParseText(std::string(kDefaultConfigText, kDefaultConfigTextSize),
+                kEmbeddedName, &config);
+  if (!s.ok()) {
+    return absl::InternalError(absl::StrCat(
+        "the embedded default configuration does not parse: ", s.message()));
+  }
+  return config;
+}
+
+absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path) {
+  absl::StatusOr<DaemonConfig> config = DefaultConfig();
+  if (!config.ok()) return config.status();
+  if (!path.empty()) {
+    absl::StatusOr<std::string> text = ReadFile(path);
+    if (!text.ok()) return text.status();
+    // Parsed on its own first so that a field the file sets twice is caught,
+    // then merged: proto2 presence makes MergeFrom copy exactly the fields
+    // the file sets (sub-messages field by field, repeated fields appended).
+    DaemonConfig user;
+    AT_RETURN_IF_ERROR(ParseText(*text, path, &user));
+    config->MergeFrom(user);
+  }
+  AT_RETURN_IF_ERROR(ValidateConfig(*config));
+  return config;
+}
+
+absl::Status ValidateConfig(const DaemonConfig& c) {
+  AT_RETURN_IF_ERROR(
+      CheckOneOf("backend", c.backend(), {"auto", "sim", "cuda"}));
+  AT_RETURN_IF_ERROR(CheckOneOf("log_level", c.log_level(),
+                                {"trace", "debug", "info", "warn", "error"}));
+  if (c.unix_socket_mode() > 0777) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unix_socket_mode: must be at most 511 (0777), got ",
+                     c.unix_socket_mode()));
+  }
+  if (c.unix_socket().empty() && c.tcp_listen().empty()) {
+    return absl::InvalidArgumentError(
+        "unix_socket, tcp_listen: both are empty, so no client could "
+        "connect; set at least one");
+  }
+
+  const SimConfig& sim = c.sim();
+  AT_RETURN_IF_ERROR(CheckRange("sim.gpus", sim.gpus(), 1, 1024));
+  for (int i = 0; i < sim.faults_size(); ++i) {
+    const Fault& f = sim.faults(i);
+    const std::string field = absl::StrCat("sim.faults[", i, "]");
+    if (f.name().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".name: must not be empty"));
+    }
+    if (f.base().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".base: must not be empty"));
+    }
+    if (f.kind() == Fault::KIND_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".kind: must be HANG, FAIL, WRONG_RESULT or SLOW_RANK"));
+    }
+    if (f.rank() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".rank: must be >= 0, got ", f.rank()));
+    }
+    if (f.delay_us() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".delay_us: must be >= 0, got ", f.delay_us()));
+    }
+  }
+
+  const Limits& l = c.limits();
+  AT_RETURN_IF_ERROR(CheckPositive("limits.max_warmup", l.max_warmup()));
+  AT_RETURN_IF_ERROR(
+      CheckPositive("limits.max_iterations", l.max_iterations()));
+  AT_RETURN_IF_ERROR(
+      CheckPositive("limits.max_timeout_ms", l.max_timeout_ms()));
+  AT_RETURN_IF_ERROR(
+      CheckPositive("limits.max_buffer_bytes", l.max_buffer_bytes()));
+  AT_RETURN_IF_ERROR(CheckPositive("limits.max_problems", l.max_problems()));
+  AT_RETURN_IF_ERROR(
+      CheckPositive("limits.max_candidates", l.max_candidates()));
+  AT_RETURN_IF_ERROR(
+      CheckPositive("limits.max_sweep_sizes", l.max_sweep_sizes()));
+  AT_RETURN_IF_ERROR(
+      CheckPositive("limits.max_presync_window_us", l.max_presync_window_us()));
+
+  const Defaults& d = c.defaults();
+  AT_RETURN_IF_ERROR(
+      CheckRange("defaults.warmup", d.warmup(), 0, l.max_warmup()));
+  AT_RETURN_IF_ERROR(
+      CheckRange("defaults.iterations", d.iterations(), 1, l.max_iterations()));
+  AT_RETURN_IF_ERROR(
+      CheckRange("defaults.timeout_ms", d.timeout_ms(), 1, l.max_timeout_ms()));
+  AT_RETURN_IF_ERROR(CheckRange("defaults.presync_window_us",
+                                d.presync_window_us(), 0,
+                                l.max_presync_window_us()));
+  AT_RETURN_IF_ERROR(CheckOneOf("defaults.timing_mode", d.timing_mode(),
+                                {"event_loop", "cuda_graph"}));
+
+  if (c.cache().enabled() && c.cache().dir().empty()) {
+    return absl::InvalidArgumentError(
+        "cache.dir: must not be empty when cache.enabled is true");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace config
+}  // namespace autotuned

@@ -1,0 +1,58 @@
+// Loading and checking the daemon's configuration (schema:
+// config/config.proto).
+//
+// The daemon starts from its embedded default (config/default.textproto, see
+// default_config.h), merges the file given with --config over it, and checks
+// the result; command-line flags are applied by the caller afterwards (call
+// ValidateConfig again once they are).
+//
+// Thread-safety: free functions without shared state; safe to call from any
+// thread.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "config/config.pb.h"
+
+namespace autotuned {
+namespace config {
+
+// Returns the embedded default merged with the file at `path` (nothing is
+// merged when `path` is empty), validated with ValidateConfig.
+//
+// Merging: every field the file sets replaces the default's value (inside
+// sub-messages field by field, so `sim { gpus: 8 }` keeps the other `sim`
+// fields); repeated fields (sim.faults) are appended to the default's, which
+// has none.
+//
+// Errors:
+//   NOT_FOUND / PERMISSION_DENIED / ... (from errno): the file cannot be read;
+//     the message names `path`.
+//   INVALID_ARGUMENT: the file is not valid text format for DaemonConfig
+//     (syntax errors, unknown fields, wrong types, a non-repeated field set
+//     twice); the message reads "PATH:LINE:COL: what" with 1-based line and
+//     column, one line per error. Or the merged result fails ValidateConfig.
+//   INTERNAL: the embedded default does not parse (a build defect).
+absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path);
+
+// Parses the embedded default alone, without validating it. INTERNAL when it
+// does not parse.
+absl::StatusOr<DaemonConfig> DefaultConfig();
+
+// Checks the values of `config`. OK, or INVALID_ARGUMENT naming the first
+// offending field by its path and the reason, e.g.
+//   "sim.gpus: must be between 1 and 1024, got 0".
+// Rules: backend in {auto, sim, cuda}; log_level in {trace, debug, info,
+// warn, error}; unix_socket_mode <= 0777; unix_socket and tcp_listen not both
+// empty; sim.gpus in 1..1024; each sim.faults[i] has a name, a base, a kind,
+// rank >= 0 and delay_us >= 0; every limits.* > 0; defaults inside the
+// limits (warmup 0..max_warmup, iterations 1..max_iterations, timeout_ms
+// 1..max_timeout_ms, presync_window_us 0..max_presync_window_us);
+// defaults.timing_mode in {event_loop, cuda_graph}; cache.dir non-empty when
+// cache.enabled.
+absl::Status ValidateConfig(const DaemonConfig& config);
+
+}  // namespace config
+}  // namespace autotuned

@@ -1,0 +1,327 @@
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "config/config_loader.h"
+#include "config/default_config.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace autotuned {
+namespace config {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = TempPath(name);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  return path;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+DaemonConfig Default() {
+  absl::StatusOr<DaemonConfig> c = LoadConfig("");
+  REQUIRE(c.ok());
+  return *c;
+}
+
+// ValidateConfig's message for `c` after `change`; "" when it validates.
+std::string Reject(const std::function<void(DaemonConfig*)>& change) {
+  DaemonConfig c = Default();
+  change(&c);
+  absl::Status s = ValidateConfig(c);
+  if (s.ok()) return "";
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  return std::string(s.message());
+}
+
+TEST_CASE("the embedded default parses, validates and is default.textproto") {
+  absl::StatusOr<DaemonConfig> c = LoadConfig("");
+  REQUIRE(c.ok());
+  CHECK(ValidateConfig(*c).ok());
+
+  const std::string file = ReadAll("config/default.textproto");
+  REQUIRE_FALSE(file.empty());
+  CHECK(std::string(kDefaultConfigText, kDefaultConfigTextSize) == file);
+  DaemonConfig from_file;
+  REQUIRE(google::protobuf::TextFormat::ParseFromString(file, &from_file));
+  CHECK(google::protobuf::util::MessageDifferencer::Equals(*c, from_file));
+
+  // The documented values of the schema.
+  CHECK(c->unix_socket() == "/run/autotuned/autotuned.sock");
+  CHECK(c->unix_socket_mode() == 0660);
+  CHECK(c->tcp_listen().empty());
+  CHECK(c->backend() == "auto");
+  CHECK(c->log_level() == "info");
+  CHECK(c->sim().gpus() == 4);
+  CHECK(c->sim().faults_size() == 0);
+  CHECK(c->limits().max_warmup() == 1000);
+  CHECK(c->limits().max_iterations() == 10000);
+  CHECK(c->limits().max_timeout_ms() == 600000);
+  CHECK(c->limits().max_buffer_bytes() == (int64_t{1} << 30));
+  CHECK(c->limits().max_problems() == 256);
+  CHECK(c->limits().max_candidates() == 32);
+  CHECK(c->limits().max_sweep_sizes() == 64);
+  CHECK(c->limits().max_presync_window_us() == 10000000);
+  CHECK(c->defaults().warmup() == 5);
+  CHECK(c->defaults().iterations() == 20);
+  CHECK(c->defaults().timeout_ms() == 10000);
+  CHECK(c->defaults().timing_mode() == "event_loop");
+  CHECK(c->defaults().presync_window_us() == 5000);
+  CHECK(c->cache().enabled());
+  CHECK(c->cache().dir() == "/var/lib/autotuned/cache");
+
+  // Every field is spelled out: the file agrees with the proto defaults.
+  DaemonConfig schema_defaults;
+  schema_defaults.mutable_sim();
+  schema_defaults.mutable_limits();
+  schema_defaults.mutable_defaults();
+  schema_defaults.mutable_cache();
+  google::protobuf::util::MessageDifferencer diff;
+  diff.set_message_field_comparison(
+      google::protobuf::util::MessageDifferencer::EQUIVALENT);
+  CHECK(diff.Compare(*c, schema_defaults));
+}
+
+TEST_CASE("a user file merges over the default") {
+  const std::string path = WriteTemp("user.textproto",
+                                     "# mine\n"
+                                     "backend: \"sim\"\n"
+                                     "sim { gpus: 8 }\n"
+                                     "limits { max_problems: 7 }\n"
+                                     "cache { dir: \"/tmp/c\" }\n");
+  absl::StatusOr<DaemonConfig> got = LoadConfig(path);
+  REQUIRE(got.ok());
+
+  DaemonConfig want = Default();
+  want.set_backend("sim");
+  want.mutable_sim()->set_gpus(8);
+  want.mutable_limits()->set_max_problems(7);
+  want.mutable_cache()->set_dir("/tmp/c");
+  CHECK(google::protobuf::util::MessageDifferencer::Equals(*got, want));
+  CHECK(got->limits().max_candidates() == 32);
+  CHECK(got->cache().enabled());
+}
+
+TEST_CASE("an empty user file gives the default") {
+  absl::StatusOr<DaemonConfig> got =
+      LoadConfig(WriteTemp("empty.textproto", ""));
+  REQUIRE(got.ok());
+  CHECK(google::protobuf::util::MessageDifferencer::Equals(*got, Default()));
+}
+
+TEST_CASE("a user file may turn a string off and add faults") {
+  const std::string path = WriteTemp("faults.textproto",
+                                     "tcp_listen: \"127.0.0.1:7450\"\n"
+                                     "unix_socket: \"\"\n"
+                                     "sim {\n"
+                                     "  faults { name: \"all_reduce/hangs\" "
+                                     "base: \"all_reduce/ring\" kind: HANG }\n"
+                                     "}\n");
+  absl::StatusOr<DaemonConfig> got = LoadConfig(path);
+  REQUIRE(got.ok());
+  CHECK(got->unix_socket().empty());
+  CHECK(got->tcp_listen() == "127.0.0.1:7450");
+  REQUIRE(got->sim().faults_size() == 1);
+  CHECK(got->sim().faults(0).kind() == Fault::HANG);
+  CHECK(got->sim().gpus() == 4);
+}
+
+TEST_CASE("a syntax error names the file, line and column") {
+  const std::string path = WriteTemp("bad.textproto",
+                                     "backend: \"sim\"\n"
+                                     "sim {\n"
+                                     "  gpus: : 3\n"
+                                     "}\n");
+  absl::StatusOr<DaemonConfig> got = LoadConfig(path);
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.status().code() == absl::StatusCode::kInvalidArgument);
+  const std::string msg(got.status().message());
+  CHECK_THAT(msg, Catch::StartsWith(path + ":3:"));
+  CHECK_THAT(msg, Catch::Contains(path + ":3:9: "));
+}
+
+TEST_CASE("an unknown field is an error that names it") {
+  const std::string path =
+      WriteTemp("unknown.textproto", "sim {\n  gpus: 2\n  gpu_count: 3\n}\n");
+  absl::StatusOr<DaemonConfig> got = LoadConfig(path);
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(got.status().message()),
+             Catch::Contains("gpu_count") && Catch::Contains(path + ":3:"));
+}
+
+TEST_CASE("a field set twice in the user file is an error") {
+  const std::string path =
+      WriteTemp("twice.textproto", "backend: \"sim\"\nbackend: \"cuda\"\n");
+  absl::StatusOr<DaemonConfig> got = LoadConfig(path);
+  REQUIRE_FALSE(got.ok());
+  CHECK_THAT(std::string(got.status().message()),
+             Catch::Contains(path + ":2:") && Catch::Contains("backend"));
+}
+
+TEST_CASE("a value that fails validation names the field") {
+  const std::string path = WriteTemp("zero.textproto", "sim { gpus: 0 }\n");
+  absl::StatusOr<DaemonConfig> got = LoadConfig(path);
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(got.status().message() ==
+        "sim.gpus: must be between 1 and 1024, got 0");
+}
+
+TEST_CASE("a missing file is an error naming the path") {
+  const std::string path = TempPath("does/not/exist.textproto");
+  absl::StatusOr<DaemonConfig> got = LoadConfig(path);
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(got.status().message()), Catch::Contains(path));
+}
+
+TEST_CASE("a directory is not a readable config file") {
+  const std::string path = TempPath("");
+  absl::StatusOr<DaemonConfig> got = LoadConfig(path);
+  REQUIRE_FALSE(got.ok());
+  CHECK_THAT(std::string(got.status().message()), Catch::Contains(path));
+}
+
+TEST_CASE("each validation rule rejects with the field name") {
+  CHECK(Reject([](DaemonConfig*) {}).empty());
+
+  CHECK_THAT(Reject([](DaemonConfig* c) { c->set_backend("gpu"); }),
+             Catch::StartsWith("backend: ") && Catch::Contains("\"gpu\""));
+  for (const char* ok : {"auto", "sim", "cuda"}) {
+    CHECK(Reject([&](DaemonConfig* c) { c->set_backend(ok); }).empty());
+  }
+  CHECK_THAT(Reject([](DaemonConfig* c) { c->set_log_level("verbose"); }),
+             Catch::StartsWith("log_level: "));
+  for (const char* ok : {"trace", "debug", "info", "warn", "error"}) {
+    CHECK(Reject([&](DaemonConfig* c) { c->set_log_level(ok); }).empty());
+  }
+  CHECK_THAT(Reject([](DaemonConfig* c) { c->set_unix_socket_mode(01000); }),
+             Catch::StartsWith("unix_socket_mode: "));
+  CHECK(Reject([](DaemonConfig* c) { c->set_unix_socket_mode(0777); }).empty());
+  CHECK_THAT(Reject([](DaemonConfig* c) { c->set_unix_socket(""); }),
+             Catch::Contains("unix_socket") && Catch::Contains("tcp_listen"));
+  CHECK(Reject([](DaemonConfig* c) {
+          c->set_unix_socket("");
+          c->set_tcp_listen("127.0.0.1:7450");
+        }).empty());
+
+  CHECK(Reject([](DaemonConfig* c) { c->mutable_sim()->set_gpus(0); }) ==
+        "sim.gpus: must be between 1 and 1024, got 0");
+  CHECK_THAT(Reject([](DaemonConfig* c) { c->mutable_sim()->set_gpus(1025); }),
+             Catch::StartsWith("sim.gpus: "));
+  CHECK(Reject([](DaemonConfig* c) {
+          c->mutable_sim()->set_gpus(1024);
+        }).empty());
+  CHECK(Reject([](DaemonConfig* c) { c->mutable_sim()->set_gpus(1); }).empty());
+
+  auto fault = [](DaemonConfig* c) {
+    Fault* f = c->mutable_sim()->add_faults();
+    f->set_name("all_reduce/fails");
+    f->set_base("all_reduce/ring");
+    f->set_kind(Fault::FAIL);
+    return f;
+  };
+  CHECK(Reject([&](DaemonConfig* c) { fault(c); }).empty());
+  CHECK_THAT(Reject([&](DaemonConfig* c) { fault(c)->clear_name(); }),
+             Catch::StartsWith("sim.faults[0].name: "));
+  CHECK_THAT(Reject([&](DaemonConfig* c) { fault(c)->clear_base(); }),
+             Catch::StartsWith("sim.faults[0].base: "));
+  CHECK_THAT(Reject([&](DaemonConfig* c) {
+               fault(c);
+               fault(c)->clear_kind();
+             }),
+             Catch::StartsWith("sim.faults[1].kind: "));
+  CHECK_THAT(Reject([&](DaemonConfig* c) { fault(c)->set_rank(-1); }),
+             Catch::StartsWith("sim.faults[0].rank: "));
+  CHECK_THAT(Reject([&](DaemonConfig* c) { fault(c)->set_delay_us(-1); }),
+             Catch::StartsWith("sim.faults[0].delay_us: "));
+
+  // Every limit must be positive.
+  const google::protobuf::Descriptor* limits = Limits::descriptor();
+  for (int i = 0; i < limits->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = limits->field(i);
+    for (int64_t bad : {int64_t{0}, int64_t{-1}}) {
+      DaemonConfig c = Default();
+      const google::protobuf::Reflection* r = c.limits().GetReflection();
+      Limits* l = c.mutable_limits();
+      if (field->cpp_type() ==
+          google::protobuf::FieldDescriptor::CPPTYPE_INT32) {
+        r->SetInt32(l, field, static_cast<int32_t>(bad));
+      } else {
+        REQUIRE(field->cpp_type() ==
+                google::protobuf::FieldDescriptor::CPPTYPE_INT64);
+        r->SetInt64(l, field, bad);
+      }
+      absl::Status s = ValidateConfig(c);
+      INFO(field->name());
+      REQUIRE_FALSE(s.ok());
+      CHECK_THAT(std::string(s.message()),
+                 Catch::StartsWith("limits." + field->name() + ": "));
+    }
+  }
+
+  // Defaults must lie inside the limits.
+  auto defaults = [](DaemonConfig* c) { return c->mutable_defaults(); };
+  CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_warmup(-1); }),
+             Catch::StartsWith("defaults.warmup: "));
+  CHECK(Reject([&](DaemonConfig* c) { defaults(c)->set_warmup(0); }).empty());
+  CHECK(
+      Reject([&](DaemonConfig* c) { defaults(c)->set_warmup(1000); }).empty());
+  CHECK(Reject([&](DaemonConfig* c) { defaults(c)->set_warmup(1001); }) ==
+        "defaults.warmup: must be between 0 and 1000, got 1001");
+  CHECK_THAT(
+      Reject([&](DaemonConfig* c) { c->mutable_limits()->set_max_warmup(3); }),
+      Catch::StartsWith("defaults.warmup: "));
+  CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_iterations(0); }),
+             Catch::StartsWith("defaults.iterations: "));
+  CHECK_THAT(
+      Reject([&](DaemonConfig* c) { defaults(c)->set_iterations(10001); }),
+      Catch::StartsWith("defaults.iterations: "));
+  CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_timeout_ms(0); }),
+             Catch::StartsWith("defaults.timeout_ms: "));
+  CHECK_THAT(
+      Reject([&](DaemonConfig* c) { defaults(c)->set_timeout_ms(600001); }),
+      Catch::StartsWith("defaults.timeout_ms: "));
+  CHECK_THAT(
+      Reject([&](DaemonConfig* c) { defaults(c)->set_presync_window_us(-1); }),
+      Catch::StartsWith("defaults.presync_window_us: "));
+  CHECK_THAT(Reject([&](DaemonConfig* c) {
+               defaults(c)->set_presync_window_us(10000001);
+             }),
+             Catch::StartsWith("defaults.presync_window_us: "));
+  CHECK(Reject([&](DaemonConfig* c) {
+          defaults(c)->set_presync_window_us(0);
+        }).empty());
+  CHECK_THAT(
+      Reject([&](DaemonConfig* c) { defaults(c)->set_timing_mode("x"); }),
+      Catch::StartsWith("defaults.timing_mode: "));
+  CHECK(Reject([&](DaemonConfig* c) {
+          defaults(c)->set_timing_mode("cuda_graph");
+        }).empty());
+
+  CHECK_THAT(Reject([](DaemonConfig* c) { c->mutable_cache()->set_dir(""); }),
+             Catch::StartsWith("cache.dir: "));
+  CHECK(Reject([](DaemonConfig* c) {
+          c->mutable_cache()->set_dir("");
+          c->mutable_cache()->set_enabled(false);
+        }).empty());
+}
+
+}  // namespace
+}  // namespace config
+}  // namespace autotuned

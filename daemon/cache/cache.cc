@@ -1,0 +1,238 @@
+#include "daemon/cache/cache.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/cache/entry_file.h"
+#include "daemon/cache/file_util.h"
+
+namespace autotuned {
+namespace {
+
+constexpr char kEntrySuffix[] = ".entry";
+constexpr char kTempPrefix[] = ".tmp-";
+constexpr mode_t kDirMode = 0750;
+constexpr mode_t kFileMode = 0640;
+
+std::string EntryPath(const std::string& dir, const std::string& key) {
+  return absl::StrCat(dir, "/", key, kEntrySuffix);
+}
+
+// Reads and checks the entry file `path`, which claims to hold `key`.
+// DATA_LOSS (or the read error) with the reason when it cannot be used.
+absl::StatusOr<cache::CacheEntry> LoadEntryFile(const std::string& path,
+                                                const std::string& key) {
+  if (!IsCacheKey(key)) {
+    return absl::DataLossError("the file name is not a cache key");
+  }
+  absl::StatusOr<std::string> bytes = cache_internal::ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<cache::CacheEntry> entry = DecodeEntryFile(*bytes);
+  if (!entry.ok()) return entry.status();
+  if (entry->key() != key) {
+    return absl::DataLossError(absl::StrCat(
+        "it holds key \"", entry->key(), "\", not the one of its file name"));
+  }
+  if (CacheKeyDigest(entry->key_text()) != key) {
+    return absl::DataLossError(
+        "its key text does not hash to the key of its file name");
+  }
+  return entry;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ResultCache>> ResultCache::Open(
+    const std::string& dir) {
+  if (dir.empty()) {
+    return absl::InvalidArgumentError("result cache: empty directory name");
+  }
+  absl::Status made = cache_internal::MakeDirs(dir, kDirMode);
+  if (!made.ok()) return made;
+  absl::StatusOr<std::vector<std::string>> names = cache_internal::ListDir(dir);
+  if (!names.ok()) return names.status();
+
+  EntryMap entries;
+  int64_t corrupt = 0;
+  for (const std::string& name : *names) {
+    const std::string path = absl::StrCat(dir, "/", name);
+    if (absl::StartsWith(name, kTempPrefix)) {
+      spdlog::info("result cache: ignoring {}, left by an interrupted write",
+                   path);
+      continue;
+    }
+    if (!absl::EndsWith(name, kEntrySuffix)) continue;
+    const std::string key =
+        name.substr(0, name.size() - (sizeof(kEntrySuffix) - 1));
+    absl::StatusOr<cache::CacheEntry> entry = LoadEntryFile(path, key);
+    if (!entry.ok()) {
+      spdlog::warn("result cache: ignoring corrupt file {}: {}", path,
+                   std::string(entry.status().message()));
+      ++corrupt;
+      continue;
+    }
+    entries[key] = std::make_shared<const cache::CacheEntry>(*std::move(entry));
+  }
+  spdlog::info(
+      "result cache: {} entries loaded from {}, {} corrupt files "
+      "ignored",
+      entries.size(), dir, corrupt);
+  return std::unique_ptr<ResultCache>(
+      new ResultCache(dir, std::move(entries), corrupt));
+}
+
+ResultCache::ResultCache(std::string dir, EntryMap entries,
+                         int64_t corrupt_files)
+    : dir_(std::move(dir)),
+      entries_(std::move(entries)),
+      corrupt_files_(corrupt_files) {}
+
+std::shared_ptr<const cache::CacheEntry> ResultCache::Find(
+    const std::string& key) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : it->second;
+}
+
+std::optional<v1::ProblemResult> ResultCache::Lookup(
+    const std::string& key) const {
+  std::shared_ptr<const cache::CacheEntry> entry = Find(key);
+  if (entry == nullptr) return std::nullopt;
+  return entry->result();
+}
+
+std::optional<v1::ProblemResult> ResultCache::Lookup(
+    const std::string& key, const std::string& key_text) const {
+  std::shared_ptr<const cache::CacheEntry> entry = Find(key);
+  if (entry == nullptr) return std::nullopt;
+  if (entry->key_text() != key_text) {
+    spdlog::warn("result cache: key {} collides: stored for another problem",
+                 key);
+    return std::nullopt;
+  }
+  return entry->result();
+}
+
+absl::Status ResultCache::Store(const std::string& key,
+                                const std::string& key_text,
+                                const v1::ProblemResult& result) {
+  if (!IsCacheKey(key)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key: not a cache key (32 lowercase hex digits): \"", key, "\""));
+  }
+  if (CacheKeyDigest(key_text) != key) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key: ", key, " is not the digest of key_text"));
+  }
+  cache::CacheEntry entry;
+  entry.set_key(key);
+  entry.set_key_text(key_text);
+  *entry.mutable_result() = result;
+  entry.set_stored_unix_ms(absl::ToUnixMillis(absl::Now()));
+  const std::string bytes = EncodeEntryFile(entry);
+  auto shared = std::make_shared<const cache::CacheEntry>(std::move(entry));
+
+  absl::MutexLock write_lock(&write_mu_);
+  const std::string temp = absl::StrCat(dir_, "/", kTempPrefix, key, "-",
+                                        ::getpid(), "-", temp_seq_++);
+  const std::string path = EntryPath(dir_, key);
+  absl::Status written =
+      cache_internal::WriteNewFileSynced(temp, bytes, kFileMode);
+  if (!written.ok()) return written;
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    absl::Status renamed = absl::ErrnoToStatus(
+        errno, absl::StrCat("cannot rename ", temp, " to ", path));
+    cache_internal::RemoveFile(temp).IgnoreError();
+    return renamed;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    entries_[key] = std::move(shared);
+  }
+  return cache_internal::SyncDir(dir_);
+}
+
+std::vector<v1::CacheEntrySummary> ResultCache::List() const {
+  std::vector<std::shared_ptr<const cache::CacheEntry>> snapshot;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    snapshot.reserve(entries_.size());
+    for (const auto& kv : entries_) snapshot.push_back(kv.second);
+  }
+  std::sort(snapshot.begin(), snapshot.end(),
+            [](const auto& a, const auto& b) { return a->key() < b->key(); });
+  std::vector<v1::CacheEntrySummary> out;
+  out.reserve(snapshot.size());
+  for (const auto& e : snapshot) {
+    v1::CacheEntrySummary s;
+    s.set_key(e->key());
+    *s.mutable_problem() = e->result().problem();
+    s.set_winner(e->result().winner());
+    if (e->result().ranked_size() > 0 && e->result().ranked(0).ok()) {
+      s.set_winner_mean_us(e->result().ranked(0).mean_us());
+    }
+    s.set_measured_unix_ms(e->result().measured_unix_ms());
+    s.set_world_size(KeyTextWorldSize(e->key_text()));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> ResultCache::Clear() {
+  absl::MutexLock write_lock(&write_mu_);
+  absl::StatusOr<std::vector<std::string>> names =
+      cache_internal::ListDir(dir_);
+  if (!names.ok()) return names.status();
+  int64_t removed = 0;
+  std::vector<std::string> removed_keys;
+  absl::Status failed;
+  for (const std::string& name : *names) {
+    const bool entry = absl::EndsWith(name, kEntrySuffix);
+    if (!entry && !absl::StartsWith(name, kTempPrefix)) continue;
+    absl::Status s = cache_internal::RemoveFile(absl::StrCat(dir_, "/", name));
+    if (absl::IsNotFound(s)) continue;
+    if (!s.ok()) {
+      failed = s;
+      break;
+    }
+    if (entry) {
+      ++removed;
+      removed_keys.push_back(
+          name.substr(0, name.size() - (sizeof(kEntrySuffix) - 1)));
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (failed.ok()) {
+      entries_.clear();
+      corrupt_files_ = 0;
+    } else {
+      for (const std::string& key : removed_keys) entries_.erase(key);
+    }
+  }
+  if (!failed.ok()) return failed;
+  absl::Status synced = cache_internal::SyncDir(dir_);
+  if (!synced.ok()) return synced;
+  return removed;
+}
+
+int64_t ResultCache::corrupt_files() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return corrupt_files_;
+}
+
+int64_t ResultCache::size() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return static_cast<int64_t>(entries_.size());
+}
+
+}  // namespace autotuned

@@ -1,0 +1,109 @@
+// The result cache: measured rankings kept in memory and on disk, so that a
+// problem measured once on this node is answered at once afterwards, also
+// after a daemon restart.
+//
+// On disk, one file per entry in the cache directory, named "<key>.entry"
+// (key: CacheKeyDigest, 32 hex digits), in the format of entry_file.h, mode
+// 0640. Writes are atomic: a temporary file ".tmp-<key>-..." in the same
+// directory is written, fsync'ed and renamed over the entry, then the
+// directory is fsync'ed; a crash leaves the old entry or the new one, never a
+// mix. Other files in the directory are left alone.
+//
+// A file that cannot be used (unreadable, bad magic, truncated, length
+// mismatch, unparsable payload, key not matching its file name or key text)
+// is logged with spdlog::warn naming the file and the reason, counted
+// (corrupt_files()) and ignored: never fatal, never deleted except by Clear().
+//
+// Thread-safety: every method may be called concurrently. Lookup, List,
+// size and corrupt_files read memory only, under a reader lock that is never
+// held during file I/O, so a lookup never waits for a disk. Store and Clear
+// are serialized with each other (a separate lock held across their file
+// I/O), so memory always ends up agreeing with the files they leave.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/cache/cache_entry.pb.h"
+#include "daemon/cache/key.h"
+#include "proto/autotuned.pb.h"
+
+namespace autotuned {
+
+class ResultCache {
+ public:
+  // Opens the cache in `dir`: creates it when missing (with its parents, like
+  // mkdir -p, mode 0750) and loads every "*.entry" file into memory, skipping
+  // (and counting) corrupt ones. Errors (naming `dir`): INVALID_ARGUMENT when
+  // `dir` is empty; FAILED_PRECONDITION when it exists and is not a
+  // directory; the errno's code when it cannot be created or listed.
+  static absl::StatusOr<std::unique_ptr<ResultCache>> Open(
+      const std::string& dir);
+
+  ResultCache(const ResultCache&) = delete;
+  ResultCache& operator=(const ResultCache&) = delete;
+
+  // The stored result for `key`, or nullopt. Memory only (the hot path).
+  std::optional<v1::ProblemResult> Lookup(const std::string& key) const;
+  // The same, and only when the entry's stored key text equals `key_text`:
+  // nullopt on a digest collision.
+  std::optional<v1::ProblemResult> Lookup(const std::string& key,
+                                          const std::string& key_text) const;
+
+  // Stores `result` under `key`, replacing an older entry, on disk (atomic,
+  // durable when OK) and in memory. INVALID_ARGUMENT when `key` is not
+  // CacheKeyDigest(key_text); otherwise the errno's code of the failed file
+  // operation, naming the file. A failure before the rename leaves the old
+  // entry and no temporary file; when only the final directory fsync fails
+  // the new entry is in place (and in memory) but may not survive a crash.
+  absl::Status Store(const std::string& key, const std::string& key_text,
+                     const v1::ProblemResult& result);
+
+  // One summary per entry in memory, sorted by key. world_size comes from the
+  // key text; winner_mean_us is ranked[0].mean_us when ranked[0] worked,
+  // else 0.
+  std::vector<v1::CacheEntrySummary> List() const;
+
+  // Removes every entry: the "*.entry" files (corrupt ones included), any
+  // temporary file left by an interrupted write, and everything in memory;
+  // resets corrupt_files(). Returns the number of entry files removed. On a
+  // failed removal, returns the errno's code naming the file; what was
+  // removed up to then is gone from memory too.
+  absl::StatusOr<int64_t> Clear();
+
+  // Corrupt files found by Open (and not removed by Clear since).
+  int64_t corrupt_files() const;
+  // Entries in memory.
+  int64_t size() const;
+  // The cache directory as given to Open.
+  const std::string& dir() const { return dir_; }
+
+ private:
+  using EntryMap =
+      absl::flat_hash_map<std::string,
+                          std::shared_ptr<const cache::CacheEntry>>;
+
+  ResultCache(std::string dir, EntryMap entries, int64_t corrupt_files);
+
+  std::shared_ptr<const cache::CacheEntry> Find(const std::string& key) const;
+
+  const std::string dir_;
+  // Serializes Store and Clear; held across their file I/O. Acquired before
+  // mu_, never after.
+  absl::Mutex write_mu_;
+  // Guards the in-memory state; never held during file I/O.
+  mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(write_mu_);
+  EntryMap entries_ ABSL_GUARDED_BY(mu_);
+  int64_t corrupt_files_ ABSL_GUARDED_BY(mu_);
+  int64_t temp_seq_ ABSL_GUARDED_BY(write_mu_) = 0;
+};
+
+}  // namespace autotuned

@@ -1,0 +1,125 @@
+#include "daemon/cache/key.h"
+
+#include <cstdint>
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "google/protobuf/text_format.h"
+
+namespace autotuned {
+namespace {
+
+constexpr uint64_t kFnvOffsetBasis = 1469598103934665603ull;
+constexpr uint64_t kFnvPrime = 1099511628211ull;
+// The second digest of a cache key starts from another basis (the 64-bit
+// golden ratio), so the two halves are not the same function of the text.
+constexpr uint64_t kSecondBasis = 0x9e3779b97f4a7c15ull;
+
+constexpr char kKeyTextHeader[] = "autotuned-cache-key v1";
+constexpr char kWorldSizeField[] = "world_size: ";
+
+// FNV-1a, 64 bit, from `basis`: stable across processes and builds.
+uint64_t Fnv1a64(absl::string_view s, uint64_t basis) {
+  uint64_t h = basis;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= kFnvPrime;
+  }
+  return h;
+}
+
+std::string Hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx",
+                static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// A quoted, escaped string: no separator inside a value can make two
+// different inputs produce the same text.
+std::string Quote(absl::string_view s) {
+  return absl::StrCat("\"", absl::CEscape(s), "\"");
+}
+
+}  // namespace
+
+std::string NodeFingerprint(const NodeDescription& node,
+                            const std::string& catalogue_version) {
+  std::string text = "autotuned-node v1\n";
+  absl::StrAppend(&text, "backend: ", Quote(node.backend), "\n");
+  absl::StrAppend(&text, "gpus: ", node.gpus.size(), "\n");
+  for (const GpuDescription& gpu : node.gpus) {
+    absl::StrAppend(&text, "gpu: ", Quote(gpu.name), " ", gpu.memory_bytes,
+                    "\n");
+  }
+  absl::StrAppend(&text, "topology:");
+  for (const std::string& link : node.topology) {
+    absl::StrAppend(&text, " ", Quote(link));
+  }
+  absl::StrAppend(&text, "\n");
+  absl::StrAppend(&text, "driver: ", Quote(node.driver_version), "\n");
+  absl::StrAppend(&text, "cuda: ", Quote(node.cuda_version), "\n");
+  absl::StrAppend(&text, "nccl: ", Quote(node.nccl_version), "\n");
+  absl::StrAppend(&text, "catalogue: ", Quote(catalogue_version), "\n");
+  return Hex64(Fnv1a64(text, kFnvOffsetBasis));
+}
+
+std::string CacheKeyText(const std::string& fingerprint, int world_size,
+                         int ranks_per_host,
+                         const v1::Problem& canonical_problem,
+                         int timing_mode) {
+  v1::Problem problem = canonical_problem;
+  problem.clear_label();
+  // Single-line text format: fields in field-number order, map entries
+  // sorted by key, strings escaped (no newline can appear).
+  google::protobuf::TextFormat::Printer printer;
+  printer.SetSingleLineMode(true);
+  std::string problem_text;
+  printer.PrintToString(problem, &problem_text);
+  absl::StripTrailingAsciiWhitespace(&problem_text);
+
+  return absl::StrCat(kKeyTextHeader, "\n",                       //
+                      "fingerprint: ", Quote(fingerprint), "\n",  //
+                      kWorldSizeField, world_size, "\n",          //
+                      "ranks_per_host: ", ranks_per_host, "\n",   //
+                      "timing_mode: ", timing_mode, "\n",         //
+                      "problem: {", problem_text, "}\n");
+}
+
+std::string CacheKeyDigest(const std::string& key_text) {
+  return absl::StrCat(Hex64(Fnv1a64(key_text, kFnvOffsetBasis)),
+                      Hex64(Fnv1a64(key_text, kSecondBasis)));
+}
+
+std::string CacheKey(const std::string& fingerprint, int world_size,
+                     int ranks_per_host, const v1::Problem& canonical_problem,
+                     int timing_mode) {
+  return CacheKeyDigest(CacheKeyText(fingerprint, world_size, ranks_per_host,
+                                     canonical_problem, timing_mode));
+}
+
+bool IsCacheKey(const std::string& key) {
+  if (key.size() != 32) return false;
+  for (char c : key) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+int KeyTextWorldSize(const std::string& key_text) {
+  for (absl::string_view line : absl::StrSplit(key_text, '\n')) {
+    if (absl::ConsumePrefix(&line, kWorldSizeField)) {
+      int world_size = 0;
+      return absl::SimpleAtoi(line, &world_size) ? world_size : 0;
+    }
+  }
+  return 0;
+}
+
+}  // namespace autotuned

@@ -1,0 +1,131 @@
+#include "daemon/server/server.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/status_macros.h"
+
+namespace autotuned {
+namespace {
+
+absl::Status MakeDirs(const std::string& dir) {
+  if (dir.empty()) return absl::OkStatus();
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) return absl::OkStatus();
+  const size_t slash = dir.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    AT_RETURN_IF_ERROR(MakeDirs(dir.substr(0, slash)));
+  }
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::UnavailableError(
+        absl::StrCat("unix_socket: cannot create ", dir, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// True when something accepts connections on the socket at `path`.
+bool SomeoneListens(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool live =
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return live;
+}
+
+absl::Status PrepareSocketPath(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unix_socket: path longer than ",
+                     sizeof(sockaddr_un::sun_path) - 1, " bytes: ", path));
+  }
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos) AT_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash)));
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "unix_socket: ", path, " exists and is not a socket; not touching it"));
+  }
+  if (SomeoneListens(path)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "unix_socket: another daemon already answers on ", path));
+  }
+  unlink(path.c_str());  // stale: its daemon is gone
+  return absl::OkStatus();
+}
+
+absl::Status SetSocketAccess(const config::DaemonConfig& config) {
+  const std::string& path = config.unix_socket();
+  if (!config.unix_socket_group().empty()) {
+    struct group* g = getgrnam(config.unix_socket_group().c_str());
+    if (g == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unix_socket_group: no group named \"", config.unix_socket_group(), "\""));
+    }
+    if (chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "unix_socket_group: chown ", path, ": ", strerror(errno)));
+    }
+  }
+  if (chmod(path.c_str(), config.unix_socket_mode()) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("unix_socket_mode: chmod ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
+                                      const std::vector<grpc::Service*>& services) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  Listening out;
+  if (!config.unix_socket().empty()) {
+    AT_RETURN_IF_ERROR(PrepareSocketPath(config.unix_socket()));
+    builder.AddListeningPort("unix:" + config.unix_socket(),
+                             grpc::InsecureServerCredentials());
+    out.unix_socket = config.unix_socket();
+  }
+  if (!config.tcp_listen().empty()) {
+    builder.AddListeningPort(config.tcp_listen(),
+                             grpc::InsecureServerCredentials(), &out.tcp_port);
+  }
+  for (grpc::Service* s : services) builder.RegisterService(s);
+  out.server = builder.BuildAndStart();
+  if (out.server == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ",
+        config.unix_socket().empty() ? "" : "unix:" + config.unix_socket(), " ",
+        config.tcp_listen()));
+  }
+  if (!config.tcp_listen().empty() && out.tcp_port == 0) {
+    out.server->Shutdown();
+    return absl::UnavailableError(
+        absl::StrCat("tcp_listen: cannot listen on ", config.tcp_listen()));
+  }
+  if (!out.unix_socket.empty()) {
+    absl::Status access = SetSocketAccess(config);
+    if (!access.ok()) {
+      out.server->Shutdown();
+      return access;
+    }
+  }
+  return out;
+}
+
+}  // namespace autotuned

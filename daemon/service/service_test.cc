@@ -1,0 +1,284 @@
+// The service through its real gRPC stub, in-process, over a scripted backend
+// (daemon/backend/fake_backend.h) and a real cache directory.
+#include "daemon/service/service.h"
+
+#include <cstdlib>
+#include <memory>
+
+#include <catch2/catch.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include "config/config_loader.h"
+#include "daemon/backend/fake_backend.h"
+#include "daemon/service/dispatch.h"
+
+namespace autotuned {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  return std::string(base ? base : "/tmp") + "/" + name;
+}
+
+FakeBackend::Script Timed(double us) {
+  FakeBackend::Script s;
+  s.iteration_us = {us};
+  return s;
+}
+
+class Fixture {
+ public:
+  explicit Fixture(const std::string& cache_name) {
+    config_ = *config::DefaultConfig();
+    config_.mutable_limits()->set_max_buffer_bytes(1 << 20);
+    FakeBackend::Script broken;
+    broken.fail_rank = 1;
+    broken.failure = absl::DataLossError("rank 1 index 0: got 3, want 4");
+    backend_ = std::make_unique<FakeBackend>(
+        4, std::map<std::string, FakeBackend::Script>{
+               {"all_reduce/a", Timed(30)},
+               {"all_reduce/b", Timed(10)},
+               {"all_reduce/c", Timed(20)},
+               {"all_reduce/broken", broken}});
+    cache_ = *ResultCache::Open(TempDir(cache_name));
+    service_ = std::make_unique<AutotuneService>(backend_.get(), cache_.get(), config_);
+    grpc::ServerBuilder builder;
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    stub_ = v1::Autotune::NewStub(server_->InProcessChannel({}));
+  }
+  ~Fixture() { server_->Shutdown(); }
+
+  grpc::Status Tune(const v1::TuneRequest& req, v1::TuneResponse* resp) {
+    grpc::ClientContext ctx;
+    return stub_->Tune(&ctx, req, resp);
+  }
+
+  // An error's message, or "OK".
+  std::string TuneError(const v1::TuneRequest& req) {
+    v1::TuneResponse resp;
+    grpc::Status s = Tune(req, &resp);
+    if (s.ok()) return "OK";
+    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    return s.error_message();
+  }
+
+  FakeBackend& backend() { return *backend_; }
+  v1::Autotune::Stub& stub() { return *stub_; }
+
+ private:
+  config::DaemonConfig config_;
+  std::unique_ptr<FakeBackend> backend_;
+  std::unique_ptr<ResultCache> cache_;
+  std::unique_ptr<AutotuneService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Autotune::Stub> stub_;
+};
+
+v1::TuneRequest Request(std::vector<std::string> impls, int64_t count = 1024) {
+  v1::TuneRequest req;
+  req.mutable_group()->set_id("test");
+  req.mutable_group()->set_world_size(4);
+  req.mutable_options()->set_iterations(3);
+  req.mutable_options()->set_warmup(1);
+  v1::Problem* p = req.add_problems();
+  p->set_collective(v1::ALL_REDUCE);
+  p->set_dtype(v1::FLOAT32);
+  p->set_count(count);
+  for (const auto& impl : impls) p->add_candidates()->set_impl(impl);
+  return req;
+}
+
+TEST_CASE("a tune request comes back ranked, then from the cache") {
+  Fixture f("ranked");
+  v1::TuneResponse resp;
+  v1::TuneRequest req =
+      Request({"all_reduce/a", "all_reduce/broken", "all_reduce/b", "all_reduce/c"});
+  REQUIRE(f.Tune(req, &resp).ok());
+  REQUIRE(resp.results_size() == 1);
+  const v1::ProblemResult& r = resp.results(0);
+  CHECK(r.status() == v1::TUNED);
+  CHECK(r.winner() == "all_reduce/b");
+  CHECK(r.winner_index() == 2);
+  REQUIRE(r.ranked_size() == 4);
+  CHECK(r.ranked(0).median_us() == 10);
+  CHECK(r.ranked(1).candidate().impl() == "all_reduce/c");
+  CHECK(r.ranked(2).candidate().impl() == "all_reduce/a");
+  CHECK_FALSE(r.ranked(3).ok());
+  CHECK_THAT(r.ranked(3).reason(), Catch::Contains("rank 1: DATA_LOSS"));
+  CHECK(std::isinf(r.ranked(3).median_us()));
+  // 4096 bytes in 10 us: 0.4096 GB/s algbw, x 2(n-1)/n = 1.5 busbw.
+  CHECK(r.ranked(0).algbw_gbps() == Approx(0.4096));
+  CHECK(r.ranked(0).busbw_gbps() == Approx(0.6144));
+  CHECK(r.ranked(0).candidate().params().at("knob") == 1);
+
+  const int runs = f.backend().runs();
+  v1::TuneResponse again;
+  REQUIRE(f.Tune(req, &again).ok());
+  CHECK(again.results(0).status() == v1::CACHED);
+  CHECK(again.results(0).winner() == "all_reduce/b");
+  CHECK(f.backend().runs() == runs);
+
+  req.mutable_options()->set_refresh(true);
+  REQUIRE(f.Tune(req, &again).ok());
+  CHECK(again.results(0).status() == v1::TUNED);
+  CHECK(f.backend().runs() == runs + 4);
+}
+
+TEST_CASE("a batch gets one answer per problem, in order") {
+  Fixture f("batch");
+  v1::TuneRequest req = Request({"all_reduce/a", "all_reduce/b"});
+  *req.add_problems() = req.problems(0);
+  req.mutable_problems(1)->set_count(2048);
+  req.mutable_problems(1)->set_label("second");
+  v1::TuneResponse resp;
+  REQUIRE(f.Tune(req, &resp).ok());
+  REQUIRE(resp.results_size() == 2);
+  CHECK(resp.results(1).problem().count() == 2048);
+  CHECK(resp.results(1).problem().label() == "second");
+}
+
+TEST_CASE("every candidate failing is FAILED, not an error") {
+  Fixture f("failed");
+  v1::TuneResponse resp;
+  REQUIRE(f.Tune(Request({"all_reduce/broken"}), &resp).ok());
+  CHECK(resp.results(0).status() == v1::FAILED);
+  CHECK(resp.results(0).winner().empty());
+}
+
+TEST_CASE("bad input is INVALID_ARGUMENT naming the field") {
+  Fixture f("invalid");
+  const std::vector<std::string> two = {"all_reduce/a", "all_reduce/b"};
+  v1::TuneRequest req;
+
+  CHECK_THAT(f.TuneError(Request({"all_reduce/zzz"})),
+             Catch::StartsWith("problems[0].candidates[0].impl: unknown implementation"));
+
+  req = Request(two);
+  req.mutable_problems(0)->set_collective(static_cast<v1::Collective>(42));
+  CHECK(f.TuneError(req) == "problems[0].collective: unknown collective 42");
+
+  CHECK(f.TuneError(Request(two, 0)) == "problems[0].count: must be positive, got 0");
+  CHECK(f.TuneError(Request(two, -5)) == "problems[0].count: must be positive, got -5");
+  CHECK_THAT(f.TuneError(Request(two, 1 << 20)),
+             Catch::StartsWith("problems[0].count:") &&
+                 Catch::Contains("memory cap of 1048576 bytes (limits.max_buffer_bytes)"));
+  CHECK_THAT(f.TuneError(Request(two, INT64_MAX)),
+             Catch::Contains("limits.max_buffer_bytes"));
+
+  req = Request(two);
+  req.mutable_options()->set_iterations(-1);
+  CHECK(f.TuneError(req) ==
+        "options.iterations: must be between 1 and 10000 (limits.max_iterations), got -1");
+  req.mutable_options()->set_iterations(2000000000);
+  CHECK_THAT(f.TuneError(req), Catch::StartsWith("options.iterations: must be between"));
+  req = Request(two);
+  req.mutable_options()->set_warmup(-3);
+  CHECK_THAT(f.TuneError(req), Catch::StartsWith("options.warmup:"));
+  req = Request(two);
+  req.mutable_options()->set_timeout_ms(-1);
+  CHECK_THAT(f.TuneError(req), Catch::StartsWith("options.timeout_ms:"));
+
+  req = Request(two);
+  req.mutable_group()->set_world_size(64);
+  CHECK(f.TuneError(req) ==
+        "group.world_size: 64 ranks, but the fake backend serves at most 4 on this node");
+  req.mutable_group()->set_world_size(0);
+  CHECK_THAT(f.TuneError(req), Catch::StartsWith("group.world_size: must be positive"));
+
+  CHECK_THAT(f.TuneError(Request({"all_reduce/a", "all_reduce/b", "all_reduce/a"})),
+             Catch::StartsWith("problems[0].candidates[2]: duplicate of candidates[0]"));
+
+  req = Request(two);
+  (*req.mutable_problems(0)->mutable_candidates(1)->mutable_params())["threads"] = 4;
+  CHECK_THAT(f.TuneError(req),
+             Catch::StartsWith("problems[0].candidates[1].params[\"threads\"]: "
+                               "\"all_reduce/b\" takes no parameter \"threads\""));
+
+  req = Request(two);
+  req.clear_problems();
+  CHECK(f.TuneError(req) == "problems: at least one problem is required");
+  CHECK(f.TuneError(Request({})) ==
+        "problems[0].candidates: at least one candidate is required");
+  req = Request(two);
+  req.mutable_problems(0)->set_dtype(v1::DTYPE_UNSPECIFIED);
+  CHECK(f.TuneError(req) == "problems[0].dtype: is required");
+  req = Request(two);
+  req.mutable_problems(0)->set_root(2);
+  CHECK(f.TuneError(req) == "problems[0].root: only broadcast takes a root");
+
+  // Nothing ran for any of them.
+  CHECK(f.backend().runs() == 0);
+}
+
+TEST_CASE("a sweep streams every size and ends with the dispatch table") {
+  Fixture f("sweep");
+  v1::SweepRequest req;
+  req.mutable_group()->set_world_size(2);
+  req.mutable_options()->set_iterations(2);
+  req.mutable_problem()->set_collective(v1::ALL_REDUCE);
+  req.mutable_problem()->set_dtype(v1::FLOAT32);
+  req.mutable_problem()->add_candidates()->set_impl("all_reduce/a");
+  req.mutable_problem()->add_candidates()->set_impl("all_reduce/b");
+  for (int64_t c : {256, 512, 1024}) req.add_counts(c);
+  grpc::ClientContext ctx;
+  auto reader = f.stub().Sweep(&ctx, req);
+  v1::SweepUpdate u;
+  std::vector<v1::SweepUpdate> updates;
+  while (reader->Read(&u)) updates.push_back(u);
+  REQUIRE(reader->Finish().ok());
+  REQUIRE(updates.size() == 4);
+  CHECK(updates[2].size_result().problem().count() == 1024);
+  CHECK(updates[2].done() == 3);
+  REQUIRE(updates[3].has_table());
+  REQUIRE(updates[3].table().ranges_size() == 1);
+  CHECK(updates[3].table().ranges(0).winner() == "all_reduce/b");
+  CHECK(updates[3].table().ranges(0).max_bytes() == 4096);
+
+  req.set_counts(1, 0);
+  grpc::ClientContext ctx2;
+  auto bad = f.stub().Sweep(&ctx2, req);
+  while (bad->Read(&u)) {
+  }
+  grpc::Status s = bad->Finish();
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == "counts[1]: must be positive, got 0");
+}
+
+TEST_CASE("dispatch tables merge runs of the same winner") {
+  auto size = [](int64_t count, const std::string& winner) {
+    v1::ProblemResult r;
+    r.mutable_problem()->set_count(count);
+    r.set_bytes(count * 4);
+    r.set_winner(winner);
+    return r;
+  };
+  v1::DispatchTable t = BuildDispatchTable(
+      {size(1, "x"), size(2, "x"), size(4, ""), size(8, "y"), size(16, "y"),
+       size(32, "x")});
+  REQUIRE(t.ranges_size() == 4);
+  CHECK(t.ranges(0).min_count() == 1);
+  CHECK(t.ranges(0).max_count() == 2);
+  CHECK(t.ranges(1).winner().empty());
+  CHECK(t.ranges(2).min_bytes() == 32);
+  CHECK(t.ranges(2).max_bytes() == 64);
+  CHECK(t.ranges(3).winner() == "x");
+}
+
+TEST_CASE("implementations and node info describe the backend") {
+  Fixture f("info");
+  grpc::ClientContext c1;
+  v1::ListImplementationsResponse impls;
+  REQUIRE(f.stub().ListImplementations(&c1, {}, &impls).ok());
+  CHECK(impls.implementations_size() == 4);
+  CHECK(impls.implementations(0).params(0).name() == "knob");
+  grpc::ClientContext c2;
+  v1::NodeInfoResponse node;
+  REQUIRE(f.stub().NodeInfo(&c2, {}, &node).ok());
+  CHECK(node.backend() == "fake");
+  CHECK(node.gpus_size() == 4);
+  CHECK(node.fingerprint().size() == 16);
+}
+
+}  // namespace
+}  // namespace autotuned

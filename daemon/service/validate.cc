@@ -1,0 +1,320 @@
+#include "daemon/service/validate.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/status_macros.h"
+
+namespace autotuned {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+bool ToCollective(v1::Collective c, Collective* out) {
+  switch (c) {
+    case v1::ALL_REDUCE: *out = Collective::kAllReduce; return true;
+    case v1::ALL_GATHER: *out = Collective::kAllGather; return true;
+    case v1::REDUCE_SCATTER: *out = Collective::kReduceScatter; return true;
+    case v1::ALL_TO_ALL: *out = Collective::kAllToAll; return true;
+    case v1::BROADCAST: *out = Collective::kBroadcast; return true;
+    default: return false;
+  }
+}
+
+bool ToDType(v1::DType d, DType* out) {
+  switch (d) {
+    case v1::FLOAT32: *out = DType::kFloat32; return true;
+    case v1::BFLOAT16: *out = DType::kBFloat16; return true;
+    case v1::FLOAT16: *out = DType::kFloat16; return true;
+    default: return false;
+  }
+}
+
+bool ToReduceOp(v1::ReduceOp op, ReduceOp* out) {
+  switch (op) {
+    case v1::REDUCE_OP_UNSPECIFIED:
+    case v1::SUM: *out = ReduceOp::kSum; return true;
+    case v1::MAX: *out = ReduceOp::kMax; return true;
+    case v1::MIN: *out = ReduceOp::kMin; return true;
+    default: return false;
+  }
+}
+
+// Sizes: every product is checked against the memory cap before it is
+// formed, so no request can overflow int64.
+absl::Status ValidateSizes(const v1::Problem& p, const std::string& f,
+                           const ValidationContext& ctx, ProblemSpec* spec) {
+  const int64_t cap = ctx.limits->max_buffer_bytes();
+  const int64_t elem = DTypeSize(spec->dtype);
+  const int64_t w = spec->world_size;
+  const int64_t cap_elems = cap / elem;
+  auto over_cap = [&](const std::string& field, int64_t need_elems_lower) {
+    return Invalid(field, absl::StrCat("needs at least ", need_elems_lower,
+                                       " elements per rank, over the memory "
+                                       "cap of ", cap,
+                                       " bytes (limits.max_buffer_bytes)"));
+  };
+  if (spec->collective == Collective::kAllToAll && p.split_counts_size() > 0) {
+    if (p.split_counts_size() != w * w) {
+      return Invalid(f + ".split_counts",
+                     absl::StrCat("needs world_size * world_size = ", w * w,
+                                  " entries, got ", p.split_counts_size()));
+    }
+    int64_t total = 0;
+    for (int i = 0; i < p.split_counts_size(); ++i) {
+      const int64_t c = p.split_counts(i);
+      if (c < 0) {
+        return Invalid(absl::StrCat(f, ".split_counts[", i, "]"),
+                       absl::StrCat("must not be negative, got ", c));
+      }
+      if (c > cap_elems || total > cap_elems) {
+        return over_cap(absl::StrCat(f, ".split_counts[", i, "]"), c);
+      }
+      total += c;
+    }
+    if (total == 0) return Invalid(f + ".split_counts", "all entries are zero");
+    spec->split_counts.assign(p.split_counts().begin(), p.split_counts().end());
+    spec->count = 0;
+  } else {
+    if (p.split_counts_size() > 0) {
+      return Invalid(f + ".split_counts", "only all_to_all takes split counts");
+    }
+    if (p.count() <= 0) {
+      return Invalid(f + ".count",
+                     absl::StrCat("must be positive, got ", p.count()));
+    }
+    if (p.count() > cap_elems / (w + 1)) {
+      return over_cap(f + ".count", p.count());
+    }
+    spec->count = p.count();
+  }
+  if (spec->MaxRankBytes() > cap) {
+    return Invalid(f + (spec->split_counts.empty() ? ".count" : ".split_counts"),
+                   absl::StrCat("needs ", spec->MaxRankBytes(),
+                                " bytes per rank, over the memory cap of ", cap,
+                                " bytes (limits.max_buffer_bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ValidProblem> ValidateProblem(const v1::Problem& p,
+                                             const std::string& f,
+                                             int world_size,
+                                             const ValidationContext& ctx) {
+  ValidProblem out;
+  ProblemSpec& spec = out.spec;
+  spec.world_size = world_size;
+  if (!ToCollective(p.collective(), &spec.collective)) {
+    return Invalid(f + ".collective",
+                   p.collective() == v1::COLLECTIVE_UNSPECIFIED
+                       ? std::string("is required")
+                       : absl::StrCat("unknown collective ", p.collective()));
+  }
+  if (!ToDType(p.dtype(), &spec.dtype)) {
+    return Invalid(f + ".dtype", p.dtype() == v1::DTYPE_UNSPECIFIED
+                                     ? std::string("is required")
+                                     : absl::StrCat("unknown dtype ", p.dtype()));
+  }
+  const bool reducing = spec.collective == Collective::kAllReduce ||
+                        spec.collective == Collective::kReduceScatter;
+  if (!ToReduceOp(p.op(), &spec.op)) {
+    return Invalid(f + ".op", absl::StrCat("unknown reduce op ", p.op()));
+  }
+  if (!reducing && p.op() != v1::REDUCE_OP_UNSPECIFIED) {
+    return Invalid(f + ".op", absl::StrCat(CollectiveName(spec.collective),
+                                           " takes no reduce op"));
+  }
+  if (spec.collective == Collective::kBroadcast) {
+    if (p.root() < 0 || p.root() >= world_size) {
+      return Invalid(f + ".root", absl::StrCat("must be a rank in [0, ",
+                                               world_size, "), got ", p.root()));
+    }
+    spec.root = p.root();
+  } else if (p.root() != 0) {
+    return Invalid(f + ".root", "only broadcast takes a root");
+  }
+  AT_RETURN_IF_ERROR(ValidateSizes(p, f, ctx, &spec));
+
+  if (p.candidates_size() == 0) {
+    return Invalid(f + ".candidates", "at least one candidate is required");
+  }
+  if (p.candidates_size() > ctx.limits->max_candidates()) {
+    return Invalid(f + ".candidates",
+                   absl::StrCat(p.candidates_size(), " candidates, over the "
+                                "limit of ", ctx.limits->max_candidates(),
+                                " (limits.max_candidates)"));
+  }
+  out.canonical.set_collective(p.collective());
+  out.canonical.set_dtype(p.dtype());
+  out.canonical.set_count(spec.count);
+  *out.canonical.mutable_split_counts() = p.split_counts();
+  if (reducing) out.canonical.set_op(static_cast<v1::ReduceOp>(spec.op));
+  out.canonical.set_root(spec.root);
+  out.canonical.set_label(p.label());
+  for (int i = 0; i < p.candidates_size(); ++i) {
+    const std::string cf = absl::StrCat(f, ".candidates[", i, "]");
+    const v1::Candidate& c = p.candidates(i);
+    CandidateSpec raw{c.impl(), {c.params().begin(), c.params().end()}};
+    AT_ASSIGN_OR_RETURN(CandidateSpec canonical,
+                        ctx.catalogue->Canonicalize(spec, raw, cf));
+    for (size_t j = 0; j < out.candidates.size(); ++j) {
+      if (out.candidates[j].impl == canonical.impl &&
+          out.candidates[j].params == canonical.params) {
+        return Invalid(cf, absl::StrCat("duplicate of candidates[", j, "] (",
+                                        Describe(canonical), ")"));
+      }
+    }
+    v1::Candidate* wire = out.canonical.add_candidates();
+    wire->set_impl(canonical.impl);
+    wire->mutable_params()->insert(canonical.params.begin(),
+                                   canonical.params.end());
+    out.candidates.push_back(std::move(canonical));
+  }
+  return out;
+}
+
+template <typename T>
+absl::StatusOr<T> Bounded(const std::string& field, T value, T fallback,
+                          T lowest, T highest, const std::string& limit_name) {
+  if (value == 0) return fallback;
+  if (value < lowest || value > highest) {
+    return Invalid(field, absl::StrCat("must be between ", lowest, " and ",
+                                       highest, " (", limit_name, "), got ",
+                                       value));
+  }
+  return value;
+}
+
+}  // namespace
+
+absl::Status ValidateGroup(const v1::Group& g, const ValidationContext& ctx) {
+  if (g.world_size() <= 0) {
+    return Invalid("group.world_size",
+                   absl::StrCat("must be positive, got ", g.world_size()));
+  }
+  if (g.world_size() > ctx.max_world_size) {
+    return Invalid("group.world_size",
+                   absl::StrCat(g.world_size(), " ranks, but the ",
+                                ctx.backend_name, " backend serves at most ",
+                                ctx.max_world_size, " on this node"));
+  }
+  if (g.rank() < 0 || g.rank() >= g.world_size()) {
+    return Invalid("group.rank", absl::StrCat("must be in [0, ", g.world_size(),
+                                              "), got ", g.rank()));
+  }
+  if (g.members_size() > 0) {
+    return absl::UnimplementedError(
+        "group.members: groups spread over several daemons need the "
+        "rendezvous, which this daemon version does not serve; send a group "
+        "without members to tune on this node's devices");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EngineOptions> ValidateOptions(const v1::Options& o,
+                                              const ValidationContext& ctx) {
+  const config::Limits& lim = *ctx.limits;
+  const config::Defaults& def = *ctx.defaults;
+  EngineOptions out;
+  AT_ASSIGN_OR_RETURN(out.schedule.warmup,
+                      Bounded<int32_t>("options.warmup", o.warmup(), def.warmup(),
+                                       0, lim.max_warmup(), "limits.max_warmup"));
+  AT_ASSIGN_OR_RETURN(
+      out.schedule.iterations,
+      Bounded<int32_t>("options.iterations", o.iterations(), def.iterations(), 1,
+                       lim.max_iterations(), "limits.max_iterations"));
+  AT_ASSIGN_OR_RETURN(
+      int64_t timeout_ms,
+      Bounded<int64_t>("options.timeout_ms", o.timeout_ms(), def.timeout_ms(), 1,
+                       lim.max_timeout_ms(), "limits.max_timeout_ms"));
+  out.timeout = absl::Milliseconds(timeout_ms);
+  AT_RETURN_IF_ERROR(Bounded<int64_t>("options.presync_window_us",
+                                      o.presync_window_us(),
+                                      def.presync_window_us(), 0,
+                                      lim.max_presync_window_us(),
+                                      "limits.max_presync_window_us")
+                         .status());
+  switch (o.timing_mode()) {
+    case v1::TIMING_MODE_UNSPECIFIED:
+      out.schedule.cuda_graph = def.timing_mode() == "cuda_graph";
+      break;
+    case v1::EVENT_LOOP: out.schedule.cuda_graph = false; break;
+    case v1::CUDA_GRAPH: out.schedule.cuda_graph = true; break;
+    default:
+      return Invalid("options.timing_mode",
+                     absl::StrCat("unknown timing mode ", o.timing_mode()));
+  }
+  return out;
+}
+
+absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
+                                          const ValidationContext& ctx) {
+  AT_RETURN_IF_ERROR(ValidateGroup(request.group(), ctx));
+  ValidRequest out;
+  out.world_size = request.group().world_size();
+  out.group_id = request.group().id();
+  AT_ASSIGN_OR_RETURN(out.engine, ValidateOptions(request.options(), ctx));
+  out.refresh = request.options().refresh();
+  out.cuda_graph = out.engine.schedule.cuda_graph;
+  if (request.problems_size() == 0) {
+    return Invalid("problems", "at least one problem is required");
+  }
+  if (request.problems_size() > ctx.limits->max_problems()) {
+    return Invalid("problems", absl::StrCat(request.problems_size(),
+                                            " problems, over the limit of ",
+                                            ctx.limits->max_problems(),
+                                            " (limits.max_problems)"));
+  }
+  for (int i = 0; i < request.problems_size(); ++i) {
+    AT_ASSIGN_OR_RETURN(
+        ValidProblem p,
+        ValidateProblem(request.problems(i), absl::StrCat("problems[", i, "]"),
+                        out.world_size, ctx));
+    out.problems.push_back(std::move(p));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
+    const v1::SweepRequest& request, const ValidationContext& ctx) {
+  if (request.counts_size() == 0) {
+    return Invalid("counts", "at least one count is required");
+  }
+  if (request.counts_size() > ctx.limits->max_sweep_sizes()) {
+    return Invalid("counts", absl::StrCat(request.counts_size(),
+                                          " sizes, over the limit of ",
+                                          ctx.limits->max_sweep_sizes(),
+                                          " (limits.max_sweep_sizes)"));
+  }
+  if (request.problem().split_counts_size() > 0) {
+    return Invalid("problem.split_counts",
+                   "a sweep varies count; send uneven splits with Tune");
+  }
+  std::vector<ValidRequest> out;
+  for (int i = 0; i < request.counts_size(); ++i) {
+    v1::TuneRequest one;
+    *one.mutable_group() = request.group();
+    *one.mutable_options() = request.options();
+    v1::Problem* p = one.add_problems();
+    *p = request.problem();
+    p->set_count(request.counts(i));
+    absl::StatusOr<ValidRequest> v = ValidateTune(one, ctx);
+    if (!v.ok()) {
+      // Name the sweep's own fields: counts[i] rather than problems[0].count.
+      std::string msg(v.status().message());
+      const std::string count_field = "problems[0].count";
+      if (msg.rfind(count_field, 0) == 0) {
+        msg = absl::StrCat("counts[", i, "]", msg.substr(count_field.size()));
+      } else if (msg.rfind("problems[0]", 0) == 0) {
+        msg = absl::StrCat("problem", msg.substr(11));
+      }
+      return absl::Status(v.status().code(), msg);
+    }
+    out.push_back(*std::move(v));
+  }
+  return out;
+}
+
+}  // namespace autotuned
