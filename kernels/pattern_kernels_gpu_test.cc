@@ -16,7 +16,7 @@ namespace {
 bool HaveGpu() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    WARN("SKIPPED: no CUDA device on this machine");
+    std::fprintf(stderr, "SKIPPED: no CUDA device on this machine\n");
     return false;
   }
   return true;
