@@ -249,7 +249,8 @@ TEST_CASE("dispatch tables merge runs of the same winner") {
   auto size = [](int64_t count, const std::string& winner) {
     v1::ProblemResult r;
     r.mutable_problem()->set_count(count);
-    r.set_bytes(count * 4);
+    r.mutable_problem()->set_dtype(v1::FLOAT32);
+    r.set_bytes(count * 4 * 8);  // message bytes differ: not used
     r.set_winner(winner);
     return r;
   };

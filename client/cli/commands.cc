@@ -1,0 +1,222 @@
+#include "client/cli/commands.h"
+
+#include <ostream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/cli/format.h"
+
+namespace autotuned {
+namespace cli {
+
+const char kShortUsage[] =
+    "usage: autotunectl [--socket=PATH | --address=HOST:PORT] [--json] "
+    "COMMAND [--options]\n"
+    "  tune   --collective=C --bytes=SIZE [--dtype=T] [--world=N] "
+    "[--candidates=LIST] ...\n"
+    "  sweep  --collective=C [--from=1KiB] [--to=64MiB] [--factor=2] ...\n"
+    "  list   [--collective=C]\n"
+    "  info\n"
+    "  cache list | cache clear\n"
+    "run 'autotunectl --help' for every option\n";
+
+const char kUsage[] =
+    "usage: autotunectl [--socket=PATH | --address=HOST:PORT] [--json] "
+    "COMMAND [--options]\n"
+    "\n"
+    "Asks the autotuned daemon which implementation of a collective is the\n"
+    "fastest on this node, and shows what it knows.\n"
+    "\n"
+    "commands:\n"
+    "  tune         time the candidates of one problem and rank them\n"
+    "    --collective=C     all_reduce, all_gather, reduce_scatter, all_to_all,\n"
+    "                       broadcast (required)\n"
+    "    --dtype=T          float32 (default), bfloat16, float16; fp32, bf16, fp16\n"
+    "    --bytes=SIZE       size of the problem's per-rank count of elements:\n"
+    "                       the buffer (all_reduce, broadcast), each rank's input\n"
+    "                       (all_gather) or output (reduce_scatter), what goes to\n"
+    "                       each peer (all_to_all). 4096, 64KiB, 1MiB, 1GiB; KB,\n"
+    "                       MB, GB are powers of 1000. Required unless --splits.\n"
+    "    --world=N          ranks = the node's GPUs 0..N-1 (default: all GPUs)\n"
+    "    --candidates=LIST  comma-separated IMPL or IMPL:NAME=INT,NAME=INT, e.g.\n"
+    "                       all_reduce/ring:chunk_kib=64,all_reduce/one_shot; a\n"
+    "                       name without '/' gets the collective in front. Default:\n"
+    "                       every implementation of the collective in catalogue\n"
+    "                       order that supports the dtype, op, world and size\n"
+    "    --op=sum|max|min   all_reduce and reduce_scatter (default sum)\n"
+    "    --root=R           broadcast: the sending rank (default 0)\n"
+    "    --splits=C,C,...   all_to_all: world*world element counts, row-major,\n"
+    "                       [src*world+dst] (instead of --bytes)\n"
+    "    --warmup=N --iters=N --timeout_ms=MS (per candidate)\n"
+    "    --timing=event_loop|cuda_graph  --refresh (measure again, ignore the\n"
+    "                       cache); 0 or unset: the daemon's defaults\n"
+    "  sweep        tune one problem at many sizes: a progress line per size on\n"
+    "               stderr, then the table of sizes and the dispatch table\n"
+    "    --from=SIZE --to=SIZE --factor=K  sizes from, from*K, ... up to to\n"
+    "                       (defaults 1KiB, 64MiB, 2); the other tune options\n"
+    "                       except --bytes and --splits\n"
+    "  list         the daemon's implementations [--collective=C]\n"
+    "  info         the node: GPUs, topology, versions, cache\n"
+    "  cache list   the cached rankings\n"
+    "  cache clear  remove every cached ranking\n"
+    "\n"
+    "global options:\n"
+    "  --socket=PATH          the daemon's unix socket (default\n"
+    "                         /run/autotuned/autotuned.sock, or $AUTOTUNED_SOCKET)\n"
+    "  --address=HOST:PORT    a daemon reached over TCP instead\n"
+    "  --json                 print the daemon's answers as JSON (sweep: every\n"
+    "                         streamed message on its own line)\n"
+    "  --connect_timeout=DUR  how long to wait for the daemon (default 5s)\n"
+    "  --deadline=DUR         limit of one tune or sweep call (default 10m)\n"
+    "\n"
+    "exit status: 0 ok, 1 the daemon answered an error or could not be\n"
+    "reached (printed as \"autotunectl: CODE: message\"), 2 usage error\n";
+
+namespace {
+
+absl::Status Print(const google::protobuf::Message& message, const Output& output,
+                   bool multiline = true) {
+  absl::StatusOr<std::string> json = ToJson(message, multiline);
+  if (!json.ok()) return json.status();
+  *output.out << *json;
+  return absl::OkStatus();
+}
+
+// The world size and the candidates of a tune or a sweep, asking the daemon
+// for what the plan leaves open.
+struct Resolved {
+  int world = 0;
+  std::vector<v1::Candidate> candidates;
+};
+
+absl::StatusOr<Resolved> Resolve(Client& client, const Plan& plan,
+                                 const Output& output) {
+  Resolved r;
+  r.world = plan.world;
+  if (r.world == 0) {
+    absl::StatusOr<v1::NodeInfoResponse> info = client.NodeInfo();
+    if (!info.ok()) return info.status();
+    r.world = info->gpus_size();
+    if (r.world == 0) {
+      return absl::FailedPreconditionError(
+          "the daemon reports no GPUs; give --world");
+    }
+    absl::Status status = CheckWorld(plan.problem, r.world);
+    if (!status.ok()) return status;
+  }
+  if (plan.problem.candidates_size() > 0) {
+    r.candidates.assign(plan.problem.candidates().begin(),
+                        plan.problem.candidates().end());
+    return r;
+  }
+  v1::ListImplementationsRequest request;
+  request.set_collective(plan.problem.collective());
+  absl::StatusOr<v1::ListImplementationsResponse> catalogue =
+      client.ListImplementations(request);
+  if (!catalogue.ok()) return catalogue.status();
+  std::vector<std::string> skipped;
+  absl::StatusOr<std::vector<v1::Candidate>> candidates =
+      SelectCandidates(*catalogue, plan.problem, r.world, &skipped);
+  if (!candidates.ok()) return candidates.status();
+  for (const std::string& line : skipped) {
+    *output.err << "autotunectl: not trying " << line << "\n";
+  }
+  r.candidates = *std::move(candidates);
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ResolveTarget(const std::string& socket,
+                                          const std::string& address) {
+  if (!socket.empty() && !address.empty()) {
+    return absl::InvalidArgumentError("give --socket or --address, not both");
+  }
+  if (!socket.empty()) {
+    return absl::StartsWith(socket, "unix:") ? socket
+                                             : absl::StrCat("unix:", socket);
+  }
+  if (!address.empty()) return address;
+  return DefaultTarget();
+}
+
+absl::Status RunTune(Client& client, const Plan& plan, const Output& output) {
+  absl::StatusOr<Resolved> resolved = Resolve(client, plan, output);
+  if (!resolved.ok()) return resolved.status();
+  absl::StatusOr<v1::TuneResponse> response = client.Tune(
+      MakeTuneRequest(plan, resolved->world, resolved->candidates));
+  if (!response.ok()) return response.status();
+  if (output.json) return Print(*response, output);
+  *output.out << FormatTuneResponse(*response);
+  return absl::OkStatus();
+}
+
+absl::Status RunSweep(Client& client, const Plan& plan, const Output& output) {
+  absl::StatusOr<Resolved> resolved = Resolve(client, plan, output);
+  if (!resolved.ok()) return resolved.status();
+  const v1::SweepRequest request =
+      MakeSweepRequest(plan, resolved->world, resolved->candidates);
+  std::vector<v1::ProblemResult> sizes;
+  absl::Status print_status;
+  absl::StatusOr<v1::DispatchTable> table =
+      client.Sweep(request, [&](const v1::SweepUpdate& update) {
+        const std::string progress = FormatSweepProgress(update);
+        if (!progress.empty()) *output.err << progress << std::endl;
+        if (update.has_size_result()) sizes.push_back(update.size_result());
+        if (output.json && print_status.ok()) {
+          print_status = Print(update, output, /*multiline=*/false);
+          output.out->flush();
+        }
+      });
+  if (output.json) return table.ok() ? print_status : table.status();
+  if (!sizes.empty()) *output.out << FormatSweepTable(sizes);
+  if (!table.ok()) return table.status();
+  // The canonical problem (parameters filled in) when the daemon sent one.
+  const v1::Problem& problem =
+      sizes.empty() || sizes[0].problem().candidates().empty()
+          ? request.problem()
+          : sizes[0].problem();
+  if (!sizes.empty()) *output.out << "\n";
+  *output.out << FormatDispatchTable(*table, problem);
+  return absl::OkStatus();
+}
+
+absl::Status RunList(Client& client, v1::Collective only, const Output& output) {
+  v1::ListImplementationsRequest request;
+  request.set_collective(only);
+  absl::StatusOr<v1::ListImplementationsResponse> response =
+      client.ListImplementations(request);
+  if (!response.ok()) return response.status();
+  if (output.json) return Print(*response, output);
+  *output.out << FormatImplementations(*response);
+  return absl::OkStatus();
+}
+
+absl::Status RunInfo(Client& client, const Output& output) {
+  absl::StatusOr<v1::NodeInfoResponse> response = client.NodeInfo();
+  if (!response.ok()) return response.status();
+  if (output.json) return Print(*response, output);
+  *output.out << FormatNodeInfo(*response);
+  return absl::OkStatus();
+}
+
+absl::Status RunCacheList(Client& client, const Output& output) {
+  absl::StatusOr<v1::ListCacheResponse> response = client.ListCache();
+  if (!response.ok()) return response.status();
+  if (output.json) return Print(*response, output);
+  *output.out << FormatCacheList(*response);
+  return absl::OkStatus();
+}
+
+absl::Status RunCacheClear(Client& client, const Output& output) {
+  absl::StatusOr<v1::ClearCacheResponse> response = client.ClearCache();
+  if (!response.ok()) return response.status();
+  if (output.json) return Print(*response, output);
+  *output.out << FormatClearCache(*response);
+  return absl::OkStatus();
+}
+
+}  // namespace cli
+}  // namespace autotuned

@@ -1,0 +1,161 @@
+// autotunectl: the command-line client of the autotuned daemon. Usage in
+// client/cli/commands.cc (kUsage); the pieces are in //client/cli:cli_lib.
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "client/cli/args.h"
+#include "client/cli/commands.h"
+#include "client/cli/enums.h"
+#include "client/cli/flag_scan.h"
+#include "client/cpp/client.h"
+
+// Connection and output.
+ABSL_FLAG(std::string, socket, "",
+          "unix socket of the daemon (default /run/autotuned/autotuned.sock "
+          "or $AUTOTUNED_SOCKET)");
+ABSL_FLAG(std::string, address, "", "HOST:PORT of a daemon reached over TCP");
+ABSL_FLAG(bool, json, false, "print the daemon's answers as JSON");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5),
+          "how long to wait for the daemon");
+ABSL_FLAG(absl::Duration, deadline, autotuned::kDefaultMeasureTimeout,
+          "limit of one tune or sweep call");
+
+// The problem.
+ABSL_FLAG(std::string, collective, "",
+          "all_reduce, all_gather, reduce_scatter, all_to_all or broadcast");
+ABSL_FLAG(std::string, dtype, "float32", "float32, bfloat16 or float16");
+ABSL_FLAG(std::string, bytes, "", "tune: per-rank size, e.g. 1MiB");
+ABSL_FLAG(int32_t, world, 0, "ranks (local GPUs 0..N-1); 0: every GPU");
+ABSL_FLAG(std::string, candidates, "",
+          "IMPL[:NAME=INT,...],...; empty: every suitable implementation");
+ABSL_FLAG(std::string, op, "sum", "all_reduce/reduce_scatter: sum, max, min");
+ABSL_FLAG(int32_t, root, 0, "broadcast: the sending rank");
+ABSL_FLAG(std::string, splits, "",
+          "all_to_all: world*world element counts, row-major");
+ABSL_FLAG(std::string, from, "1KiB", "sweep: smallest size");
+ABSL_FLAG(std::string, to, "64MiB", "sweep: largest size");
+ABSL_FLAG(int64_t, factor, 2, "sweep: ratio of consecutive sizes");
+
+// Measurement options (0: the daemon's defaults).
+ABSL_FLAG(int32_t, warmup, 0, "warm-up iterations");
+ABSL_FLAG(int32_t, iters, 0, "timed iterations");
+ABSL_FLAG(int64_t, timeout_ms, 0, "per-candidate time limit");
+ABSL_FLAG(std::string, timing, "", "event_loop or cuda_graph");
+ABSL_FLAG(bool, refresh, false, "measure again, ignoring the cache");
+
+namespace autotuned {
+namespace cli {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitRpcError = 1;
+constexpr int kExitUsage = 2;
+
+int UsageError(const absl::Status& status) {
+  std::cerr << "autotunectl: " << status.message() << "\n\n" << kShortUsage;
+  return kExitUsage;
+}
+
+int RpcError(const absl::Status& status) {
+  std::cerr << "autotunectl: " << absl::StatusCodeToString(status.code()) << ": "
+            << status.message() << "\n";
+  return kExitRpcError;
+}
+
+RawFlags ReadFlags(std::set<std::string> given) {
+  RawFlags f;
+  f.collective = absl::GetFlag(FLAGS_collective);
+  f.dtype = absl::GetFlag(FLAGS_dtype);
+  f.bytes = absl::GetFlag(FLAGS_bytes);
+  f.candidates = absl::GetFlag(FLAGS_candidates);
+  f.op = absl::GetFlag(FLAGS_op);
+  f.splits = absl::GetFlag(FLAGS_splits);
+  f.timing = absl::GetFlag(FLAGS_timing);
+  f.from = absl::GetFlag(FLAGS_from);
+  f.to = absl::GetFlag(FLAGS_to);
+  f.factor = absl::GetFlag(FLAGS_factor);
+  f.world = absl::GetFlag(FLAGS_world);
+  f.root = absl::GetFlag(FLAGS_root);
+  f.warmup = absl::GetFlag(FLAGS_warmup);
+  f.iters = absl::GetFlag(FLAGS_iters);
+  f.timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  f.refresh = absl::GetFlag(FLAGS_refresh);
+  f.given = std::move(given);
+  return f;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg == "-h" || arg == "--help" || arg == "-help" || arg == "help") {
+      std::cout << kUsage;
+      return kExitOk;
+    }
+  }
+  absl::StatusOr<ScannedArgs> scanned = ScanFlags(args);
+  if (!scanned.ok()) return UsageError(scanned.status());
+  absl::ParseCommandLine(argc, argv);
+
+  absl::StatusOr<Command> command = ParseCommand(scanned->positional);
+  if (!command.ok()) return UsageError(command.status());
+  absl::Status applies = CheckFlagsApply(*command, scanned->given);
+  if (!applies.ok()) return UsageError(applies);
+  const RawFlags flags = ReadFlags(scanned->given);
+
+  Plan plan;
+  if (*command == Command::kTune || *command == Command::kSweep) {
+    absl::StatusOr<Plan> parsed = *command == Command::kTune
+                                      ? ParseTuneFlags(flags)
+                                      : ParseSweepFlags(flags);
+    if (!parsed.ok()) return UsageError(parsed.status());
+    plan = *std::move(parsed);
+  }
+  v1::Collective only = v1::COLLECTIVE_UNSPECIFIED;
+  if (*command == Command::kList && !flags.collective.empty()) {
+    absl::StatusOr<v1::Collective> c = ParseCollective(flags.collective);
+    if (!c.ok()) return UsageError(c.status());
+    only = *c;
+  }
+  absl::StatusOr<std::string> target =
+      ResolveTarget(absl::GetFlag(FLAGS_socket), absl::GetFlag(FLAGS_address));
+  if (!target.ok()) return UsageError(target.status());
+
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(*target, absl::GetFlag(FLAGS_connect_timeout));
+  if (!client.ok()) return RpcError(client.status());
+  (*client)->set_measure_timeout(absl::GetFlag(FLAGS_deadline));
+
+  Output output;
+  output.json = absl::GetFlag(FLAGS_json);
+  output.out = &std::cout;
+  output.err = &std::cerr;
+  absl::Status status;
+  switch (*command) {
+    case Command::kTune: status = RunTune(**client, plan, output); break;
+    case Command::kSweep: status = RunSweep(**client, plan, output); break;
+    case Command::kList: status = RunList(**client, only, output); break;
+    case Command::kInfo: status = RunInfo(**client, output); break;
+    case Command::kCacheList: status = RunCacheList(**client, output); break;
+    case Command::kCacheClear: status = RunCacheClear(**client, output); break;
+  }
+  std::cout.flush();
+  return status.ok() ? kExitOk : RpcError(status);
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace autotuned
+
+int main(int argc, char** argv) { return autotuned::cli::Main(argc, argv); }
