@@ -1,0 +1,71 @@
+// Test helper: runs the real daemon binary (//daemon:autotuned) as a child
+// process, the way an operator would, and the CLI (//client/cli:autotunectl)
+// as a command. Every wait has a deadline; a daemon still running when its
+// DaemonProcess is destroyed is killed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace autotuned::testing {
+
+// A path under the test's private temporary directory ($TEST_TMPDIR); the
+// directory `name` is created fresh (emptied when it exists).
+std::string FreshTempDir(const std::string& name);
+
+// A fresh directory with a short path under /tmp, for Unix sockets (whose
+// paths may not exceed 107 bytes, which $TEST_TMPDIR often does).
+std::string ShortTempDir();
+
+// A file `runfile` of the workspace (e.g. "daemon/autotuned") in the test's
+// runfiles.
+std::string Runfile(const std::string& runfile);
+
+class DaemonProcess {
+ public:
+  DaemonProcess() = default;
+  ~DaemonProcess();
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  // Starts the daemon with `args` and waits until its socket `socket` accepts
+  // connections (or the process exits, or `timeout`). Its stderr goes to
+  // `log_path` (read it with Log()).
+  absl::Status Start(const std::vector<std::string>& args,
+                     const std::string& socket, const std::string& log_path,
+                     absl::Duration timeout = absl::Seconds(20));
+  // Sends `signal` and waits for the exit status (-1 on timeout, after which
+  // the process is SIGKILLed).
+  int Stop(int signal, absl::Duration timeout = absl::Seconds(20));
+  // Runs the daemon to completion (for configurations it must refuse):
+  // returns its exit status, or -1 on timeout.
+  int RunToExit(const std::vector<std::string>& args, const std::string& log_path,
+                absl::Duration timeout = absl::Seconds(20));
+
+  pid_t pid() const { return pid_; }
+  std::string Log() const;
+
+ private:
+  pid_t Spawn(const std::vector<std::string>& args, const std::string& log_path);
+  int WaitExit(absl::Duration timeout);
+
+  pid_t pid_ = -1;
+  std::string log_path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;  // -1: did not finish in time
+  std::string out;     // stdout
+  std::string err;     // stderr
+};
+
+// Runs `argv` (argv[0] a path) with a deadline, capturing both streams.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         absl::Duration timeout = absl::Seconds(120));
+
+}  // namespace autotuned::testing
