@@ -1,0 +1,190 @@
+#include "daemon/backend/sim/sim_backend.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/backend/sim/faults.h"
+#include "daemon/backend/sim/group.h"
+#include "daemon/backend/sim/rank_run.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/engine/schedule.h"
+
+namespace autotuned::sim {
+namespace {
+
+NodeDescription MakeNode(int gpus) {
+  NodeDescription node;
+  node.backend = "sim";
+  for (int i = 0; i < gpus; ++i) {
+    node.gpus.push_back(GpuDescription{i, "sim-cpu", 0, ""});
+  }
+  node.topology.reserve(static_cast<size_t>(gpus) * gpus);
+  for (int i = 0; i < gpus; ++i) {
+    for (int j = 0; j < gpus; ++j) node.topology.push_back(i == j ? "X" : "SHM");
+  }
+  node.driver_version = "n/a";
+  node.cuda_version = "n/a";
+  node.nccl_version = "n/a";
+  return node;
+}
+
+// The problem's shape, as far as the sim relies on it.
+absl::Status CheckProblem(const ProblemSpec& p, int max_world_size) {
+  if (p.world_size < 1 || p.world_size > max_world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world_size ", p.world_size, " is outside [1, ",
+                     max_world_size, "] (the sim's GPUs)"));
+  }
+  if (p.count < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("count ", p.count, " is negative"));
+  }
+  if (p.collective == Collective::kAllToAll && !p.split_counts.empty()) {
+    const size_t n = static_cast<size_t>(p.world_size);
+    if (p.split_counts.size() != n * n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("split_counts has ", p.split_counts.size(),
+                       " entries, not world_size^2 = ", n * n));
+    }
+    for (int64_t c : p.split_counts) {
+      if (c < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("split_counts has a negative entry ", c));
+      }
+    }
+  }
+  if (p.collective == Collective::kBroadcast &&
+      (p.root < 0 || p.root >= p.world_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "root ", p.root, " is not a rank of a ", p.world_size, "-rank group"));
+  }
+  return absl::OkStatus();
+}
+
+// Shared by RunCandidate and the rank threads; outlives RunCandidate when a
+// rank has to be abandoned.
+struct RunState {
+  explicit RunState(int n) : outcomes(n), done(n, false), running(n) {}
+
+  absl::Mutex mu;
+  std::vector<RankOutcome> outcomes ABSL_GUARDED_BY(mu);
+  std::vector<bool> done ABSL_GUARDED_BY(mu);
+  int running ABSL_GUARDED_BY(mu);
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(
+    const config::SimConfig& config) {
+  if (config.gpus() < 1 || config.gpus() > kMaxRanks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sim.gpus: ", config.gpus(), " is outside [1, ", kMaxRanks, "]"));
+  }
+  std::vector<Algorithm> algorithms = BuiltinAlgorithms();
+  AT_RETURN_IF_ERROR(AddFaults(config, &algorithms));
+  return std::unique_ptr<SimBackend>(
+      new SimBackend(MakeNode(config.gpus()), std::move(algorithms)));
+}
+
+SimBackend::SimBackend(NodeDescription node, std::vector<Algorithm> algorithms)
+    : node_(std::move(node)), algorithms_(std::move(algorithms)) {
+  for (const Algorithm& a : algorithms_) {
+    catalogue_.Add(a.info);
+    by_name_[a.info.name] = &a;
+  }
+}
+
+absl::StatusOr<const Algorithm*> SimBackend::Prepare(
+    const ProblemSpec& problem, const CandidateSpec& candidate,
+    CandidateSpec* canonical) const {
+  auto it = by_name_.find(candidate.impl);
+  if (it == by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "unknown implementation \"", candidate.impl, "\" on the sim backend"));
+  }
+  const Algorithm* algorithm = it->second;
+  AT_RETURN_IF_ERROR(CheckProblem(problem, max_world_size()));
+  AT_ASSIGN_OR_RETURN(*canonical,
+                      catalogue_.Canonicalize(problem, candidate, "candidate"));
+  if (algorithm->check != nullptr) {
+    AT_RETURN_IF_ERROR(algorithm->check(problem, *canonical));
+  }
+  return algorithm;
+}
+
+std::vector<RankOutcome> SimBackend::RunCandidate(
+    const ProblemSpec& problem, const CandidateSpec& candidate,
+    const ScheduleOptions& options, absl::Time deadline) {
+  CandidateSpec canonical;
+  absl::StatusOr<const Algorithm*> prepared =
+      Prepare(problem, candidate, &canonical);
+  if (!prepared.ok()) {
+    return std::vector<RankOutcome>(std::max(problem.world_size, 1),
+                                    RankOutcome{prepared.status(), {}});
+  }
+  const Algorithm& algorithm = **prepared;
+  const int n = problem.world_size;
+  auto group = std::make_shared<Group>(
+      problem, deadline, algorithm.scratch ? algorithm.scratch(problem) : 0);
+  auto state = std::make_shared<RunState>(n);
+
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (int r = 0; r < n; ++r) {
+    auto run = std::make_unique<SimRankRun>(group, r, algorithm.run, canonical);
+    threads.emplace_back([state, group, options, r, run = std::move(run)] {
+      RankOutcome outcome = RunRankSchedule(*run, options);
+      if (!outcome.status.ok()) {
+        // Release the peers now rather than at the deadline.
+        group->Abort(outcome.status.code() == absl::StatusCode::kDeadlineExceeded
+                         ? CutOffStatus()
+                         : absl::AbortedError(absl::StrCat(
+                               "rank ", r, " failed: ", outcome.status.ToString())));
+      }
+      absl::MutexLock lock(&state->mu);
+      state->outcomes[r] = std::move(outcome);
+      state->done[r] = true;
+      --state->running;
+    });
+  }
+
+  auto all_done = [&state]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) {
+    return state->running == 0;
+  };
+  bool finished;
+  {
+    absl::MutexLock lock(&state->mu);
+    finished = state->mu.AwaitWithDeadline(absl::Condition(&all_done), deadline);
+  }
+  if (!finished) {
+    group->Abort(CutOffStatus());
+    absl::MutexLock lock(&state->mu);
+    state->mu.AwaitWithTimeout(absl::Condition(&all_done), kAbortGrace);
+  }
+
+  std::vector<RankOutcome> outcomes(n);
+  std::vector<bool> done;
+  {
+    absl::MutexLock lock(&state->mu);
+    done = state->done;
+    for (int r = 0; r < n; ++r) {
+      if (done[r]) outcomes[r] = std::move(state->outcomes[r]);
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    if (done[r]) {
+      threads[r].join();  // it has nothing left to do but return
+      continue;
+    }
+    threads[r].detach();
+    outcomes[r].status = absl::DeadlineExceededError(absl::StrCat(
+        "cut off at the timeout: rank ", r, " did not stop within ",
+        absl::FormatDuration(kAbortGrace), " of the abort and was abandoned"));
+  }
+  return outcomes;
+}
+
+}  // namespace autotuned::sim

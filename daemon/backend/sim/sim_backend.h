@@ -1,0 +1,83 @@
+// The sim backend: the CPU stand-in for GPUs. Each of `gpus` virtual GPUs is
+// a thread, buffers live in host memory, and the collectives are real CPU
+// algorithms (algorithms.h) with real timings: a test double of the hardware,
+// not of the logic. Config faults add catalogue entries that misbehave on
+// purpose (faults.h).
+//
+// RunCandidate starts one thread per rank, each running the engine's
+// RunRankSchedule over a SimRankRun, all sharing one Group. A rank that fails
+// aborts the group, so its peers stop at their next wait (ABORTED, naming the
+// failed rank) instead of waiting for the deadline. At `deadline` the run is
+// aborted with DEADLINE_EXCEEDED ("cut off at the timeout"); ranks that have
+// not stopped kAbortGrace later are abandoned (their threads detached; they
+// share only reference-counted state with nothing of the backend) and report
+// DEADLINE_EXCEEDED. Nothing is shared between runs, so an abandoned rank
+// never affects a later run. RunCandidate never blocks past deadline +
+// kAbortGrace once its threads have started.
+//
+// Thread-safety: as Backend. node(), catalogue() and max_world_size() are
+// constant; RunCandidate is called from one thread at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "config/config.pb.h"
+#include "daemon/backend/backend.h"
+#include "daemon/backend/sim/algorithms.h"
+
+namespace autotuned::sim {
+
+class SimBackend : public Backend {
+ public:
+  // How long RunCandidate waits for ranks once a run is aborted at its
+  // deadline.
+  static constexpr absl::Duration kAbortGrace = absl::Milliseconds(500);
+
+  // INVALID_ARGUMENT naming the field: "sim.gpus" outside [1, 1024], or a
+  // bad fault ("sim.faults[i].<field>", see faults.h).
+  static absl::StatusOr<std::unique_ptr<SimBackend>> Create(
+      const config::SimConfig& config);
+
+  // backend "sim"; one GpuDescription per virtual GPU (name "sim-cpu",
+  // memory_bytes 0, pci_bus_id ""); topology "X" on the diagonal and "SHM"
+  // elsewhere; versions "n/a".
+  const NodeDescription& node() const override { return node_; }
+  // Built-in algorithms (algorithms.h), then one entry per config fault.
+  const Catalogue& catalogue() const override { return catalogue_; }
+  // The number of virtual GPUs.
+  int max_world_size() const override {
+    return static_cast<int>(node_.gpus.size());
+  }
+
+  // One outcome per rank (a single one when problem.world_size < 1). Every
+  // rank reports NOT_FOUND for an implementation missing from the catalogue
+  // and INVALID_ARGUMENT for a problem or candidate the sim cannot run
+  // (world size outside [1, max_world_size()], malformed splits, bad root,
+  // or anything Catalogue::Canonicalize rejects). ScheduleOptions::cuda_graph
+  // is ignored: on the sim it is the same as the event loop.
+  std::vector<RankOutcome> RunCandidate(const ProblemSpec& problem,
+                                        const CandidateSpec& candidate,
+                                        const ScheduleOptions& options,
+                                        absl::Time deadline) override;
+
+ private:
+  SimBackend(NodeDescription node, std::vector<Algorithm> algorithms);
+
+  // The algorithm for `candidate` with its canonical form, or why the run
+  // cannot start.
+  absl::StatusOr<const Algorithm*> Prepare(const ProblemSpec& problem,
+                                           const CandidateSpec& candidate,
+                                           CandidateSpec* canonical) const;
+
+  const NodeDescription node_;
+  const std::vector<Algorithm> algorithms_;
+  Catalogue catalogue_;
+  absl::flat_hash_map<std::string, const Algorithm*> by_name_;
+};
+
+}  // namespace autotuned::sim
