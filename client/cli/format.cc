@@ -231,7 +231,7 @@ std::string FormatSweepProgress(const v1::SweepUpdate& update) {
   absl::StrAppend(&out, result.status() == v1::FALLBACK ? "default " : "winner ",
                   winner);
   if (result.ranked_size() > 0 && result.ranked(0).ok()) {
-    absl::StrAppend(&out, " ", Us(result.ranked(0).mean_us()), " us");
+    absl::StrAppend(&out, " ", Us(result.ranked(0).median_us()), " us");
   }
   if (result.status() != v1::TUNED) {
     absl::StrAppend(&out, " (", Status(result));
@@ -272,7 +272,7 @@ std::string FormatSweepTable(const std::vector<v1::ProblemResult>& sizes) {
     for (const v1::CandidateResult& c : result.ranked()) {
       if (c.index() < 0 || !c.ok()) continue;
       const bool won = has_winner && c.index() == result.winner_index();
-      row[c.index() + 1] = Us(c.mean_us()) + (won ? "*" : " ");
+      row[c.index() + 1] = Us(c.median_us()) + (won ? "*" : " ");
     }
     std::string winner;
     if (has_winner) {
@@ -289,7 +289,7 @@ std::string FormatSweepTable(const std::vector<v1::ProblemResult>& sizes) {
     table.AddRow(std::move(row));
   }
   return absl::StrCat(ProblemKind(sizes[0].problem()),
-                      ": mean us per candidate, * = winner\n",
+                      ": median us per candidate (the ranking statistic), * = winner\n",
                       table.Render("  "));
 }
 
