@@ -176,7 +176,7 @@ TEST_CASE("sweep progress names the size and the winner") {
   update.mutable_size_result()->set_status(v1::CACHED);
   update.mutable_size_result()->set_reason("fastest median");
   CHECK(FormatSweepProgress(update) ==
-        "[3/17] 4 KiB: winner all_reduce/one_shot 12.3 us (CACHED)");
+        "[3/17] 4 KiB: winner all_reduce/one_shot 11.8 us (CACHED)");
   update.mutable_size_result()->set_status(v1::FALLBACK);
   update.mutable_size_result()->set_reason("rank 2 timed out");
   update.mutable_size_result()->clear_ranked();
