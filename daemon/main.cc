@@ -13,7 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "config/config_loader.h"
-#include "daemon/backend/sim/sim_backend.h"
+#include "daemon/backend/factory.h"
 #include "daemon/cache/cache.h"
 #include "daemon/common/version.h"
 #include "daemon/server/server.h"
@@ -48,20 +48,6 @@ absl::StatusOr<config::DaemonConfig> EffectiveConfig() {
   absl::Status valid = config::ValidateConfig(*c);
   if (!valid.ok()) return valid;
   return c;
-}
-
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const config::DaemonConfig& c) {
-  if (c.backend() == "cuda") {
-    return absl::UnimplementedError(
-        "backend: \"cuda\" is not part of this build; use \"sim\" or \"auto\"");
-  }
-  if (c.backend() == "auto") {
-    spdlog::info("backend auto: sim (this build has no cuda backend)");
-  }
-  absl::StatusOr<std::unique_ptr<sim::SimBackend>> sim =
-      sim::SimBackend::Create(c.sim());
-  if (!sim.ok()) return sim.status();
-  return std::unique_ptr<Backend>(std::move(*sim));
 }
 
 int Run() {
