@@ -1,0 +1,237 @@
+/* autotuned kernels: candidate collective implementations over NVLink P2P.
+ *
+ * A C ABI (plain C types only; this header compiles as C and C++), so that
+ * the daemon and a user's process (ctypes, torch.library) call the very same
+ * code. Link //kernels:autotuned_kernels, or load //kernels:libautotuned_kernels_abi.so.
+ *
+ * Model. `world` ranks (2..8), one GPU each, every rank launches the same
+ * collective with the same arguments (except `rank`, `output` and its own
+ * entries) in the same order: a collective call. Every rank reads its peers'
+ * memory directly (loads over NVLink; nothing is written to a peer except
+ * signal flags). So everything a kernel reads from a peer is passed as a peer
+ * pointer valid in the calling process: either one process owns all GPUs and
+ * enabled peer access (see at_p2p_group_create), or the pointers were opened
+ * from CUDA IPC handles (cudaIpcOpenMemHandle). The kernels are the same.
+ *
+ * Per rank the caller provides, in peer-visible device memory:
+ *   - a signal buffer of at_p2p_signal_bytes() bytes, zeroed once
+ *     (at_p2p_signal_init) before first use;
+ *   - for the two-shot all-reduces, a scratch buffer of at least
+ *     at_p2p_scratch_bytes(...) bytes (contents need no initialization).
+ * Launches that share a signal buffer must be serialized on that rank (one
+ * stream, or otherwise ordered); different ranks run concurrently. Block b of
+ * a rank waits for block b of its peers, so all `blocks` of a launch must be
+ * able to run at once on every GPU (blocks <= SMs available to the kernel;
+ * 64 <= 132 SMs of an H100/H200, but mind MIG/MPS partitions).
+ *
+ * Launch functions are asynchronous on `stream` (a cudaStream_t passed as
+ * void*; NULL = the legacy default stream), must be called with the rank's
+ * device current (cudaSetDevice), and may be captured in a CUDA graph: the
+ * kernels keep their own sequence numbers in the signal buffer, nothing is
+ * passed from the host per launch. They return 0 or a cudaError_t value
+ * (AT_ERR_INVALID_VALUE == cudaErrorInvalidValue for rejected arguments; see
+ * at_p2p_check_args for the reason). count == 0 is a valid no-op on all ranks.
+ *
+ * Data. Element type and reduction as in kernels/types.h: fp32, bf16, fp16,
+ * 16-bit types accumulate in fp32; every rank reduces in rank order 0..world-1,
+ * so all ranks get bitwise identical results. All pointers (inputs, output,
+ * scratch) must be 16-byte aligned (AT_P2P_ALIGNMENT; cudaMalloc gives 256):
+ * the fast path moves 16 bytes (uint4) per load/store and counts that are not
+ * a multiple of the 16-byte vector are finished by a scalar tail. The only
+ * non-vectorized case is reduce_scatter (and all_gather's copy unit), see
+ * at_p2p_is_vectorized.
+ *
+ * Shapes (`count` as in proto/autotuned.proto's Problem, per rank):
+ *   all_reduce:      inputs `count`, output `count`.
+ *   all_gather:      inputs `count`, output `world * count`.
+ *   reduce_scatter:  inputs `world * count`, output `count`.
+ */
+#ifndef AUTOTUNED_KERNELS_AUTOTUNED_KERNELS_H_
+#define AUTOTUNED_KERNELS_AUTOTUNED_KERNELS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Version of this ABI: major * 10000 + minor * 100 + patch. A change of major
+ * means an incompatible change of a struct or signature. */
+#define AT_KERNELS_VERSION 10000
+int at_kernels_version(void);
+
+/* Return codes: 0 or a cudaError_t value. */
+#define AT_OK 0
+#define AT_ERR_INVALID_VALUE 1 /* == cudaErrorInvalidValue */
+
+/* A static, human readable string for a return code (cudaGetErrorString). */
+const char* at_error_string(int code);
+
+/* Element types and reductions: the values of autotuned::DType / ReduceOp. */
+#define AT_DTYPE_FLOAT32 1
+#define AT_DTYPE_BFLOAT16 2
+#define AT_DTYPE_FLOAT16 3
+#define AT_OP_SUM 1
+#define AT_OP_MAX 2
+#define AT_OP_MIN 3
+
+/* Limits (also returned by at_p2p_get_limits, for ctypes). */
+#define AT_P2P_MIN_WORLD 2
+#define AT_P2P_MAX_WORLD 8
+#define AT_P2P_MAX_BLOCKS 64      /* blocks: 1..64 */
+#define AT_P2P_MAX_THREADS 1024   /* threads: 32..1024, a multiple of 32 */
+#define AT_P2P_ALIGNMENT 16       /* bytes, every data pointer */
+#define AT_P2P_SIGNAL_ALIGNMENT 128 /* bytes, every signal pointer */
+#define AT_P2P_PIPELINE_DEPTH 2   /* scratch slots of the chunked two-shot */
+
+typedef struct at_p2p_limits {
+  int min_world;
+  int max_world;
+  int max_blocks;
+  int max_threads;
+  int alignment;
+  int signal_alignment;
+  int pipeline_depth;
+  int64_t signal_bytes;
+} at_p2p_limits;
+void at_p2p_get_limits(at_p2p_limits* out);
+
+/* Implementations (the `algo` argument). */
+#define AT_ALGO_ALL_REDUCE_ONE_SHOT 1
+  /* Every rank reads all `world` inputs and reduces the whole buffer. Start
+   * barrier, reduce, end barrier. Not in place. No scratch. */
+#define AT_ALGO_ALL_REDUCE_TWO_SHOT 2
+  /* Reduce-scatter then all-gather: rank r reduces slice r (reading every
+   * input) into its scratch and its output, then copies the other slices from
+   * the peers' scratch. Scratch: one slice. In place allowed (output == own
+   * input). */
+#define AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED 3
+  /* Two-shot over chunks of `chunk_elems` elements, pipelined: the reduce of
+   * chunk k runs before (overlapping the peers' progress on) the gather of
+   * chunk k-1, through AT_P2P_PIPELINE_DEPTH scratch slots of one chunk slice
+   * each, so the scratch is bounded by the chunk, not by the message.
+   * chunk_elems: a positive multiple of the vector width (4 for fp32, 8 for
+   * 16-bit types). In place allowed. */
+#define AT_ALGO_ALL_GATHER 4
+  /* Every rank copies each rank's input into its place of the output. In
+   * place allowed (own input == output + rank * count). No scratch; op
+   * ignored. */
+#define AT_ALGO_REDUCE_SCATTER 5
+  /* Rank r reduces block r of every input into its output. In place allowed
+   * (output == own input + rank * count). No scratch. Vectorized only when
+   * count is a multiple of the vector width. */
+
+/* Name of an algo ("all_reduce_one_shot", ...) or NULL. */
+const char* at_p2p_algo_name(int algo);
+
+typedef struct at_p2p_args {
+  int world;                     /* 2..8 */
+  int rank;                      /* 0..world-1 */
+  int dtype;                     /* AT_DTYPE_* */
+  int op;                        /* AT_OP_* (reductions only) */
+  int64_t count;                 /* per-rank count, see Shapes above */
+  const void* const* peer_inputs; /* [world] every rank's input, peer-visible */
+  void* output;                  /* this rank's output (local) */
+  void* const* peer_scratch;     /* [world] scratch buffers (two-shot) or NULL */
+  int64_t scratch_bytes;         /* capacity of each scratch buffer */
+  void* const* peer_signals;     /* [world] signal buffers, peer-visible */
+  int blocks;                    /* 1..AT_P2P_MAX_BLOCKS */
+  int threads;                   /* 32..AT_P2P_MAX_THREADS, multiple of 32 */
+  int64_t chunk_elems;           /* chunked two-shot only */
+  int64_t spin_limit;            /* 0 = wait for peers forever; otherwise the
+                                    number of polls of one flag after which
+                                    the block gives up, records the error in
+                                    this rank's signal buffer and exits */
+} at_p2p_args;
+
+/* sizeof(at_p2p_args) as compiled into the library (ctypes layout check). */
+size_t at_p2p_args_size(void);
+
+/* Pure host validation (no device access, no CUDA call): AT_OK, or
+ * AT_ERR_INVALID_VALUE with a reason written to `reason` (NUL terminated,
+ * truncated to reason_len; reason may be NULL). Checks the algo, world, rank,
+ * dtype, op, count, launch shape, chunk, spin limit, non-NULL and aligned
+ * pointers, scratch capacity, the overlap / in-place rules. Every launch
+ * function runs this first. */
+int at_p2p_check_args(int algo, const at_p2p_args* args, char* reason,
+                      size_t reason_len);
+
+/* Scratch bytes each rank needs for `algo` (0 for those without scratch), or
+ * -1 for invalid arguments. chunk_elems is used by the chunked algo only. */
+int64_t at_p2p_scratch_bytes(int algo, int dtype, int world, int64_t count,
+                             int64_t chunk_elems);
+
+/* 1 when the launch takes the 16-byte vector path on every rank (scalar
+ * tails aside), 0 otherwise (still correct, slower: reduce_scatter with count
+ * not a multiple of the vector width goes element by element on the ranks
+ * whose block is misaligned; all_gather then copies 8, 4 or 2-byte units),
+ * -1 for invalid arguments. */
+int at_p2p_is_vectorized(int algo, const at_p2p_args* args);
+
+/* Launch `algo`; the named functions are the same with algo fixed. */
+int at_p2p_launch(int algo, const at_p2p_args* args, void* stream);
+int at_p2p_all_reduce_one_shot(const at_p2p_args* args, void* stream);
+int at_p2p_all_reduce_two_shot(const at_p2p_args* args, void* stream);
+int at_p2p_all_reduce_two_shot_chunked(const at_p2p_args* args, void* stream);
+int at_p2p_all_gather(const at_p2p_args* args, void* stream);
+int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream);
+
+/* ---- Signal buffers -------------------------------------------------------
+ * Protocol: per block b, each rank keeps its own launch counter (epoch) in its
+ * signal buffer, read and advanced by the kernel itself. A flag is the 64-bit
+ * value (epoch << 32 | point); rank p posts flags into slot [b][p] of every
+ * rank's buffer with st.release.sys and waits on its own slots with
+ * ld.acquire.sys until every peer's value is >= the awaited one. Each launch
+ * starts with a barrier (peers' inputs are ready; the peers' previous launch
+ * has completed, so nobody still reads this rank's scratch); kernels that
+ * read peer inputs until their end finish with a barrier (so, once a launch
+ * completes on a rank, no peer reads its input anymore and the caller may
+ * overwrite it). See kernels/p2p_layout.h.
+ *
+ * After an error (spin limit reached) the ranks' counters disagree: with no
+ * kernel running on any rank, zero every rank's signal buffer again. */
+int64_t at_p2p_signal_bytes(void);
+
+/* cudaMemsetAsync(signal, 0, at_p2p_signal_bytes(), stream). */
+int at_p2p_signal_init(void* signal, void* stream);
+
+/* Error word of a signal buffer: 0 = none, else the first error recorded:
+ *   bits 0-7:   AT_SIGNAL_ERR_TIMEOUT (a spin limit was reached)
+ *   bits 8-15:  the flag awaited: 1 = barrier, 2 = chunk reduced, 3 = chunk
+ *               gathered
+ *   bits 16-23: the peer rank that did not arrive
+ *   bits 24-31: the block index. */
+#define AT_SIGNAL_ERR_TIMEOUT 1u
+/* Copies the error word to *error (cudaMemcpyAsync on `stream`, then
+ * cudaStreamSynchronize(stream)). */
+int at_p2p_signal_error(const void* signal, void* stream, uint32_t* error);
+
+/* ---- One process, `world` local GPUs ----------------------------------------
+ * Enables peer access between all pairs, allocates a zeroed signal buffer and
+ * a scratch buffer of scratch_bytes (may be 0) on each device, and keeps the
+ * pointer arrays. Restores the current device. */
+typedef struct at_p2p_group at_p2p_group;
+int at_p2p_group_create(int world, const int* devices, int64_t scratch_bytes,
+                        at_p2p_group** out);
+void at_p2p_group_destroy(at_p2p_group* group); /* NULL is fine */
+int at_p2p_group_world(const at_p2p_group* group);
+int at_p2p_group_device(const at_p2p_group* group, int rank);
+int64_t at_p2p_group_scratch_bytes(const at_p2p_group* group);
+void* const* at_p2p_group_scratch(const at_p2p_group* group); /* [world] */
+void* const* at_p2p_group_signals(const at_p2p_group* group); /* [world] */
+/* Sets world, rank, peer_scratch, scratch_bytes, peer_signals of *args
+ * (leaves the other fields alone). */
+int at_p2p_group_init_args(const at_p2p_group* group, int rank,
+                           at_p2p_args* args);
+/* Synchronizes every device of the group, then zeroes all signal buffers. */
+int at_p2p_group_reset(at_p2p_group* group);
+/* Error word of `rank`'s signal buffer (read through a non-blocking stream of
+ * the group, so it does not wait for the caller's streams). */
+int at_p2p_group_error(const at_p2p_group* group, int rank, uint32_t* error);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* AUTOTUNED_KERNELS_AUTOTUNED_KERNELS_H_ */

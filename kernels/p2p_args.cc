@@ -1,0 +1,250 @@
+// Pure host part of the C ABI: version, limits, argument validation, scratch
+// and signal sizes. No CUDA call and no CUDA header, so that it runs (and is
+// tested) anywhere.
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernels/autotuned_kernels.h"
+#include "kernels/p2p_layout.h"
+#include "kernels/types.h"
+
+namespace autotuned::kernels::p2p {
+namespace {
+
+static_assert(AT_DTYPE_FLOAT32 == static_cast<int>(DType::kFloat32), "dtype");
+static_assert(AT_DTYPE_BFLOAT16 == static_cast<int>(DType::kBFloat16), "dtype");
+static_assert(AT_DTYPE_FLOAT16 == static_cast<int>(DType::kFloat16), "dtype");
+static_assert(AT_OP_SUM == static_cast<int>(ReduceOp::kSum), "op");
+static_assert(AT_OP_MAX == static_cast<int>(ReduceOp::kMax), "op");
+static_assert(AT_OP_MIN == static_cast<int>(ReduceOp::kMin), "op");
+static_assert(AT_P2P_MIN_WORLD == kMinWorld && AT_P2P_MAX_WORLD == kMaxWorld &&
+                  AT_P2P_MAX_BLOCKS == kMaxBlocks &&
+                  AT_P2P_MAX_THREADS == kMaxThreads &&
+                  AT_P2P_ALIGNMENT == kVecBytes &&
+                  AT_P2P_SIGNAL_ALIGNMENT == kSignalAlignment &&
+                  AT_P2P_PIPELINE_DEPTH == kPipelineDepth,
+              "limits");
+
+// Counts beyond this are rejected (keeps every byte offset far from overflow).
+constexpr int64_t kMaxCount = int64_t{1} << 44;
+// Flag points hold a chunk index in 32 bits.
+constexpr int64_t kMaxChunks = int64_t{1} << 30;
+
+int Fail(char* reason, size_t reason_len, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+int Fail(char* reason, size_t reason_len, const char* fmt, ...) {
+  if (reason != nullptr && reason_len > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, reason_len, fmt, ap);
+    va_end(ap);
+  }
+  return AT_ERR_INVALID_VALUE;
+}
+
+bool ValidAlgo(int algo) {
+  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_REDUCE_SCATTER;
+}
+bool ValidDtype(int dtype) {
+  return dtype == AT_DTYPE_FLOAT32 || dtype == AT_DTYPE_BFLOAT16 ||
+         dtype == AT_DTYPE_FLOAT16;
+}
+bool IsReduction(int algo) { return algo != AT_ALGO_ALL_GATHER; }
+bool IsTwoShot(int algo) {
+  return algo == AT_ALGO_ALL_REDUCE_TWO_SHOT ||
+         algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED;
+}
+
+uintptr_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+bool Aligned(const void* p, uintptr_t a) { return Addr(p) % a == 0; }
+bool Overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+  return Addr(a) < Addr(b) + static_cast<uintptr_t>(b_bytes) &&
+         Addr(b) < Addr(a) + static_cast<uintptr_t>(a_bytes);
+}
+
+// Element counts of one rank's input and output.
+void Extents(int algo, int world, int64_t count, int64_t* in, int64_t* out) {
+  *in = algo == AT_ALGO_REDUCE_SCATTER ? world * count : count;
+  *out = algo == AT_ALGO_ALL_GATHER ? world * count : count;
+}
+
+}  // namespace
+
+int64_t ScratchBytes(int algo, int dtype, int world, int64_t count,
+                     int64_t chunk_elems) {
+  if (!IsTwoShot(algo)) return 0;
+  const TwoShotGeometry g = TwoShotLayout(
+      count, world, dtype,
+      algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ? chunk_elems : 0);
+  return g.slots * g.slot_elems * ElemBytes(dtype);
+}
+
+}  // namespace autotuned::kernels::p2p
+
+using namespace autotuned::kernels::p2p;  // NOLINT: C ABI definitions below
+
+extern "C" {
+
+int at_kernels_version(void) { return AT_KERNELS_VERSION; }
+
+void at_p2p_get_limits(at_p2p_limits* out) {
+  if (out == nullptr) return;
+  out->min_world = kMinWorld;
+  out->max_world = kMaxWorld;
+  out->max_blocks = kMaxBlocks;
+  out->max_threads = kMaxThreads;
+  out->alignment = kVecBytes;
+  out->signal_alignment = kSignalAlignment;
+  out->pipeline_depth = kPipelineDepth;
+  out->signal_bytes = static_cast<int64_t>(sizeof(Signal));
+}
+
+const char* at_p2p_algo_name(int algo) {
+  switch (algo) {
+    case AT_ALGO_ALL_REDUCE_ONE_SHOT: return "all_reduce_one_shot";
+    case AT_ALGO_ALL_REDUCE_TWO_SHOT: return "all_reduce_two_shot";
+    case AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED: return "all_reduce_two_shot_chunked";
+    case AT_ALGO_ALL_GATHER: return "all_gather";
+    case AT_ALGO_REDUCE_SCATTER: return "reduce_scatter";
+    default: return nullptr;
+  }
+}
+
+size_t at_p2p_args_size(void) { return sizeof(at_p2p_args); }
+
+int64_t at_p2p_signal_bytes(void) { return static_cast<int64_t>(sizeof(Signal)); }
+
+int64_t at_p2p_scratch_bytes(int algo, int dtype, int world, int64_t count,
+                             int64_t chunk_elems) {
+  if (!ValidAlgo(algo) || !ValidDtype(dtype) || world < kMinWorld ||
+      world > kMaxWorld || count < 0 || count > kMaxCount) {
+    return -1;
+  }
+  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED &&
+      (chunk_elems <= 0 || chunk_elems % VecElems(dtype) != 0)) {
+    return -1;
+  }
+  return ScratchBytes(algo, dtype, world, count, chunk_elems);
+}
+
+int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
+                      size_t reason_len) {
+  if (reason != nullptr && reason_len > 0) reason[0] = '\0';
+  char* r = reason;
+  const size_t n = reason_len;
+  if (!ValidAlgo(algo)) return Fail(r, n, "unknown algo %d", algo);
+  if (a == nullptr) return Fail(r, n, "args is NULL");
+  if (a->world < kMinWorld || a->world > kMaxWorld) {
+    return Fail(r, n, "world %d outside [%d, %d]", a->world, kMinWorld, kMaxWorld);
+  }
+  if (a->rank < 0 || a->rank >= a->world) {
+    return Fail(r, n, "rank %d outside [0, %d)", a->rank, a->world);
+  }
+  if (!ValidDtype(a->dtype)) return Fail(r, n, "unknown dtype %d", a->dtype);
+  if (IsReduction(algo) && (a->op < AT_OP_SUM || a->op > AT_OP_MIN)) {
+    return Fail(r, n, "unknown reduce op %d", a->op);
+  }
+  if (a->count < 0 || a->count > kMaxCount) {
+    return Fail(r, n, "count %lld outside [0, 2^44]", static_cast<long long>(a->count));
+  }
+  if (a->blocks < 1 || a->blocks > kMaxBlocks) {
+    return Fail(r, n, "blocks %d outside [1, %d]", a->blocks, kMaxBlocks);
+  }
+  if (a->threads < 32 || a->threads > kMaxThreads || a->threads % 32 != 0) {
+    return Fail(r, n, "threads %d not a multiple of 32 in [32, %d]", a->threads,
+                kMaxThreads);
+  }
+  if (a->spin_limit < 0) return Fail(r, n, "spin_limit must be >= 0");
+  const int64_t vec = VecElems(a->dtype);
+  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED) {
+    if (a->chunk_elems <= 0 || a->chunk_elems % vec != 0) {
+      return Fail(r, n, "chunk_elems %lld must be a positive multiple of %lld "
+                  "elements (16 bytes)",
+                  static_cast<long long>(a->chunk_elems), static_cast<long long>(vec));
+    }
+    if ((a->count + a->chunk_elems - 1) / a->chunk_elems > kMaxChunks) {
+      return Fail(r, n, "more than 2^30 chunks: chunk_elems too small");
+    }
+  }
+  if (a->peer_signals == nullptr) return Fail(r, n, "peer_signals is NULL");
+  for (int p = 0; p < a->world; ++p) {
+    if (a->peer_signals[p] == nullptr) return Fail(r, n, "peer_signals[%d] is NULL", p);
+    if (!Aligned(a->peer_signals[p], kSignalAlignment)) {
+      return Fail(r, n, "peer_signals[%d] not %d-byte aligned", p, kSignalAlignment);
+    }
+  }
+  if (a->count == 0) return AT_OK;  // a no-op: data pointers are not used
+
+  const int64_t esize = ElemBytes(a->dtype);
+  if (a->peer_inputs == nullptr) return Fail(r, n, "peer_inputs is NULL");
+  for (int p = 0; p < a->world; ++p) {
+    if (a->peer_inputs[p] == nullptr) return Fail(r, n, "peer_inputs[%d] is NULL", p);
+    if (!Aligned(a->peer_inputs[p], kVecBytes)) {
+      return Fail(r, n, "peer_inputs[%d] not %d-byte aligned", p, kVecBytes);
+    }
+  }
+  if (a->output == nullptr) return Fail(r, n, "output is NULL");
+  if (!Aligned(a->output, kVecBytes)) {
+    return Fail(r, n, "output not %d-byte aligned", kVecBytes);
+  }
+  int64_t in_elems = 0, out_elems = 0;
+  Extents(algo, a->world, a->count, &in_elems, &out_elems);
+  const void* in = a->peer_inputs[a->rank];
+  const int64_t in_bytes = in_elems * esize, out_bytes = out_elems * esize;
+  const char* out_c = static_cast<const char*>(a->output);
+  const char* in_c = static_cast<const char*>(in);
+  bool in_place_ok = false;
+  switch (algo) {
+    case AT_ALGO_ALL_REDUCE_TWO_SHOT:
+    case AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED:
+      in_place_ok = in == a->output;
+      break;
+    case AT_ALGO_ALL_GATHER:
+      in_place_ok = in_c == out_c + a->rank * a->count * esize;
+      break;
+    case AT_ALGO_REDUCE_SCATTER:
+      in_place_ok = out_c == in_c + a->rank * a->count * esize;
+      break;
+    default: break;
+  }
+  if (!in_place_ok && Overlap(in, in_bytes, a->output, out_bytes)) {
+    return Fail(r, n, "output overlaps this rank's input (%s)",
+                algo == AT_ALGO_ALL_REDUCE_ONE_SHOT
+                    ? "one_shot cannot run in place"
+                    : "only the exact in-place layout is allowed");
+  }
+  if (IsTwoShot(algo)) {
+    const int64_t need = ScratchBytes(algo, a->dtype, a->world, a->count, a->chunk_elems);
+    if (a->scratch_bytes < need) {
+      return Fail(r, n, "scratch_bytes %lld < %lld needed",
+                  static_cast<long long>(a->scratch_bytes), static_cast<long long>(need));
+    }
+    if (a->peer_scratch == nullptr) return Fail(r, n, "peer_scratch is NULL");
+    for (int p = 0; p < a->world; ++p) {
+      if (a->peer_scratch[p] == nullptr) return Fail(r, n, "peer_scratch[%d] is NULL", p);
+      if (!Aligned(a->peer_scratch[p], kVecBytes)) {
+        return Fail(r, n, "peer_scratch[%d] not %d-byte aligned", p, kVecBytes);
+      }
+    }
+    const void* scratch = a->peer_scratch[a->rank];
+    if (Overlap(scratch, need, in, in_bytes) || Overlap(scratch, need, a->output, out_bytes)) {
+      return Fail(r, n, "scratch overlaps this rank's input or output");
+    }
+  }
+  return AT_OK;
+}
+
+int at_p2p_is_vectorized(int algo, const at_p2p_args* a) {
+  if (at_p2p_check_args(algo, a, nullptr, 0) != AT_OK) return -1;
+  const int64_t vec = VecElems(a->dtype);
+  switch (algo) {
+    case AT_ALGO_ALL_GATHER:  // copy unit: the largest power of 2 <= 16 bytes
+    case AT_ALGO_REDUCE_SCATTER:
+      return a->count % vec == 0 ? 1 : 0;
+    default: return 1;
+  }
+}
+
+}  // extern "C"

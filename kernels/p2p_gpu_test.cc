@@ -1,0 +1,445 @@
+// GPU test of the P2P collectives: one process drives every visible GPU
+// (world = all of them, 2..8) through at_p2p_group. Inputs come from the
+// predictable pattern (pattern.h), outputs are checked on the device with
+// LaunchCheckPattern. Without 2 GPUs with peer access it reports that it
+// skipped and passes.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kernels/autotuned_kernels.h"
+#include "kernels/pattern_kernels.h"
+#include "kernels/types.h"
+
+namespace autotuned::kernels {
+namespace {
+
+constexpr int64_t kMaxCount = 1 << 20;
+constexpr int64_t kCounts[] = {1, 7, 8, 1000, 4096 + 3, 1 << 20};
+constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
+                          AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_GATHER,
+                          AT_ALGO_REDUCE_SCATTER};
+constexpr int kDtypes[] = {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16};
+struct Shape {
+  int blocks;
+  int threads;
+};
+// Consecutive launches rotate through these: block counts that differ from
+// launch to launch exercise the per-block sequence numbers.
+constexpr Shape kShapes[] = {{8, 256}, {1, 32}, {64, 1024}, {3, 96}};
+constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
+// Generous: a wait that is this long is a bug, and the test fails (error
+// word set) instead of hanging.
+constexpr int64_t kSpinLimit = int64_t{1} << 24;
+
+int64_t ElemBytes(int dtype) { return dtype == AT_DTYPE_FLOAT32 ? 4 : 2; }
+
+#define REQUIRE_CUDA(expr)                                       \
+  do {                                                           \
+    const int rc_ = static_cast<int>(expr);                      \
+    INFO(#expr << " -> " << rc_ << " " << at_error_string(rc_)); \
+    REQUIRE(rc_ == 0);                                           \
+  } while (0)
+
+class Env {
+ public:
+  // nullptr (after printing why) when this machine cannot run the test.
+  static std::unique_ptr<Env> Create() {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    bool p2p = n >= 2;
+    for (int i = 0; p2p && i < n && i < AT_P2P_MAX_WORLD; ++i) {
+      for (int j = 0; p2p && j < n && j < AT_P2P_MAX_WORLD; ++j) {
+        int can = 0;
+        if (i != j && (cudaDeviceCanAccessPeer(&can, i, j) != cudaSuccess || !can)) p2p = false;
+      }
+    }
+    if (!p2p) {
+      std::fprintf(stderr, "SKIPPED: needs 2 GPUs with P2P, found %d\n", n);
+      return nullptr;
+    }
+    std::unique_ptr<Env> env(new Env);
+    env->world = n < AT_P2P_MAX_WORLD ? n : AT_P2P_MAX_WORLD;
+    for (int r = 0; r < env->world; ++r) env->dev.push_back(r);
+    REQUIRE_CUDA(at_p2p_group_create(env->world, env->dev.data(), 4 << 20, &env->group));
+    const size_t bytes = AT_P2P_MAX_WORLD * kMaxCount * 4;
+    env->stream.resize(env->world);
+    env->in.resize(env->world);
+    env->out.resize(env->world);
+    env->bad.resize(env->world);
+    env->first.resize(env->world);
+    for (int r = 0; r < env->world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaStreamCreateWithFlags(&env->stream[r], cudaStreamNonBlocking));
+      REQUIRE_CUDA(cudaMalloc(&env->in[r], bytes));
+      REQUIRE_CUDA(cudaMalloc(&env->out[r], bytes));
+      REQUIRE_CUDA(cudaMalloc(&env->bad[r], sizeof(unsigned long long)));
+      REQUIRE_CUDA(cudaMalloc(&env->first[r], sizeof(long long)));
+    }
+    return env;
+  }
+
+  ~Env() {
+    for (int r = 0; r < world; ++r) {
+      cudaSetDevice(r);
+      cudaStreamSynchronize(stream[r]);
+      cudaStreamDestroy(stream[r]);
+      cudaFree(in[r]);
+      cudaFree(out[r]);
+      cudaFree(bad[r]);
+      cudaFree(first[r]);
+    }
+    at_p2p_group_destroy(group);
+  }
+
+  void SyncAll() {
+    for (int r = 0; r < world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaStreamSynchronize(stream[r]));
+    }
+  }
+
+  void ResetCounters() {
+    static const long long kNone = INT64_MAX;
+    for (int r = 0; r < world; ++r) {  // on the stream the checks run on
+      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaMemsetAsync(bad[r], 0, sizeof(unsigned long long), stream[r]));
+      REQUIRE_CUDA(cudaMemcpyAsync(first[r], &kNone, sizeof(kNone), cudaMemcpyHostToDevice,
+                                   stream[r]));
+    }
+  }
+
+  // Mismatches on every rank since ResetCounters, and no error word set.
+  void ExpectClean() {
+    SyncAll();
+    for (int r = 0; r < world; ++r) {
+      unsigned long long n = 0;
+      long long first_bad = 0;
+      uint32_t error = 0;
+      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaMemcpy(&n, bad[r], sizeof(n), cudaMemcpyDeviceToHost));
+      REQUIRE_CUDA(cudaMemcpy(&first_bad, first[r], sizeof(first_bad), cudaMemcpyDeviceToHost));
+      REQUIRE_CUDA(at_p2p_group_error(group, r, &error));
+      INFO("rank " << r << " mismatches " << n << " first at " << first_bad << " error word 0x"
+                   << std::hex << error);
+      CHECK(n == 0);
+      CHECK(error == 0);
+    }
+  }
+
+  int world = 0;
+  std::vector<int> dev;
+  at_p2p_group* group = nullptr;
+  std::vector<cudaStream_t> stream;
+  std::vector<void*> in, out;
+  std::vector<unsigned long long*> bad;
+  std::vector<long long*> first;
+
+ private:
+  Env() = default;
+};
+
+struct Case {
+  int algo = AT_ALGO_ALL_REDUCE_ONE_SHOT;
+  int dtype = AT_DTYPE_FLOAT32;
+  int op = AT_OP_SUM;
+  int64_t count = 0;
+  bool in_place = false;
+
+  int64_t Chunk() const { return count <= 4099 ? 256 : (1 << 17); }
+  std::string Name() const {
+    return std::string(at_p2p_algo_name(algo)) + " dtype " + std::to_string(dtype) + " op " +
+           std::to_string(op) + " count " + std::to_string(count) +
+           (in_place ? " in place" : "");
+  }
+};
+
+// Where every rank's input and output are for a case.
+struct Layout {
+  std::vector<const void*> inputs;
+  std::vector<void*> outputs;
+  int64_t in_count = 0;
+  int64_t out_count = 0;
+  Collective collective = Collective::kAllReduce;
+};
+
+Layout MakeLayout(const Env& env, const Case& c) {
+  Layout l;
+  const int64_t stride = c.count * ElemBytes(c.dtype);
+  for (int r = 0; r < env.world; ++r) {
+    char* in = static_cast<char*>(env.in[r]);
+    char* out = static_cast<char*>(env.out[r]);
+    switch (c.algo) {
+      case AT_ALGO_ALL_GATHER:
+        l.inputs.push_back(c.in_place ? out + r * stride : in);
+        l.outputs.push_back(out);
+        break;
+      case AT_ALGO_REDUCE_SCATTER:
+        l.inputs.push_back(in);
+        l.outputs.push_back(c.in_place ? in + r * stride : out);
+        break;
+      default:
+        l.inputs.push_back(in);
+        l.outputs.push_back(c.in_place ? in : out);
+    }
+  }
+  l.in_count = c.algo == AT_ALGO_REDUCE_SCATTER ? env.world * c.count : c.count;
+  l.out_count = c.algo == AT_ALGO_ALL_GATHER ? env.world * c.count : c.count;
+  l.collective = c.algo == AT_ALGO_ALL_GATHER       ? Collective::kAllGather
+                 : c.algo == AT_ALGO_REDUCE_SCATTER ? Collective::kReduceScatter
+                                                    : Collective::kAllReduce;
+  return l;
+}
+
+// Pattern input (or, with garbage, other values) into rank r's input.
+int Fill(Env& env, const Case& c, const Layout& l, int r, bool garbage = false) {
+  FillPatternArgs f;
+  f.data = const_cast<void*>(l.inputs[r]);
+  f.dtype = static_cast<DType>(c.dtype);
+  f.count = l.in_count;
+  f.rank = garbage ? r + 3 : r;
+  f.offset = garbage ? 7 : 0;
+  return LaunchFillPattern(f, env.stream[r]);
+}
+
+int Check(Env& env, const Case& c, const Layout& l, int r) {
+  CheckPatternArgs k;
+  k.data = l.outputs[r];
+  k.dtype = static_cast<DType>(c.dtype);
+  k.count = l.out_count;
+  k.expect.collective = l.collective;
+  k.expect.op = static_cast<ReduceOp>(c.op);
+  k.expect.world = env.world;
+  k.expect.rank = r;
+  k.expect.count = c.count;
+  k.mismatches = env.bad[r];
+  k.first_bad = env.first[r];
+  return LaunchCheckPattern(k, env.stream[r]);
+}
+
+at_p2p_args Args(Env& env, const Case& c, const Layout& l, int r, Shape shape,
+                 int64_t spin_limit = kSpinLimit) {
+  at_p2p_args a = {};
+  at_p2p_group_init_args(env.group, r, &a);
+  a.dtype = c.dtype;
+  a.op = c.op;
+  a.count = c.count;
+  a.peer_inputs = l.inputs.data();
+  a.output = l.outputs[r];
+  a.blocks = shape.blocks;
+  a.threads = shape.threads;
+  a.chunk_elems = c.Chunk();
+  a.spin_limit = spin_limit;
+  return a;
+}
+
+int Launch(Env& env, const Case& c, const Layout& l, int r, Shape shape) {
+  const at_p2p_args a = Args(env, c, l, r, shape);
+  return at_p2p_launch(c.algo, &a, env.stream[r]);
+}
+
+// fill, collective, check (on every rank, each on its own stream).
+void RunOnce(Env& env, const Case& c, Shape shape) {
+  const Layout l = MakeLayout(env, c);
+  for (int r = 0; r < env.world; ++r) {
+    REQUIRE_CUDA(cudaSetDevice(r));
+    REQUIRE_CUDA(Fill(env, c, l, r));
+    REQUIRE_CUDA(Launch(env, c, l, r, shape));
+    REQUIRE_CUDA(Check(env, c, l, r));
+  }
+}
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  for (int algo : kAlgos) {
+    for (int dtype : kDtypes) {
+      for (int64_t count : kCounts) {
+        Case c;
+        c.algo = algo;
+        c.dtype = dtype;
+        c.count = count;
+        cases.push_back(c);
+      }
+    }
+  }
+  return cases;
+}
+
+TEST_CASE("p2p collectives produce the pattern's results", "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  for (Case c : AllCases()) {
+    const bool reduces = c.algo != AT_ALGO_ALL_GATHER;
+    for (int op : {AT_OP_SUM, AT_OP_MAX, AT_OP_MIN}) {
+      if (!reduces && op != AT_OP_SUM) continue;
+      c.op = op;
+      for (int s = 0; s < kNumShapes; ++s) {
+        if (op != AT_OP_SUM && s > 0) break;  // other ops: one shape
+        INFO(c.Name() << " shape " << kShapes[s].blocks << "x" << kShapes[s].threads);
+        env->ResetCounters();
+        RunOnce(*env, c, kShapes[s]);
+        env->ExpectClean();
+      }
+    }
+  }
+}
+
+TEST_CASE("p2p collectives in place", "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  for (Case c : AllCases()) {
+    if (c.algo == AT_ALGO_ALL_REDUCE_ONE_SHOT) continue;  // not supported
+    c.in_place = true;
+    const Layout l = MakeLayout(*env, c);
+    at_p2p_args a = Args(*env, c, l, 0, kShapes[0]);
+    if (at_p2p_check_args(c.algo, &a, nullptr, 0) != AT_OK) {
+      // Only all-gather / reduce-scatter with a per-rank block that is not a
+      // multiple of 16 bytes: the in-place pointers are misaligned.
+      CHECK((c.algo == AT_ALGO_ALL_GATHER || c.algo == AT_ALGO_REDUCE_SCATTER));
+      CHECK(c.count * ElemBytes(c.dtype) % AT_P2P_ALIGNMENT != 0);
+      continue;
+    }
+    INFO(c.Name());
+    env->ResetCounters();
+    RunOnce(*env, c, kShapes[0]);
+    env->ExpectClean();
+  }
+}
+
+TEST_CASE("p2p collectives back to back", "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  for (const Case& c : AllCases()) {
+    INFO(c.Name());
+    const Layout l = MakeLayout(*env, c);
+    env->ResetCounters();
+    // 200 launches with nothing in between, then check the last output.
+    for (int r = 0; r < env->world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(Fill(*env, c, l, r));
+    }
+    for (int i = 0; i < 200; ++i) {
+      for (int r = 0; r < env->world; ++r) {
+        REQUIRE_CUDA(cudaSetDevice(r));
+        REQUIRE_CUDA(Launch(*env, c, l, r, kShapes[i % kNumShapes]));
+      }
+    }
+    for (int r = 0; r < env->world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(Check(*env, c, l, r));
+    }
+    // Each rank overwrites its input right after its launch completes: a
+    // peer still reading it would produce a mismatch.
+    for (int i = 0; i < 50; ++i) {
+      for (int r = 0; r < env->world; ++r) {
+        REQUIRE_CUDA(cudaSetDevice(r));
+        REQUIRE_CUDA(Fill(*env, c, l, r));
+        REQUIRE_CUDA(Launch(*env, c, l, r, kShapes[i % kNumShapes]));
+        REQUIRE_CUDA(Check(*env, c, l, r));
+        REQUIRE_CUDA(Fill(*env, c, l, r, /*garbage=*/true));
+      }
+    }
+    env->ExpectClean();
+  }
+}
+
+TEST_CASE("p2p collectives under CUDA graph capture and replay", "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  for (const Case& c : AllCases()) {
+    INFO(c.Name());
+    const Layout l = MakeLayout(*env, c);
+    env->ResetCounters();
+    std::vector<cudaGraphExec_t> exec(env->world, nullptr);
+    for (int r = 0; r < env->world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaStreamBeginCapture(env->stream[r], cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < 10; ++i) {
+        REQUIRE_CUDA(Fill(*env, c, l, r));
+        REQUIRE_CUDA(Launch(*env, c, l, r, kShapes[i % kNumShapes]));
+        REQUIRE_CUDA(Check(*env, c, l, r));
+        REQUIRE_CUDA(Fill(*env, c, l, r, /*garbage=*/true));
+      }
+      cudaGraph_t graph = nullptr;
+      REQUIRE_CUDA(cudaStreamEndCapture(env->stream[r], &graph));
+      REQUIRE_CUDA(cudaGraphInstantiate(&exec[r], graph, 0));
+      REQUIRE_CUDA(cudaGraphDestroy(graph));
+    }
+    for (int replay = 0; replay < 20; ++replay) {
+      for (int r = 0; r < env->world; ++r) {
+        REQUIRE_CUDA(cudaSetDevice(r));
+        REQUIRE_CUDA(cudaGraphLaunch(exec[r], env->stream[r]));
+      }
+    }
+    env->ExpectClean();
+    // Eager launches after the replays still agree on the sequence numbers.
+    RunOnce(*env, c, kShapes[2]);
+    env->ExpectClean();
+    for (int r = 0; r < env->world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaGraphExecDestroy(exec[r]));
+    }
+  }
+}
+
+TEST_CASE("bad launch shapes are rejected without a launch", "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  Case c;
+  c.count = 1000;
+  const Layout l = MakeLayout(*env, c);
+  REQUIRE_CUDA(cudaSetDevice(0));
+  for (int algo : kAlgos) {
+    for (Shape s : {Shape{0, 256}, Shape{65, 256}, Shape{8, 0}, Shape{8, 48}, Shape{8, 2048},
+                    Shape{-1, 32}}) {
+      INFO(at_p2p_algo_name(algo) << " shape " << s.blocks << "x" << s.threads);
+      at_p2p_args a = Args(*env, c, l, 0, s);
+      CHECK(at_p2p_launch(algo, &a, env->stream[0]) == static_cast<int>(cudaErrorInvalidValue));
+    }
+  }
+  CHECK(cudaGetLastError() == cudaSuccess);
+  // Nothing was launched, so a normal collective still works.
+  env->ResetCounters();
+  RunOnce(*env, c, kShapes[0]);
+  env->ExpectClean();
+}
+
+TEST_CASE("a rank launched alone gives up after the spin limit", "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  for (int algo : kAlgos) {
+    INFO(at_p2p_algo_name(algo));
+    Case c;
+    c.algo = algo;
+    c.count = 4099;
+    const Layout l = MakeLayout(*env, c);
+    REQUIRE_CUDA(cudaSetDevice(0));
+    at_p2p_args a = Args(*env, c, l, 0, Shape{4, 128}, /*spin_limit=*/1 << 16);
+    REQUIRE_CUDA(at_p2p_launch(algo, &a, env->stream[0]));
+    REQUIRE_CUDA(cudaStreamSynchronize(env->stream[0]));  // returns: no hang
+    uint32_t error = 0;
+    REQUIRE_CUDA(at_p2p_group_error(env->group, 0, &error));
+    CHECK((error & 0xffu) == AT_SIGNAL_ERR_TIMEOUT);
+    CHECK(((error >> 8) & 0xffu) == 1);  // the start barrier
+    const uint32_t peer = (error >> 16) & 0xffu;
+    CHECK(peer >= 1);
+    CHECK(peer < static_cast<uint32_t>(env->world));
+    CHECK((error >> 24) < 4);  // a block index
+    REQUIRE_CUDA(at_p2p_group_error(env->group, 1, &error));
+    CHECK(error == 0);
+    // Reset, then the group works again.
+    REQUIRE_CUDA(at_p2p_group_reset(env->group));
+    env->ResetCounters();
+    RunOnce(*env, c, kShapes[0]);
+    env->ExpectClean();
+  }
+}
+
+}  // namespace
+}  // namespace autotuned::kernels

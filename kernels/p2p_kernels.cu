@@ -1,0 +1,418 @@
+// P2P collective kernels (all-reduce one-shot / two-shot / chunked two-shot,
+// all-gather, reduce-scatter) and their launch functions. Contract and
+// protocol: autotuned_kernels.h and p2p_layout.h. Kernels only: validation is
+// at_p2p_check_args (p2p_args.cc), setup is p2p_group.cc.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "kernels/autotuned_kernels.h"
+#include "kernels/p2p_layout.h"
+
+namespace autotuned::kernels::p2p {
+namespace {
+
+// Everything a kernel needs, by value: a CUDA graph captures the pointer
+// arrays themselves, and the kernel never dereferences host memory.
+struct P2pKernelArgs {
+  const void* in[kMaxWorld];
+  void* scratch[kMaxWorld];
+  Signal* sig[kMaxWorld];
+  void* out;
+  int64_t count;        // elements (all-gather: copy units per rank)
+  int64_t chunk_elems;  // two-shot: chunk length in elements
+  int64_t slot_elems;   // two-shot: elements of one scratch slot
+  int64_t spin_limit;
+  int world;
+  int rank;
+};
+
+// ---- Element types: raw bits in registers, arithmetic in fp32 -------------
+
+template <int DT> struct Traits;
+template <> struct Traits<AT_DTYPE_FLOAT32> {
+  using Raw = unsigned int;
+  static __device__ __forceinline__ float ToF(Raw v) { return __uint_as_float(v); }
+  static __device__ __forceinline__ Raw FromF(float v) { return __float_as_uint(v); }
+};
+template <> struct Traits<AT_DTYPE_BFLOAT16> {
+  using Raw = unsigned short;
+  static __device__ __forceinline__ float ToF(Raw v) {
+    return __uint_as_float(static_cast<unsigned int>(v) << 16);
+  }
+  static __device__ __forceinline__ Raw FromF(float v) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  }
+};
+template <> struct Traits<AT_DTYPE_FLOAT16> {
+  using Raw = unsigned short;
+  static __device__ __forceinline__ float ToF(Raw v) { return __half2float(__ushort_as_half(v)); }
+  static __device__ __forceinline__ Raw FromF(float v) {
+    return __half_as_ushort(__float2half_rn(v));
+  }
+};
+
+template <int DT> constexpr int kVec = kVecBytes / static_cast<int>(sizeof(typename Traits<DT>::Raw));
+
+template <int DT> union Pack {
+  uint4 u;
+  typename Traits<DT>::Raw e[kVec<DT>];
+};
+
+template <int OP> __device__ __forceinline__ float Apply(float a, float b) {
+  if (OP == AT_OP_MAX) return fmaxf(a, b);
+  if (OP == AT_OP_MIN) return fminf(a, b);
+  return a + b;
+}
+
+// ---- Signals ---------------------------------------------------------------
+
+__device__ __forceinline__ void StoreRelease(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ uint64_t LoadAcquire(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ uint64_t* Slot(Signal* s, int kind, int from) {
+  FlagRow* rows = kind == kArrive ? s->arrive : (kind == kReduced ? s->reduced : s->gathered);
+  return &rows[blockIdx.x].from[from];
+}
+
+__device__ __forceinline__ uint32_t BeginEpoch(const P2pKernelArgs& a) {
+  return a.sig[a.rank]->epoch[blockIdx.x] + 1;
+}
+
+// At the successful end of the kernel: once every thread is past its last
+// use of the epoch, store it for the next launch (same device, so the kernel
+// boundary orders it before the next launch's read).
+__device__ __forceinline__ void EndEpoch(const P2pKernelArgs& a, uint32_t e) {
+  __syncthreads();
+  if (threadIdx.x == 0) a.sig[a.rank]->epoch[blockIdx.x] = e;
+}
+
+// Publishes `value` to every rank's slot for (this block, this rank), after
+// all of this block's prior loads and stores.
+__device__ __forceinline__ void Post(const P2pKernelArgs& a, int kind, uint64_t value) {
+  __syncthreads();
+  if (threadIdx.x < a.world) StoreRelease(Slot(a.sig[threadIdx.x], kind, a.rank), value);
+}
+
+// Waits until every rank posted >= value for this block. False (error
+// recorded, whole block agrees) when a spin limit ran out.
+__device__ __forceinline__ bool WaitAll(const P2pKernelArgs& a, int kind, uint64_t value) {
+  int failed = 0;
+  if (threadIdx.x < a.world) {
+    const uint64_t* slot = Slot(a.sig[a.rank], kind, threadIdx.x);
+    int64_t spins = 0;
+    while (static_cast<int64_t>(LoadAcquire(slot) - value) < 0) {
+      if (a.spin_limit > 0 && ++spins >= a.spin_limit) {
+        failed = 1;
+        const unsigned int code = AT_SIGNAL_ERR_TIMEOUT | (static_cast<unsigned int>(kind) << 8) |
+                                  (threadIdx.x << 16) | (blockIdx.x << 24);
+        atomicCAS_system(&a.sig[a.rank]->error, 0u, code);
+        break;
+      }
+    }
+  }
+  return __syncthreads_or(failed) == 0;
+}
+
+__device__ __forceinline__ bool Barrier(const P2pKernelArgs& a, uint64_t value) {
+  Post(a, kArrive, value);
+  return WaitAll(a, kArrive, value);
+}
+
+__device__ __forceinline__ int64_t GlobalThread() {
+  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ __forceinline__ int64_t GridThreads() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// ---- Data movement ---------------------------------------------------------
+
+// dst0[i] (and dst1[i] when not null) = reduce over ranks p of
+// in[p][src_off + i], i in [0, n). Peer loads are ld.global.cg (L2, never a
+// stale L1 line). Vector path: vector j (elements [j*V, j*V+V)) belongs to
+// global thread j % grid; the partial last vector to the thread owning its
+// index. The scalar path (vec == false, reduce-scatter with misaligned
+// blocks) maps element i to thread i % grid.
+template <int W, int DT, int OP>
+__device__ __forceinline__ void ReduceRange(const P2pKernelArgs& a, int64_t src_off, int64_t n,
+                                            void* dst0, void* dst1, bool vec) {
+  using T = Traits<DT>;
+  using Raw = typename T::Raw;
+  constexpr int V = kVec<DT>;
+  const int64_t gid = GlobalThread(), grid = GridThreads();
+  const int64_t nvec = vec ? n / V : 0;
+  for (int64_t j = gid; j < nvec; j += grid) {
+    Pack<DT> in[W];
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      if (p < a.world) {
+        in[p].u = __ldcg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.in[p]) + src_off) + j);
+      }
+    }
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = T::ToF(in[0].e[k]);
+#pragma unroll
+    for (int p = 1; p < W; ++p) {
+      if (p < a.world) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[k] = Apply<OP>(acc[k], T::ToF(in[p].e[k]));
+      }
+    }
+    Pack<DT> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) out.e[k] = T::FromF(acc[k]);
+    reinterpret_cast<uint4*>(dst0)[j] = out.u;
+    if (dst1 != nullptr) reinterpret_cast<uint4*>(dst1)[j] = out.u;
+  }
+  // Scalar elements: the vector path's partial last vector (one thread), or
+  // everything (grid-stride).
+  int64_t i = nvec * V + (vec ? 0 : gid);
+  const int64_t step = vec ? 1 : grid;
+  if (vec && gid != nvec % grid) i = n;
+  for (; i < n; i += step) {
+    Raw in[W];
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      if (p < a.world) in[p] = __ldcg(static_cast<const Raw*>(a.in[p]) + src_off + i);
+    }
+    float acc = T::ToF(in[0]);
+#pragma unroll
+    for (int p = 1; p < W; ++p) {
+      if (p < a.world) acc = Apply<OP>(acc, T::ToF(in[p]));
+    }
+    const Raw r = T::FromF(acc);
+    static_cast<Raw*>(dst0)[i] = r;
+    if (dst1 != nullptr) static_cast<Raw*>(dst1)[i] = r;
+  }
+}
+
+// ---- Kernels ---------------------------------------------------------------
+
+template <int W, int DT, int OP>
+__global__ void __launch_bounds__(kMaxThreads, 1) OneShotKernel(const __grid_constant__ P2pKernelArgs a) {
+  const uint32_t e = BeginEpoch(a);
+  if (!Barrier(a, Flag(e, 1))) return;
+  ReduceRange<W, DT, OP>(a, 0, a.count, a.out, nullptr, true);
+  if (!Barrier(a, Flag(e, 2))) return;  // peers are done reading our input
+  EndEpoch(a, e);
+}
+
+template <int W, int DT, int OP>
+__global__ void __launch_bounds__(kMaxThreads, 1) ReduceScatterKernel(const __grid_constant__ P2pKernelArgs a) {
+  constexpr int V = kVec<DT>;
+  const uint32_t e = BeginEpoch(a);
+  if (!Barrier(a, Flag(e, 1))) return;
+  const int64_t off = a.rank * a.count;
+  ReduceRange<W, DT, OP>(a, off, a.count, a.out, nullptr, off % V == 0);
+  if (!Barrier(a, Flag(e, 2))) return;
+  EndEpoch(a, e);
+}
+
+// Copies the slices s != rank of chunk k from the peers' scratch slot into
+// the output, with the vector-to-thread mapping of ReduceRange. Sources are
+// taken G at a time (all loads of a group in flight, then the stores), which
+// bounds the registers for W = 8.
+template <int W, int DT>
+__device__ __forceinline__ void GatherChunk(const P2pKernelArgs& a, int64_t k) {
+  using Raw = typename Traits<DT>::Raw;
+  constexpr int V = kVec<DT>;
+  constexpr int G = W > 4 ? 4 : W;
+  const int64_t base = k * a.chunk_elems;
+  const int64_t len = a.count - base < a.chunk_elems ? a.count - base : a.chunk_elems;
+  const int64_t slice = SliceElems(len, a.world, V);
+  const int64_t slot_off = (k % kPipelineDepth) * a.slot_elems;
+  const int64_t gid = GlobalThread(), grid = GridThreads();
+#pragma unroll
+  for (int s0 = 0; s0 < W; s0 += G) {
+    if (s0 >= a.world) break;
+    for (int64_t j = gid; j * V < slice; j += grid) {
+      uint4 v[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const int s = s0 + g;
+        if (s < a.world && s != a.rank && (j + 1) * V <= SliceLen(len, slice, s)) {
+          v[g] = __ldcg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.scratch[s]) + slot_off) + j);
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const int s = s0 + g;
+        if (s >= a.world || s == a.rank) continue;
+        const int64_t ns = SliceLen(len, slice, s);
+        Raw* out = static_cast<Raw*>(a.out) + base + s * slice;
+        if ((j + 1) * V <= ns) {
+          reinterpret_cast<uint4*>(out)[j] = v[g];
+        } else {
+          const Raw* src = static_cast<const Raw*>(a.scratch[s]) + slot_off;
+          for (int64_t i = j * V; i < ns; ++i) out[i] = __ldcg(src + i);
+        }
+      }
+    }
+  }
+}
+
+// Two-shot, pipelined over chunks (the plain two-shot is one chunk):
+//   for k: [wait everyone gathered k-D: slot free] reduce own slice of chunk k
+//          into scratch slot k%D and the output; post reduced k;
+//          [wait everyone reduced k-1] gather chunk k-1; post gathered k-1.
+template <int W, int DT, int OP>
+__global__ void __launch_bounds__(kMaxThreads, 1) TwoShotKernel(const __grid_constant__ P2pKernelArgs a) {
+  using Raw = typename Traits<DT>::Raw;
+  constexpr int V = kVec<DT>;
+  const uint32_t e = BeginEpoch(a);
+  if (!Barrier(a, Flag(e, 1))) return;
+  const int64_t chunks = (a.count + a.chunk_elems - 1) / a.chunk_elems;
+  for (int64_t k = 0; k <= chunks; ++k) {
+    if (k < chunks) {
+      if (k >= kPipelineDepth &&
+          !WaitAll(a, kGathered, Flag(e, static_cast<uint32_t>(k - kPipelineDepth + 1)))) {
+        return;
+      }
+      const int64_t base = k * a.chunk_elems;
+      const int64_t len = a.count - base < a.chunk_elems ? a.count - base : a.chunk_elems;
+      const int64_t slice = SliceElems(len, a.world, V);
+      const int64_t lo = base + a.rank * slice;
+      Raw* slot = static_cast<Raw*>(a.scratch[a.rank]) + (k % kPipelineDepth) * a.slot_elems;
+      ReduceRange<W, DT, OP>(a, lo, SliceLen(len, slice, a.rank), slot, static_cast<Raw*>(a.out) + lo,
+                          true);
+      Post(a, kReduced, Flag(e, static_cast<uint32_t>(k + 1)));
+    }
+    if (k >= 1) {
+      if (!WaitAll(a, kReduced, Flag(e, static_cast<uint32_t>(k)))) return;
+      GatherChunk<W, DT>(a, k - 1);
+      Post(a, kGathered, Flag(e, static_cast<uint32_t>(k)));
+    }
+  }
+  EndEpoch(a, e);
+}
+
+// All-gather: copy units of U bytes (the largest power of two <= 16 dividing
+// a rank's bytes, so every rank's place in the output stays aligned).
+template <int W, typename U>
+__global__ void __launch_bounds__(kMaxThreads, 1) AllGatherKernel(const __grid_constant__ P2pKernelArgs a) {
+  const uint32_t e = BeginEpoch(a);
+  if (!Barrier(a, Flag(e, 1))) return;
+  const int64_t units = a.count;
+  const int64_t gid = GlobalThread(), grid = GridThreads();
+  const bool in_place = a.in[a.rank] == static_cast<const U*>(a.out) + a.rank * units;
+  for (int64_t j = gid; j < units; j += grid) {
+    U v[W];
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      if (p < a.world && !(in_place && p == a.rank)) v[p] = __ldcg(static_cast<const U*>(a.in[p]) + j);
+    }
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      if (p < a.world && !(in_place && p == a.rank)) static_cast<U*>(a.out)[p * units + j] = v[p];
+    }
+  }
+  if (!Barrier(a, Flag(e, 2))) return;
+  EndEpoch(a, e);
+}
+
+// ---- Launch ----------------------------------------------------------------
+
+using KernelFn = void (*)(const P2pKernelArgs);
+
+// W: the world size the code is unrolled for (2, 4 or 8); world <= W.
+template <int W, int DT, int OP> KernelFn PickAlgo(int algo) {
+  switch (algo) {
+    case AT_ALGO_ALL_REDUCE_ONE_SHOT: return OneShotKernel<W, DT, OP>;
+    case AT_ALGO_REDUCE_SCATTER: return ReduceScatterKernel<W, DT, OP>;
+    default: return TwoShotKernel<W, DT, OP>;
+  }
+}
+
+template <int W, int DT> KernelFn PickOp(int algo, int op) {
+  switch (op) {
+    case AT_OP_MAX: return PickAlgo<W, DT, AT_OP_MAX>(algo);
+    case AT_OP_MIN: return PickAlgo<W, DT, AT_OP_MIN>(algo);
+    default: return PickAlgo<W, DT, AT_OP_SUM>(algo);
+  }
+}
+
+// All-gather copy unit: the largest power of two <= 16 dividing a rank's bytes.
+template <int W> KernelFn PickGather(int dtype, int64_t* count_units) {
+  const int64_t bytes = *count_units * ElemBytes(dtype);
+  if (bytes % 16 == 0) { *count_units = bytes / 16; return AllGatherKernel<W, uint4>; }
+  if (bytes % 8 == 0) { *count_units = bytes / 8; return AllGatherKernel<W, uint2>; }
+  if (bytes % 4 == 0) { *count_units = bytes / 4; return AllGatherKernel<W, unsigned int>; }
+  *count_units = bytes / 2;
+  return AllGatherKernel<W, unsigned short>;
+}
+
+template <int W> KernelFn PickW(int algo, int dtype, int op, int64_t* count_units) {
+  if (algo == AT_ALGO_ALL_GATHER) return PickGather<W>(dtype, count_units);
+  switch (dtype) {
+    case AT_DTYPE_BFLOAT16: return PickOp<W, AT_DTYPE_BFLOAT16>(algo, op);
+    case AT_DTYPE_FLOAT16: return PickOp<W, AT_DTYPE_FLOAT16>(algo, op);
+    default: return PickOp<W, AT_DTYPE_FLOAT32>(algo, op);
+  }
+}
+
+KernelFn Pick(int algo, int world, int dtype, int op, int64_t* count_units) {
+  if (world <= 2) return PickW<2>(algo, dtype, op, count_units);
+  if (world <= 4) return PickW<4>(algo, dtype, op, count_units);
+  return PickW<kMaxWorld>(algo, dtype, op, count_units);
+}
+
+}  // namespace
+}  // namespace autotuned::kernels::p2p
+
+extern "C" {
+
+int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
+  namespace p2p = autotuned::kernels::p2p;
+  const int rc = at_p2p_check_args(algo, args, nullptr, 0);
+  if (rc != AT_OK) return rc;
+  if (args->count == 0) return AT_OK;
+  p2p::P2pKernelArgs k = {};
+  for (int p = 0; p < args->world; ++p) {
+    k.in[p] = args->peer_inputs[p];
+    k.sig[p] = static_cast<p2p::Signal*>(args->peer_signals[p]);
+    if (args->peer_scratch != nullptr) k.scratch[p] = args->peer_scratch[p];
+  }
+  k.out = args->output;
+  k.count = args->count;
+  k.spin_limit = args->spin_limit;
+  k.world = args->world;
+  k.rank = args->rank;
+  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT || algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED) {
+    const p2p::TwoShotGeometry g = p2p::TwoShotLayout(
+        args->count, args->world, args->dtype,
+        algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ? args->chunk_elems : 0);
+    k.chunk_elems = g.chunk;
+    k.slot_elems = g.slot_elems;
+  }
+  const p2p::KernelFn fn = p2p::Pick(algo, args->world, args->dtype, args->op, &k.count);
+  fn<<<args->blocks, args->threads, 0, static_cast<cudaStream_t>(stream)>>>(k);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int at_p2p_all_reduce_one_shot(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_ALL_REDUCE_ONE_SHOT, args, stream);
+}
+int at_p2p_all_reduce_two_shot(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_ALL_REDUCE_TWO_SHOT, args, stream);
+}
+int at_p2p_all_reduce_two_shot_chunked(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, args, stream);
+}
+int at_p2p_all_gather(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_ALL_GATHER, args, stream);
+}
+int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_REDUCE_SCATTER, args, stream);
+}
+
+}  // extern "C"

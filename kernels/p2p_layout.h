@@ -1,0 +1,108 @@
+// Layout shared by the P2P kernels (p2p_kernels.cu) and their host-side
+// validation (p2p_args.cc): the signal buffer and the partition of a buffer
+// into slices and chunks. Plain C++, host and device; no CUDA headers.
+//
+// Signal protocol (see also autotuned_kernels.h). Per block b:
+//   - epoch[b] (this rank's own) counts the launches that had a block b; all
+//     ranks launch the same sequence, so their epochs agree. A kernel reads
+//     e = epoch[b] + 1 at its start and stores e at its successful end.
+//   - flags are 64-bit: Flag(e, point) = e << 32 | point, monotonic over a
+//     rank's launches (compared wrap-safe as a signed difference), so a wait
+//     for ">= value" never confuses launches and never needs a reset.
+//   - rank p posts into row[b].from[p] of every rank's buffer (st.release.sys,
+//     after __syncthreads so the whole block's prior memory accesses are
+//     released); thread t < world of block b waits on its own
+//     row[b].from[t] (ld.acquire.sys) then __syncthreads.
+//   - arrive: point 1 = launch started (peers' inputs ready; their previous
+//     launch completed, as launches on a rank are serialized, so no block of
+//     it still reads this rank's scratch); point 2 = end barrier (no peer
+//     block reads this rank's input anymore).
+//   - reduced / gathered (two-shot): point k + 1 = chunk k reduced into the
+//     poster's scratch slot / gathered from everyone's slot.
+// Block b of every rank handles the same elements of a slice (element j of a
+// slice goes to the thread owning vector j / kVec, i.e. global thread
+// (j / kVec) % (blocks * threads)), so per-block flags order everything that
+// two ranks' blocks share.
+#pragma once
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define AT_P2P_HD __host__ __device__
+#else
+#define AT_P2P_HD
+#endif
+
+namespace autotuned::kernels::p2p {
+
+constexpr int kMinWorld = 2;
+constexpr int kMaxWorld = 8;
+constexpr int kMaxBlocks = 64;
+constexpr int kMaxThreads = 1024;
+constexpr int kVecBytes = 16;
+constexpr int kPipelineDepth = 2;
+constexpr int kSignalAlignment = 128;
+
+enum FlagKind : int { kArrive = 1, kReduced = 2, kGathered = 3 };
+
+// One block's flags, one per rank, on a 128-byte line of its own.
+struct alignas(kSignalAlignment) FlagRow {
+  uint64_t from[kMaxWorld];
+};
+
+struct alignas(kSignalAlignment) Signal {
+  FlagRow arrive[kMaxBlocks];
+  FlagRow reduced[kMaxBlocks];
+  FlagRow gathered[kMaxBlocks];
+  uint32_t epoch[kMaxBlocks];  // own use only, never written by peers
+  alignas(kSignalAlignment) uint32_t error;  // first error, 0 = none
+};
+
+static_assert(sizeof(FlagRow) == kSignalAlignment, "one line per row");
+
+AT_P2P_HD constexpr uint64_t Flag(uint32_t epoch, uint32_t point) {
+  return (static_cast<uint64_t>(epoch) << 32) | point;
+}
+
+AT_P2P_HD constexpr int64_t ElemBytes(int dtype) { return dtype == 1 ? 4 : 2; }
+AT_P2P_HD constexpr int64_t VecElems(int dtype) {
+  return kVecBytes / ElemBytes(dtype);
+}
+
+// Elements of each rank's slice of a `len`-element range: an equal share
+// rounded up to whole vectors, so every slice starts on a vector boundary.
+// The last slices may be short or empty.
+AT_P2P_HD inline int64_t SliceElems(int64_t len, int world, int64_t vec) {
+  const int64_t share = (len + world - 1) / world;
+  return (share + vec - 1) / vec * vec;
+}
+
+// Elements of slice s (of SliceElems `slice`) of a `len`-element range.
+AT_P2P_HD inline int64_t SliceLen(int64_t len, int64_t slice, int s) {
+  const int64_t n = len - s * slice;
+  return n < 0 ? 0 : (n > slice ? slice : n);
+}
+
+// The two-shot variants: chunk length (whole message for the plain two-shot,
+// rounded up to a vector), scratch slot elements and slots.
+struct TwoShotGeometry {
+  int64_t chunk = 0;
+  int64_t chunks = 0;
+  int64_t slot_elems = 0;
+  int64_t slots = 0;
+};
+
+AT_P2P_HD inline TwoShotGeometry TwoShotLayout(int64_t count, int world,
+                                               int dtype, int64_t chunk_elems) {
+  TwoShotGeometry g;
+  const int64_t vec = VecElems(dtype);
+  g.chunk = chunk_elems > 0 ? chunk_elems : (count + vec - 1) / vec * vec;
+  if (count <= 0 || g.chunk <= 0) return g;
+  g.chunks = (count + g.chunk - 1) / g.chunk;
+  const int64_t longest = count < g.chunk ? count : g.chunk;
+  g.slot_elems = SliceElems(longest, world, vec);
+  g.slots = g.chunks < kPipelineDepth ? g.chunks : kPipelineDepth;
+  return g;
+}
+
+}  // namespace autotuned::kernels::p2p
