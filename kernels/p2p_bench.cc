@@ -228,12 +228,17 @@ class Bench {
         BENCH_CUDA(cudaStreamBeginCapture(stream_[r], cudaStreamCaptureModeThreadLocal));
       }
       for (int i = 0; i < flags_.iters; ++i) iteration();
+      // Every capture ends before any graph is instantiated: instantiation
+      // is not permitted while a stream of this thread is still capturing.
+      std::vector<cudaGraph_t> graphs(world_, nullptr);
       for (int r = 0; r < world_; ++r) {
-        cudaGraph_t graph = nullptr;
         BENCH_CUDA(cudaSetDevice(r));
-        BENCH_CUDA(cudaStreamEndCapture(stream_[r], &graph));
-        BENCH_CUDA(cudaGraphInstantiate(&exec[r], graph, 0));
-        BENCH_CUDA(cudaGraphDestroy(graph));
+        BENCH_CUDA(cudaStreamEndCapture(stream_[r], &graphs[r]));
+      }
+      for (int r = 0; r < world_; ++r) {
+        BENCH_CUDA(cudaSetDevice(r));
+        BENCH_CUDA(cudaGraphInstantiate(&exec[r], graphs[r], 0));
+        BENCH_CUDA(cudaGraphDestroy(graphs[r]));
         BENCH_CUDA(cudaGraphUpload(exec[r], stream_[r]));
       }
       SyncAll();

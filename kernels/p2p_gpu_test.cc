@@ -297,8 +297,12 @@ TEST_CASE("p2p collectives in place", "[gpu]") {
     if (c.algo == AT_ALGO_ALL_REDUCE_ONE_SHOT) continue;  // not supported
     c.in_place = true;
     const Layout l = MakeLayout(*env, c);
-    at_p2p_args a = Args(*env, c, l, 0, kShapes[0]);
-    if (at_p2p_check_args(c.algo, &a, nullptr, 0) != AT_OK) {
+    bool valid = true;
+    for (int r = 0; r < env->world; ++r) {
+      at_p2p_args a = Args(*env, c, l, r, kShapes[0]);
+      valid = valid && at_p2p_check_args(c.algo, &a, nullptr, 0) == AT_OK;
+    }
+    if (!valid) {
       // Only all-gather / reduce-scatter with a per-rank block that is not a
       // multiple of 16 bytes: the in-place pointers are misaligned.
       CHECK((c.algo == AT_ALGO_ALL_GATHER || c.algo == AT_ALGO_REDUCE_SCATTER));

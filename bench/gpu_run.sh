@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# The GPU check in one command, run from the repository root on the GPU
+# machine (2 x H200, NVLink):
+#
+#   bash bench/gpu_run.sh BIN_DIR OUT_DIR
+#
+# BIN_DIR holds the prebuilt binaries autotuned, autotunectl and p2p_bench;
+# OUT_DIR (created) receives:
+#   daemon.log                     the daemon's log
+#   info.txt, list.txt             autotunectl info / list
+#   daemon_allreduce.jsonl         all_reduce bf16 sweep, event-loop timing
+#   daemon_allreduce_graph.jsonl   the same with --timing=cuda_graph
+#   daemon_allgather.jsonl, daemon_reducescatter.jsonl
+#   *.err                          autotunectl's stderr (progress, errors)
+#   nccl_tests.txt                 p2p_bench eager table, then graph table
+#   torch.json, torch.log          bench/torch_collectives.py under torchrun
+#   steps.log                      every step's exit status and duration
+#   gpu_report.md                  bench/combine_gpu.py's report (printed at the end)
+#
+# Every step runs under `timeout`; all the limits together come to about
+# 7.7 minutes at the very worst (a normal run takes a minute or two). A
+# failing step is logged in steps.log and the script goes on with the next.
+# The daemon is stopped (SIGTERM) right after its sweeps, before p2p_bench and
+# torch run, so that its GPU worker cannot disturb the independent baselines.
+#
+# Environment (defaults in brackets; meant for testing elsewhere):
+#   PYTHON [/opt/torch/.venv/bin/python3]   AT_SOCK [/tmp/at.sock]
+#   AT_BACKEND [cuda]   TORCH_EXTRA_ARGS []  NCCL_LIB_DIR [torch's NCCL]
+set -u
+
+if [ $# -ne 2 ]; then
+  echo "usage: bash bench/gpu_run.sh BIN_DIR OUT_DIR" >&2
+  exit 2
+fi
+T0=$SECONDS
+BIN=$(cd "$1" && pwd) || { echo "gpu_run: no folder $1" >&2; exit 2; }
+mkdir -p "$2" || exit 2
+OUT=$(cd "$2" && pwd)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO" || exit 2
+
+PY=${PYTHON:-/opt/torch/.venv/bin/python3}
+[ -x "$PY" ] || PY=$(command -v python3 || echo /usr/bin/python3)
+NCCL_LIB_DIR=${NCCL_LIB_DIR:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib}
+export LD_LIBRARY_PATH="$NCCL_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Multicast stays off on this machine; keep what the environment says.
+export TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+
+SOCK=${AT_SOCK:-/tmp/at.sock}
+BACKEND=${AT_BACKEND:-cuda}
+CTL=("$BIN/autotunectl" "--socket=$SOCK" --connect_timeout=3s)
+STEPS=$OUT/steps.log
+: > "$STEPS"
+exec 3>&1  # the console, whatever a step's output is sent to
+
+log() { echo "[gpu_run $(( SECONDS - T0 ))s] $*" >&3; }
+
+# step NAME LIMIT_S CMD...: runs CMD under timeout, logs its status.
+step() {
+  local name=$1 limit=$2 rc s what
+  shift 2
+  log "$name (limit ${limit}s): $*"
+  s=$SECONDS
+  timeout -k 5 "$limit" "$@"
+  rc=$?
+  what=ok
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    what="TIMED OUT (limit ${limit}s)"
+  elif [ "$rc" -ne 0 ]; then
+    what=FAILED
+  fi
+  printf '%-24s rc=%-3s %4ss  %s\n' "$name" "$rc" "$(( SECONDS - s ))" "$what" >> "$STEPS"
+  [ "$what" = ok ] || log "$name: $what (rc=$rc)"
+  return "$rc"
+}
+
+note() { printf '%-24s %s\n' "$1" "$2" >> "$STEPS"; log "$1: $2"; }
+
+# why FILE [N]: the last N (3) non-empty lines of a failed step's output,
+# into steps.log.
+why() {
+  [ -s "$1" ] || return 0
+  grep -v '^[[:space:]]*$' "$1" | tail -n "${2:-3}" | cut -c1-300 | sed 's/^/    | /' >> "$STEPS"
+}
+
+for b in autotuned autotunectl p2p_bench; do
+  [ -x "$BIN/$b" ] || note "missing" "$BIN/$b is not an executable file"
+done
+
+# ---------------------------------------------------------------- daemon
+DPID=""
+DCHILDREN=""
+
+stop_daemon() {
+  [ -n "$DPID" ] || return 0
+  if kill -0 "$DPID" 2>/dev/null; then
+    # Its GPU worker, in case the daemon must be killed and leaves it behind.
+    DCHILDREN=$(pgrep -P "$DPID" 2>/dev/null | tr '\n' ' ')
+    kill -TERM "$DPID" 2>/dev/null
+    local s=$SECONDS
+    while kill -0 "$DPID" 2>/dev/null && [ $(( SECONDS - s )) -lt 20 ]; do sleep 0.5; done
+    if kill -0 "$DPID" 2>/dev/null; then
+      note "stop daemon" "no exit 20 s after SIGTERM: SIGKILL to $DPID $DCHILDREN"
+      kill -KILL "$DPID" 2>/dev/null
+    else
+      note "stop daemon" "exited $(( SECONDS - s ))s after SIGTERM"
+    fi
+    wait "$DPID" 2>/dev/null
+  fi
+  local c
+  for c in $DCHILDREN; do
+    if kill -0 "$c" 2>/dev/null; then
+      sleep 2
+      kill -0 "$c" 2>/dev/null && { note "stop daemon" "GPU worker $c left over: SIGKILL"; kill -KILL "$c" 2>/dev/null; }
+    fi
+  done
+  DPID=""
+}
+trap stop_daemon EXIT
+trap 'log "interrupted"; exit 130' INT TERM
+
+rm -f "$SOCK"
+log "starting $BIN/autotuned --backend=$BACKEND --socket=$SOCK --no_cache --log_level=info"
+"$BIN/autotuned" "--backend=$BACKEND" "--socket=$SOCK" --no_cache --log_level=info \
+  > "$OUT/daemon.log" 2>&1 &
+DPID=$!
+
+s=$SECONDS
+ready=0
+while [ $(( SECONDS - s )) -lt 60 ]; do
+  if ! kill -0 "$DPID" 2>/dev/null; then
+    wait "$DPID" 2>/dev/null
+    note "daemon start" "the daemon exited (rc=$?) before answering; see daemon.log"
+    why "$OUT/daemon.log"
+    DPID=""
+    break
+  fi
+  if timeout 5 "${CTL[@]}" info > /dev/null 2>&1; then
+    ready=1
+    break
+  fi
+  sleep 1
+done
+if [ "$ready" -eq 1 ]; then
+  note "daemon start" "answering after $(( SECONDS - s ))s (pid $DPID)"
+else
+  [ -z "$DPID" ] || note "daemon start" "not answering after $(( SECONDS - s ))s; the steps that need it go on and fail"
+fi
+
+daemon_steps() {
+  step info 10 "${CTL[@]}" info > "$OUT/info.txt" 2>&1 || why "$OUT/info.txt"
+  step list 5 "${CTL[@]}" list > "$OUT/list.txt" 2>&1 || why "$OUT/list.txt"
+
+  AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot_chunked
+  # (IMPL:NAME=INT,NAME=INT: a piece with '=' and no ':' continues the candidate
+  # before it, so "one_shot:blocks=64,threads=1024" is one candidate.)
+  AR_SWEEP=(--json sweep --collective=all_reduce --dtype=bf16 --from=1KiB --to=256MiB --factor=4
+            --iters=50 --warmup=10 "--candidates=$AR_CANDIDATES")
+  step sweep_allreduce 80 "${CTL[@]}" "${AR_SWEEP[@]}" \
+    > "$OUT/daemon_allreduce.jsonl" 2> "$OUT/daemon_allreduce.err" || why "$OUT/daemon_allreduce.err"
+  step sweep_allreduce_graph 55 "${CTL[@]}" "${AR_SWEEP[@]}" --timing=cuda_graph \
+    > "$OUT/daemon_allreduce_graph.jsonl" 2> "$OUT/daemon_allreduce_graph.err" ||
+    why "$OUT/daemon_allreduce_graph.err"
+  step sweep_allgather 25 "${CTL[@]}" --json sweep --collective=all_gather --dtype=bf16 \
+    --from=64KiB --to=64MiB --factor=32 --iters=50 --warmup=10 \
+    --candidates=all_gather/nccl,all_gather/p2p \
+    > "$OUT/daemon_allgather.jsonl" 2> "$OUT/daemon_allgather.err" || why "$OUT/daemon_allgather.err"
+  step sweep_reducescatter 25 "${CTL[@]}" --json sweep --collective=reduce_scatter --dtype=bf16 \
+    --from=64KiB --to=64MiB --factor=32 --iters=50 --warmup=10 \
+    --candidates=reduce_scatter/nccl,reduce_scatter/p2p \
+    > "$OUT/daemon_reducescatter.jsonl" 2> "$OUT/daemon_reducescatter.err" ||
+    why "$OUT/daemon_reducescatter.err"
+}
+
+if [ -n "$DPID" ]; then
+  daemon_steps
+else
+  note "daemon steps" "skipped: no daemon running"
+fi
+stop_daemon
+
+# ---------------------------------------------------------------- baselines
+: > "$OUT/nccl_tests.txt"
+: > "$OUT/p2p_bench.err"
+P2P=("$BIN/p2p_bench" --min_bytes=1024 --max_bytes=268435456 --step=4 --iters=50 --warmup=10)
+# Exit status 3: some candidate's output was wrong (listed as "# BAD output").
+step p2p_bench_eager 35 "${P2P[@]}" >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
+  why "$OUT/p2p_bench.err"
+step p2p_bench_graph 35 "${P2P[@]}" --graph >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
+  why "$OUT/p2p_bench.err"
+
+# shellcheck disable=SC2086  # TORCH_EXTRA_ARGS is a word list on purpose
+step torch 80 "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 \
+  bench/torch_collectives.py --out "$OUT/torch.json" ${TORCH_EXTRA_ARGS:-} \
+  > "$OUT/torch.log" 2>&1 || why "$OUT/torch.log" 5
+
+# ---------------------------------------------------------------- report
+GPUS=$(timeout 5 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | paste -sd ';' -)
+REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+HEADER="- command: \`bash bench/gpu_run.sh $1 $2\` (repository at $REV, $(( SECONDS - T0 )) s until the report)
+- GPUs (nvidia-smi name, driver): ${GPUS:-unknown}
+- date: $(date -u)"
+COMBINE=(bench/combine_gpu.py
+  --daemon "$OUT/daemon_allreduce.jsonl" --daemon "$OUT/daemon_allgather.jsonl"
+  --daemon "$OUT/daemon_reducescatter.jsonl" --daemon_graph "$OUT/daemon_allreduce_graph.jsonl"
+  --torch "$OUT/torch.json" --nccl_tests "$OUT/nccl_tests.txt" --anchors
+  --notes "$STEPS" --header "$HEADER" --out "$OUT/gpu_report.md")
+if ! step combine 10 "$PY" "${COMBINE[@]}"; then
+  [ -x /usr/bin/python3 ] && step combine_again 10 /usr/bin/python3 "${COMBINE[@]}"
+fi
+
+log "done in $(( SECONDS - T0 ))s; outputs in $OUT"
+echo
+if [ -f "$OUT/gpu_report.md" ]; then
+  cat "$OUT/gpu_report.md"
+else
+  echo "no report was written; steps:"
+  cat "$STEPS"
+fi
