@@ -110,7 +110,38 @@ absl::Status CheckOneOf(const std::string& field, const std::string& value,
                                                  "; got \"", value, "\""));
 }
 
+// "HOST:PORT" with a port in 0..65535 and a non-empty host ("[v6]" allowed).
+absl::Status CheckAddress(const std::string& field, const std::string& value) {
+  const size_t colon = value.rfind(':');
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": want HOST:PORT (e.g. \"127.0.0.1:9464\"), got \"", value,
+        "\": ", why));
+  };
+  if (colon == std::string::npos) return bad("no port");
+  const std::string host = value.substr(0, colon);
+  const std::string port = value.substr(colon + 1);
+  if (host.empty()) return bad("no host");
+  if (host.front() == '[' && host.back() != ']') return bad("unclosed [");
+  if (host.front() != '[' && host.find(':') != std::string::npos) {
+    return bad("an IPv6 host goes in brackets");
+  }
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) > 65535) {
+    return bad("the port must be a number in 0..65535");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<DaemonConfig> ParseConfigText(const std::string& text,
+                                             const std::string& name) {
+  DaemonConfig config;
+  AT_RETURN_IF_ERROR(ParseText(text, name, &config));
+  return config;
+}
 
 absl::StatusOr<DaemonConfig> DefaultConfig() {
   DaemonConfig config;
@@ -213,10 +244,37 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   AT_RETURN_IF_ERROR(CheckOneOf("defaults.timing_mode", d.timing_mode(),
                                 {"event_loop", "cuda_graph"}));
 
+  AT_RETURN_IF_ERROR(CheckRange("limits.max_request_bytes",
+                                l.max_request_bytes(), 1024, INT32_MAX));
+  AT_RETURN_IF_ERROR(
+      CheckPositive("limits.max_concurrent_rounds", l.max_concurrent_rounds()));
+
   if (c.cache().enabled() && c.cache().dir().empty()) {
     return absl::InvalidArgumentError(
         "cache.dir: must not be empty when cache.enabled is true");
   }
+
+  if (!c.metrics_listen().empty()) {
+    AT_RETURN_IF_ERROR(CheckAddress("metrics_listen", c.metrics_listen()));
+  }
+  if (!c.peer_token().empty() && !c.peer_token_file().empty()) {
+    return absl::InvalidArgumentError(
+        "peer_token, peer_token_file: set at most one of them");
+  }
+  if (!c.peer_token().empty() && c.peer_token().size() < 16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peer_token: must be at least 16 characters, got ",
+        c.peer_token().size()));
+  }
+  if (!c.peer_listen().empty()) {
+    AT_RETURN_IF_ERROR(CheckAddress("peer_listen", c.peer_listen()));
+    if (c.peer_token().empty() && c.peer_token_file().empty()) {
+      return absl::InvalidArgumentError(
+          "peer_listen: the peer port needs a shared token; set peer_token_file "
+          "(or peer_token), or leave peer_listen empty");
+    }
+  }
+  AT_RETURN_IF_ERROR(CheckPositive("drain_timeout_ms", c.drain_timeout_ms()));
   return absl::OkStatus();
 }
 

@@ -41,6 +41,12 @@ absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path);
 // does not parse.
 absl::StatusOr<DaemonConfig> DefaultConfig();
 
+// Parses `text` alone (no default merged, nothing validated), with the
+// errors of LoadConfig: INVALID_ARGUMENT "NAME:LINE:COL: what" where NAME is
+// `name`. The entry point the configuration fuzzer drives (fuzz/).
+absl::StatusOr<DaemonConfig> ParseConfigText(const std::string& text,
+                                             const std::string& name);
+
 // Checks the values of `config`. OK, or INVALID_ARGUMENT naming the first
 // offending field by its path and the reason, e.g.
 //   "sim.gpus: must be between 1 and 1024, got 0".
@@ -51,7 +57,11 @@ absl::StatusOr<DaemonConfig> DefaultConfig();
 // limits (warmup 0..max_warmup, iterations 1..max_iterations, timeout_ms
 // 1..max_timeout_ms, presync_window_us 0..max_presync_window_us);
 // defaults.timing_mode in {event_loop, cuda_graph}; cache.dir non-empty when
-// cache.enabled.
+// cache.enabled; limits.max_request_bytes >= 1024; metrics_listen and
+// peer_listen empty or "HOST:PORT" (port 0..65535, HOST a name, an IPv4
+// address or a bracketed IPv6 one); peer_listen needs exactly one of
+// peer_token (at least 16 characters) and peer_token_file; drain_timeout_ms
+// > 0. Files named here (peer_token_file) are not read.
 absl::Status ValidateConfig(const DaemonConfig& config);
 
 }  // namespace config

@@ -81,8 +81,15 @@ TEST_CASE("the embedded default parses, validates and is default.textproto") {
   CHECK(c->defaults().timeout_ms() == 10000);
   CHECK(c->defaults().timing_mode() == "event_loop");
   CHECK(c->defaults().presync_window_us() == 5000);
+  CHECK(c->limits().max_request_bytes() == 4 << 20);
+  CHECK(c->limits().max_concurrent_rounds() == 64);
   CHECK(c->cache().enabled());
   CHECK(c->cache().dir() == "/var/lib/autotuned/cache");
+  CHECK(c->metrics_listen().empty());
+  CHECK(c->peer_listen().empty());
+  CHECK(c->peer_token().empty());
+  CHECK(c->peer_token_file().empty());
+  CHECK(c->drain_timeout_ms() == 60000);
 
   // Every field is spelled out: the file agrees with the proto defaults.
   DaemonConfig schema_defaults;
@@ -320,6 +327,61 @@ TEST_CASE("each validation rule rejects with the field name") {
           c->mutable_cache()->set_dir("");
           c->mutable_cache()->set_enabled(false);
         }).empty());
+
+  CHECK_THAT(Reject([](DaemonConfig* c) {
+               c->mutable_limits()->set_max_request_bytes(1023);
+             }),
+             Catch::StartsWith("limits.max_request_bytes: "));
+  CHECK_THAT(Reject([](DaemonConfig* c) { c->set_drain_timeout_ms(0); }),
+             Catch::StartsWith("drain_timeout_ms: "));
+}
+
+TEST_CASE("listen addresses and the peer token are checked") {
+  for (const char* ok : {"127.0.0.1:9464", "localhost:0", "[::1]:9464",
+                         "0.0.0.0:65535"}) {
+    INFO(ok);
+    CHECK(Reject([&](DaemonConfig* c) { c->set_metrics_listen(ok); }).empty());
+  }
+  for (const char* bad : {"9464", ":9464", "127.0.0.1:", "127.0.0.1:65536",
+                          "127.0.0.1:http", "::1:9464", "[::1:9464"}) {
+    INFO(bad);
+    CHECK_THAT(Reject([&](DaemonConfig* c) { c->set_metrics_listen(bad); }),
+               Catch::StartsWith("metrics_listen: want HOST:PORT"));
+  }
+
+  CHECK(Reject([](DaemonConfig* c) { c->set_peer_listen("0.0.0.0:7451"); }) ==
+        "peer_listen: the peer port needs a shared token; set peer_token_file "
+        "(or peer_token), or leave peer_listen empty");
+  CHECK(Reject([](DaemonConfig* c) {
+          c->set_peer_listen("0.0.0.0:7451");
+          c->set_peer_token_file("/etc/autotuned/peer.token");
+        }).empty());
+  CHECK(Reject([](DaemonConfig* c) {
+          c->set_peer_listen("0.0.0.0:7451");
+          c->set_peer_token("0123456789abcdef");
+        }).empty());
+  CHECK_THAT(Reject([](DaemonConfig* c) { c->set_peer_token("short"); }),
+             Catch::StartsWith("peer_token: must be at least 16 characters"));
+  CHECK_THAT(Reject([](DaemonConfig* c) {
+               c->set_peer_token("0123456789abcdef");
+               c->set_peer_token_file("/etc/autotuned/peer.token");
+             }),
+             Catch::StartsWith("peer_token, peer_token_file: "));
+  CHECK_THAT(Reject([](DaemonConfig* c) {
+               c->set_peer_listen("7451");
+               c->set_peer_token("0123456789abcdef");
+             }),
+             Catch::StartsWith("peer_listen: want HOST:PORT"));
+}
+
+TEST_CASE("ParseConfigText parses text alone, naming errors after `name`") {
+  absl::StatusOr<DaemonConfig> c = ParseConfigText("sim { gpus: 2 }", "t");
+  REQUIRE(c.ok());
+  CHECK(c->sim().gpus() == 2);
+  CHECK_FALSE(c->has_log_level());
+  absl::StatusOr<DaemonConfig> bad = ParseConfigText("sim {\n gpus: x }", "t");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()), Catch::StartsWith("t:2:"));
 }
 
 }  // namespace

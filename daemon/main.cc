@@ -1,9 +1,11 @@
 // autotuned: the per-node daemon. Parses flags and the configuration, sets up
-// logging, builds the backend, the cache and the service, listens, and waits
-// for SIGTERM or SIGINT. Nothing else happens here.
-#include <signal.h>
+// logging, builds the backend, the cache, the metrics and the services,
+// listens, and hands over to the lifecycle (daemon/lifecycle): READY, reload
+// on SIGHUP, drain and stop on SIGTERM or SIGINT. Nothing else happens here.
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -12,15 +14,25 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "config/config_loader.h"
+#include "daemon/backend/cuda/gpu_worker.h"
 #include "daemon/backend/factory.h"
 #include "daemon/cache/cache.h"
+#include "daemon/cache/key.h"
 #include "daemon/common/version.h"
+#include "daemon/http/http_server.h"
+#include "daemon/lifecycle/lifecycle.h"
+#include "daemon/lifecycle/notify.h"
+#include "daemon/lifecycle/reload.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/peer/peer_service.h"
 #include "daemon/server/server.h"
 #include "daemon/service/service.h"
 
 ABSL_FLAG(std::string, config, "", "configuration file (protobuf text format, "
-          "schema config/config.proto); empty: the embedded default");
+          "schema config/config.proto); empty: the embedded default. Re-read "
+          "on SIGHUP");
 ABSL_FLAG(std::string, socket, "", "overrides unix_socket");
 ABSL_FLAG(std::string, listen, "", "overrides tcp_listen (host:port)");
 ABSL_FLAG(std::string, backend, "", "overrides backend: auto, sim or cuda");
@@ -28,12 +40,20 @@ ABSL_FLAG(int, sim_gpus, 0, "overrides sim.gpus");
 ABSL_FLAG(std::string, cache_dir, "", "overrides cache.dir");
 ABSL_FLAG(bool, no_cache, false, "overrides cache.enabled with false");
 ABSL_FLAG(std::string, log_level, "", "overrides log_level");
+ABSL_FLAG(std::string, metrics_listen, "", "overrides metrics_listen (host:port)");
+ABSL_FLAG(std::string, peer_listen, "", "overrides peer_listen (host:port)");
 ABSL_FLAG(bool, check_config, false,
           "print the effective configuration and exit (status 0 if valid)");
+ABSL_FLAG(bool, gpu_worker, false,
+          "internal: run as the cuda backend's GPU worker process (the daemon "
+          "starts its own binary this way)");
+ABSL_FLAG(bool, gpu_worker_test_faults, false,
+          "internal: with --gpu_worker, add the test fault kernels");
 
 namespace autotuned {
 namespace {
 
+// The file merged over the default, then the flags; validated.
 absl::StatusOr<config::DaemonConfig> EffectiveConfig() {
   absl::StatusOr<config::DaemonConfig> c =
       config::LoadConfig(absl::GetFlag(FLAGS_config));
@@ -45,9 +65,27 @@ absl::StatusOr<config::DaemonConfig> EffectiveConfig() {
   if (!absl::GetFlag(FLAGS_cache_dir).empty()) c->mutable_cache()->set_dir(absl::GetFlag(FLAGS_cache_dir));
   if (absl::GetFlag(FLAGS_no_cache)) c->mutable_cache()->set_enabled(false);
   if (!absl::GetFlag(FLAGS_log_level).empty()) c->set_log_level(absl::GetFlag(FLAGS_log_level));
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    c->set_metrics_listen(absl::GetFlag(FLAGS_metrics_listen));
+  }
+  if (!absl::GetFlag(FLAGS_peer_listen).empty()) {
+    c->set_peer_listen(absl::GetFlag(FLAGS_peer_listen));
+  }
   absl::Status valid = config::ValidateConfig(*c);
   if (!valid.ok()) return valid;
   return c;
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+// This binary's path, for the GPU worker the cuda backend starts.
+std::string SelfExe() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : "/proc/self/exe";
 }
 
 int Run() {
@@ -61,16 +99,26 @@ int Run() {
     return 0;
   }
   spdlog::set_level(spdlog::level::from_str(config->log_level()));
+  absl::StatusOr<std::string> peer_token = LoadPeerToken(*config);
+  if (!peer_token.ok()) {
+    fprintf(stderr, "autotuned: %s\n", std::string(peer_token.status().message()).c_str());
+    return 2;
+  }
 
-  // Block the stop signals before any thread starts, so that only sigwait
-  // below receives them.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // Before any thread starts: signals then reach only the lifecycle's sigwait.
+  BlockLifecycleSignals();
+  const Notifier notifier(Env("NOTIFY_SOCKET"));
+  absl::StatusOr<absl::Duration> watchdog_timeout = WatchdogTimeout(
+      std::getenv("WATCHDOG_USEC"), std::getenv("WATCHDOG_PID"), getpid());
+  if (!watchdog_timeout.ok()) {
+    spdlog::warn("watchdog off: {}", watchdog_timeout.status().ToString());
+    watchdog_timeout = absl::ZeroDuration();
+  }
+  // From here on, the service manager hears from us even while the backend
+  // comes up.
+  WatchdogPinger watchdog(&notifier, *watchdog_timeout);
 
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(*config);
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(*config, SelfExe());
   if (!backend.ok()) {
     spdlog::error("backend: {}", backend.status().ToString());
     return 1;
@@ -85,7 +133,38 @@ int Run() {
     }
     cache = std::move(*opened);
   }
-  AutotuneService service(backend->get(), cache.get(), *config);
+
+  metrics::Registry registry;
+  metrics::DaemonMetrics metrics(&registry);
+  std::unique_ptr<HttpServer> metrics_server;
+  if (!config->metrics_listen().empty()) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(
+        {config->metrics_listen()},
+        {{"/metrics", HttpPage{"text/plain; version=0.0.4; charset=utf-8",
+                               [&registry] { return registry.RenderText(); }}}});
+    if (!started.ok()) {
+      spdlog::error("metrics_listen: {}", started.status().ToString());
+      return 1;
+    }
+    metrics_server = std::move(*started);
+  }
+  const std::string fingerprint =
+      NodeFingerprint((*backend)->node(), (*backend)->catalogue().Version());
+  std::unique_ptr<PeerService> peer;
+  PeerListening peer_listening;
+  if (!config->peer_listen().empty()) {
+    peer = std::make_unique<PeerService>(*peer_token, config->peer_listen(), fingerprint);
+    absl::StatusOr<PeerListening> started = StartPeerServer(*config, peer.get());
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().ToString());
+      return 1;
+    }
+    peer_listening = std::move(*started);
+  }
+
+  AutotuneService service(
+      backend->get(), cache.get(), *config,
+      {&metrics, metrics_server ? metrics_server->address() : "", peer_listening.address});
   absl::StatusOr<Listening> listening = StartServer(*config, {&service});
   if (!listening.ok()) {
     spdlog::error("{}", listening.status().ToString());
@@ -93,20 +172,46 @@ int Run() {
   }
   spdlog::info(
       "autotuned {} ready: backend={} gpus={} fingerprint={} unix={} tcp_port={} "
-      "cache={} ({} entries, {} corrupt files ignored)",
+      "metrics={} peer={} cache={} ({} entries, {} corrupt files ignored)",
       kDaemonVersion, (*backend)->node().backend, (*backend)->max_world_size(),
       service.fingerprint(),
       listening->unix_socket.empty() ? "off" : listening->unix_socket,
-      listening->tcp_port, cache ? cache->dir() : "off", cache ? cache->size() : 0,
+      listening->tcp_port, metrics_server ? metrics_server->address() : "off",
+      peer_listening.address.empty() ? "off" : peer_listening.address,
+      cache ? cache->dir() : "off", cache ? cache->size() : 0,
       cache ? cache->corrupt_files() : 0);
 
-  int sig = 0;
-  sigwait(&stop, &sig);
-  spdlog::info("signal {}: stopping", sig);
-  listening->server->Shutdown(std::chrono::system_clock::now() +
-                              std::chrono::seconds(30));
-  if (!listening->unix_socket.empty()) unlink(listening->unix_socket.c_str());
-  spdlog::info("stopped");
+  config::DaemonConfig running = *config;
+  LifecycleHooks hooks;
+  hooks.reload = [&]() -> absl::StatusOr<std::string> {
+    absl::StatusOr<config::DaemonConfig> next = EffectiveConfig();
+    if (!next.ok()) return next.status();
+    const ConfigChanges changes = DiffConfig(running, *next);
+    running = ApplyLive(running, *next);
+    spdlog::set_level(spdlog::level::from_str(running.log_level()));
+    service.UpdateSettings(running.limits(), running.defaults());
+    if (changes.empty()) return std::string("no change");
+    return absl::StrCat(
+        "applied live: ", changes.live.empty() ? "none" : Describe(changes.live),
+        "; need a restart (running values kept): ",
+        changes.need_restart.empty() ? "none" : Describe(changes.need_restart));
+  };
+  hooks.begin_drain = [&] { service.BeginDrain(); };
+  hooks.wait_drained = [&](absl::Time deadline) { return service.WaitForRounds(deadline); };
+  hooks.stop = [&] {
+    // Answers already computed are still sent; after 5 s calls are cut.
+    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(5);
+    listening->server->Shutdown(deadline);
+    if (peer_listening.server) peer_listening.server->Shutdown(deadline);
+    if (metrics_server) metrics_server->Stop();
+    if (!listening->unix_socket.empty()) unlink(listening->unix_socket.c_str());
+  };
+  bool drained = false;
+  RunUntilStopped(notifier, hooks, absl::Milliseconds(config->drain_timeout_ms()),
+                  absl::StrCat("serving on ", listening->unix_socket.empty()
+                                                  ? "tcp" : listening->unix_socket),
+                  &drained);
+  spdlog::info("stopped{}", drained ? "" : " (drain timed out)");
   return 0;
 }
 
@@ -116,7 +221,15 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "autotuned: measures which implementation of a collective is fastest "
-      "on this node.\nUsage: autotuned [--config=FILE] [flags]");
+      "on this node.\nUsage: autotuned [--config=FILE] [flags]\n"
+      "Signals: SIGHUP reloads log_level, limits and defaults from --config; "
+      "SIGTERM drains (no new rounds, those in progress answered) and exits 0.");
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_gpu_worker)) {
+    // The worker inherits the daemon's blocked signals across exec; it must
+    // die on the signals the service manager sends.
+    autotuned::UnblockLifecycleSignals();
+    return autotuned::cuda::GpuWorkerMain(absl::GetFlag(FLAGS_gpu_worker_test_faults));
+  }
   return autotuned::Run();
 }

@@ -2,17 +2,33 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/backend/cuda/cuda_backend.h"
 #include "daemon/backend/sim/sim_backend.h"
 
 namespace autotuned {
+namespace {
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const config::DaemonConfig& c) {
-  if (c.backend() == "cuda") {
-    return absl::UnimplementedError(
-        "backend: \"cuda\" is not part of this build; use \"sim\" or \"auto\"");
-  }
-  if (c.backend() == "auto") {
-    spdlog::info("backend auto: sim (this build has no cuda backend)");
+absl::StatusOr<std::unique_ptr<Backend>> MakeCuda(const config::DaemonConfig& c,
+                                                  const std::string& self_exe) {
+  cuda::CudaBackendOptions o;
+  o.worker_argv = {self_exe, "--gpu_worker"};
+  if (c.cuda().test_faults()) o.worker_argv.push_back("--gpu_worker_test_faults");
+  o.test_faults = c.cuda().test_faults();
+  o.start_timeout = absl::Milliseconds(c.cuda().worker_start_timeout_ms());
+  absl::StatusOr<std::unique_ptr<cuda::CudaBackend>> b =
+      cuda::CudaBackend::Create(std::move(o));
+  if (!b.ok()) return b.status();
+  return std::unique_ptr<Backend>(std::move(*b));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const config::DaemonConfig& c,
+                                                     const std::string& self_exe) {
+  if (c.backend() != "sim") {
+    absl::StatusOr<std::unique_ptr<Backend>> gpu = MakeCuda(c, self_exe);
+    if (gpu.ok() || c.backend() == "cuda") return gpu;
+    spdlog::info("backend auto: sim ({})", gpu.status().ToString());
   }
   absl::StatusOr<std::unique_ptr<sim::SimBackend>> sim =
       sim::SimBackend::Create(c.sim());

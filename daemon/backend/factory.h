@@ -1,8 +1,9 @@
-// Chooses and builds the node's backend from the configuration: "sim", "cuda",
-// or "auto" (cuda where the build has it and a GPU is present, else sim).
+// Chooses and builds the node's backend from the configuration: "sim",
+// "cuda", or "auto" (cuda when the GPU worker finds a GPU, else sim).
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "config/config.pb.h"
@@ -10,8 +11,11 @@
 
 namespace autotuned {
 
-// UNIMPLEMENTED when "cuda" is asked of a build without it; the backend's own
-// errors (e.g. INVALID_ARGUMENT for a bad sim section) otherwise.
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const config::DaemonConfig& config);
+// `self_exe` is the daemon's own binary: the cuda backend runs it with
+// --gpu_worker as its GPU worker process. Errors: the backend's own (e.g.
+// NOT_FOUND for "cuda" on a node without a GPU, INVALID_ARGUMENT for a bad
+// sim section).
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const config::DaemonConfig& config,
+                                                     const std::string& self_exe);
 
 }  // namespace autotuned

@@ -113,8 +113,11 @@ absl::StatusOr<CandidateSpec> Catalogue::Canonicalize(
   }
   CandidateSpec out{candidate.impl, {}};
   for (const auto& [name, value] : candidate.params) {
+    // Named, not captured: C++17 lambdas cannot capture structured bindings
+    // (gcc allows it, clang does not).
+    const std::string& wanted = name;
     auto p = std::find_if(info->params.begin(), info->params.end(),
-                          [&](const ParamInfo& pi) { return pi.name == name; });
+                          [&](const ParamInfo& pi) { return pi.name == wanted; });
     if (p == info->params.end()) {
       std::vector<std::string> known;
       for (const ParamInfo& pi : info->params) known.push_back(pi.name);

@@ -42,6 +42,9 @@ CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
   out.index = index;
   out.candidate = candidate;
   int failed = -1;
+  for (const RankOutcome& r : ranks) {
+    out.timed_out |= r.status.code() == absl::StatusCode::kDeadlineExceeded;
+  }
   for (size_t r = 0; r < ranks.size(); ++r) {
     if (IsOwnFailure(ranks[r].status)) {
       failed = static_cast<int>(r);

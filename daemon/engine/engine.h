@@ -43,6 +43,7 @@ struct CandidateOutcome {
   CandidateSpec candidate;
   bool ok = false;
   std::string reason;          // why it was ruled out (when !ok)
+  bool timed_out = false;      // some rank was cut off at the deadline
   Stats stats;                 // +inf everywhere when !ok
   std::vector<double> rank_mean_us;
   int iterations = 0;

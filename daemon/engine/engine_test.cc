@@ -112,6 +112,7 @@ TEST_CASE("the engine ranks measured candidates and rules out failures") {
   CHECK(ranked[2].candidate.impl == "broken");
   CHECK_FALSE(ranked[2].ok);
   CHECK(ranked[2].reason == "rank 2: INTERNAL: warmup: scripted failure");
+  CHECK_FALSE(ranked[2].timed_out);
 }
 
 TEST_CASE("a hanging candidate is cut off at its timeout") {
@@ -128,6 +129,8 @@ TEST_CASE("a hanging candidate is cut off at its timeout") {
   REQUIRE(ranked.size() == 2);
   CHECK(ranked[0].candidate.impl == "ok");
   CHECK_THAT(ranked[1].reason, Catch::Contains("DEADLINE_EXCEEDED"));
+  CHECK(ranked[1].timed_out);
+  CHECK_FALSE(ranked[0].timed_out);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -87,7 +88,39 @@ absl::Status SetSocketAccess(const config::DaemonConfig& config) {
   return absl::OkStatus();
 }
 
+// Drops the server builder plugins registered process-wide (reflection).
+class NoPlugins : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(
+      std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->clear();
+  }
+};
+
 }  // namespace
+
+absl::StatusOr<PeerListening> StartPeerServer(const config::DaemonConfig& config,
+                                              grpc::Service* peer) {
+  grpc::ServerBuilder builder;
+  builder.SetOption(std::make_unique<NoPlugins>());
+  builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
+  int port = 0;
+  builder.AddListeningPort(config.peer_listen(), grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(peer);
+  builder.SetMaxReceiveMessageSize(config.limits().max_request_bytes());
+  PeerListening out;
+  out.server = builder.BuildAndStart();
+  if (out.server == nullptr || port == 0) {
+    if (out.server != nullptr) out.server->Shutdown();
+    return absl::UnavailableError(
+        absl::StrCat("peer_listen: cannot listen on ", config.peer_listen()));
+  }
+  const std::string& listen = config.peer_listen();
+  out.address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  return out;
+}
 
 absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
                                       const std::vector<grpc::Service*>& services) {
@@ -106,6 +139,7 @@ absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
                              grpc::InsecureServerCredentials(), &out.tcp_port);
   }
   for (grpc::Service* s : services) builder.RegisterService(s);
+  builder.SetMaxReceiveMessageSize(config.limits().max_request_bytes());
   out.server = builder.BuildAndStart();
   if (out.server == nullptr) {
     return absl::UnavailableError(absl::StrCat(

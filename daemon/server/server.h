@@ -1,6 +1,8 @@
-// Starts the gRPC server that carries the daemon's services: the Unix domain
-// socket (the default way in for local clients), optionally a TCP address,
-// gRPC health checking and server reflection.
+// Starts the gRPC servers of the daemon: the client server (the Unix domain
+// socket, the default way in for local clients, optionally a TCP address,
+// gRPC health checking and server reflection) and, when configured, the peer
+// server (a TCP port for other daemons, carrying the Peer service alone).
+// Both refuse messages over limits.max_request_bytes with RESOURCE_EXHAUSTED.
 #pragma once
 
 #include <memory>
@@ -27,5 +29,17 @@ struct Listening {
 // listener cannot be opened.
 absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
                                       const std::vector<grpc::Service*>& services);
+
+struct PeerListening {
+  std::unique_ptr<grpc::Server> server;
+  std::string address;  // config.peer_listen with the bound port
+};
+
+// Listens on config.peer_listen (which must not be empty) and serves
+// `peer` (not owned; it outlives the server) alone: no health checking, no
+// reflection, so that nothing on the port answers without the peer token
+// (PeerService checks it). UNAVAILABLE when the port cannot be opened.
+absl::StatusOr<PeerListening> StartPeerServer(const config::DaemonConfig& config,
+                                              grpc::Service* peer);
 
 }  // namespace autotuned

@@ -77,16 +77,67 @@ v1::ProblemResult ToProblemResult(const ValidProblem& problem,
 }
 
 AutotuneService::AutotuneService(Backend* backend, ResultCache* cache,
-                                 const config::DaemonConfig& config)
+                                 const config::DaemonConfig& config,
+                                 const ServiceOptions& options)
     : backend_(backend),
       cache_(cache),
       config_(config),
-      validation_{&backend->catalogue(), &config_.limits(), &config_.defaults(),
-                  backend->max_world_size(), backend->node().backend},
+      options_(options),
       fingerprint_(NodeFingerprint(backend->node(),
                                    backend->catalogue().Version())),
       started_(absl::Now()),
-      engine_(backend) {}
+      own_registry_(options.metrics ? nullptr : std::make_unique<metrics::Registry>()),
+      own_metrics_(options.metrics
+                       ? nullptr
+                       : std::make_unique<metrics::DaemonMetrics>(own_registry_.get())),
+      metrics_(options.metrics ? options.metrics : own_metrics_.get()),
+      engine_(backend),
+      admission_(config.limits().max_concurrent_rounds(), metrics_->rounds_in_flight),
+      settings_(std::make_shared<const Settings>(
+          Settings{config.limits(), config.defaults()})) {
+  metrics_->start_time_seconds->Set(absl::ToUnixSeconds(started_));
+  metrics_->cache_entries->Set(cache_ != nullptr ? cache_->size() : 0);
+}
+
+std::shared_ptr<const AutotuneService::Settings> AutotuneService::settings() const {
+  absl::MutexLock lock(&settings_mu_);
+  return settings_;
+}
+
+void AutotuneService::UpdateSettings(const config::Limits& limits,
+                                     const config::Defaults& defaults) {
+  auto next = std::make_shared<const Settings>(Settings{limits, defaults});
+  admission_.SetLimit(limits.max_concurrent_rounds());
+  absl::MutexLock lock(&settings_mu_);
+  settings_ = std::move(next);
+}
+
+void AutotuneService::BeginDrain() {
+  admission_.BeginDrain();
+  metrics_->draining->Set(1);
+}
+
+ValidationContext AutotuneService::Validation(const Settings& settings) const {
+  return ValidationContext{&backend_->catalogue(), &settings.limits,
+                           &settings.defaults, backend_->max_world_size(),
+                           backend_->node().backend};
+}
+
+grpc::Status AutotuneService::Reject(const absl::Status& status, const char* what) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+      metrics_->rejected_draining->Increment();
+      break;
+    case absl::StatusCode::kResourceExhausted:
+      metrics_->rejected_overloaded->Increment();
+      break;
+    default:
+      metrics_->rejected_invalid->Increment();
+  }
+  spdlog::info("rejected {} request: {}: {}", what,
+               absl::StatusCodeToString(status.code()), std::string(status.message()));
+  return ToGrpc(status);
+}
 
 v1::ProblemResult AutotuneService::Solve(const ValidProblem& problem,
                                          const ValidRequest& request) {
@@ -97,19 +148,27 @@ v1::ProblemResult AutotuneService::Solve(const ValidProblem& problem,
   const std::string key = CacheKeyDigest(key_text);
   if (cache_ != nullptr && !request.refresh) {
     if (std::optional<v1::ProblemResult> hit = cache_->Lookup(key, key_text)) {
+      metrics_->cache_hits->Increment();
       hit->set_status(v1::CACHED);
       hit->mutable_problem()->set_label(problem.canonical.label());
       return *std::move(hit);
     }
+    metrics_->cache_misses->Increment();
   }
-  v1::ProblemResult result = ToProblemResult(
-      problem, engine_.Measure(problem.spec, problem.candidates, request.engine));
+  metrics_->rendezvous_latency->Observe(0);  // no rendezvous: nothing waited for
+  const std::vector<CandidateOutcome> ranked =
+      engine_.Measure(problem.spec, problem.candidates, request.engine);
+  for (const CandidateOutcome& o : ranked) {
+    if (o.timed_out) metrics_->candidate_timeouts->Increment();
+  }
+  v1::ProblemResult result = ToProblemResult(problem, ranked);
   result.set_cache_key(key);
   if (cache_ != nullptr && result.status() == v1::TUNED) {
     absl::Status stored = cache_->Store(key, key_text, result);
     if (!stored.ok()) {
       spdlog::warn("cache: not stored ({}): {}", key, stored.ToString());
     }
+    metrics_->cache_entries->Set(cache_->size());
   }
   return result;
 }
@@ -117,6 +176,7 @@ v1::ProblemResult AutotuneService::Solve(const ValidProblem& problem,
 v1::TuneResponse AutotuneService::RunRound(const ValidRequest& request) {
   const absl::Time start = absl::Now();
   const int64_t round = ++rounds_;
+  metrics_->rounds->Increment();
   v1::TuneResponse response;
   response.set_round_id(absl::StrCat(getpid(), "-", round));
   response.set_backend(backend_->node().backend);
@@ -130,13 +190,18 @@ v1::TuneResponse AutotuneService::RunRound(const ValidRequest& request) {
     winners.push_back(absl::StrCat(Describe(p.spec), "->",
                                    r->winner().empty() ? "none" : r->winner()));
   }
+  metrics_->results_tuned->Increment(counts[v1::TUNED]);
+  metrics_->results_cached->Increment(counts[v1::CACHED]);
+  metrics_->results_fallback->Increment(counts[v1::FALLBACK]);
+  metrics_->results_failed->Increment(counts[v1::FAILED]);
+  const absl::Duration took = absl::Now() - start;
+  metrics_->round_latency->Observe(absl::ToDoubleSeconds(took));
   spdlog::info(
       "round={} group={} world={} problems={} tuned={} cached={} failed={} "
       "ms={:.1f} winners=[{}]",
       response.round_id(), request.group_id.empty() ? "-" : request.group_id,
       request.world_size, request.problems.size(), counts[v1::TUNED],
-      counts[v1::CACHED], counts[v1::FAILED],
-      absl::ToDoubleMilliseconds(absl::Now() - start),
+      counts[v1::CACHED], counts[v1::FAILED], absl::ToDoubleMilliseconds(took),
       absl::StrJoin(winners, "; "));
   return response;
 }
@@ -144,11 +209,12 @@ v1::TuneResponse AutotuneService::RunRound(const ValidRequest& request) {
 grpc::Status AutotuneService::Tune(grpc::ServerContext*,
                                    const v1::TuneRequest* request,
                                    v1::TuneResponse* response) {
-  absl::StatusOr<ValidRequest> valid = ValidateTune(*request, validation_);
-  if (!valid.ok()) {
-    spdlog::info("rejected tune request: {}", std::string(valid.status().message()));
-    return ToGrpc(valid.status());
-  }
+  if (admission_.draining()) return Reject(Admission::DrainingError(), "tune");
+  const std::shared_ptr<const Settings> now = settings();
+  absl::StatusOr<ValidRequest> valid = ValidateTune(*request, Validation(*now));
+  if (!valid.ok()) return Reject(valid.status(), "tune");
+  absl::StatusOr<Admission::Ticket> ticket = admission_.Admit();
+  if (!ticket.ok()) return Reject(ticket.status(), "tune");
   *response = RunRound(*valid);
   return grpc::Status::OK;
 }
@@ -156,12 +222,13 @@ grpc::Status AutotuneService::Tune(grpc::ServerContext*,
 grpc::Status AutotuneService::Sweep(grpc::ServerContext* context,
                                     const v1::SweepRequest* request,
                                     grpc::ServerWriter<v1::SweepUpdate>* writer) {
+  if (admission_.draining()) return Reject(Admission::DrainingError(), "sweep");
+  const std::shared_ptr<const Settings> now = settings();
   absl::StatusOr<std::vector<ValidRequest>> sizes =
-      ValidateSweep(*request, validation_);
-  if (!sizes.ok()) {
-    spdlog::info("rejected sweep request: {}", std::string(sizes.status().message()));
-    return ToGrpc(sizes.status());
-  }
+      ValidateSweep(*request, Validation(*now));
+  if (!sizes.ok()) return Reject(sizes.status(), "sweep");
+  absl::StatusOr<Admission::Ticket> ticket = admission_.Admit();
+  if (!ticket.ok()) return Reject(ticket.status(), "sweep");
   std::vector<v1::ProblemResult> results;
   const int total = static_cast<int>(sizes->size());
   for (const ValidRequest& size : *sizes) {
@@ -246,8 +313,43 @@ grpc::Status AutotuneService::NodeInfo(grpc::ServerContext*,
   }
   response->set_uptime_s(absl::ToInt64Seconds(absl::Now() - started_));
   response->set_rounds_served(rounds_.load());
-  response->set_memory_cap_bytes(config_.limits().max_buffer_bytes());
+  response->set_memory_cap_bytes(settings()->limits.max_buffer_bytes());
+  FillMetrics(response->mutable_metrics());
+  response->set_metrics_address(options_.metrics_address);
+  response->set_peer_address(options_.peer_address);
   return grpc::Status::OK;
+}
+
+namespace {
+
+void FillHistogram(const metrics::Histogram& h, v1::LatencyHistogram* out) {
+  const metrics::Histogram::Snapshot s = h.snapshot();
+  for (double b : s.upper_bounds) out->add_upper_bounds_s(b);
+  for (int64_t c : s.cumulative_counts) out->add_cumulative_counts(c);
+  out->set_count(s.count);
+  out->set_sum_s(s.sum);
+}
+
+}  // namespace
+
+void AutotuneService::FillMetrics(v1::NodeMetrics* out) const {
+  const metrics::DaemonMetrics& m = *metrics_;
+  out->set_rounds(m.rounds->value());
+  out->set_results_tuned(m.results_tuned->value());
+  out->set_results_cached(m.results_cached->value());
+  out->set_results_fallback(m.results_fallback->value());
+  out->set_results_failed(m.results_failed->value());
+  out->set_rejected_invalid(m.rejected_invalid->value());
+  out->set_rejected_draining(m.rejected_draining->value());
+  out->set_rejected_overloaded(m.rejected_overloaded->value());
+  out->set_candidate_timeouts(m.candidate_timeouts->value());
+  out->set_cache_hits(m.cache_hits->value());
+  out->set_cache_misses(m.cache_misses->value());
+  FillHistogram(*m.rendezvous_latency, out->mutable_rendezvous_latency());
+  FillHistogram(*m.round_latency, out->mutable_round_latency());
+  out->set_gpu_memory_held_bytes(m.gpu_memory_held_bytes->value());
+  out->set_rounds_in_flight(m.rounds_in_flight->value());
+  out->set_draining(m.draining->value() != 0);
 }
 
 grpc::Status AutotuneService::ListCache(grpc::ServerContext*,
@@ -274,6 +376,7 @@ grpc::Status AutotuneService::ClearCache(grpc::ServerContext*,
   absl::StatusOr<int64_t> removed = cache_->Clear();
   if (!removed.ok()) return ToGrpc(removed.status());
   spdlog::info("cache cleared: {} entries removed", *removed);
+  metrics_->cache_entries->Set(cache_->size());
   response->set_removed(*removed);
   return grpc::Status::OK;
 }

@@ -8,6 +8,18 @@
 // backend are serialized by the engine; cache hits are answered without
 // waiting for a round in progress.
 //
+// Admission (admission.h): at most limits.max_concurrent_rounds Tune and
+// Sweep calls are served at once (one more gets RESOURCE_EXHAUSTED); after
+// BeginDrain every new one gets UNAVAILABLE "draining: ..." while those in
+// progress run to their answer.
+//
+// Live settings: limits and defaults may be replaced while serving
+// (UpdateSettings, on SIGHUP); each call validates against the settings it
+// started with.
+//
+// Metrics: every round, result, rejection, cache lookup and cut-off candidate
+// is counted in metrics::DaemonMetrics; NodeInfo reports the same figures.
+//
 // Thread-safety: all methods may be called concurrently (gRPC's sync server
 // calls them from its thread pool).
 #pragma once
@@ -16,22 +28,36 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "config/config.pb.h"
 #include "daemon/backend/backend.h"
 #include "daemon/cache/cache.h"
 #include "daemon/engine/engine.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/service/admission.h"
 #include "daemon/service/validate.h"
 #include "proto/autotuned.grpc.pb.h"
 
 namespace autotuned {
+
+struct ServiceOptions {
+  // Where the figures go (not owned; outlives the service). Null: the
+  // service keeps its own, still reported by NodeInfo.
+  metrics::DaemonMetrics* metrics = nullptr;
+  // Reported by NodeInfo: the bound metrics and peer addresses ("" = off).
+  std::string metrics_address;
+  std::string peer_address;
+};
 
 class AutotuneService final : public v1::Autotune::Service {
  public:
   // `backend` and `cache` (null: no cache) are not owned and outlive the
   // service.
   AutotuneService(Backend* backend, ResultCache* cache,
-                  const config::DaemonConfig& config);
+                  const config::DaemonConfig& config,
+                  const ServiceOptions& options = {});
 
   grpc::Status Tune(grpc::ServerContext* context, const v1::TuneRequest* request,
                     v1::TuneResponse* response) override;
@@ -53,22 +79,49 @@ class AutotuneService final : public v1::Autotune::Service {
 
   const std::string& fingerprint() const { return fingerprint_; }
 
+  // Replaces the limits and defaults that later calls validate against
+  // (limits.max_request_bytes is the gRPC server's and is ignored here).
+  void UpdateSettings(const config::Limits& limits, const config::Defaults& defaults)
+      ABSL_LOCKS_EXCLUDED(settings_mu_);
+
+  // Refuses every later Tune and Sweep with UNAVAILABLE "draining: ...".
+  void BeginDrain();
+  // True once no Tune or Sweep is in progress; false at `deadline`.
+  bool WaitForRounds(absl::Time deadline) { return admission_.WaitIdle(deadline); }
+
  private:
+  struct Settings {
+    config::Limits limits;
+    config::Defaults defaults;
+  };
+
+  std::shared_ptr<const Settings> settings() const ABSL_LOCKS_EXCLUDED(settings_mu_);
+  ValidationContext Validation(const Settings& settings) const;
+  // Counts a refused call and returns its status for the wire.
+  grpc::Status Reject(const absl::Status& status, const char* what);
   // One problem: from the cache, or measured (and then stored).
   v1::ProblemResult Solve(const ValidProblem& problem, const ValidRequest& request);
   // Runs every problem of `request`; logs one line for the round.
   v1::TuneResponse RunRound(const ValidRequest& request);
+  void FillMetrics(v1::NodeMetrics* out) const;
 
   // Constant after construction.
   Backend* const backend_;
   ResultCache* const cache_;
   const config::DaemonConfig config_;
-  const ValidationContext validation_;
+  const ServiceOptions options_;
   const std::string fingerprint_;
   const absl::Time started_;
+  std::unique_ptr<metrics::Registry> own_registry_;  // when options.metrics is null
+  std::unique_ptr<metrics::DaemonMetrics> own_metrics_;
+  metrics::DaemonMetrics* const metrics_;
 
   Engine engine_;
+  Admission admission_;
   std::atomic<int64_t> rounds_{0};
+
+  mutable absl::Mutex settings_mu_;
+  std::shared_ptr<const Settings> settings_ ABSL_GUARDED_BY(settings_mu_);
 };
 
 // The wire form of one measured ranking.

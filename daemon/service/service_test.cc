@@ -3,7 +3,9 @@
 #include "daemon/service/service.h"
 
 #include <cstdlib>
+#include <functional>
 #include <memory>
+#include <thread>
 
 #include <catch2/catch.hpp>
 #include <grpcpp/grpcpp.h>
@@ -28,20 +30,27 @@ FakeBackend::Script Timed(double us) {
 
 class Fixture {
  public:
-  explicit Fixture(const std::string& cache_name) {
+  explicit Fixture(const std::string& cache_name,
+                   const std::function<void(config::DaemonConfig*)>& change = nullptr) {
     config_ = *config::DefaultConfig();
     config_.mutable_limits()->set_max_buffer_bytes(1 << 20);
+    if (change) change(&config_);
     FakeBackend::Script broken;
     broken.fail_rank = 1;
     broken.failure = absl::DataLossError("rank 1 index 0: got 3, want 4");
+    FakeBackend::Script hang;
+    hang.fail_rank = 1;
+    hang.hang = true;
     backend_ = std::make_unique<FakeBackend>(
         4, std::map<std::string, FakeBackend::Script>{
                {"all_reduce/a", Timed(30)},
                {"all_reduce/b", Timed(10)},
                {"all_reduce/c", Timed(20)},
-               {"all_reduce/broken", broken}});
+               {"all_reduce/broken", broken},
+               {"all_reduce/hang", hang}});
     cache_ = *ResultCache::Open(TempDir(cache_name));
-    service_ = std::make_unique<AutotuneService>(backend_.get(), cache_.get(), config_);
+    service_ = std::make_unique<AutotuneService>(backend_.get(), cache_.get(), config_,
+                                                 ServiceOptions{&metrics_, "m:1", "p:2"});
     grpc::ServerBuilder builder;
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
@@ -65,8 +74,19 @@ class Fixture {
 
   FakeBackend& backend() { return *backend_; }
   v1::Autotune::Stub& stub() { return *stub_; }
+  AutotuneService& service() { return *service_; }
+  metrics::Registry& registry() { return registry_; }
+
+  v1::NodeMetrics Metrics() {
+    grpc::ClientContext ctx;
+    v1::NodeInfoResponse node;
+    CHECK(stub_->NodeInfo(&ctx, {}, &node).ok());
+    return node.metrics();
+  }
 
  private:
+  metrics::Registry registry_;
+  metrics::DaemonMetrics metrics_{&registry_};
   config::DaemonConfig config_;
   std::unique_ptr<FakeBackend> backend_;
   std::unique_ptr<ResultCache> cache_;
@@ -271,7 +291,7 @@ TEST_CASE("implementations and node info describe the backend") {
   grpc::ClientContext c1;
   v1::ListImplementationsResponse impls;
   REQUIRE(f.stub().ListImplementations(&c1, {}, &impls).ok());
-  CHECK(impls.implementations_size() == 4);
+  CHECK(impls.implementations_size() == 5);
   CHECK(impls.implementations(0).params(0).name() == "knob");
   grpc::ClientContext c2;
   v1::NodeInfoResponse node;
@@ -279,6 +299,136 @@ TEST_CASE("implementations and node info describe the backend") {
   CHECK(node.backend() == "fake");
   CHECK(node.gpus_size() == 4);
   CHECK(node.fingerprint().size() == 16);
+  CHECK(node.metrics_address() == "m:1");
+  CHECK(node.peer_address() == "p:2");
+}
+
+TEST_CASE("the figures count rounds, results, lookups, rejections and cut-offs") {
+  Fixture f("figures");
+  v1::TuneResponse resp;
+  v1::TuneRequest req = Request({"all_reduce/a", "all_reduce/b"});
+  REQUIRE(f.Tune(req, &resp).ok());          // tuned (miss)
+  REQUIRE(f.Tune(req, &resp).ok());          // cached (hit)
+  req.mutable_options()->set_refresh(true);  // tuned, no lookup
+  REQUIRE(f.Tune(req, &resp).ok());
+  REQUIRE(f.Tune(Request({"all_reduce/broken"}, 2048), &resp).ok());  // failed
+  v1::TuneRequest hang = Request({"all_reduce/hang", "all_reduce/a"}, 4096);
+  hang.mutable_options()->set_timeout_ms(100);
+  REQUIRE(f.Tune(hang, &resp).ok());  // tuned, one cut off
+  CHECK(f.TuneError(Request({"all_reduce/zzz"})) != "OK");
+
+  const v1::NodeMetrics m = f.Metrics();
+  CHECK(m.rounds() == 5);
+  CHECK(m.results_tuned() == 3);
+  CHECK(m.results_cached() == 1);
+  CHECK(m.results_failed() == 1);
+  CHECK(m.results_fallback() == 0);
+  CHECK(m.rejected_invalid() == 1);
+  CHECK(m.cache_hits() == 1);
+  CHECK(m.cache_misses() == 3);
+  CHECK(m.candidate_timeouts() == 1);
+  CHECK(m.round_latency().count() == 5);
+  CHECK(m.rendezvous_latency().count() == 4);  // every measured problem
+  CHECK(m.rendezvous_latency().sum_s() == 0);
+  CHECK(m.rounds_in_flight() == 0);
+  CHECK_FALSE(m.draining());
+
+  const std::string text = f.registry().RenderText();
+  CHECK_THAT(text, Catch::Contains("autotuned_round_results_total{status=\"tuned\"} 3\n"));
+  CHECK_THAT(text, Catch::Contains("autotuned_cache_lookups_total{result=\"hit\"} 1\n"));
+  CHECK_THAT(text, Catch::Contains("autotuned_cache_entries 2\n"));
+}
+
+// Waits (bounded) until `n` rounds are in progress.
+bool InFlight(Fixture& f, int64_t n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    if (f.Metrics().rounds_in_flight() == n) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return false;
+}
+
+TEST_CASE("one round over max_concurrent_rounds is RESOURCE_EXHAUSTED") {
+  Fixture f("busy", [](config::DaemonConfig* c) {
+    c->mutable_limits()->set_max_concurrent_rounds(1);
+  });
+  v1::TuneRequest slow = Request({"all_reduce/hang"});
+  slow.mutable_options()->set_timeout_ms(500);
+  grpc::Status first;
+  std::thread t([&] {
+    v1::TuneResponse r;
+    first = f.Tune(slow, &r);
+  });
+  REQUIRE(InFlight(f, 1));
+  v1::TuneResponse resp;
+  grpc::Status busy = f.Tune(Request({"all_reduce/a"}), &resp);
+  CHECK(busy.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK_THAT(busy.error_message(),
+             Catch::Contains("limits.max_concurrent_rounds = 1"));
+  t.join();
+  CHECK(first.ok());
+  CHECK(f.Metrics().rejected_overloaded() == 1);
+  // Raised live: two at once are fine now.
+  config::DaemonConfig more = *config::DefaultConfig();
+  f.service().UpdateSettings(more.limits(), more.defaults());
+  std::thread again([&] {
+    v1::TuneResponse r;
+    first = f.Tune(slow, &r);
+  });
+  REQUIRE(InFlight(f, 1));
+  CHECK(f.Tune(Request({"all_reduce/a"}), &resp).ok());
+  again.join();
+  CHECK(first.ok());
+}
+
+TEST_CASE("draining refuses new rounds and waits for the one in progress") {
+  Fixture f("drain");
+  v1::TuneRequest slow = Request({"all_reduce/hang", "all_reduce/b"});
+  slow.mutable_options()->set_timeout_ms(300);
+  grpc::Status first;
+  v1::TuneResponse first_resp;
+  std::thread t([&] { first = f.Tune(slow, &first_resp); });
+  REQUIRE(InFlight(f, 1));
+  f.service().BeginDrain();
+  CHECK_FALSE(f.service().WaitForRounds(absl::Now()));
+  v1::TuneResponse resp;
+  grpc::Status refused = f.Tune(Request({"all_reduce/a"}), &resp);
+  CHECK(refused.error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK_THAT(refused.error_message(), Catch::StartsWith("draining: "));
+  grpc::ClientContext ctx;
+  v1::SweepRequest sweep;
+  auto reader = f.stub().Sweep(&ctx, sweep);
+  v1::SweepUpdate u;
+  while (reader->Read(&u)) {
+  }
+  CHECK(reader->Finish().error_code() == grpc::StatusCode::UNAVAILABLE);
+
+  CHECK(f.service().WaitForRounds(absl::Now() + absl::Seconds(20)));
+  t.join();
+  REQUIRE(first.ok());
+  CHECK(first_resp.results(0).winner() == "all_reduce/b");
+  const v1::NodeMetrics m = f.Metrics();
+  CHECK(m.draining());
+  CHECK(m.rejected_draining() == 2);
+}
+
+TEST_CASE("new limits and defaults apply to later requests") {
+  Fixture f("settings");
+  v1::TuneRequest req = Request({"all_reduce/a"});
+  req.mutable_options()->set_iterations(200);
+  v1::TuneResponse resp;
+  REQUIRE(f.Tune(req, &resp).ok());
+  config::DaemonConfig c = *config::DefaultConfig();
+  c.mutable_limits()->set_max_iterations(100);
+  c.mutable_defaults()->set_iterations(4);
+  f.service().UpdateSettings(c.limits(), c.defaults());
+  CHECK(f.TuneError(req) ==
+        "options.iterations: must be between 1 and 100 (limits.max_iterations), got 200");
+  req.mutable_options()->set_iterations(0);
+  req.mutable_options()->set_refresh(true);
+  REQUIRE(f.Tune(req, &resp).ok());
+  CHECK(resp.results(0).ranked(0).iterations() == 4);
 }
 
 }  // namespace

@@ -1,0 +1,209 @@
+#include "daemon/backend/cuda/collective_launcher.h"
+
+#include <algorithm>
+#include <climits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/backend/cuda/cuda_status.h"
+#include "daemon/common/status_macros.h"
+
+namespace autotuned::cuda {
+namespace {
+
+struct Entry {
+  const char* name;
+  Collective collective;
+  Method::Kind kind;
+  int algo;
+  bool test_fault;
+};
+
+// The names of cuda_catalogue.cc.
+constexpr Entry kEntries[] = {
+    {"all_reduce/nccl", Collective::kAllReduce, Method::kNccl, 0, false},
+    {"all_reduce/one_shot", Collective::kAllReduce, Method::kP2p,
+     AT_ALGO_ALL_REDUCE_ONE_SHOT, false},
+    {"all_reduce/two_shot", Collective::kAllReduce, Method::kP2p,
+     AT_ALGO_ALL_REDUCE_TWO_SHOT, false},
+    {"all_reduce/two_shot_chunked", Collective::kAllReduce, Method::kP2p,
+     AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, false},
+    {"all_gather/nccl", Collective::kAllGather, Method::kNccl, 0, false},
+    {"all_gather/p2p", Collective::kAllGather, Method::kP2p, AT_ALGO_ALL_GATHER, false},
+    {"reduce_scatter/nccl", Collective::kReduceScatter, Method::kNccl, 0, false},
+    {"reduce_scatter/p2p", Collective::kReduceScatter, Method::kP2p,
+     AT_ALGO_REDUCE_SCATTER, false},
+    {"all_to_all/nccl", Collective::kAllToAll, Method::kNccl, 0, false},
+    {"broadcast/nccl", Collective::kBroadcast, Method::kNccl, 0, false},
+    {"all_reduce/hang_test", Collective::kAllReduce, Method::kHangTest,
+     AT_ALGO_ALL_REDUCE_ONE_SHOT, true},
+};
+
+int ToInt(int64_t v) {
+  return static_cast<int>(std::clamp<int64_t>(v, INT_MIN, INT_MAX));
+}
+
+// The chunked two-shot's chunk_kib as elements: a whole number of 16-byte
+// vectors.
+int64_t ChunkElems(const ProblemSpec& p, const CandidateSpec& c) {
+  const int64_t vec = AT_P2P_ALIGNMENT / DTypeSize(p.dtype);
+  const int64_t elems = c.Param("chunk_kib", 0) * 1024 / DTypeSize(p.dtype);
+  return std::max(vec, elems / vec * vec);
+}
+
+ncclDataType_t NcclType(DType d) {
+  switch (d) {
+    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kFloat16: return ncclFloat16;
+    case DType::kFloat32:
+    default: return ncclFloat32;
+  }
+}
+
+ncclRedOp_t NcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kSum:
+    default: return ncclSum;
+  }
+}
+
+char* At(void* base, int64_t elements, DType d) {
+  return static_cast<char*>(base) + elements * DTypeSize(d);
+}
+
+}  // namespace
+
+absl::StatusOr<Method> ResolveMethod(const std::string& impl, Collective collective,
+                                     bool test_faults) {
+  for (const Entry& e : kEntries) {
+    if (impl != e.name || (e.test_fault && !test_faults)) continue;
+    if (e.collective != collective) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "implementation \"", impl, "\" is not a ", CollectiveName(collective)));
+    }
+    return Method{e.kind, e.algo};
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown implementation \"", impl, "\" on the cuda backend"));
+}
+
+int64_t P2pScratchBytes(const ProblemSpec& problem, const CandidateSpec& candidate,
+                        Method method) {
+  if (method.kind == Method::kNccl) return 0;
+  const int64_t bytes =
+      at_p2p_scratch_bytes(method.algo, static_cast<int>(problem.dtype), problem.world_size,
+                           problem.count, ChunkElems(problem, candidate));
+  return std::max<int64_t>(bytes, 0);
+}
+
+CollectiveLauncher::CollectiveLauncher(const ProblemSpec& problem, Method method,
+                                       Resources resources)
+    : problem_(problem), method_(method), resources_(std::move(resources)) {}
+
+absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CollectiveLauncher::Create(
+    const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
+    Resources resources) {
+  const int world = problem.world_size;
+  if (static_cast<int>(resources.inputs.size()) != world ||
+      static_cast<int>(resources.outputs.size()) != world) {
+    return absl::InternalError("launcher: buffers for the wrong number of ranks");
+  }
+  std::unique_ptr<CollectiveLauncher> l(
+      new CollectiveLauncher(problem, method, std::move(resources)));
+  if (method.kind == Method::kNccl) {
+    if (l->resources_.comms == nullptr || l->resources_.comms->world() != world) {
+      return absl::InternalError("launcher: no NCCL communicators for this world");
+    }
+    return l;
+  }
+  if (l->resources_.group == nullptr || l->resources_.group->world() != world) {
+    return absl::InternalError("launcher: no P2P group for this world");
+  }
+  l->peer_inputs_.assign(l->resources_.inputs.begin(), l->resources_.inputs.end());
+  l->p2p_args_.resize(world);
+  for (int r = 0; r < world; ++r) {
+    at_p2p_args& a = l->p2p_args_[r];
+    a = at_p2p_args{};
+    AT_RETURN_IF_ERROR(l->resources_.group->InitArgs(r, &a));
+    a.dtype = static_cast<int>(problem.dtype);
+    a.op = static_cast<int>(problem.op);
+    a.count = problem.count;
+    a.peer_inputs = l->peer_inputs_.data();
+    a.output = l->resources_.outputs[r];
+    a.blocks = ToInt(candidate.Param("blocks", 0));
+    a.threads = ToInt(candidate.Param("threads", 0));
+    a.chunk_elems = ChunkElems(problem, candidate);
+    a.spin_limit = method.kind == Method::kHangTest ? 0 : l->resources_.spin_limit;
+    char reason[256];
+    if (at_p2p_check_args(method.algo, &a, reason, sizeof(reason)) != AT_OK) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("P2P kernel arguments rejected for rank ", r, ": ", reason));
+    }
+  }
+  return l;
+}
+
+bool CollectiveLauncher::Participates(int rank) const {
+  return method_.kind != Method::kHangTest || rank == 0;
+}
+
+P2pGroup* CollectiveLauncher::p2p_group() const {
+  return method_.kind == Method::kNccl ? nullptr : resources_.group;
+}
+
+absl::Status CollectiveLauncher::Launch(int rank, cudaStream_t stream) const {
+  if (!Participates(rank)) return absl::OkStatus();
+  if (method_.kind == Method::kNccl) return LaunchNccl(rank, stream);
+  return CudaToStatus(at_p2p_launch(method_.algo, &p2p_args_[rank], stream),
+                      "at_p2p_launch");
+}
+
+absl::Status CollectiveLauncher::LaunchNccl(int rank, cudaStream_t stream) const {
+  const ncclComm_t comm = resources_.comms->comm(rank);
+  void* in = resources_.inputs[rank];
+  void* out = resources_.outputs[rank];
+  const ProblemSpec& p = problem_;
+  const size_t count = static_cast<size_t>(p.count);
+  const ncclDataType_t type = NcclType(p.dtype);
+  switch (p.collective) {
+    case Collective::kAllReduce:
+      return NcclToStatus(ncclAllReduce(in, out, count, type, NcclOp(p.op), comm, stream),
+                          "ncclAllReduce", comm);
+    case Collective::kAllGather:
+      return NcclToStatus(ncclAllGather(in, out, count, type, comm, stream),
+                          "ncclAllGather", comm);
+    case Collective::kReduceScatter:
+      return NcclToStatus(
+          ncclReduceScatter(in, out, count, type, NcclOp(p.op), comm, stream),
+          "ncclReduceScatter", comm);
+    case Collective::kBroadcast:
+      return NcclToStatus(ncclBroadcast(in, out, count, type, p.root, comm, stream),
+                          "ncclBroadcast", comm);
+    case Collective::kAllToAll: {
+      absl::Status status = NcclToStatus(ncclGroupStart(), "ncclGroupStart");
+      if (!status.ok()) return status;
+      for (int peer = 0; peer < p.world_size && status.ok(); ++peer) {
+        const int64_t send = p.SplitCount(rank, peer);
+        const int64_t recv = p.SplitCount(peer, rank);
+        if (send > 0) {
+          status = NcclToStatus(ncclSend(At(in, p.InputOffset(rank, peer), p.dtype),
+                                         static_cast<size_t>(send), type, peer, comm, stream),
+                                "ncclSend", comm);
+        }
+        if (status.ok() && recv > 0) {
+          status = NcclToStatus(ncclRecv(At(out, p.OutputOffset(rank, peer), p.dtype),
+                                         static_cast<size_t>(recv), type, peer, comm, stream),
+                                "ncclRecv", comm);
+        }
+      }
+      // The group is closed whatever happened inside it.
+      const absl::Status end = NcclToStatus(ncclGroupEnd(), "ncclGroupEnd", comm);
+      return status.ok() ? end : status;
+    }
+  }
+  return absl::InternalError("launcher: unknown collective");
+}
+
+}  // namespace autotuned::cuda

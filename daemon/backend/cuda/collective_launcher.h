@@ -1,0 +1,79 @@
+// What one GpuNode run launches on each rank: the catalogue entry resolved to
+// an NCCL call or a P2P kernel (kernels/autotuned_kernels.h), with every
+// argument fixed before any rank starts. The P2P kernels read their peers'
+// inputs directly, so the launcher is made once all ranks' buffers exist and
+// holds every rank's input pointer.
+//
+// Thread-safety: after Create, Launch(rank, ...) may be called from each
+// rank's thread at once (each thread on its own rank).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/backend/cuda/nccl_comms.h"
+#include "daemon/backend/cuda/p2p_group.h"
+#include "daemon/common/problem.h"
+#include "kernels/autotuned_kernels.h"
+
+namespace autotuned::cuda {
+
+// How a catalogue entry (cuda_catalogue.h) runs.
+struct Method {
+  enum Kind { kNccl, kP2p, kHangTest };
+  Kind kind = kNccl;
+  int algo = 0;  // AT_ALGO_* for kP2p and kHangTest
+};
+
+// INVALID_ARGUMENT for a name that is not in the catalogue (with
+// `test_faults`: the test-faults catalogue) or not for problem.collective.
+absl::StatusOr<Method> ResolveMethod(const std::string& impl, Collective collective,
+                                     bool test_faults);
+
+// The P2P scratch each rank needs for `candidate` (0 for the others, and for
+// arguments the kernels reject: Create reports those).
+int64_t P2pScratchBytes(const ProblemSpec& problem, const CandidateSpec& candidate,
+                        Method method);
+
+class CollectiveLauncher {
+ public:
+  struct Resources {
+    const NcclComms* comms = nullptr;  // kNccl: for problem.world_size
+    P2pGroup* group = nullptr;         // kP2p, kHangTest: for problem.world_size
+    std::vector<void*> inputs;         // [rank] device buffers of this run
+    std::vector<void*> outputs;
+    int64_t spin_limit = 0;            // P2P polls before giving up, 0 = never
+  };
+
+  // P2P: checks every rank's arguments (at_p2p_check_args); INVALID_ARGUMENT
+  // with the kernels' reason when any is rejected.
+  static absl::StatusOr<std::unique_ptr<CollectiveLauncher>> Create(
+      const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
+      Resources resources);
+
+  // Whether `rank` launches anything (all_reduce/hang_test: rank 0 alone).
+  bool Participates(int rank) const;
+  // The collective on `rank`'s device (current) and stream, asynchronously.
+  absl::Status Launch(int rank, cudaStream_t stream) const;
+  // The P2P group, or nullptr for NCCL.
+  P2pGroup* p2p_group() const;
+  int64_t spin_limit() const { return resources_.spin_limit; }
+
+ private:
+  CollectiveLauncher(const ProblemSpec& problem, Method method, Resources resources);
+  absl::Status LaunchNccl(int rank, cudaStream_t stream) const;
+
+  const ProblemSpec problem_;
+  const Method method_;
+  const Resources resources_;
+  std::vector<const void*> peer_inputs_;  // what p2p_args_[r].peer_inputs points to
+  std::vector<at_p2p_args> p2p_args_;     // [rank]
+};
+
+}  // namespace autotuned::cuda

@@ -1,0 +1,160 @@
+#include "daemon/backend/cuda/cuda_backend.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/backend/cuda/cuda_catalogue.h"
+#include "daemon/backend/cuda/gpu_worker.h"
+
+namespace autotuned::cuda {
+
+CudaBackend::CudaBackend(CudaBackendOptions options)
+    : options_(std::move(options)), catalogue_(CudaCatalogue(options_.test_faults)) {}
+
+CudaBackend::~CudaBackend() {
+  absl::MutexLock lock(&mu_);
+  KillWorker();
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    CudaBackendOptions options) {
+  // A write to a worker that just died must fail with EPIPE, not kill the
+  // daemon with SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
+  std::unique_ptr<CudaBackend> b(new CudaBackend(std::move(options)));
+  absl::MutexLock lock(&b->mu_);
+  Hello hello;
+  absl::Status s = b->StartWorker(&hello);
+  if (!s.ok()) return s;
+  if (hello.code() != 0) {
+    b->KillWorker();
+    return absl::Status(static_cast<absl::StatusCode>(hello.code()),
+                        absl::StrCat("GPU worker: ", hello.message()));
+  }
+  b->node_ = FromHello(hello);
+  if (b->node_.gpus.empty()) {
+    b->KillWorker();
+    return absl::NotFoundError("GPU worker: no GPU");
+  }
+  return b;
+}
+
+absl::Status CudaBackend::StartWorker(Hello* hello) {
+  int to_worker[2], from_worker[2];
+  if (pipe2(to_worker, O_CLOEXEC) != 0) return absl::UnavailableError("pipe");
+  if (pipe2(from_worker, O_CLOEXEC) != 0) {
+    close(to_worker[0]);
+    close(to_worker[1]);
+    return absl::UnavailableError("pipe");
+  }
+  std::vector<char*> argv;
+  for (const std::string& a : options_.worker_argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    // The child: requests on kRequestFd, replies on kReplyFd (dup2 clears
+    // O_CLOEXEC on the new descriptors).
+    // Move both ends above the target numbers first: a pipe end may already
+    // sit on 3 or 4, where a dup2 onto itself would keep O_CLOEXEC.
+    const int in = fcntl(to_worker[0], F_DUPFD, 10);
+    const int out = fcntl(from_worker[1], F_DUPFD, 10);
+    dup2(in, kRequestFd);
+    dup2(out, kReplyFd);
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(to_worker[0]);
+  close(from_worker[1]);
+  if (pid < 0) {
+    close(to_worker[1]);
+    close(from_worker[0]);
+    return absl::UnavailableError("fork of the GPU worker failed");
+  }
+  pid_ = pid;
+  request_fd_ = to_worker[1];
+  reply_fd_ = from_worker[0];
+  ++started_;
+  absl::Status s = ReadFrame(reply_fd_, absl::Now() + options_.start_timeout, hello);
+  if (!s.ok()) {
+    KillWorker();
+    return absl::UnavailableError(
+        absl::StrCat("the GPU worker (", options_.worker_argv[0],
+                     ") did not report its GPUs: ", s.message()));
+  }
+  spdlog::info("GPU worker {} started ({} GPUs)", pid_, hello->gpus_size());
+  return absl::OkStatus();
+}
+
+void CudaBackend::KillWorker() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  if (request_fd_ >= 0) close(request_fd_);
+  if (reply_fd_ >= 0) close(reply_fd_);
+  request_fd_ = reply_fd_ = -1;
+}
+
+std::vector<RankOutcome> CudaBackend::RunCandidate(const ProblemSpec& problem,
+                                                   const CandidateSpec& candidate,
+                                                   const ScheduleOptions& options,
+                                                   absl::Time deadline) {
+  const int n = std::max(problem.world_size, 1);
+  auto all = [n](absl::Status s) {
+    return std::vector<RankOutcome>(n, RankOutcome{std::move(s), {}});
+  };
+  absl::MutexLock lock(&mu_);
+  if (pid_ < 0) {
+    Hello hello;
+    absl::Status s = StartWorker(&hello);
+    if (!s.ok()) return all(s);
+    if (hello.code() != 0) {
+      KillWorker();
+      return all(absl::UnavailableError(absl::StrCat("GPU worker: ", hello.message())));
+    }
+  }
+  absl::Status s = WriteFrame(request_fd_, ToRunRequest(problem, candidate, options, deadline));
+  RunReply reply;
+  if (s.ok()) s = ReadFrame(reply_fd_, deadline + options_.grace, &reply);
+  if (!s.ok()) {
+    const pid_t pid = pid_;
+    KillWorker();
+    if (s.code() == absl::StatusCode::kDeadlineExceeded) {
+      spdlog::warn("GPU worker {} killed: {} did not finish by its deadline", pid,
+                   candidate.impl);
+      return all(absl::DeadlineExceededError(
+          "cut off at the timeout: the GPU worker was killed (a kernel did not "
+          "finish) and is restarted for the next run"));
+    }
+    spdlog::warn("GPU worker {} lost during {}: {}", pid, candidate.impl, s.ToString());
+    return all(absl::UnavailableError(
+        absl::StrCat("the GPU worker died during the run: ", s.message())));
+  }
+  if (reply.ranks_size() != n) {
+    return all(absl::InternalError(absl::StrCat("the GPU worker answered ",
+                                                reply.ranks_size(), " ranks for ", n)));
+  }
+  std::vector<RankOutcome> out(n);
+  for (int r = 0; r < n; ++r) {
+    const RankReport& rep = reply.ranks(r);
+    out[r].status = absl::Status(static_cast<absl::StatusCode>(rep.code()), rep.message());
+    out[r].iteration_us.assign(rep.iteration_us().begin(), rep.iteration_us().end());
+  }
+  return out;
+}
+
+int CudaBackend::workers_started() const {
+  absl::MutexLock lock(&mu_);
+  return started_;
+}
+
+}  // namespace autotuned::cuda

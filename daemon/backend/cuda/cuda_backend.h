@@ -1,0 +1,73 @@
+// The cuda backend as the daemon sees it: a supervisor of the GPU worker
+// process (gpu_worker.h). The daemon itself never touches CUDA; every run is
+// a request to the worker with a deadline. When the worker does not answer
+// by the deadline (plus a short grace for it to report), it is killed with
+// SIGKILL (a hung kernel cannot be cancelled any other way), every rank of
+// that run reports DEADLINE_EXCEEDED, and a fresh worker is started for the
+// next run. A worker that dies on its own is restarted the same way.
+//
+// Thread-safety: as Backend; RunCandidate calls are serialized internally.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/backend/backend.h"
+
+namespace autotuned::cuda {
+
+class Hello;  // worker.proto
+
+struct CudaBackendOptions {
+  // The worker's command line, e.g. {"/proc/self/exe", "--gpu_worker"}.
+  std::vector<std::string> worker_argv;
+  bool test_faults = false;  // adds all_reduce/hang_test to the catalogue
+  // How long a starting worker may take to report its GPUs.
+  absl::Duration start_timeout = absl::Seconds(60);
+  // After a run's deadline, how long the worker may take to report.
+  absl::Duration grace = absl::Seconds(2);
+};
+
+class CudaBackend : public Backend {
+ public:
+  // Starts the worker and waits for its Hello. NOT_FOUND when it finds no
+  // GPU; UNAVAILABLE when it cannot be started or does not answer. Sets
+  // SIGPIPE to be ignored in this process (a dead worker's pipe gives EPIPE).
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(CudaBackendOptions options);
+  ~CudaBackend() override;
+
+  const NodeDescription& node() const override { return node_; }
+  const Catalogue& catalogue() const override { return catalogue_; }
+  int max_world_size() const override { return static_cast<int>(node_.gpus.size()); }
+  std::vector<RankOutcome> RunCandidate(const ProblemSpec& problem,
+                                        const CandidateSpec& candidate,
+                                        const ScheduleOptions& options,
+                                        absl::Time deadline) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // How many workers were started (1 + restarts), for tests and metrics.
+  int workers_started() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  explicit CudaBackend(CudaBackendOptions options);
+  // Starts a worker and reads its Hello into `hello`.
+  absl::Status StartWorker(Hello* hello) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void KillWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CudaBackendOptions options_;
+  NodeDescription node_;  // constant after Create
+  Catalogue catalogue_;   // constant after Create
+
+  mutable absl::Mutex mu_;
+  pid_t pid_ ABSL_GUARDED_BY(mu_) = -1;
+  int request_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  int reply_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  int started_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace autotuned::cuda

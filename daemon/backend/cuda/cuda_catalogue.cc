@@ -1,0 +1,74 @@
+#include "daemon/backend/cuda/cuda_catalogue.h"
+
+namespace autotuned::cuda {
+namespace {
+
+const std::vector<DType> kAllDTypes = {DType::kFloat32, DType::kBFloat16,
+                                       DType::kFloat16};
+const std::vector<ReduceOp> kAllOps = {ReduceOp::kSum, ReduceOp::kMax,
+                                       ReduceOp::kMin};
+
+ImplInfo Nccl(Collective c, const char* name, const char* what) {
+  ImplInfo i;
+  i.name = name;
+  i.collective = c;
+  i.description = what;
+  i.dtypes = kAllDTypes;
+  if (c == Collective::kAllReduce || c == Collective::kReduceScatter) {
+    i.ops = kAllOps;
+  }
+  i.min_world_size = 1;
+  return i;
+}
+
+ImplInfo P2p(Collective c, const char* name, const char* what,
+             int64_t default_blocks, int64_t default_threads) {
+  ImplInfo i = Nccl(c, name, what);
+  i.min_world_size = 2;
+  i.max_world_size = 8;
+  i.needs_p2p = true;
+  i.params = {
+      {"blocks", default_blocks, 1, 64, "thread blocks per GPU"},
+      {"threads", default_threads, 32, 1024,
+       "threads per block (a multiple of 32)"},
+  };
+  return i;
+}
+
+}  // namespace
+
+Catalogue CudaCatalogue(bool test_faults) {
+  Catalogue c;
+  c.Add(Nccl(Collective::kAllReduce, "all_reduce/nccl", "ncclAllReduce"));
+  c.Add(P2p(Collective::kAllReduce, "all_reduce/one_shot",
+            "every rank reads every peer's input over NVLink and reduces", 32,
+            512));
+  c.Add(P2p(Collective::kAllReduce, "all_reduce/two_shot",
+            "reduce-scatter then all-gather over NVLink P2P", 32, 512));
+  ImplInfo chunked = P2p(Collective::kAllReduce, "all_reduce/two_shot_chunked",
+                         "two-shot pipelined in chunks", 64, 1024);
+  chunked.params.push_back(
+      {"chunk_kib", 2048, 16, 1 << 20, "pipeline chunk per rank, KiB"});
+  c.Add(chunked);
+  c.Add(Nccl(Collective::kAllGather, "all_gather/nccl", "ncclAllGather"));
+  c.Add(P2p(Collective::kAllGather, "all_gather/p2p",
+            "each rank copies its peers' inputs over NVLink", 32, 512));
+  c.Add(Nccl(Collective::kReduceScatter, "reduce_scatter/nccl",
+             "ncclReduceScatter"));
+  c.Add(P2p(Collective::kReduceScatter, "reduce_scatter/p2p",
+            "each rank reduces its slice reading every peer over NVLink", 32,
+            512));
+  c.Add(Nccl(Collective::kAllToAll, "all_to_all/nccl",
+             "grouped ncclSend/ncclRecv, uneven splits"));
+  c.Add(Nccl(Collective::kBroadcast, "broadcast/nccl", "ncclBroadcast"));
+  if (test_faults) {
+    ImplInfo hang = P2p(Collective::kAllReduce, "all_reduce/hang_test",
+                        "TEST FAULT: one-shot on rank 0 alone, no spin limit: "
+                        "a kernel that never finishes",
+                        1, 32);
+    c.Add(hang);
+  }
+  return c;
+}
+
+}  // namespace autotuned::cuda

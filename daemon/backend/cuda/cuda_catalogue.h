@@ -1,0 +1,22 @@
+// The catalogue of the cuda backend: NCCL for every collective, and the
+// NVLink P2P kernels of //kernels (autotuned_kernels.h) with their launch
+// shape as parameters. Static data: building it needs no GPU, so the daemon
+// validates requests without touching CUDA (the GPUs belong to its worker
+// process, see gpu_worker.h).
+#pragma once
+
+#include "daemon/catalogue/catalogue.h"
+
+namespace autotuned::cuda {
+
+// Names: "all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
+// "all_reduce/two_shot_chunked", "all_gather/nccl", "all_gather/p2p",
+// "reduce_scatter/nccl", "reduce_scatter/p2p", "all_to_all/nccl",
+// "broadcast/nccl". P2P entries take "blocks" and "threads" (and
+// "chunk_kib" for the chunked variant), run on 2..8 ranks and need P2P.
+// With `test_faults`, also "all_reduce/hang_test": a one-shot launched on
+// rank 0 alone with no spin limit, a kernel that hangs until its process is
+// killed (for the containment test).
+Catalogue CudaCatalogue(bool test_faults);
+
+}  // namespace autotuned::cuda

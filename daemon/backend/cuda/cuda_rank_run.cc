@@ -1,0 +1,187 @@
+#include "daemon/backend/cuda/cuda_rank_run.h"
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/backend/cuda/cuda_status.h"
+#include "daemon/backend/cuda/host_check.h"
+#include "daemon/common/status_macros.h"
+#include "kernels/pattern_kernels.h"
+
+namespace autotuned::cuda {
+namespace {
+
+// What LaunchCheckPattern leaves in RankBuffers::check.
+struct CheckCounters {
+  unsigned long long mismatches;
+  long long first_bad;
+};
+static_assert(sizeof(CheckCounters) == 16, "two 8-byte counters");
+
+}  // namespace
+
+CudaRankRun::CudaRankRun(const RunShared& shared, int rank, GpuContext* gpu,
+                         const RankBuffers& buffers)
+    : shared_(shared),
+      rank_(rank),
+      gpu_(gpu),
+      buffers_(buffers),
+      stream_(gpu->stream.get()) {}
+
+absl::Status CudaRankRun::RunAndVerify() {
+  if (!shared_.launcher->Participates(rank_)) return absl::OkStatus();
+  const ProblemSpec& p = shared_.problem;
+  kernels::FillPatternArgs fill;
+  fill.data = buffers_.input.get();
+  fill.dtype = p.dtype;
+  fill.count = p.InputCount(rank_);
+  fill.rank = rank_;
+  AT_CUDA_RETURN_IF_ERROR(kernels::LaunchFillPattern(fill, stream_));
+  AT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+      buffers_.output.get(), 0xff, static_cast<size_t>(buffers_.output.bytes()), stream_));
+  AT_RETURN_IF_ERROR(shared_.launcher->Launch(rank_, stream_));
+  return Check();
+}
+
+absl::Status CudaRankRun::Check() {
+  if (shared_.problem.collective == Collective::kAllToAll) return CheckOnHost();
+  return CheckOnDevice();
+}
+
+absl::Status CudaRankRun::CheckOnDevice() {
+  const ProblemSpec& p = shared_.problem;
+  char* counters = static_cast<char*>(buffers_.check.get());
+  // mismatches = 0, first_bad = 0x7f7f... (above any index: atomicMin works)
+  AT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(counters, 0, 8, stream_));
+  AT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(counters + 8, 0x7f, 8, stream_));
+  kernels::CheckPatternArgs check;
+  check.data = buffers_.output.get();
+  check.dtype = p.dtype;
+  check.count = p.OutputCount(rank_);
+  check.expect.collective = p.collective;
+  check.expect.op = p.op;
+  check.expect.world = p.world_size;
+  check.expect.rank = rank_;
+  check.expect.root = p.root;
+  check.expect.count = p.count;
+  check.mismatches = reinterpret_cast<unsigned long long*>(counters);
+  check.first_bad = reinterpret_cast<long long*>(counters + 8);
+  AT_CUDA_RETURN_IF_ERROR(kernels::LaunchCheckPattern(check, stream_));
+  CheckCounters host = {};
+  AT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&host, counters, sizeof(host), cudaMemcpyDeviceToHost, stream_));
+  AT_RETURN_IF_ERROR(Sync());
+  if (host.mismatches == 0) return absl::OkStatus();
+  const int64_t first = host.first_bad;
+  const int64_t esize = DTypeSize(p.dtype);
+  unsigned char element[4] = {};
+  AT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(element, static_cast<const char*>(buffers_.output.get()) + first * esize,
+                      static_cast<size_t>(esize), cudaMemcpyDeviceToHost, stream_));
+  AT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return MismatchError(first, DecodeElement(p.dtype, element, 0),
+                       ExpectedOutput(p, rank_, first),
+                       static_cast<int64_t>(host.mismatches), check.count);
+}
+
+absl::Status CudaRankRun::CheckOnHost() {
+  const int64_t bytes = buffers_.output.bytes();
+  std::vector<unsigned char> host(static_cast<size_t>(bytes));
+  if (bytes > 0) {
+    AT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), buffers_.output.get(),
+                                            static_cast<size_t>(bytes),
+                                            cudaMemcpyDeviceToHost, stream_));
+  }
+  AT_RETURN_IF_ERROR(Sync());
+  return CheckHostOutput(shared_.problem, rank_, host.data());
+}
+
+absl::Status CudaRankRun::Sync() {
+  AT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  P2pGroup* group = shared_.launcher->p2p_group();
+  if (group == nullptr) return absl::OkStatus();
+  return group->CheckError(rank_, shared_.launcher->spin_limit());
+}
+
+absl::Status CudaRankRun::Barrier() {
+  AT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return shared_.barrier->Wait(rank_);
+}
+
+absl::Status CudaRankRun::EnsureEvents(size_t n) {
+  while (gpu_->events.size() < n) {
+    AT_ASSIGN_OR_RETURN(CudaEvent event, CudaEvent::Create(gpu_->device));
+    gpu_->events.push_back(std::move(event));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaRankRun::Run(int iterations, std::vector<double>* iteration_us) {
+  if (!shared_.launcher->Participates(rank_) || iterations <= 0) {
+    return absl::OkStatus();
+  }
+  if (shared_.cuda_graph && iteration_us != nullptr) {
+    return RunGraph(iterations, iteration_us);
+  }
+  return RunEager(iterations, iteration_us);
+}
+
+absl::Status CudaRankRun::RunEager(int iterations, std::vector<double>* iteration_us) {
+  const bool timed = iteration_us != nullptr;
+  if (timed) AT_RETURN_IF_ERROR(EnsureEvents(2 * static_cast<size_t>(iterations)));
+  std::vector<CudaEvent>& ev = gpu_->events;
+  for (int i = 0; i < iterations; ++i) {
+    if (timed) AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[2 * i].get(), stream_));
+    AT_RETURN_IF_ERROR(shared_.launcher->Launch(rank_, stream_));
+    if (timed) AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[2 * i + 1].get(), stream_));
+  }
+  AT_RETURN_IF_ERROR(Sync());
+  if (!timed) return absl::OkStatus();
+  for (int i = 0; i < iterations; ++i) {
+    float ms = 0;
+    AT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, ev[2 * i].get(), ev[2 * i + 1].get()));
+    iteration_us->push_back(1000.0 * ms);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaRankRun::RunGraph(int iterations, std::vector<double>* iteration_us) {
+  AT_RETURN_IF_ERROR(EnsureEvents(2));
+  // Thread-local capture: the other ranks' threads keep making CUDA calls.
+  AT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  absl::Status launched = absl::OkStatus();
+  for (int i = 0; i < iterations && launched.ok(); ++i) {
+    launched = shared_.launcher->Launch(rank_, stream_);
+  }
+  // The capture always ends (the stream leaves capture mode) before the
+  // graph is instantiated.
+  cudaGraph_t graph = nullptr;
+  const absl::Status ended =
+      CudaToStatus(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  if (!launched.ok() || !ended.ok()) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return launched.ok() ? ended : launched;
+  }
+  AT_ASSIGN_OR_RETURN(GraphExec exec, GraphExec::Instantiate(gpu_->device, graph));
+  // Every rank holds its graph before any replays (a collective needs all).
+  AT_RETURN_IF_ERROR(shared_.barrier->Wait(rank_));
+  AT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec.get(), stream_));  // untimed
+  AT_RETURN_IF_ERROR(Sync());
+  AT_RETURN_IF_ERROR(shared_.barrier->Wait(rank_));
+  const cudaEvent_t start = gpu_->events[0].get();
+  const cudaEvent_t end = gpu_->events[1].get();
+  AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, stream_));
+  AT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec.get(), stream_));
+  AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(end, stream_));
+  AT_RETURN_IF_ERROR(Sync());
+  float ms = 0;
+  AT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, end));
+  iteration_us->insert(iteration_us->end(), static_cast<size_t>(iterations),
+                       1000.0 * ms / iterations);
+  return absl::OkStatus();
+}
+
+}  // namespace autotuned::cuda

@@ -1,0 +1,87 @@
+// RankRun for the cuda backend: one rank (GPU r) of a GpuNode run, driven by
+// RunRankSchedule (daemon/engine/schedule.h) on its own thread.
+//
+// RunAndVerify fills the rank's input with the pattern (LaunchFillPattern),
+// sets every output byte to 0xff (NaN in fp32, bf16 and fp16), launches the
+// collective once and checks every output element: on the device
+// (LaunchCheckPattern) for the regular collectives, on the host for
+// all_to_all (the split matrix decides where each segment comes from).
+// Barrier synchronizes the rank's stream, then waits for the other ranks
+// (RunBarrier: the run's deadline bounds it).
+// Run, eager: events around every launch, back to back on the stream;
+// iteration i takes cudaEventElapsedTime(start_i, end_i). Run, CUDA graph
+// (timed calls only; warmup stays eager): the `iterations` launches are
+// captured once as a graph, all ranks instantiate it, replay it once untimed,
+// meet at the barrier and replay it once between two events; every iteration
+// is then reported as the replay's time divided by `iterations` (a graph
+// replay gives no per-launch times).
+// For P2P kernels, each synchronization is followed by a look at the rank's
+// signal error word: a kernel that gave up at its spin limit is reported as
+// ABORTED naming the peer it waited for, even in untimed steps.
+//
+// Thread-safety: used only from its rank's thread, with that GPU current.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "daemon/backend/backend.h"
+#include "daemon/backend/cuda/collective_launcher.h"
+#include "daemon/backend/cuda/cuda_handles.h"
+#include "daemon/backend/cuda/run_barrier.h"
+#include "daemon/common/problem.h"
+
+namespace autotuned::cuda {
+
+// What a GPU keeps between runs: its stream and timing events.
+struct GpuContext {
+  int device = 0;
+  CudaStream stream;
+  std::vector<CudaEvent> events;  // grown on demand by the rank's thread
+};
+
+// One rank's buffers for one run.
+struct RankBuffers {
+  DeviceBuffer input;   // problem.InputCount(rank) elements
+  DeviceBuffer output;  // problem.OutputCount(rank) elements
+  DeviceBuffer check;   // LaunchCheckPattern's mismatch count and first index
+};
+
+// Everything the ranks of one run share (read-only but for the barrier).
+struct RunShared {
+  ProblemSpec problem;
+  const CollectiveLauncher* launcher = nullptr;
+  RunBarrier* barrier = nullptr;
+  bool cuda_graph = false;
+};
+
+class CudaRankRun : public RankRun {
+ public:
+  CudaRankRun(const RunShared& shared, int rank, GpuContext* gpu,
+              const RankBuffers& buffers);
+
+  int rank() const override { return rank_; }
+  absl::Status RunAndVerify() override;
+  absl::Status Barrier() override;
+  absl::Status Run(int iterations, std::vector<double>* iteration_us) override;
+
+ private:
+  absl::Status Check();
+  absl::Status CheckOnDevice();
+  absl::Status CheckOnHost();
+  // Synchronizes the stream, then reads the P2P error word (if P2P).
+  absl::Status Sync();
+  absl::Status EnsureEvents(size_t n);
+  absl::Status RunEager(int iterations, std::vector<double>* iteration_us);
+  absl::Status RunGraph(int iterations, std::vector<double>* iteration_us);
+
+  const RunShared& shared_;
+  const int rank_;
+  GpuContext* const gpu_;
+  const RankBuffers& buffers_;
+  const cudaStream_t stream_;
+};
+
+}  // namespace autotuned::cuda

@@ -1,0 +1,52 @@
+// A stand-in for the GPU worker process in tests of the supervisor
+// (cuda_backend.h) on machines without GPUs: it speaks the real protocol
+// (gpu_worker.h) over a fake node of two "GPUs". Behaviour by implementation:
+//   all_reduce/hang_test        never answers (a kernel that never finishes)
+//   any candidate with blocks=13 the process dies mid-run (exit 3)
+//   anything else               every rank OK, each iteration 10 us
+// With --no_gpu it reports NOT_FOUND in its Hello.
+#include <unistd.h>
+
+#include <cstring>
+
+#include "daemon/backend/cuda/gpu_worker.h"
+
+namespace autotuned::cuda {
+namespace {
+
+class FakeGpuNode : public GpuNode {
+ public:
+  FakeGpuNode() {
+    node_.backend = "cuda";
+    for (int i = 0; i < 2; ++i) node_.gpus.push_back({i, "fake-gpu", 1 << 30, ""});
+    node_.topology = {"X", "P2P", "P2P", "X"};
+    node_.driver_version = "fake";
+  }
+  const NodeDescription& node() const override { return node_; }
+  std::vector<RankOutcome> Run(const ProblemSpec& problem,
+                               const CandidateSpec& candidate,
+                               const ScheduleOptions& options, absl::Time) override {
+    if (candidate.impl == "all_reduce/hang_test") {
+      while (true) pause();
+    }
+    if (candidate.Param("blocks", 0) == 13) _exit(3);
+    std::vector<RankOutcome> out(problem.world_size);
+    for (RankOutcome& o : out) o.iteration_us.assign(options.iterations, 10.0);
+    return out;
+  }
+
+ private:
+  NodeDescription node_;
+};
+
+}  // namespace
+}  // namespace autotuned::cuda
+
+int main(int argc, char** argv) {
+  const bool no_gpu = argc > 1 && strcmp(argv[1], "--no_gpu") == 0;
+  return autotuned::cuda::ServeGpuWorker(
+      [&]() -> absl::StatusOr<std::unique_ptr<autotuned::cuda::GpuNode>> {
+        if (no_gpu) return absl::NotFoundError("no CUDA device (fake)");
+        return std::make_unique<autotuned::cuda::FakeGpuNode>();
+      });
+}

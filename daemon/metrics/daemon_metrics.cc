@@ -1,0 +1,74 @@
+#include "daemon/metrics/daemon_metrics.h"
+
+namespace autotuned::metrics {
+namespace {
+
+constexpr char kResults[] =
+    "Problem results answered, by decision status: one per problem of a Tune "
+    "call, one per size of a Sweep.";
+constexpr char kRejected[] =
+    "Tune and Sweep calls refused before any round ran: invalid (bad input, "
+    "INVALID_ARGUMENT or UNIMPLEMENTED), draining (UNAVAILABLE, the daemon is "
+    "stopping), overloaded (RESOURCE_EXHAUSTED, limits.max_concurrent_rounds). "
+    "Messages over limits.max_request_bytes are refused by gRPC before the "
+    "service sees them and are not counted.";
+constexpr char kLookups[] =
+    "Cache lookups by result; a request with options.refresh, or a daemon "
+    "with the cache disabled, makes none.";
+
+}  // namespace
+
+DaemonMetrics::DaemonMetrics(Registry* r)
+    : registry(r),
+      rounds(r->AddCounter("autotuned_rounds_total",
+                           "Rounds served: one per Tune call, one per Sweep size.")),
+      results_tuned(r->AddCounter("autotuned_round_results_total", kResults,
+                                  {{"status", "tuned"}})),
+      results_cached(r->AddCounter("autotuned_round_results_total", kResults,
+                                   {{"status", "cached"}})),
+      results_fallback(r->AddCounter("autotuned_round_results_total", kResults,
+                                     {{"status", "fallback"}})),
+      results_failed(r->AddCounter("autotuned_round_results_total", kResults,
+                                   {{"status", "failed"}})),
+      rejected_invalid(r->AddCounter("autotuned_requests_rejected_total", kRejected,
+                                     {{"reason", "invalid"}})),
+      rejected_draining(r->AddCounter("autotuned_requests_rejected_total",
+                                      kRejected, {{"reason", "draining"}})),
+      rejected_overloaded(r->AddCounter("autotuned_requests_rejected_total",
+                                        kRejected, {{"reason", "overloaded"}})),
+      candidate_timeouts(r->AddCounter(
+          "autotuned_candidate_timeouts_total",
+          "Candidates cut off at their timeout (DEADLINE_EXCEEDED on a rank) in "
+          "rounds measured by this daemon.")),
+      cache_hits(r->AddCounter("autotuned_cache_lookups_total", kLookups,
+                               {{"result", "hit"}})),
+      cache_misses(r->AddCounter("autotuned_cache_lookups_total", kLookups,
+                                 {{"result", "miss"}})),
+      rendezvous_latency(r->AddHistogram(
+          "autotuned_rendezvous_latency_seconds",
+          "Time from a round's first arrival to the decision to measure. This "
+          "daemon version has no multi-daemon rendezvous: the caller asks for "
+          "the whole group at once, nothing is waited for, and every round "
+          "observes 0.",
+          LatencyBucketsSeconds())),
+      round_latency(r->AddHistogram(
+          "autotuned_round_latency_seconds",
+          "Rounds from admission to the answer, cache hits included (a Sweep "
+          "observes one per size).",
+          LatencyBucketsSeconds())),
+      gpu_memory_held_bytes(r->AddGauge(
+          "autotuned_gpu_memory_held_bytes",
+          "Device memory held for benchmark buffers, as the backend reports "
+          "it; the sim backend holds none (host threads) and stays at 0.")),
+      rounds_in_flight(r->AddGauge(
+          "autotuned_rounds_in_flight",
+          "Tune and Sweep calls being served now (measuring, queued for the "
+          "devices, or answering from the cache).")),
+      draining(r->AddGauge("autotuned_draining",
+                           "1 once SIGTERM arrived: no new rounds are taken.")),
+      cache_entries(r->AddGauge("autotuned_cache_entries",
+                                "Rankings held in the result cache.")),
+      start_time_seconds(r->AddGauge("autotuned_start_time_seconds",
+                                     "Unix time at which the daemon started.")) {}
+
+}  // namespace autotuned::metrics

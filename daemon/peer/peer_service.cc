@@ -1,0 +1,110 @@
+#include "daemon/peer/peer_service.h"
+
+#include <errno.h>
+
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace autotuned {
+namespace {
+
+constexpr char kBearer[] = "Bearer ";
+
+// Compares without an early exit, so the time taken does not tell how much
+// of a guess was right.
+bool ConstantTimeEquals(const std::string& given, const std::string& secret) {
+  unsigned char diff = given.size() == secret.size() ? 0 : 1;
+  for (size_t i = 0; i < secret.size(); ++i) {
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= g ^ static_cast<unsigned char>(secret[i]);
+  }
+  return diff == 0;
+}
+
+grpc::Status Unimplemented(const char* method) {
+  return grpc::Status(
+      grpc::StatusCode::UNIMPLEMENTED,
+      absl::StrCat("Peer.", method, ": the multi-daemon rendezvous is not in this "
+                   "daemon version; only Peer.Ping is served"));
+}
+
+}  // namespace
+
+PeerService::PeerService(std::string token, std::string daemon, std::string fingerprint)
+    : token_(std::move(token)),
+      daemon_(std::move(daemon)),
+      fingerprint_(std::move(fingerprint)) {}
+
+grpc::Status PeerService::Authenticate(const grpc::ServerContext& context) const {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  std::string why;
+  if (it == metadata.end()) {
+    why = "no \"authorization\" metadata; send \"authorization: Bearer <peer token>\"";
+  } else {
+    const std::string value(it->second.data(), it->second.size());
+    if (value.rfind(kBearer, 0) != 0) {
+      why = "the \"authorization\" metadata is not \"Bearer <peer token>\"";
+    } else if (!ConstantTimeEquals(value.substr(sizeof(kBearer) - 1), token_)) {
+      why = "wrong peer token";
+    }
+  }
+  if (why.empty()) return grpc::Status::OK;
+  spdlog::warn("peer: refused a call from {}: {}", context.peer(), why);
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, why);
+}
+
+grpc::Status PeerService::Ping(grpc::ServerContext* context, const v1::PingRequest*,
+                               v1::PingReply* reply) {
+  grpc::Status auth = Authenticate(*context);
+  if (!auth.ok()) return auth;
+  reply->set_daemon(daemon_);
+  reply->set_fingerprint(fingerprint_);
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::Ready(grpc::ServerContext* context, const v1::ReadyRequest*,
+                                v1::Decision*) {
+  grpc::Status auth = Authenticate(*context);
+  return auth.ok() ? Unimplemented("Ready") : auth;
+}
+
+grpc::Status PeerService::ReduceTimings(grpc::ServerContext* context,
+                                        const v1::RankTimings*, v1::Decision*) {
+  grpc::Status auth = Authenticate(*context);
+  return auth.ok() ? Unimplemented("ReduceTimings") : auth;
+}
+
+absl::StatusOr<std::string> LoadPeerToken(const config::DaemonConfig& config) {
+  if (!config.peer_token().empty()) return config.peer_token();
+  const std::string& path = config.peer_token_file();
+  if (path.empty()) return std::string();
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("peer_token_file: cannot open ", path));
+  }
+  std::string text;
+  char buf[256];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && text.size() < 4096) {
+    text.append(buf, n);
+  }
+  std::fclose(f);
+  const std::string token(absl::StripAsciiWhitespace(text));
+  if (token.find_first_of("\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peer_token_file: ", path, " must hold one line, the token"));
+  }
+  if (token.size() < 16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peer_token_file: the token in ", path, " must be at least 16 characters, got ",
+        token.size()));
+  }
+  return token;
+}
+
+}  // namespace autotuned

@@ -1,0 +1,166 @@
+// The peer service on a real TCP port (StartPeerServer), called through a
+// real gRPC channel with and without the shared token.
+#include "daemon/peer/peer_service.h"
+
+#include <cstdlib>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/synchronization/mutex.h"
+#include "config/config_loader.h"
+#include "daemon/server/server.h"
+
+namespace autotuned {
+namespace {
+
+constexpr char kToken[] = "s3cret-peer-token-0123456789";
+
+struct Peer {
+  Peer() {
+    config = *config::DefaultConfig();
+    config.set_peer_listen("127.0.0.1:0");
+    config.set_peer_token(kToken);
+    service = std::make_unique<PeerService>(kToken, "node-a:7451", "f1f2f3");
+    auto started = StartPeerServer(config, service.get());
+    REQUIRE(started.ok());
+    listening = std::move(*started);
+    channel = grpc::CreateChannel(listening.address, grpc::InsecureChannelCredentials());
+    stub = v1::Peer::NewStub(channel);
+  }
+  ~Peer() { listening.server->Shutdown(); }
+
+  grpc::Status Ping(const std::string& authorization, v1::PingReply* reply) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+    return stub->Ping(&ctx, v1::PingRequest(), reply);
+  }
+
+  config::DaemonConfig config;
+  std::unique_ptr<PeerService> service;
+  PeerListening listening;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Peer::Stub> stub;
+};
+
+TEST_CASE("a peer without the right token is refused with UNAUTHENTICATED") {
+  Peer p;
+  CHECK(p.listening.address.rfind("127.0.0.1:", 0) == 0);
+  CHECK(p.listening.address != "127.0.0.1:0");
+  v1::PingReply reply;
+  struct Case {
+    std::string authorization;
+    std::string reason;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"", "no \"authorization\" metadata"},
+           {"Bearer wrong-token-wrong-token", "wrong peer token"},
+           {std::string("Bearer ") + kToken + "x", "wrong peer token"},
+           {"Bearer ", "wrong peer token"},
+           {std::string("Basic ") + kToken, "is not \"Bearer <peer token>\""},
+           {kToken, "is not \"Bearer <peer token>\""}}) {
+    INFO(c.authorization);
+    grpc::Status s = p.Ping(c.authorization, &reply);
+    CHECK(s.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+    CHECK_THAT(s.error_message(), Catch::Contains(c.reason));
+    CHECK_THAT(s.error_message(), !Catch::Contains(kToken));
+  }
+  CHECK(reply.daemon().empty());
+
+  // The round calls check the token before saying they are not built.
+  grpc::ClientContext ctx;
+  v1::Decision decision;
+  CHECK(p.stub->Ready(&ctx, v1::ReadyRequest(), &decision).error_code() ==
+        grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_CASE("a peer with the token gets Ping; the round calls are not built yet") {
+  Peer p;
+  v1::PingReply reply;
+  grpc::Status s = p.Ping(std::string("Bearer ") + kToken, &reply);
+  REQUIRE(s.ok());
+  CHECK(reply.daemon() == "node-a:7451");
+  CHECK(reply.fingerprint() == "f1f2f3");
+
+  for (int call = 0; call < 2; ++call) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+    v1::Decision decision;
+    grpc::Status r = call == 0
+                         ? p.stub->Ready(&ctx, v1::ReadyRequest(), &decision)
+                         : p.stub->ReduceTimings(&ctx, v1::RankTimings(), &decision);
+    CHECK(r.error_code() == grpc::StatusCode::UNIMPLEMENTED);
+    CHECK_THAT(r.error_message(), Catch::Contains("rendezvous is not in this daemon version"));
+  }
+}
+
+grpc::Status GenericCall(std::shared_ptr<grpc::Channel> channel, const std::string& method) {
+  grpc::GenericStub generic(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Slice empty;
+  grpc::ByteBuffer request(&empty, 1), response;
+  absl::Mutex mu;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      absl::MutexLock lock(&mu);
+                      status = s;
+                      done = true;
+                    });
+  absl::MutexLock lock(&mu);
+  REQUIRE(mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(15)));
+  return status;
+}
+
+TEST_CASE("nothing else answers on the peer port: no health, no reflection") {
+  // The client server turns on health checking and reflection process-wide.
+  config::DaemonConfig client_config = *config::DefaultConfig();
+  client_config.set_unix_socket("");
+  client_config.set_tcp_listen("127.0.0.1:0");
+  auto client_server = StartServer(client_config, {});
+  REQUIRE(client_server.ok());
+  auto client_channel = grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(client_server->tcp_port),
+      grpc::InsecureChannelCredentials());
+  CHECK(GenericCall(client_channel, "/grpc.health.v1.Health/Check").ok());
+
+  Peer p;
+  for (const char* method :
+       {"/grpc.health.v1.Health/Check", "/autotuned.v1.Autotune/NodeInfo",
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"}) {
+    INFO(method);
+    CHECK(GenericCall(p.channel, method).error_code() ==
+          grpc::StatusCode::UNIMPLEMENTED);
+  }
+  client_server->server->Shutdown();
+}
+
+TEST_CASE("the peer token comes from the configuration or its file") {
+  config::DaemonConfig c = *config::DefaultConfig();
+  CHECK(LoadPeerToken(c)->empty());
+  c.set_peer_token(kToken);
+  CHECK(*LoadPeerToken(c) == kToken);
+
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp ? tmp : "/tmp") + "/peer.token";
+  c.clear_peer_token();
+  c.set_peer_token_file(path);
+  std::ofstream(path) << "  " << kToken << "\n";
+  CHECK(*LoadPeerToken(c) == kToken);
+  std::ofstream(path) << "short\n";
+  CHECK_THAT(std::string(LoadPeerToken(c).status().message()),
+             Catch::Contains("at least 16 characters"));
+  std::ofstream(path) << kToken << "\n" << kToken << "\n";
+  CHECK_THAT(std::string(LoadPeerToken(c).status().message()),
+             Catch::Contains("must hold one line"));
+  c.set_peer_token_file(path + ".missing");
+  CHECK(LoadPeerToken(c).status().code() == absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace autotuned
