@@ -155,7 +155,7 @@ daemon_steps() {
   AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot_chunked
   # (IMPL:NAME=INT,NAME=INT: a piece with '=' and no ':' continues the candidate
   # before it, so "one_shot:blocks=64,threads=1024" is one candidate.)
-  AR_SWEEP=(--json sweep --collective=all_reduce --dtype=bf16 --from=1KiB --to=256MiB --factor=4
+  AR_SWEEP=(--json sweep --collective=all_reduce --dtype=bf16 --from=1KiB --to=256MiB --factor=2
             --iters=50 --warmup=10 "--candidates=$AR_CANDIDATES")
   step sweep_allreduce 80 "${CTL[@]}" "${AR_SWEEP[@]}" \
     > "$OUT/daemon_allreduce.jsonl" 2> "$OUT/daemon_allreduce.err" || why "$OUT/daemon_allreduce.err"
@@ -183,21 +183,21 @@ stop_daemon
 # ---------------------------------------------------------------- baselines
 : > "$OUT/nccl_tests.txt"
 : > "$OUT/p2p_bench.err"
-P2P=("$BIN/p2p_bench" --min_bytes=1024 --max_bytes=268435456 --step=4 --iters=50 --warmup=10)
+P2P=("$BIN/p2p_bench" --min_bytes=1024 --max_bytes=268435456 --step=2 --iters=50 --warmup=10)
 # Exit status 3: some candidate's output was wrong (listed as "# BAD output").
-step p2p_bench_eager 35 "${P2P[@]}" >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
+step p2p_bench_eager 35 "${P2P[@]}" --nccl_threads >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
   why "$OUT/p2p_bench.err"
 step p2p_bench_graph 35 "${P2P[@]}" --graph >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
   why "$OUT/p2p_bench.err"
 
 # shellcheck disable=SC2086  # TORCH_EXTRA_ARGS is a word list on purpose
 step torch 80 "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 \
-  bench/torch_collectives.py --out "$OUT/torch.json" ${TORCH_EXTRA_ARGS:-} \
+  bench/torch_collectives.py --out "$OUT/torch.json" --factor 2 ${TORCH_EXTRA_ARGS:-} \
   > "$OUT/torch.log" 2>&1 || why "$OUT/torch.log" 5
 
 # ---------------------------------------------------------------- report
 GPUS=$(timeout 5 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | paste -sd ';' -)
-REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || cat "$BIN/REV" 2>/dev/null || echo unknown)
 HEADER="- command: \`bash bench/gpu_run.sh $1 $2\` (repository at $REV, $(( SECONDS - T0 )) s until the report)
 - GPUs (nvidia-smi name, driver): ${GPUS:-unknown}
 - date: $(date -u)"

@@ -2,8 +2,9 @@
 # Builds the libFuzzer targets with clang (AddressSanitizer and
 # UndefinedBehaviorSanitizer on) and runs each for a fixed time over the
 # committed corpus; fails on any crash, leak, timeout or broken contract.
-# New inputs that add coverage are merged into fuzz/corpus/<target>/ and a
-# summary is written to fuzz/results/last_run.txt.
+# Afterwards fuzz/corpus/<target>/ is replaced by the smallest set of inputs
+# (old and new) with the same coverage, and a summary is written to
+# fuzz/results/last_run.txt.
 #
 #   fuzz/run.sh [SECONDS_PER_TARGET]        (default 60)
 #
@@ -92,15 +93,18 @@ for target in validate config; do
     echo "fuzz: ${target}_fuzzer FAILED; the input is in $build/artifacts/$target/" >&2
     tail -40 "$log" >&2
   fi
-  # Keep only inputs that add coverage.
-  "$build/${target}_fuzzer" -merge=1 "$corpus" "$build/work/$target" "$build/seeds/$target" \
-    > "$build/$target.merge.log" 2>&1
+  # The committed corpus becomes the smallest set with the same coverage.
+  mkdir -p "$build/merged/$target"
+  "$build/${target}_fuzzer" -merge=1 "$build/merged/$target" "$corpus" \
+    "$build/work/$target" "$build/seeds/$target" > "$build/$target.merge.log" 2>&1
+  rm -f "$corpus"/*
+  cp "$build/merged/$target"/* "$corpus/"
   crashes=$(find "$build/artifacts/$target" -type f | wc -l)
   {
     echo "${target}_fuzzer: $(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}') runs in ${seconds}s," \
       "$(grep -E '^stat::peak_rss_mb' "$log" | awk '{print $2}') MB peak RSS," \
       "$(grep -oE 'cov: [0-9]+' "$log" | tail -1) edges," \
-      "corpus $(find "$corpus" -type f | wc -l) files ($(du -sk "$corpus" | cut -f1) KiB)," \
+      "corpus $(find "$corpus" -type f | wc -l) files ($(cat "$corpus"/* | wc -c) bytes)," \
       "crashes/leaks/timeouts: $crashes"
   } >> "$summary"
 done

@@ -18,12 +18,14 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/autotuned_kernels.h"
@@ -65,6 +67,9 @@ struct Flags {
   int iters = 20;
   int warmup = 5;
   bool graph = false;
+  // NCCL timed with one host thread per GPU (nccl-tests' -t N -g 1) instead
+  // of grouped launches from one thread; eager mode only.
+  bool nccl_threads = false;
   std::vector<Shape> shapes = {{8, 512}, {16, 512}, {32, 512}, {64, 512}, {64, 1024}};
   std::vector<int64_t> chunks = {int64_t{1} << 17, int64_t{1} << 20};
 };
@@ -72,7 +77,7 @@ struct Flags {
 [[noreturn]] void Usage(const char* bad) {
   std::fprintf(stderr,
                "bad flag: %s\nusage: p2p_bench [--min_bytes=N] [--max_bytes=N] [--step=2|4] "
-               "[--iters=N] [--warmup=N] [--graph] [--shapes=BxT,...] "
+               "[--iters=N] [--warmup=N] [--graph] [--nccl_threads] [--shapes=BxT,...] "
                "[--chunk_elems=N,...]\n",
                bad);
   std::exit(2);
@@ -107,14 +112,16 @@ Flags ParseFlags(int argc, char** argv) {
     if (eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
-    } else if (name == "graph") {
+    } else if (name == "graph" || name == "nccl_threads") {
       value = "1";
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {
       Usage(argv[i]);
     }
-    if (name == "min_bytes") {
+    if (name == "nccl_threads") {
+      f.nccl_threads = value == "1";
+    } else if (name == "min_bytes") {
       f.min_bytes = ParseInt(value, argv[i]);
     } else if (name == "max_bytes") {
       f.max_bytes = ParseInt(value, argv[i]);
@@ -305,7 +312,42 @@ class Bench {
     return ok;
   }
 
+  // One host thread per GPU, each timing its own back-to-back loop between
+  // two events after a host barrier; max over GPUs.
+  double NcclThreaded(int64_t count) {
+    std::vector<double> us(world_, 0.0);
+    std::atomic<int> arrived{0};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world_; ++r) {
+      threads.emplace_back([&, r] {
+        BENCH_CUDA(cudaSetDevice(r));
+        auto once = [&] {
+          BENCH_NCCL(ncclAllReduce(in_[r], out_[r], count, ncclBfloat16, ncclSum, comms_[r],
+                                   stream_[r]));
+        };
+        for (int i = 0; i < flags_.warmup; ++i) once();
+        BENCH_CUDA(cudaStreamSynchronize(stream_[r]));
+        arrived.fetch_add(1);
+        while (arrived.load() < world_) std::this_thread::yield();
+        BENCH_CUDA(cudaEventRecord(start_[r], stream_[r]));
+        for (int i = 0; i < flags_.iters; ++i) once();
+        BENCH_CUDA(cudaEventRecord(stop_[r], stream_[r]));
+        BENCH_CUDA(cudaStreamSynchronize(stream_[r]));
+        float ms = 0;
+        BENCH_CUDA(cudaEventElapsedTime(&ms, start_[r], stop_[r]));
+        us[r] = 1000.0 * ms / flags_.iters;
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return *std::max_element(us.begin(), us.end());
+  }
+
   double Nccl(int64_t count, bool* ok) {
+    if (flags_.nccl_threads && !flags_.graph) {
+      const double us = NcclThreaded(count);
+      *ok = Check(count);
+      return us;
+    }
     auto iteration = [&] {
       BENCH_NCCL(ncclGroupStart());
       for (int r = 0; r < world_; ++r) {
@@ -386,10 +428,12 @@ int Main(int argc, char** argv) {
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   int nccl_version = 0;
   BENCH_NCCL(ncclGetVersion(&nccl_version));
-  std::printf("# p2p_bench: %d x %s, NCCL %d, autotuned kernels %d, %s mode, iters %d, "
+  std::printf("# p2p_bench: %d x %s, NCCL %d, autotuned kernels %d, %s mode%s, iters %d, "
               "warmup %d, bf16 sum\n",
               world, prop.name, nccl_version, at_kernels_version(),
-              flags.graph ? "graph" : "eager", flags.iters, flags.warmup);
+              flags.graph ? "graph" : "eager",
+              flags.nccl_threads && !flags.graph ? " (nccl: one thread per GPU)" : "",
+              flags.iters, flags.warmup);
   Bench bench(flags, world);
   bench.Setup();
   std::printf("%12s %14s %26s %26s %34s %12s %s\n", "bytes", "nccl_us", "one_shot_us",

@@ -52,7 +52,8 @@ int WaitPid(pid_t pid, absl::Duration timeout) {
   }
 }
 
-pid_t SpawnWithFds(const std::vector<std::string>& args, int out_fd, int err_fd) {
+pid_t SpawnWithFds(const std::vector<std::string>& args, int out_fd, int err_fd,
+                   const std::vector<std::string>& env = {}) {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -62,6 +63,7 @@ pid_t SpawnWithFds(const std::vector<std::string>& args, int out_fd, int err_fd)
     dup2(devnull, 0);
     if (out_fd >= 0) dup2(out_fd, 1);
     if (err_fd >= 0) dup2(err_fd, 2);
+    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
     execv(argv[0], argv.data());
     _exit(127);
   }
@@ -99,7 +101,7 @@ pid_t DaemonProcess::Spawn(const std::vector<std::string>& args,
   int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   std::vector<std::string> full = {Runfile("daemon/autotuned")};
   full.insert(full.end(), args.begin(), args.end());
-  pid_t pid = SpawnWithFds(full, log, log);
+  pid_t pid = SpawnWithFds(full, log, log, env_);
   close(log);
   return pid;
 }

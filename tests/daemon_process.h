@@ -33,6 +33,10 @@ class DaemonProcess {
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
 
+  // Extra "NAME=value" environment entries for the processes started after
+  // this call (e.g. NOTIFY_SOCKET, as systemd would set it).
+  void SetEnv(std::vector<std::string> env) { env_ = std::move(env); }
+
   // Starts the daemon with `args` and waits until its socket `socket` accepts
   // connections (or the process exits, or `timeout`). Its stderr goes to
   // `log_path` (read it with Log()).
@@ -42,6 +46,9 @@ class DaemonProcess {
   // Sends `signal` and waits for the exit status (-1 on timeout, after which
   // the process is SIGKILLed).
   int Stop(int signal, absl::Duration timeout = absl::Seconds(20));
+  // Waits for the daemon to exit on its own: its exit status, or -1 at the
+  // timeout (the daemon is left running; the destructor kills it).
+  int Wait(absl::Duration timeout) { return WaitExit(timeout); }
   // Runs the daemon to completion (for configurations it must refuse):
   // returns its exit status, or -1 on timeout.
   int RunToExit(const std::vector<std::string>& args, const std::string& log_path,
@@ -56,6 +63,7 @@ class DaemonProcess {
 
   pid_t pid_ = -1;
   std::string log_path_;
+  std::vector<std::string> env_;
 };
 
 struct CommandResult {

@@ -60,8 +60,8 @@ int RunUntilStopped(const Notifier& notifier, const LifecycleHooks& hooks,
   }
   spdlog::info("signal {} ({}): draining, at most {}", sig, strsignal(sig),
                absl::FormatDuration(drain_timeout));
-  Report(notifier.Stopping("draining: finishing the rounds in progress"));
   hooks.begin_drain();
+  Report(notifier.Stopping("draining: finishing the rounds in progress"));
   *drained = hooks.wait_drained(absl::Now() + drain_timeout);
   if (!*drained) {
     spdlog::warn("drain timeout: rounds still in progress are cut off");

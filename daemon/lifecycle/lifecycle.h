@@ -5,7 +5,7 @@
 //   SIGHUP      RELOADING=1, Hooks::reload (re-read the configuration and
 //               apply what can change live), then READY=1 with the outcome in
 //               STATUS. A failed reload keeps the running settings.
-//   SIGTERM     STOPPING=1, Hooks::begin_drain (no new rounds), then
+//   SIGTERM     Hooks::begin_drain (no new rounds), STOPPING=1, then
 //   SIGINT      Hooks::wait_drained until the rounds in progress answered or
 //               the drain timeout passed, then Hooks::stop (close the
 //               listeners), and RunUntilStopped returns.

@@ -2,6 +2,9 @@
 // systemd would), the reload diff, and the signal loop driven by real
 // signals sent to this process.
 #include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -23,28 +26,28 @@ namespace {
 using testing::HasLine;
 using testing::NotifyListener;
 
-NotifyListener Listener(bool abstract) {
-  absl::StatusOr<NotifyListener> l = NotifyListener::Create(abstract);
+std::unique_ptr<NotifyListener> Listener(bool abstract) {
+  absl::StatusOr<std::unique_ptr<NotifyListener>> l = NotifyListener::Create(abstract);
   REQUIRE(l.ok());
   return std::move(*l);
 }
 
 TEST_CASE("notifications reach a path socket and an abstract one") {
   for (bool abstract : {false, true}) {
-    NotifyListener listener = Listener(abstract);
-    INFO(listener.address());
-    Notifier n(listener.address());
+    std::unique_ptr<NotifyListener> listener = Listener(abstract);
+    INFO(listener->address());
+    Notifier n(listener->address());
     CHECK(n.enabled());
     REQUIRE(n.Ready("serving").ok());
-    CHECK(listener.Next(absl::Seconds(10)) == "READY=1\nSTATUS=serving");
+    CHECK(listener->Next(absl::Seconds(10)) == "READY=1\nSTATUS=serving");
     REQUIRE(n.Reloading("").ok());
-    const std::string reloading = listener.Next(absl::Seconds(10));
+    const std::string reloading = listener->Next(absl::Seconds(10));
     CHECK(HasLine(reloading, "RELOADING=1"));
     CHECK_THAT(reloading, Catch::Contains("\nMONOTONIC_USEC="));
     REQUIRE(n.Stopping("bye").ok());
-    CHECK(listener.Next(absl::Seconds(10)) == "STOPPING=1\nSTATUS=bye");
+    CHECK(listener->Next(absl::Seconds(10)) == "STOPPING=1\nSTATUS=bye");
     REQUIRE(n.Watchdog().ok());
-    CHECK(listener.Next(absl::Seconds(10)) == "WATCHDOG=1");
+    CHECK(listener->Next(absl::Seconds(10)) == "WATCHDOG=1");
   }
 }
 
@@ -54,6 +57,30 @@ TEST_CASE("without a socket nothing is sent; a bad socket is an error") {
   CHECK(Notifier("relative/path").Ready("").code() == absl::StatusCode::kInvalidArgument);
   CHECK(Notifier("/nonexistent/autotuned/notify").Ready("").code() ==
         absl::StatusCode::kUnavailable);
+}
+
+TEST_CASE("a manager that does not read never stalls the sender") {
+  char dir[] = "/tmp/atn-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string path = std::string(dir) + "/full";
+  const int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  Notifier n(path);
+  int lost = 0;
+  for (int i = 0; i < 100; ++i) {
+    absl::Status s = n.Watchdog();
+    if (!s.ok()) {
+      CHECK(s.code() == absl::StatusCode::kUnavailable);
+      ++lost;
+    }
+  }
+  CHECK(lost > 0);  // the queue (net.unix.max_dgram_qlen) filled up
+  close(fd);
+  unlink(path.c_str());
+  rmdir(dir);
 }
 
 TEST_CASE("WATCHDOG_USEC and WATCHDOG_PID give the watchdog timeout") {
@@ -71,19 +98,19 @@ TEST_CASE("WATCHDOG_USEC and WATCHDOG_PID give the watchdog timeout") {
 }
 
 TEST_CASE("the watchdog pinger keeps sending WATCHDOG=1 until destroyed") {
-  NotifyListener listener = Listener(true);
-  Notifier n(listener.address());
+  std::unique_ptr<NotifyListener> listener = Listener(true);
+  Notifier n(listener->address());
   {
     WatchdogPinger pinger(&n, absl::Milliseconds(40));
     CHECK(pinger.interval() == absl::Milliseconds(20));
-    for (int i = 0; i < 3; ++i) CHECK(listener.Next(absl::Seconds(10)) == "WATCHDOG=1");
+    for (int i = 0; i < 3; ++i) CHECK(listener->Next(absl::Seconds(10)) == "WATCHDOG=1");
   }
   // Drain what was in flight at destruction; then silence.
-  while (!listener.Next(absl::Milliseconds(100)).empty()) {
+  while (!listener->Next(absl::Milliseconds(100)).empty()) {
   }
-  CHECK(listener.Next(absl::Milliseconds(200)).empty());
+  CHECK(listener->Next(absl::Milliseconds(200)).empty());
   WatchdogPinger off(&n, absl::ZeroDuration());
-  CHECK(listener.Next(absl::Milliseconds(100)).empty());
+  CHECK(listener->Next(absl::Milliseconds(100)).empty());
 }
 
 TEST_CASE("a reload sorts changed fields into live and restart") {
@@ -127,8 +154,8 @@ TEST_CASE("a reload sorts changed fields into live and restart") {
 
 TEST_CASE("signals: READY, SIGHUP reloads, SIGTERM drains then stops") {
   BlockLifecycleSignals();
-  NotifyListener listener = Listener(false);
-  Notifier n(listener.address());
+  std::unique_ptr<NotifyListener> listener = Listener(false);
+  Notifier n(listener->address());
   std::atomic<int> reloads{0};
   std::atomic<bool> draining{false}, stopped{false};
   absl::Notification may_finish;
@@ -149,19 +176,19 @@ TEST_CASE("signals: READY, SIGHUP reloads, SIGTERM drains then stops") {
   std::thread loop([&] {
     stop_signal = RunUntilStopped(n, hooks, absl::Seconds(30), "serving", &drained);
   });
-  CHECK(listener.Next(absl::Seconds(10)) == "READY=1\nSTATUS=serving");
+  CHECK(listener->Next(absl::Seconds(10)) == "READY=1\nSTATUS=serving");
 
   kill(getpid(), SIGHUP);
-  CHECK(HasLine(listener.Next(absl::Seconds(10)), "RELOADING=1"));
-  CHECK(listener.Next(absl::Seconds(10)) == "READY=1\nSTATUS=serving; reloaded");
+  CHECK(HasLine(listener->Next(absl::Seconds(10)), "RELOADING=1"));
+  CHECK(listener->Next(absl::Seconds(10)) == "READY=1\nSTATUS=serving; reloaded");
   kill(getpid(), SIGHUP);
-  CHECK(HasLine(listener.Next(absl::Seconds(10)), "RELOADING=1"));
-  CHECK(listener.Next(absl::Seconds(10)) ==
+  CHECK(HasLine(listener->Next(absl::Seconds(10)), "RELOADING=1"));
+  CHECK(listener->Next(absl::Seconds(10)) ==
         "READY=1\nSTATUS=serving; reload failed: bad.conf:1:1: nope");
   CHECK(reloads == 2);
 
   kill(getpid(), SIGTERM);
-  CHECK_THAT(listener.Next(absl::Seconds(10)), Catch::StartsWith("STOPPING=1\n"));
+  CHECK_THAT(listener->Next(absl::Seconds(10)), Catch::StartsWith("STOPPING=1\n"));
   CHECK_FALSE(stopped);  // still draining: a round is "in progress"
   may_finish.Notify();
   loop.join();

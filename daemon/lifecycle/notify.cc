@@ -42,7 +42,9 @@ absl::Status Notifier::Notify(const std::string& state) const {
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat("notify socket: ", strerror(errno)));
   }
-  const ssize_t sent = sendto(fd, state.data(), state.size(), MSG_NOSIGNAL,
+  // Never waits: a manager that does not read (its queue is full) loses the
+  // datagram rather than stalling the daemon.
+  const ssize_t sent = sendto(fd, state.data(), state.size(), MSG_NOSIGNAL | MSG_DONTWAIT,
                               reinterpret_cast<sockaddr*>(&addr), len);
   const int err = errno;
   close(fd);

@@ -32,9 +32,11 @@ class Notifier {
 
   bool enabled() const { return !socket_.empty(); }
 
-  // Sends `state` as one datagram. OK when disabled. INVALID_ARGUMENT for a
-  // socket name that is neither a path ("/...") nor abstract ("@..."), or is
-  // too long; UNAVAILABLE (with errno) when the datagram cannot be sent.
+  // Sends `state` as one datagram, without waiting. OK when disabled.
+  // INVALID_ARGUMENT for a socket name that is neither a path ("/...") nor
+  // abstract ("@..."), or is too long; UNAVAILABLE (with errno) when the
+  // datagram cannot be sent, e.g. because the manager's queue is full (the
+  // datagram is then lost: a daemon never stalls on its manager).
   absl::Status Notify(const std::string& state) const;
 
   // The protocol's messages. STATUS lines carry `status` when not empty.

@@ -1,6 +1,7 @@
 #include "daemon/lifecycle/notify_listener.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 
 namespace autotuned::testing {
 
-absl::StatusOr<NotifyListener> NotifyListener::Create(bool abstract) {
+absl::StatusOr<std::unique_ptr<NotifyListener>> NotifyListener::Create(bool abstract) {
   static std::atomic<int> seq{0};
   std::string address, dir;
   if (abstract) {
@@ -40,29 +41,48 @@ absl::StatusOr<NotifyListener> NotifyListener::Create(bool abstract) {
     close(fd);
     return absl::InternalError(absl::StrCat("bind ", address, ": ", strerror(err)));
   }
-  return NotifyListener(fd, address, dir);
+  return std::unique_ptr<NotifyListener>(new NotifyListener(fd, address, dir));
 }
 
-NotifyListener::NotifyListener(NotifyListener&& other) noexcept
-    : fd_(other.fd_), address_(std::move(other.address_)), dir_(std::move(other.dir_)) {
-  other.fd_ = -1;
-  other.dir_.clear();
+NotifyListener::NotifyListener(int fd, std::string address, std::string dir)
+    : fd_(fd), address_(std::move(address)), dir_(std::move(dir)) {
+  if (pipe2(stop_fd_, O_CLOEXEC) != 0) abort();
+  reader_ = std::thread([this] { Read(); });
 }
 
 NotifyListener::~NotifyListener() {
-  if (fd_ >= 0) close(fd_);
+  (void)!write(stop_fd_[1], "x", 1);
+  reader_.join();
+  close(stop_fd_[0]);
+  close(stop_fd_[1]);
+  close(fd_);
   if (!dir_.empty()) {
     unlink(address_.c_str());
     rmdir(dir_.c_str());
   }
 }
 
-std::string NotifyListener::Next(absl::Duration timeout) {
-  pollfd p{fd_, POLLIN, 0};
-  if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) return "";
+void NotifyListener::Read() {
   char buf[4096];
-  const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  while (true) {
+    pollfd p[2] = {{fd_, POLLIN, 0}, {stop_fd_[0], POLLIN, 0}};
+    if (poll(p, 2, -1) < 0 && errno != EINTR) return;
+    if (p[1].revents != 0) return;
+    if ((p[0].revents & POLLIN) == 0) continue;
+    const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    if (n <= 0) continue;
+    absl::MutexLock lock(&mu_);
+    received_.emplace_back(buf, static_cast<size_t>(n));
+  }
+}
+
+std::string NotifyListener::Next(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto some = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !received_.empty(); };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&some), timeout)) return "";
+  std::string d = std::move(received_.front());
+  received_.pop_front();
+  return d;
 }
 
 std::vector<std::string> NotifyListener::WaitFor(const std::string& line,
@@ -70,7 +90,7 @@ std::vector<std::string> NotifyListener::WaitFor(const std::string& line,
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<std::string> seen;
   while (absl::Now() < deadline) {
-    std::string d = Next(std::max(deadline - absl::Now(), absl::Milliseconds(1)));
+    std::string d = Next(deadline - absl::Now());
     if (d.empty()) continue;
     seen.push_back(d);
     if (HasLine(d, line)) return seen;

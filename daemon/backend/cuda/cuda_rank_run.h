@@ -8,8 +8,10 @@
 // all_to_all (the split matrix decides where each segment comes from).
 // Barrier synchronizes the rank's stream, then waits for the other ranks
 // (RunBarrier: the run's deadline bounds it).
-// Run, eager: events around every launch, back to back on the stream;
-// iteration i takes cudaEventElapsedTime(start_i, end_i). Run, CUDA graph
+// Run, eager: launches back to back on the stream with CUDA events around the
+// loop, as nccl-tests times: the loop is cut into at most 10 batches with an
+// event between batches, and every iteration of a batch reports the batch's
+// mean (so medians and spreads describe batches). Run, CUDA graph
 // (timed calls only; warmup stays eager): the `iterations` launches are
 // captured once as a graph, all ranks instantiate it, replay it once untimed,
 // meet at the barrier and replay it once between two events; every iteration

@@ -41,7 +41,8 @@ class GpuNode {
   // Runs RunRankSchedule (daemon/engine/schedule.h) for `candidate` (canonical,
   // from CudaCatalogue) on GPUs 0..problem.world_size-1 in parallel and
   // returns one outcome per rank. Verification uses the predictable pattern
-  // (kernels/pattern.h) on the device. options.cuda_graph: the timed loop is
+  // (kernels/pattern.h) on the device. Timing: CUDA events around batches of
+  // back-to-back launches (cuda_rank_run.h). options.cuda_graph: the timed loop is
   // captured once per GPU as a CUDA graph and replayed; each iteration's time
   // is then the replay's time divided by the iterations. `deadline` bounds
   // host-side waits where the node can observe it (barriers between rank

@@ -1,0 +1,350 @@
+// Operations, end to end on the daemon binary: the Prometheus endpoint
+// scraped over HTTP, the peer port's token, the Unix socket's group, and the
+// request-size limit.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "proto/autotuned.grpc.pb.h"
+#include "proto/peer.grpc.pb.h"
+#include "tests/daemon_process.h"
+
+namespace autotuned {
+namespace {
+
+using testing::DaemonProcess;
+using testing::FreshTempDir;
+using testing::RunCommand;
+using testing::Runfile;
+using testing::ShortTempDir;
+
+constexpr char kToken[] = "peer-token-for-the-operations-test";
+
+struct Node {
+  std::string dir;
+  std::string socket;
+  std::vector<std::string> args;
+};
+
+Node MakeNode(const std::string& name, const std::string& config_text,
+              std::vector<std::string> extra = {}) {
+  Node n;
+  n.dir = FreshTempDir(name);
+  n.socket = ShortTempDir() + "/autotuned.sock";
+  std::ofstream(n.dir + "/autotuned.conf") << config_text;
+  n.args = {"--config=" + n.dir + "/autotuned.conf", "--socket=" + n.socket,
+            "--cache_dir=" + n.dir + "/cache", "--sim_gpus=4"};
+  n.args.insert(n.args.end(), extra.begin(), extra.end());
+  return n;
+}
+
+std::unique_ptr<v1::Autotune::Stub> Stub(const Node& n) {
+  return v1::Autotune::NewStub(
+      grpc::CreateChannel("unix:" + n.socket, grpc::InsecureChannelCredentials()));
+}
+
+std::chrono::system_clock::time_point In(int seconds) {
+  return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
+}
+
+grpc::Status Tune(const Node& n, const v1::TuneRequest& req) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(60));
+  v1::TuneResponse resp;
+  return Stub(n)->Tune(&ctx, req, &resp);
+}
+
+v1::NodeInfoResponse NodeInfo(const Node& n) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(10));
+  v1::NodeInfoResponse info;
+  REQUIRE(Stub(n)->NodeInfo(&ctx, {}, &info).ok());
+  return info;
+}
+
+v1::TuneRequest AllReduce(int64_t count) {
+  v1::TuneRequest req;
+  req.mutable_group()->set_world_size(4);
+  req.mutable_options()->set_warmup(1);
+  req.mutable_options()->set_iterations(3);
+  v1::Problem* p = req.add_problems();
+  p->set_collective(v1::ALL_REDUCE);
+  p->set_dtype(v1::FLOAT32);
+  p->set_count(count);
+  p->add_candidates()->set_impl("all_reduce/ring");
+  p->add_candidates()->set_impl("all_reduce/one_shot");
+  return req;
+}
+
+// GET http://ADDRESS/path over a plain socket; the whole answer (bounded).
+std::string HttpGet(const std::string& address, const std::string& path) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  REQUIRE(absl::SimpleAtoi(address.substr(colon + 1), &port));
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  REQUIRE(inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) == 1);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: test\r\n\r\n");
+  REQUIRE(send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()));
+  std::string out;
+  char buf[8192];
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    const ssize_t got = recv(fd, buf, sizeof(buf), 0);
+    if (got <= 0) break;
+    out.append(buf, static_cast<size_t>(got));
+  }
+  close(fd);
+  return out;
+}
+
+// "name{labels} value" lines of a Prometheus text page.
+std::map<std::string, double> Samples(const std::string& page) {
+  std::map<std::string, double> out;
+  const std::string body = page.substr(page.find("\r\n\r\n") + 4);
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    double v = 0;
+    REQUIRE(absl::SimpleAtod(line.substr(space + 1), &v));
+    out[std::string(line.substr(0, space))] = v;
+  }
+  return out;
+}
+
+TEST_CASE("the metrics endpoint counts what was done: 2 tuned, 1 cached, 1 rejected") {
+  Node n = MakeNode("metrics", "", {"--metrics_listen=127.0.0.1:0"});
+  DaemonProcess daemon;
+  REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());
+  const std::string address = NodeInfo(n).metrics_address();
+  REQUIRE(address.rfind("127.0.0.1:", 0) == 0);
+
+  REQUIRE(Tune(n, AllReduce(1024)).ok());  // tuned
+  REQUIRE(Tune(n, AllReduce(2048)).ok());  // tuned
+  REQUIRE(Tune(n, AllReduce(1024)).ok());  // cached
+  CHECK(Tune(n, AllReduce(0)).error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+
+  const std::string page = HttpGet(address, "/metrics");
+  INFO(page);
+  REQUIRE_THAT(page, Catch::StartsWith("HTTP/1.1 200 OK\r\n"));
+  CHECK_THAT(page, Catch::Contains("Content-Type: text/plain; version=0.0.4"));
+  std::map<std::string, double> m = Samples(page);
+  CHECK(m["autotuned_rounds_total"] == 3);
+  CHECK(m["autotuned_round_results_total{status=\"tuned\"}"] == 2);
+  CHECK(m["autotuned_round_results_total{status=\"cached\"}"] == 1);
+  CHECK(m["autotuned_round_results_total{status=\"failed\"}"] == 0);
+  CHECK(m["autotuned_round_results_total{status=\"fallback\"}"] == 0);
+  CHECK(m["autotuned_requests_rejected_total{reason=\"invalid\"}"] == 1);
+  CHECK(m["autotuned_requests_rejected_total{reason=\"draining\"}"] == 0);
+  CHECK(m["autotuned_cache_lookups_total{result=\"hit\"}"] == 1);
+  CHECK(m["autotuned_cache_lookups_total{result=\"miss\"}"] == 2);
+  CHECK(m["autotuned_candidate_timeouts_total"] == 0);
+  CHECK(m["autotuned_round_latency_seconds_count"] == 3);
+  CHECK(m["autotuned_round_latency_seconds_bucket{le=\"+Inf\"}"] == 3);
+  CHECK(m["autotuned_round_latency_seconds_sum"] > 0);
+  CHECK(m["autotuned_rendezvous_latency_seconds_count"] == 2);
+  CHECK(m["autotuned_rendezvous_latency_seconds_sum"] == 0);
+  CHECK(m["autotuned_gpu_memory_held_bytes"] == 0);
+  CHECK(m["autotuned_cache_entries"] == 2);
+  CHECK(m["autotuned_rounds_in_flight"] == 0);
+
+  // NodeInfo reports the same figures.
+  const v1::NodeMetrics info = NodeInfo(n).metrics();
+  CHECK(info.results_tuned() == 2);
+  CHECK(info.results_cached() == 1);
+  CHECK(info.rejected_invalid() == 1);
+  CHECK(info.round_latency().count() == 3);
+
+  CHECK_THAT(HttpGet(address, "/"), Catch::StartsWith("HTTP/1.1 404 "));
+  // One log line per round, none per iteration.
+  const std::string log = daemon.Log();
+  size_t rounds = 0;
+  for (size_t at = log.find(" round="); at != std::string::npos; at = log.find(" round=", at + 1)) {
+    ++rounds;
+  }
+  CHECK(rounds == 3);
+  CHECK(daemon.Stop(SIGTERM) == 0);
+}
+
+grpc::Status Ping(const std::string& address, const std::string& authorization,
+                  v1::PingReply* reply) {
+  auto stub = v1::Peer::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(10));
+  if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+  return stub->Ping(&ctx, v1::PingRequest(), reply);
+}
+
+TEST_CASE("the peer port refuses a peer without the token, and will not open without one") {
+  const std::string token_dir = FreshTempDir("peer-token");
+  std::ofstream(token_dir + "/peer.token") << kToken << "\n";
+  Node n = MakeNode("peer", "peer_token_file: \"" + token_dir + "/peer.token\"\n",
+                    {"--peer_listen=127.0.0.1:0"});
+  DaemonProcess daemon;
+  REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());
+  const v1::NodeInfoResponse info = NodeInfo(n);
+  const std::string address = info.peer_address();
+  REQUIRE(address.rfind("127.0.0.1:", 0) == 0);
+
+  v1::PingReply reply;
+  grpc::Status none = Ping(address, "", &reply);
+  CHECK(none.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status wrong = Ping(address, "Bearer not-the-token-at-all", &reply);
+  CHECK(wrong.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(reply.fingerprint().empty());
+  REQUIRE(Ping(address, std::string("Bearer ") + kToken, &reply).ok());
+  CHECK(reply.fingerprint() == info.fingerprint());
+  CHECK_THAT(daemon.Log(), Catch::Contains("peer: refused a call from"));
+  CHECK(daemon.Stop(SIGTERM) == 0);
+
+  DaemonProcess tokenless;
+  Node bare = MakeNode("peer-bare", "", {"--peer_listen=127.0.0.1:0"});
+  CHECK(tokenless.RunToExit(bare.args, bare.dir + "/log") == 2);
+  CHECK_THAT(tokenless.Log(), Catch::Contains("peer_listen: the peer port needs a shared token"));
+}
+
+TEST_CASE("a request over limits.max_request_bytes is refused with RESOURCE_EXHAUSTED") {
+  Node n = MakeNode("bytes", "limits { max_request_bytes: 2048 }\n");
+  DaemonProcess daemon;
+  REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());
+  v1::TuneRequest big = AllReduce(1024);
+  big.mutable_problems(0)->set_label(std::string(4096, 'x'));
+  grpc::Status s = Tune(n, big);
+  CHECK(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(Tune(n, AllReduce(1024)).ok());
+  CHECK(daemon.Stop(SIGTERM) == 0);
+}
+
+// --- the Unix socket's group -------------------------------------------
+
+// A system user or group made for the test and removed at the end.
+struct Account {
+  std::string name;
+  bool group = false;
+  ~Account() {
+    if (name.empty()) return;
+    RunCommand({group ? "/usr/sbin/groupdel" : "/usr/sbin/userdel", name});
+  }
+};
+
+// Runs `argv` as `user` (with its own groups only) in a forked child that
+// drops root with setgroups/setgid/setuid; the exit code, stdout+stderr.
+testing::CommandResult RunAs(const std::string& user, const std::vector<std::string>& argv,
+                             const std::string& out_path) {
+  const passwd* pw = getpwnam(user.c_str());
+  REQUIRE(pw != nullptr);
+  const uid_t uid = pw->pw_uid;
+  const gid_t gid = pw->pw_gid;
+  gid_t groups[64];
+  int ngroups = 64;
+  REQUIRE(getgrouplist(user.c_str(), gid, groups, &ngroups) >= 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out, 1);
+    dup2(out, 2);
+    if (setgroups(static_cast<size_t>(ngroups), groups) != 0 || setgid(gid) != 0 ||
+        setuid(uid) != 0) {
+      _exit(125);
+    }
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out);
+  testing::CommandResult r;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (absl::Now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return r;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  std::ifstream in(out_path);
+  std::stringstream s;
+  s << in.rdbuf();
+  r.out = s.str();
+  return r;
+}
+
+TEST_CASE("a local user outside the socket's group is refused; a member connects") {
+  if (geteuid() != 0 || access("/usr/sbin/useradd", X_OK) != 0) {
+    WARN("SKIPPED: needs root and useradd to make a test user and group "
+         "(running as uid " << geteuid() << ")");
+    return;
+  }
+  const std::string tag = std::to_string(getpid() % 1000000);
+  Account group{"atdg" + tag, true}, member{"atdin" + tag}, outsider{"atdout" + tag};
+  REQUIRE(RunCommand({"/usr/sbin/groupadd", "--system", group.name}).exit_code == 0);
+  for (Account* a : {&member, &outsider}) {
+    std::vector<std::string> add = {"/usr/sbin/useradd", "--system", "--no-create-home",
+                                    "--shell", "/usr/sbin/nologin"};
+    if (a == &member) add.insert(add.end(), {"--groups", group.name});
+    add.push_back(a->name);
+    REQUIRE(RunCommand(add).exit_code == 0);
+  }
+
+  Node n = MakeNode("socket-group", "unix_socket_group: \"" + group.name + "\"\n");
+  // The socket's directory lets anyone through; the socket itself decides.
+  const std::string socket_dir = n.socket.substr(0, n.socket.rfind('/'));
+  REQUIRE(chmod(socket_dir.c_str(), 0755) == 0);
+  DaemonProcess daemon;
+  REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());
+  struct stat st;
+  REQUIRE(stat(n.socket.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0660);
+  CHECK(st.st_gid == getgrnam(group.name.c_str())->gr_gid);
+
+  // The real client, from a place both users can read.
+  const std::string ctl = socket_dir + "/autotunectl";
+  REQUIRE(RunCommand({"/bin/cp", Runfile("client/cli/autotunectl"), ctl}).exit_code == 0);
+  REQUIRE(chmod(ctl.c_str(), 0755) == 0);
+  const std::vector<std::string> info = {ctl, "--socket=" + n.socket, "info"};
+
+  testing::CommandResult in = RunAs(member.name, info, n.dir + "/member.out");
+  INFO(in.out);
+  CHECK(in.exit_code == 0);
+  CHECK_THAT(in.out, Catch::Contains("sim"));
+
+  testing::CommandResult out = RunAs(outsider.name, info, n.dir + "/outsider.out");
+  INFO(out.out);
+  CHECK(out.exit_code == 1);
+  CHECK_THAT(out.out, Catch::Contains("Permission denied"));
+  CHECK(daemon.Stop(SIGTERM) == 0);
+}
+
+}  // namespace
+}  // namespace autotuned
