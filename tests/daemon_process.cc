@@ -1,8 +1,10 @@
 #include "tests/daemon_process.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,10 +82,34 @@ std::string FreshTempDir(const std::string& name) {
   return dir;
 }
 
+namespace {
+
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
+  return remove(path);
+}
+
+// The ShortTempDir directories of this process, removed at its exit.
+std::vector<std::string>& ShortTempDirs() {
+  static auto* dirs = [] {
+    auto* d = new std::vector<std::string>;
+    atexit([] {
+      for (const std::string& dir : ShortTempDirs()) {
+        nftw(dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+      }
+    });
+    return d;
+  }();
+  return *dirs;
+}
+
+}  // namespace
+
 std::string ShortTempDir() {
   char tmpl[] = "/tmp/atd-XXXXXX";
   const char* dir = mkdtemp(tmpl);
-  return dir ? dir : "/tmp";
+  if (dir == nullptr) return "/tmp";
+  ShortTempDirs().push_back(dir);
+  return dir;
 }
 
 std::string Runfile(const std::string& runfile) {

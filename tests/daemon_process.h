@@ -19,7 +19,8 @@ namespace autotuned::testing {
 std::string FreshTempDir(const std::string& name);
 
 // A fresh directory with a short path under /tmp, for Unix sockets (whose
-// paths may not exceed 107 bytes, which $TEST_TMPDIR often does).
+// paths may not exceed 107 bytes, which $TEST_TMPDIR often does); removed
+// with its contents when the test process exits.
 std::string ShortTempDir();
 
 // A file `runfile` of the workspace (e.g. "daemon/autotuned") in the test's

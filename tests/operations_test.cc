@@ -13,7 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -254,17 +256,62 @@ struct Account {
   }
 };
 
-// Runs `argv` as `user` (with its own groups only) in a forked child that
-// drops root with setgroups/setgid/setuid; the exit code, stdout+stderr.
-testing::CommandResult RunAs(const std::string& user, const std::vector<std::string>& argv,
-                             const std::string& out_path) {
+// Drops root to `user` (with its own groups only) in a forked child.
+struct Identity {
+  uid_t uid;
+  gid_t gid;
+  std::vector<gid_t> groups;
+};
+
+Identity IdentityOf(const std::string& user) {
   const passwd* pw = getpwnam(user.c_str());
   REQUIRE(pw != nullptr);
-  const uid_t uid = pw->pw_uid;
-  const gid_t gid = pw->pw_gid;
-  gid_t groups[64];
-  int ngroups = 64;
-  REQUIRE(getgrouplist(user.c_str(), gid, groups, &ngroups) >= 0);
+  Identity id{pw->pw_uid, pw->pw_gid, std::vector<gid_t>(64)};
+  int n = static_cast<int>(id.groups.size());
+  REQUIRE(getgrouplist(user.c_str(), id.gid, id.groups.data(), &n) >= 0);
+  id.groups.resize(static_cast<size_t>(n));
+  return id;
+}
+
+bool Become(const Identity& id) {
+  return setgroups(id.groups.size(), id.groups.data()) == 0 && setgid(id.gid) == 0 &&
+         setuid(id.uid) == 0;
+}
+
+// The child's exit code (-1 when it does not finish in 30 s).
+int WaitChild(pid_t pid) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (absl::Now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+// connect(2) to the Unix socket `path` as `user`: 0, or the errno.
+int ConnectAs(const std::string& user, const std::string& path) {
+  const Identity id = IdentityOf(user);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!Become(id)) _exit(125);
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    _exit(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 ? 0 : errno);
+  }
+  return WaitChild(pid);
+}
+
+// Runs `argv` as `user`; the exit code and stdout+stderr.
+testing::CommandResult RunAs(const std::string& user, const std::vector<std::string>& argv,
+                             const std::string& out_path) {
+  const Identity id = IdentityOf(user);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -273,26 +320,13 @@ testing::CommandResult RunAs(const std::string& user, const std::vector<std::str
   if (pid == 0) {
     dup2(out, 1);
     dup2(out, 2);
-    if (setgroups(static_cast<size_t>(ngroups), groups) != 0 || setgid(gid) != 0 ||
-        setuid(uid) != 0) {
-      _exit(125);
-    }
+    if (!Become(id)) _exit(125);
     execv(args[0], args.data());
     _exit(127);
   }
   close(out);
   testing::CommandResult r;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (absl::Now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return r;
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  r.exit_code = WaitChild(pid);
   std::ifstream in(out_path);
   std::stringstream s;
   s << in.rdbuf();
@@ -334,15 +368,18 @@ TEST_CASE("a local user outside the socket's group is refused; a member connects
   REQUIRE(chmod(ctl.c_str(), 0755) == 0);
   const std::vector<std::string> info = {ctl, "--socket=" + n.socket, "info"};
 
+  CHECK(ConnectAs(member.name, n.socket) == 0);
+  CHECK(ConnectAs(outsider.name, n.socket) == EACCES);
+
   testing::CommandResult in = RunAs(member.name, info, n.dir + "/member.out");
   INFO(in.out);
   CHECK(in.exit_code == 0);
-  CHECK_THAT(in.out, Catch::Contains("sim"));
+  CHECK_THAT(in.out, Catch::Contains("backend      sim"));
 
   testing::CommandResult out = RunAs(outsider.name, info, n.dir + "/outsider.out");
   INFO(out.out);
   CHECK(out.exit_code == 1);
-  CHECK_THAT(out.out, Catch::Contains("Permission denied"));
+  CHECK_THAT(out.out, Catch::Contains("UNAVAILABLE: cannot connect to autotuned"));
   CHECK(daemon.Stop(SIGTERM) == 0);
 }
 
