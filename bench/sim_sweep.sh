@@ -10,7 +10,7 @@ out=${1:-/dev/stdout}
 bazel build //daemon:autotuned //client/cli:autotunectl >/dev/null 2>&1
 dir=$(mktemp -d /tmp/atsweep-XXXXXX)
 bazel-bin/daemon/autotuned --socket="$dir/s.sock" --no_cache --sim_gpus=4 \
-  --backend=sim 2>"$dir/daemon.log" &
+  --backend=sim >"$dir/daemon.log" 2>&1 &
 daemon=$!
 trap 'kill $daemon 2>/dev/null; rm -rf "$dir"' EXIT
 i=0
