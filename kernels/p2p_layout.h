@@ -37,7 +37,7 @@ namespace autotuned::kernels::p2p {
 
 constexpr int kMinWorld = 2;
 constexpr int kMaxWorld = 8;
-constexpr int kMaxBlocks = 128;
+constexpr int kMaxBlocks = 64;
 constexpr int kMaxThreads = 1024;
 constexpr int kVecBytes = 16;
 constexpr int kPipelineDepth = 2;

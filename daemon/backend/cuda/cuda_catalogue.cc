@@ -28,7 +28,7 @@ ImplInfo P2p(Collective c, const char* name, const char* what,
   i.max_world_size = 8;
   i.needs_p2p = true;
   i.params = {
-      {"blocks", default_blocks, 1, 128, "thread blocks per GPU (all must be resident at once)"},
+      {"blocks", default_blocks, 1, 64, "thread blocks per GPU"},
       {"threads", default_threads, 32, 1024,
        "threads per block (a multiple of 32)"},
   };
