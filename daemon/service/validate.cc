@@ -51,9 +51,9 @@ absl::Status ValidateSizes(const v1::Problem& p, const std::string& f,
   const int64_t w = spec->world_size;
   const int64_t cap_elems = cap / elem;
   auto over_cap = [&](const std::string& field, int64_t need_elems_lower) {
-    return Invalid(field, absl::StrCat("needs at least ", need_elems_lower,
-                                       " elements per rank, over the memory "
-                                       "cap of ", cap,
+    return Invalid(field, absl::StrCat(need_elems_lower, " elements of ", elem,
+                                       " bytes per rank exceed the memory cap "
+                                       "of ", cap,
                                        " bytes (limits.max_buffer_bytes)"));
   };
   if (spec->collective == Collective::kAllToAll && p.split_counts_size() > 0) {
