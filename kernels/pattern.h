@@ -43,7 +43,7 @@ AT_HD inline float ReducedValue(ReduceOp op, int world, int64_t index) {
 // Expected output element `index` on `rank` for the collectives with regular
 // shapes (see Problem in proto/autotuned.proto for the size conventions;
 // `count` is the per-rank count). All-to-all needs the split matrix: see
-// AllToAllExpected in kernels/reference.h.
+// ExpectedOutput in daemon/common/problem.h, which covers every collective.
 AT_HD inline float AllReduceExpected(ReduceOp op, int world, int64_t index) {
   return ReducedValue(op, world, index);
 }

@@ -1,9 +1,11 @@
 #include "daemon/common/problem.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/pattern.h"
 
 namespace autotuned {
 
@@ -97,6 +99,59 @@ double ProblemSpec::BusBandwidthFactor() const {
     case Collective::kBroadcast: return 1.0;
   }
   return 1.0;
+}
+
+absl::Status CheckShape(const ProblemSpec& p, int max_world_size) {
+  if (p.world_size < 1 || p.world_size > max_world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "world_size ", p.world_size, " is outside [1, ", max_world_size,
+        "] (this backend's devices)"));
+  }
+  if (p.count < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("count ", p.count, " is negative"));
+  }
+  if (p.collective == Collective::kAllToAll && !p.split_counts.empty()) {
+    const size_t n = static_cast<size_t>(p.world_size);
+    if (p.split_counts.size() != n * n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("split_counts has ", p.split_counts.size(),
+                       " entries, not world_size^2 = ", n * n));
+    }
+    for (int64_t c : p.split_counts) {
+      if (c < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("split_counts has a negative entry ", c));
+      }
+    }
+  }
+  if (p.collective == Collective::kBroadcast &&
+      (p.root < 0 || p.root >= p.world_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "root ", p.root, " is not a rank of a ", p.world_size, "-rank group"));
+  }
+  return absl::OkStatus();
+}
+
+float ExpectedOutput(const ProblemSpec& p, int rank, int64_t index) {
+  switch (p.collective) {
+    case Collective::kAllReduce:
+      return pattern::AllReduceExpected(p.op, p.world_size, index);
+    case Collective::kAllGather:
+      return pattern::AllGatherExpected(p.count, index);
+    case Collective::kReduceScatter:
+      return pattern::ReduceScatterExpected(p.op, p.world_size, rank, p.count, index);
+    case Collective::kBroadcast:
+      return pattern::BroadcastExpected(p.root, index);
+    case Collective::kAllToAll:
+      for (int src = p.world_size - 1; src >= 0; --src) {
+        const int64_t begin = p.OutputOffset(rank, src);
+        if (index >= begin && p.SplitCount(src, rank) > 0) {
+          return pattern::InputValue(src, p.InputOffset(src, rank) + index - begin);
+        }
+      }
+      break;
+  }
+  return std::nanf("");
 }
 
 std::string Describe(const ProblemSpec& p) {

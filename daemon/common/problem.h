@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "kernels/types.h"
 
 namespace autotuned {
@@ -46,6 +47,17 @@ struct ProblemSpec {
   int64_t InputOffset(int src, int dst) const;
   int64_t OutputOffset(int dst, int src) const;
 };
+
+// Checks what a backend relies on before it allocates anything: world size
+// in [1, max_world_size], a count that is not negative, a square split matrix
+// of non-negative entries (all_to_all), a root inside the group (broadcast).
+// INVALID_ARGUMENT naming what is wrong. (Requests are validated in full by
+// the service; this guards a backend's own entry point.)
+absl::Status CheckShape(const ProblemSpec& problem, int max_world_size);
+
+// The exact value of element `index` of `rank`'s output after the collective
+// on the predictable inputs of kernels/pattern.h; NaN outside the output.
+float ExpectedOutput(const ProblemSpec& problem, int rank, int64_t index);
 
 // A candidate: a catalogue name and its parameters (defaults filled in by
 // Catalogue::Canonicalize).

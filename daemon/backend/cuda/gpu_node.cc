@@ -45,34 +45,6 @@ int64_t ScratchCapacity(int64_t needed) {
   return c;
 }
 
-absl::Status CheckProblem(const ProblemSpec& p, int gpus) {
-  if (p.world_size < 1 || p.world_size > gpus) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "world_size ", p.world_size, " is outside [1, ", gpus, "] (this node's GPUs)"));
-  }
-  if (p.count < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("count ", p.count, " is negative"));
-  }
-  if (p.collective == Collective::kAllToAll && !p.split_counts.empty()) {
-    const size_t n = static_cast<size_t>(p.world_size);
-    if (p.split_counts.size() != n * n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("split_counts has ", p.split_counts.size(),
-                       " entries, not world_size^2 = ", n * n));
-    }
-    for (int64_t c : p.split_counts) {
-      if (c < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("split_counts has a negative entry ", c));
-      }
-    }
-  }
-  if (p.collective == Collective::kBroadcast && (p.root < 0 || p.root >= p.world_size)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "root ", p.root, " is not a rank of a ", p.world_size, "-rank group"));
-  }
-  return absl::OkStatus();
-}
 
 class CudaGpuNode : public GpuNode {
  public:
@@ -150,7 +122,7 @@ absl::StatusOr<std::vector<RankBuffers>> CudaGpuNode::AllocateBuffers(
 
 absl::StatusOr<Method> CudaGpuNode::Validate(const ProblemSpec& problem,
                                              const CandidateSpec& candidate) const {
-  AT_RETURN_IF_ERROR(CheckProblem(problem, static_cast<int>(gpus_.size())));
+  AT_RETURN_IF_ERROR(CheckShape(problem, static_cast<int>(gpus_.size())));
   AT_ASSIGN_OR_RETURN(Method method, ResolveMethod(candidate.impl, problem.collective,
                                                    options_.test_faults));
   if (method.kind != Method::kNccl &&

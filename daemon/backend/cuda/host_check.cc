@@ -51,28 +51,6 @@ float DecodeElement(DType dtype, const void* data, int64_t index) {
   }
 }
 
-float ExpectedOutput(const ProblemSpec& p, int rank, int64_t index) {
-  switch (p.collective) {
-    case Collective::kAllReduce:
-      return pattern::AllReduceExpected(p.op, p.world_size, index);
-    case Collective::kAllGather:
-      return pattern::AllGatherExpected(p.count, index);
-    case Collective::kReduceScatter:
-      return pattern::ReduceScatterExpected(p.op, p.world_size, rank, p.count, index);
-    case Collective::kBroadcast:
-      return pattern::BroadcastExpected(p.root, index);
-    case Collective::kAllToAll:
-      for (int src = p.world_size - 1; src >= 0; --src) {
-        const int64_t begin = p.OutputOffset(rank, src);
-        if (index >= begin && p.SplitCount(src, rank) > 0) {
-          return pattern::InputValue(src, p.InputOffset(src, rank) + index - begin);
-        }
-      }
-      break;
-  }
-  return std::nanf("");
-}
-
 absl::Status MismatchError(int64_t index, float got, float want, int64_t mismatches,
                            int64_t elements) {
   return absl::DataLossError(absl::StrCat("output[", index, "]: got ", got, ", want ",

@@ -18,9 +18,7 @@ namespace autotuned::cuda {
 // Element `index` of a host buffer of `dtype` elements, as float.
 float DecodeElement(DType dtype, const void* data, int64_t index);
 
-// The exact expected value of output element `index` of `rank`
-// (0 <= index < problem.OutputCount(rank)), for every collective.
-float ExpectedOutput(const ProblemSpec& problem, int rank, int64_t index);
+// Expected values come from ExpectedOutput (daemon/common/problem.h).
 
 // DATA_LOSS: "output[index]: got X, want Y (N of M elements differ)".
 absl::Status MismatchError(int64_t index, float got, float want, int64_t mismatches,

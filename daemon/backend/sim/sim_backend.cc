@@ -32,37 +32,6 @@ NodeDescription MakeNode(int gpus) {
   return node;
 }
 
-// The problem's shape, as far as the sim relies on it.
-absl::Status CheckProblem(const ProblemSpec& p, int max_world_size) {
-  if (p.world_size < 1 || p.world_size > max_world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("world_size ", p.world_size, " is outside [1, ",
-                     max_world_size, "] (the sim's GPUs)"));
-  }
-  if (p.count < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("count ", p.count, " is negative"));
-  }
-  if (p.collective == Collective::kAllToAll && !p.split_counts.empty()) {
-    const size_t n = static_cast<size_t>(p.world_size);
-    if (p.split_counts.size() != n * n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("split_counts has ", p.split_counts.size(),
-                       " entries, not world_size^2 = ", n * n));
-    }
-    for (int64_t c : p.split_counts) {
-      if (c < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("split_counts has a negative entry ", c));
-      }
-    }
-  }
-  if (p.collective == Collective::kBroadcast &&
-      (p.root < 0 || p.root >= p.world_size)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "root ", p.root, " is not a rank of a ", p.world_size, "-rank group"));
-  }
-  return absl::OkStatus();
-}
 
 // Shared by RunCandidate and the rank threads; outlives RunCandidate when a
 // rank has to be abandoned.
@@ -106,7 +75,7 @@ absl::StatusOr<const Algorithm*> SimBackend::Prepare(
         "unknown implementation \"", candidate.impl, "\" on the sim backend"));
   }
   const Algorithm* algorithm = it->second;
-  AT_RETURN_IF_ERROR(CheckProblem(problem, max_world_size()));
+  AT_RETURN_IF_ERROR(CheckShape(problem, max_world_size()));
   AT_ASSIGN_OR_RETURN(*canonical,
                       catalogue_.Canonicalize(problem, candidate, "candidate"));
   if (algorithm->check != nullptr) {
