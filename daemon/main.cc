@@ -95,7 +95,9 @@ int Run() {
     return 2;
   }
   if (absl::GetFlag(FLAGS_check_config)) {
-    printf("%s", config->DebugString().c_str());
+    config::DaemonConfig shown = *config;
+    if (!shown.peer_token().empty()) shown.set_peer_token("<redacted>");
+    printf("%s", shown.DebugString().c_str());
     return 0;
   }
   spdlog::set_level(spdlog::level::from_str(config->log_level()));
@@ -153,7 +155,9 @@ int Run() {
   std::unique_ptr<PeerService> peer;
   PeerListening peer_listening;
   if (!config->peer_listen().empty()) {
-    peer = std::make_unique<PeerService>(*peer_token, config->peer_listen(), fingerprint);
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    peer = std::make_unique<PeerService>(*peer_token, host, fingerprint);
     absl::StatusOr<PeerListening> started = StartPeerServer(*config, peer.get());
     if (!started.ok()) {
       spdlog::error("{}", started.status().ToString());

@@ -2,13 +2,17 @@
 # Installs everything autotuned needs to build, test and run on Debian 12,
 # from Debian's own archive (Bazel 4.2.3 included: the build downloads
 # nothing). Safe to run any number of times. Needs root (or sudo).
+# systemd: systemd-analyze, which //deploy:install_test runs on the unit;
+# passwd: useradd and groupadd for deploy/install.sh and the socket-group test.
+# (fuzz/run.sh installs clang for itself; the test suite does not need it.)
 set -eu
 
 PACKAGES="bazel-bootstrap bazel-rules-java \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libspdlog-dev libabsl-dev catch2 zlib1g-dev \
   python3-grpcio python3-protobuf \
-  g++ git ca-certificates"
+  g++ git ca-certificates \
+  systemd passwd"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi

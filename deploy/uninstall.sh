@@ -67,7 +67,8 @@ fi
 if [ -n "$root" ]; then
   for d in "$root$prefix/bin" "$root$prefix/share/doc" "$root/etc/systemd/system" \
            "$root/etc/autotuned" "$root/var/lib"; do
-    while [ "$d" != "$root" ] && [ -d "$d" ] && rmdir "$d" 2>/dev/null; do
+    while [ "${d#"$root"/}" != "$d" ]; do
+      if [ -d "$d" ]; then rmdir "$d" 2>/dev/null || break; fi
       d=$(dirname "$d")
     done
   done

@@ -26,7 +26,7 @@ namespace autotuned {
 
 class PeerService final : public v1::Peer::Service {
  public:
-  // `daemon` names this daemon in Ping replies (its peer address);
+  // `daemon` names this daemon in Ping replies (the daemon uses its host name);
   // `fingerprint` is the node fingerprint (service.h). `token` must not be
   // empty.
   PeerService(std::string token, std::string daemon, std::string fingerprint);
