@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -68,8 +69,12 @@ absl::Status PrepareSocketPath(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status SetSocketAccess(const config::DaemonConfig& config) {
-  const std::string& path = config.unix_socket();
+// The socket is bound under this name, given its group and mode, and only
+// then renamed into place: no client ever finds it with other permissions.
+std::string StagingPath(const std::string& path) { return path + ".new"; }
+
+absl::Status SetSocketAccess(const config::DaemonConfig& config,
+                             const std::string& path) {
   if (!config.unix_socket_group().empty()) {
     struct group* g = getgrnam(config.unix_socket_group().c_str());
     if (g == nullptr) {
@@ -130,7 +135,8 @@ absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
   Listening out;
   if (!config.unix_socket().empty()) {
     AT_RETURN_IF_ERROR(PrepareSocketPath(config.unix_socket()));
-    builder.AddListeningPort("unix:" + config.unix_socket(),
+    AT_RETURN_IF_ERROR(PrepareSocketPath(StagingPath(config.unix_socket())));
+    builder.AddListeningPort("unix:" + StagingPath(config.unix_socket()),
                              grpc::InsecureServerCredentials());
     out.unix_socket = config.unix_socket();
   }
@@ -153,9 +159,15 @@ absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
         absl::StrCat("tcp_listen: cannot listen on ", config.tcp_listen()));
   }
   if (!out.unix_socket.empty()) {
-    absl::Status access = SetSocketAccess(config);
+    const std::string staging = StagingPath(out.unix_socket);
+    absl::Status access = SetSocketAccess(config, staging);
+    if (access.ok() && rename(staging.c_str(), out.unix_socket.c_str()) != 0) {
+      access = absl::UnavailableError(absl::StrCat(
+          "unix_socket: rename ", staging, " to ", out.unix_socket, ": ", strerror(errno)));
+    }
     if (!access.ok()) {
       out.server->Shutdown();
+      unlink(staging.c_str());
       return access;
     }
   }

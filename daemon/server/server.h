@@ -24,7 +24,9 @@ struct Listening {
 // Listens where `config` says and serves `services` (not owned; they outlive
 // the server). The Unix socket's directory is created when missing, a stale
 // socket file left by a dead daemon is replaced, and the socket gets
-// config.unix_socket_mode and config.unix_socket_group. FAILED_PRECONDITION
+// config.unix_socket_mode and config.unix_socket_group before it appears at
+// its path (it is bound as "<path>.new" and renamed into place), so no client
+// ever reaches it with other permissions. FAILED_PRECONDITION
 // when another live daemon already answers on the socket; UNAVAILABLE when a
 // listener cannot be opened.
 absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
