@@ -275,6 +275,10 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
     }
   }
   AT_RETURN_IF_ERROR(CheckPositive("drain_timeout_ms", c.drain_timeout_ms()));
+  AT_RETURN_IF_ERROR(CheckPositive("rendezvous.decision_ttl_ms",
+                                   c.rendezvous().decision_ttl_ms()));
+  AT_RETURN_IF_ERROR(CheckRange("rendezvous.max_rounds_kept",
+                                c.rendezvous().max_rounds_kept(), 1, 1 << 20));
   return absl::OkStatus();
 }
 

@@ -90,6 +90,10 @@ TEST_CASE("the embedded default parses, validates and is default.textproto") {
   CHECK(c->peer_token().empty());
   CHECK(c->peer_token_file().empty());
   CHECK(c->drain_timeout_ms() == 60000);
+  CHECK(c->peer_advertise().empty());
+  CHECK(c->rendezvous().decision_ttl_ms() == 600000);
+  CHECK(c->rendezvous().max_rounds_kept() == 4096);
+  CHECK(c->rendezvous().measure_after_fallback());
 
   // Every field is spelled out: the file agrees with the proto defaults.
   DaemonConfig schema_defaults;
@@ -334,6 +338,14 @@ TEST_CASE("each validation rule rejects with the field name") {
              Catch::StartsWith("limits.max_request_bytes: "));
   CHECK_THAT(Reject([](DaemonConfig* c) { c->set_drain_timeout_ms(0); }),
              Catch::StartsWith("drain_timeout_ms: "));
+  CHECK_THAT(Reject([](DaemonConfig* c) {
+               c->mutable_rendezvous()->set_decision_ttl_ms(0);
+             }),
+             Catch::StartsWith("rendezvous.decision_ttl_ms: "));
+  CHECK_THAT(Reject([](DaemonConfig* c) {
+               c->mutable_rendezvous()->set_max_rounds_kept(0);
+             }),
+             Catch::StartsWith("rendezvous.max_rounds_kept: "));
 }
 
 TEST_CASE("listen addresses and the peer token are checked") {

@@ -94,7 +94,11 @@ AutotuneService::AutotuneService(Backend* backend, ResultCache* cache,
       engine_(backend),
       admission_(config.limits().max_concurrent_rounds(), metrics_->rounds_in_flight),
       settings_(std::make_shared<const Settings>(
-          Settings{config.limits(), config.defaults()})) {
+          Settings{config.limits(), config.defaults()})),
+      round_table_(rendezvous::Clock::Real(),
+                   rendezvous::RoundTableOptions{
+                       absl::Milliseconds(config.rendezvous().decision_ttl_ms()),
+                       config.rendezvous().max_rounds_kept()}) {
   metrics_->start_time_seconds->Set(absl::ToUnixSeconds(started_));
   metrics_->cache_entries->Set(cache_ != nullptr ? cache_->size() : 0);
 }
@@ -114,13 +118,14 @@ void AutotuneService::UpdateSettings(const config::Limits& limits,
 
 void AutotuneService::BeginDrain() {
   admission_.BeginDrain();
+  StopBackground(/*join=*/false);
   metrics_->draining->Set(1);
 }
 
 ValidationContext AutotuneService::Validation(const Settings& settings) const {
   return ValidationContext{&backend_->catalogue(), &settings.limits,
                            &settings.defaults, backend_->max_world_size(),
-                           backend_->node().backend};
+                           backend_->node().backend, config_.peer_advertise()};
 }
 
 grpc::Status AutotuneService::Reject(const absl::Status& status, const char* what) {
@@ -140,7 +145,8 @@ grpc::Status AutotuneService::Reject(const absl::Status& status, const char* wha
 }
 
 v1::ProblemResult AutotuneService::Solve(const ValidProblem& problem,
-                                         const ValidRequest& request) {
+                                         const ValidRequest& request,
+                                         absl::Duration rendezvous) {
   const int timing_mode = request.cuda_graph ? v1::CUDA_GRAPH : v1::EVENT_LOOP;
   const std::string key_text =
       CacheKeyText(fingerprint_, request.world_size, request.world_size,
@@ -155,7 +161,7 @@ v1::ProblemResult AutotuneService::Solve(const ValidProblem& problem,
     }
     metrics_->cache_misses->Increment();
   }
-  metrics_->rendezvous_latency->Observe(0);  // no rendezvous: nothing waited for
+  metrics_->rendezvous_latency->Observe(absl::ToDoubleSeconds(rendezvous));
   const std::vector<CandidateOutcome> ranked =
       engine_.Measure(problem.spec, problem.candidates, request.engine);
   for (const CandidateOutcome& o : ranked) {
@@ -206,7 +212,7 @@ v1::TuneResponse AutotuneService::RunRound(const ValidRequest& request) {
   return response;
 }
 
-grpc::Status AutotuneService::Tune(grpc::ServerContext*,
+grpc::Status AutotuneService::Tune(grpc::ServerContext* context,
                                    const v1::TuneRequest* request,
                                    v1::TuneResponse* response) {
   if (admission_.draining()) return Reject(Admission::DrainingError(), "tune");
@@ -215,6 +221,17 @@ grpc::Status AutotuneService::Tune(grpc::ServerContext*,
   if (!valid.ok()) return Reject(valid.status(), "tune");
   absl::StatusOr<Admission::Ticket> ticket = admission_.Admit();
   if (!ticket.ok()) return Reject(ticket.status(), "tune");
+  if (valid->per_rank) {
+    absl::StatusOr<v1::TuneResponse> answer =
+        RankRound(*valid, absl::FromChrono(context->deadline()));
+    if (!answer.ok()) {
+      return answer.status().code() == absl::StatusCode::kInvalidArgument
+                 ? Reject(answer.status(), "tune")
+                 : ToGrpc(answer.status());
+    }
+    *response = *std::move(answer);
+    return grpc::Status::OK;
+  }
   *response = RunRound(*valid);
   return grpc::Status::OK;
 }
@@ -235,10 +252,13 @@ grpc::Status AutotuneService::Sweep(grpc::ServerContext* context,
     if (context->IsCancelled()) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "sweep cancelled by the client");
     }
-    v1::TuneResponse one = RunRound(size);
-    results.push_back(one.results(0));
+    absl::StatusOr<v1::TuneResponse> one =
+        size.per_rank ? RankRound(size, absl::FromChrono(context->deadline()))
+                      : RunRound(size);
+    if (!one.ok()) return ToGrpc(one.status());
+    results.push_back(one->results(0));
     v1::SweepUpdate update;
-    *update.mutable_size_result() = one.results(0);
+    *update.mutable_size_result() = one->results(0);
     update.set_done(static_cast<int>(results.size()));
     update.set_total(total);
     if (!writer->Write(update)) {

@@ -20,13 +20,44 @@
 // Metrics: every round, result, rejection, cache lookup and cut-off candidate
 // is counted in metrics::DaemonMetrics; NodeInfo reports the same figures.
 //
+// Ranks asking one by one (group.members given, whole_group false; phase 1:
+// every member on this daemon): each rank's Tune (or each size of its Sweep)
+// goes through the rendezvous (daemon/rendezvous/round_table.h), keyed by
+// group id, member list and canonical problem set (labels aside, timing mode
+// included). Every rank of a round gets the same answer, its own labels
+// restored:
+//   - the first rank's cache snapshot holds every problem: CACHED at once,
+//     for it and for every later rank of the round;
+//   - all ranks within the pre-sync window (the first rank's
+//     options.presync_window_us, else defaults.presync_window_us, from its
+//     ask): the last rank to ask measures (cache, then engine, as for a
+//     whole-group call) and every rank gets that result;
+//   - otherwise FALLBACK: per problem the first candidate as winner, reason
+//     "not every rank arrived within the pre-sync window (X of N after W
+//     us)", nothing ranked (problems the first rank found in the cache keep
+//     their cached answer); a rank that asks later gets the same. Once every
+//     rank has asked, the round is measured in the background (one worker,
+//     at most 16 waiting; rendezvous.measure_after_fallback) so that the
+//     next round is answered from the cache;
+//   - a measurement that overruns its bound (10 s + 2 x candidates x
+//     timeout) is FALLBACK for every rank too;
+//   - inconsistent asks (two callers of one rank, members or problem sets
+//     that differ between ranks of a group at the same time): the same
+//     INVALID_ARGUMENT for every rank of the round.
+// A rank's RPC deadline bounds its own wait (DEADLINE_EXCEEDED for it
+// alone). Do not retry a per-rank Tune that was answered: the same rank's
+// next ask of the same problem set is the group's next round.
+//
 // Thread-safety: all methods may be called concurrently (gRPC's sync server
 // calls them from its thread pool).
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -36,6 +67,7 @@
 #include "daemon/cache/cache.h"
 #include "daemon/engine/engine.h"
 #include "daemon/metrics/daemon_metrics.h"
+#include "daemon/rendezvous/round_table.h"
 #include "daemon/service/admission.h"
 #include "daemon/service/validate.h"
 #include "proto/autotuned.grpc.pb.h"
@@ -58,6 +90,8 @@ class AutotuneService final : public v1::Autotune::Service {
   AutotuneService(Backend* backend, ResultCache* cache,
                   const config::DaemonConfig& config,
                   const ServiceOptions& options = {});
+  // Stops the background worker (waits for the problem it is measuring).
+  ~AutotuneService() override;
 
   grpc::Status Tune(grpc::ServerContext* context, const v1::TuneRequest* request,
                     v1::TuneResponse* response) override;
@@ -100,7 +134,23 @@ class AutotuneService final : public v1::Autotune::Service {
   // Counts a refused call and returns its status for the wire.
   grpc::Status Reject(const absl::Status& status, const char* what);
   // One problem: from the cache, or measured (and then stored).
-  v1::ProblemResult Solve(const ValidProblem& problem, const ValidRequest& request);
+  // `rendezvous`: how long the round waited for its ranks (metrics).
+  v1::ProblemResult Solve(const ValidProblem& problem, const ValidRequest& request,
+                          absl::Duration rendezvous = absl::ZeroDuration());
+  // A rank asking for itself: the rendezvous, then this rank's copy of the
+  // round's answer (rank_round.cc). `deadline`: the caller's own.
+  absl::StatusOr<v1::TuneResponse> RankRound(const ValidRequest& request,
+                                             absl::Time deadline);
+  // The cached answer of one problem, or none (counts the lookup).
+  std::optional<v1::ProblemResult> Cached(const ValidProblem& problem,
+                                          const ValidRequest& request);
+  // Queues `request` for the background worker; false when it is full or
+  // stopped.
+  bool MeasureInBackground(const ValidRequest& request)
+      ABSL_LOCKS_EXCLUDED(background_mu_);
+  void BackgroundLoop() ABSL_LOCKS_EXCLUDED(background_mu_);
+  // Drops queued background work; `join`: also waits for the worker.
+  void StopBackground(bool join) ABSL_LOCKS_EXCLUDED(background_mu_);
   // Runs every problem of `request`; logs one line for the round.
   v1::TuneResponse RunRound(const ValidRequest& request);
   void FillMetrics(v1::NodeMetrics* out) const;
@@ -122,6 +172,12 @@ class AutotuneService final : public v1::Autotune::Service {
 
   mutable absl::Mutex settings_mu_;
   std::shared_ptr<const Settings> settings_ ABSL_GUARDED_BY(settings_mu_);
+
+  rendezvous::RoundTable round_table_;
+  absl::Mutex background_mu_;
+  std::deque<ValidRequest> background_ ABSL_GUARDED_BY(background_mu_);
+  bool background_stop_ ABSL_GUARDED_BY(background_mu_) = false;
+  std::thread background_thread_ ABSL_GUARDED_BY(background_mu_);
 };
 
 // The wire form of one measured ranking.

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/str_cat.h"
 #include "config/config_loader.h"
 #include "daemon/backend/fake_backend.h"
 #include "daemon/service/dispatch.h"
@@ -429,6 +430,264 @@ TEST_CASE("new limits and defaults apply to later requests") {
   req.mutable_options()->set_refresh(true);
   REQUIRE(f.Tune(req, &resp).ok());
   CHECK(resp.results(0).ranked(0).iterations() == 4);
+}
+
+// Ranks asking one by one (group members given, whole_group false).
+
+v1::TuneRequest RankRequest(const std::string& group, int rank, int world = 4,
+                            int64_t window_us = 2000000) {
+  v1::TuneRequest req = Request({"all_reduce/a", "all_reduce/b", "all_reduce/c"});
+  req.mutable_group()->set_id(group);
+  req.mutable_group()->set_world_size(world);
+  req.mutable_group()->set_rank(rank);
+  for (int r = 0; r < world; ++r) {
+    v1::Member* m = req.mutable_group()->add_members();
+    m->set_rank(r);
+    m->set_local_gpu(r);
+  }
+  req.mutable_options()->set_presync_window_us(window_us);
+  req.mutable_problems(0)->set_label(absl::StrCat("op-of-rank-", rank));
+  return req;
+}
+
+struct Answer {
+  grpc::Status status;
+  v1::TuneResponse response;
+};
+
+// Each request from its own thread, all at once.
+std::vector<Answer> AskTogether(Fixture& f, const std::vector<v1::TuneRequest>& requests) {
+  std::vector<Answer> answers(requests.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    threads.emplace_back(
+        [&, i] { answers[i].status = f.Tune(requests[i], &answers[i].response); });
+  }
+  for (std::thread& t : threads) t.join();
+  return answers;
+}
+
+// The response without what is each rank's own (the labels), as bytes.
+std::string Shared(v1::TuneResponse r) {
+  for (v1::ProblemResult& p : *r.mutable_results()) p.mutable_problem()->clear_label();
+  std::string bytes;
+  r.SerializeToString(&bytes);
+  return bytes;
+}
+
+TEST_CASE("four ranks asking one by one: one measurement, identical answers") {
+  Fixture f("ranks");
+  std::vector<v1::TuneRequest> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(RankRequest("job", r));
+  std::vector<Answer> answers = AskTogether(f, ranks);
+  for (int r = 0; r < 4; ++r) {
+    REQUIRE(answers[r].status.ok());
+    const v1::ProblemResult& p = answers[r].response.results(0);
+    CHECK(p.status() == v1::TUNED);
+    CHECK(p.winner() == "all_reduce/b");
+    CHECK(p.problem().label() == absl::StrCat("op-of-rank-", r));
+    CHECK(Shared(answers[r].response) == Shared(answers[0].response));
+  }
+  CHECK(f.backend().runs() == 3);  // one round: three candidates, measured once
+
+  // Asked again: the next round, answered from the cache at once.
+  answers = AskTogether(f, ranks);
+  for (const Answer& a : answers) {
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::CACHED);
+    CHECK(Shared(a.response) == Shared(answers[0].response));
+  }
+  CHECK(f.backend().runs() == 3);
+  const v1::NodeMetrics m = f.Metrics();
+  CHECK(m.rounds() == 8);
+  CHECK(m.results_tuned() == 4);
+  CHECK(m.results_cached() == 4);
+}
+
+TEST_CASE("a rank missing: FALLBACK for the three, the same for the fourth asking late") {
+  Fixture f("missing");
+  std::vector<v1::TuneRequest> three;
+  for (int r : {0, 1, 3}) three.push_back(RankRequest("job", r, 4, 1000000));
+  std::vector<Answer> answers = AskTogether(f, three);
+  for (const Answer& a : answers) {
+    REQUIRE(a.status.ok());
+    REQUIRE(a.response.results_size() == 1);
+    const v1::ProblemResult& p = a.response.results(0);
+    CHECK(p.status() == v1::FALLBACK);
+    CHECK(p.winner() == "all_reduce/a");  // the default: the first candidate
+    CHECK(p.winner_index() == 0);
+    CHECK(p.reason() ==
+          "not every rank arrived within the pre-sync window (3 of 4 after 1000000 us)");
+    CHECK(p.ranked_size() == 0);
+    CHECK(Shared(a.response) == Shared(answers[0].response));
+  }
+  CHECK(f.backend().runs() == 0);
+
+  v1::TuneResponse late;
+  REQUIRE(f.Tune(RankRequest("job", 2, 4, 1000000), &late).ok());
+  CHECK(Shared(late) == Shared(answers[0].response));
+  CHECK(late.results(0).problem().label() == "op-of-rank-2");
+
+  // Everyone has asked now: the round is measured in the background, and
+  // the next round of the group is answered from the cache at once.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  v1::ListCacheResponse listed;
+  while (absl::Now() < deadline) {
+    grpc::ClientContext ctx;
+    listed.Clear();
+    REQUIRE(f.stub().ListCache(&ctx, {}, &listed).ok());
+    if (listed.entries_size() == 1) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  REQUIRE(listed.entries_size() == 1);
+  CHECK(listed.entries(0).winner() == "all_reduce/b");
+  std::vector<v1::TuneRequest> four;
+  for (int r = 0; r < 4; ++r) four.push_back(RankRequest("job", r, 4, 1000000));
+  answers = AskTogether(f, four);
+  for (const Answer& a : answers) {
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::CACHED);
+    CHECK(a.response.results(0).winner() == "all_reduce/b");
+  }
+  const v1::NodeMetrics m = f.Metrics();
+  CHECK(m.results_fallback() == 4);
+  CHECK(m.results_cached() == 4);
+}
+
+TEST_CASE("inconsistent ranks: every rank involved gets the same clear error") {
+  Fixture f("inconsistent");
+  SECTION("members that disagree") {
+    v1::TuneRequest odd = RankRequest("m", 1, 2);
+    odd.mutable_group()->mutable_members(0)->set_local_gpu(3);
+    std::vector<Answer> answers;
+    std::thread first([&] {
+      v1::TuneResponse r;
+      grpc::Status s = f.Tune(RankRequest("m", 0, 2), &r);
+      answers.push_back({s, r});
+    });
+    REQUIRE(InFlight(f, 1));
+    v1::TuneResponse r;
+    grpc::Status s = f.Tune(odd, &r);
+    first.join();
+    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(s.error_message(),
+               Catch::StartsWith("group.members: ranks of group \"m\" disagree on the "
+                                 "world size or member list: rank "));
+    REQUIRE(answers.size() == 1);
+    CHECK(answers[0].status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(answers[0].status.error_message() == s.error_message());
+  }
+  SECTION("a problem set that differs") {
+    v1::TuneRequest odd = RankRequest("p", 1, 2);
+    odd.mutable_problems(0)->set_count(2048);
+    grpc::Status first_status;
+    std::thread first([&] {
+      v1::TuneResponse r;
+      first_status = f.Tune(RankRequest("p", 0, 2), &r);
+    });
+    REQUIRE(InFlight(f, 1));
+    v1::TuneResponse r;
+    grpc::Status s = f.Tune(odd, &r);
+    first.join();
+    CHECK_THAT(s.error_message(),
+               Catch::StartsWith("problems: ranks of group \"p\" asked for different "
+                                 "problem sets at the same time"));
+    CHECK(first_status.error_message() == s.error_message());
+  }
+  SECTION("two callers claiming one rank") {
+    grpc::Status first_status;
+    std::thread first([&] {
+      v1::TuneResponse r;
+      first_status = f.Tune(RankRequest("d", 0, 2), &r);
+    });
+    REQUIRE(InFlight(f, 1));
+    v1::TuneResponse r;
+    grpc::Status s = f.Tune(RankRequest("d", 0, 2), &r);
+    first.join();
+    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(s.error_message() == "group.rank: rank 0 of group \"d\" already asked for this round");
+    CHECK(first_status.error_message() == s.error_message());
+    // The rank that asks later for that round gets it too.
+    CHECK(f.TuneError(RankRequest("d", 1, 2)) == s.error_message());
+  }
+  SECTION("errors of one caller, before any round") {
+    v1::TuneRequest req = RankRequest("x", 4);
+    CHECK(f.TuneError(req) == "group.rank: must be in [0, 4), got 4");
+    req = RankRequest("x", 0);
+    req.mutable_group()->mutable_members()->RemoveLast();
+    CHECK(f.TuneError(req) ==
+          "group.members: 3 members for world_size 4; list every rank once");
+    req = RankRequest("x", 0);
+    req.mutable_group()->mutable_members(2)->set_rank(1);
+    CHECK(f.TuneError(req) ==
+          "group.members[2].rank: rank 1 is listed twice (also members[1])");
+    req = RankRequest("x", 0);
+    req.mutable_group()->mutable_members(2)->set_local_gpu(0);
+    CHECK(f.TuneError(req) ==
+          "group.members[2].local_gpu: GPU 0 is listed twice (also members[0])");
+    req = RankRequest("x", 0);
+    req.mutable_group()->mutable_members(1)->set_local_gpu(4);
+    CHECK(f.TuneError(req) ==
+          "group.members[1].local_gpu: must be in [0, 4) on this fake node, got 4");
+    req = RankRequest("", 0);
+    CHECK_THAT(f.TuneError(req), Catch::StartsWith("group.id: is required"));
+    req = RankRequest("x", 0);
+    req.mutable_group()->mutable_members(3)->set_daemon("elsewhere:7451");
+    v1::TuneResponse r;
+    grpc::Status s = f.Tune(req, &r);
+    CHECK(s.error_code() == grpc::StatusCode::UNIMPLEMENTED);
+    CHECK_THAT(s.error_message(),
+               Catch::StartsWith("group.members[3].daemon: \"elsewhere:7451\" is another "
+                                 "daemon (this one is unnamed: peer_advertise is empty)"));
+    CHECK(f.backend().runs() == 0);
+  }
+}
+
+TEST_CASE("members naming this daemon, or asked for the whole group, need no waiting") {
+  Fixture f("advertised", [](config::DaemonConfig* c) { c->set_peer_advertise("here:7451"); });
+  v1::TuneRequest req = RankRequest("w", 0, 2);
+  req.mutable_group()->mutable_members(1)->set_daemon("here:7451");
+  req.mutable_group()->set_whole_group(true);
+  v1::TuneResponse r;
+  REQUIRE(f.Tune(req, &r).ok());  // one caller for both ranks: measured at once
+  CHECK(r.results(0).status() == v1::TUNED);
+  req.mutable_group()->mutable_members(1)->set_daemon("there:7451");
+  CHECK(f.Tune(req, &r).error_code() == grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_CASE("a sweep asked rank by rank: the same sizes and table for every rank") {
+  Fixture f("rank_sweep");
+  std::vector<std::vector<v1::SweepUpdate>> updates(2);
+  std::vector<grpc::Status> status(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      v1::SweepRequest req;
+      *req.mutable_group() = RankRequest("s", r, 2).group();
+      req.mutable_options()->set_iterations(2);
+      req.mutable_options()->set_presync_window_us(2000000);
+      req.mutable_problem()->set_collective(v1::ALL_REDUCE);
+      req.mutable_problem()->set_dtype(v1::FLOAT32);
+      req.mutable_problem()->add_candidates()->set_impl("all_reduce/a");
+      req.mutable_problem()->add_candidates()->set_impl("all_reduce/b");
+      for (int64_t c : {256, 512}) req.add_counts(c);
+      grpc::ClientContext ctx;
+      auto reader = f.stub().Sweep(&ctx, req);
+      v1::SweepUpdate u;
+      while (reader->Read(&u)) updates[r].push_back(u);
+      status[r] = reader->Finish();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  REQUIRE(status[0].ok());
+  REQUIRE(status[1].ok());
+  REQUIRE(updates[0].size() == 3);
+  REQUIRE(updates[1].size() == 3);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(updates[0][i].SerializeAsString() == updates[1][i].SerializeAsString());
+  }
+  CHECK(updates[0][2].table().ranges(0).winner() == "all_reduce/b");
+  CHECK(f.backend().runs() == 4);  // two sizes, two candidates, measured once
 }
 
 }  // namespace

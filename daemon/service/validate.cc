@@ -1,5 +1,6 @@
 #include "daemon/service/validate.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -204,13 +205,69 @@ absl::Status ValidateGroup(const v1::Group& g, const ValidationContext& ctx) {
     return Invalid("group.rank", absl::StrCat("must be in [0, ", g.world_size(),
                                               "), got ", g.rank()));
   }
-  if (g.members_size() > 0) {
-    return absl::UnimplementedError(
-        "group.members: groups spread over several daemons need the "
-        "rendezvous, which this daemon version does not serve; send a group "
-        "without members to tune on this node's devices");
+  if (g.members_size() == 0) return absl::OkStatus();
+  if (g.members_size() != g.world_size()) {
+    return Invalid("group.members",
+                   absl::StrCat(g.members_size(), " members for world_size ",
+                                g.world_size(), "; list every rank once"));
+  }
+  std::vector<int> member_of_rank(g.world_size(), -1);
+  std::vector<int> member_of_gpu(ctx.max_world_size, -1);
+  for (int i = 0; i < g.members_size(); ++i) {
+    const v1::Member& m = g.members(i);
+    const std::string f = absl::StrCat("group.members[", i, "]");
+    if (m.rank() < 0 || m.rank() >= g.world_size()) {
+      return Invalid(f + ".rank", absl::StrCat("must be in [0, ", g.world_size(),
+                                               "), got ", m.rank()));
+    }
+    if (member_of_rank[m.rank()] >= 0) {
+      return Invalid(f + ".rank", absl::StrCat("rank ", m.rank(), " is listed twice (also members[",
+                                               member_of_rank[m.rank()], "])"));
+    }
+    member_of_rank[m.rank()] = i;
+    if (!m.daemon().empty() && m.daemon() != ctx.self_daemon) {
+      return absl::UnimplementedError(absl::StrCat(
+          f, ".daemon: \"", m.daemon(), "\" is another daemon (this one is ",
+          ctx.self_daemon.empty() ? std::string("unnamed: peer_advertise is empty")
+                                  : absl::StrCat("\"", ctx.self_daemon, "\""),
+          "); groups spread over several daemons need the multi-daemon "
+          "rendezvous, which this daemon version does not serve yet"));
+    }
+    if (m.local_gpu() < 0 || m.local_gpu() >= ctx.max_world_size) {
+      return Invalid(f + ".local_gpu",
+                     absl::StrCat("must be in [0, ", ctx.max_world_size, ") on this ",
+                                  ctx.backend_name, " node, got ", m.local_gpu()));
+    }
+    if (member_of_gpu[m.local_gpu()] >= 0) {
+      return Invalid(f + ".local_gpu",
+                     absl::StrCat("GPU ", m.local_gpu(), " is listed twice (also members[",
+                                  member_of_gpu[m.local_gpu()], "])"));
+    }
+    member_of_gpu[m.local_gpu()] = i;
+  }
+  if (!g.whole_group()) {
+    if (g.id().empty()) {
+      return Invalid("group.id", "is required when ranks ask one by one (members "
+                                 "given, whole_group false)");
+    }
+    if (g.id().size() > 256) {
+      return Invalid("group.id", absl::StrCat("at most 256 characters, got ", g.id().size()));
+    }
   }
   return absl::OkStatus();
+}
+
+std::string CanonicalMembers(const v1::Group& g) {
+  std::vector<const v1::Member*> by_rank;
+  for (const v1::Member& m : g.members()) by_rank.push_back(&m);
+  std::sort(by_rank.begin(), by_rank.end(),
+            [](const v1::Member* a, const v1::Member* b) { return a->rank() < b->rank(); });
+  std::string out = absl::StrCat("world_size=", g.world_size());
+  for (const v1::Member* m : by_rank) {
+    absl::StrAppend(&out, "\n", m->rank(), ":", m->local_gpu(), "@", m->daemon().size(),
+                    ":", m->daemon());
+  }
+  return out;
 }
 
 absl::StatusOr<EngineOptions> ValidateOptions(const v1::Options& o,
@@ -256,6 +313,13 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
   out.world_size = request.group().world_size();
   out.group_id = request.group().id();
   AT_ASSIGN_OR_RETURN(out.engine, ValidateOptions(request.options(), ctx));
+  const v1::Group& group = request.group();
+  out.per_rank = group.members_size() > 0 && !group.whole_group();
+  out.rank = group.rank();
+  if (out.per_rank) out.members_text = CanonicalMembers(group);
+  out.presync_window = absl::Microseconds(request.options().presync_window_us() > 0
+                                              ? request.options().presync_window_us()
+                                              : ctx.defaults->presync_window_us());
   out.refresh = request.options().refresh();
   out.cuda_graph = out.engine.schedule.cuda_graph;
   if (request.problems_size() == 0) {

@@ -27,6 +27,9 @@ struct ValidationContext {
   const config::Defaults* defaults = nullptr;
   int max_world_size = 1;
   std::string backend_name;
+  // This daemon's name in group.members[].daemon (config peer_advertise);
+  // "" = none. Members naming "" or this are local.
+  std::string self_daemon;
 };
 
 struct ValidProblem {
@@ -42,6 +45,13 @@ struct ValidRequest {
   EngineOptions engine;
   bool refresh = false;
   bool cuda_graph = false;
+  // A rank asking for itself (members given, whole_group false): its round
+  // waits for the group's other ranks (daemon/rendezvous). Otherwise the
+  // caller asks for the whole group and nothing waits.
+  bool per_rank = false;
+  int rank = 0;
+  std::string members_text;  // CanonicalMembers(group)
+  absl::Duration presync_window = absl::Milliseconds(5);
 };
 
 absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
@@ -52,7 +62,19 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
     const v1::SweepRequest& request, const ValidationContext& context);
 
 // Validates group and options alone (shared by both of the above).
+//
+// Members (phase 1 of the rendezvous: one daemon): when given, there is one
+// per rank (world_size of them, each rank once), each on a distinct local
+// GPU of this node, and each on this daemon (daemon "" or
+// context.self_daemon); a member on another daemon is UNIMPLEMENTED. A
+// group with members and whole_group false is served rank by rank and needs
+// a group id. The members' local_gpu is checked and is part of the round's
+// identity, but the backend still measures on GPUs 0..world_size-1.
 absl::Status ValidateGroup(const v1::Group& group, const ValidationContext& context);
+
+// "world_size=W" and one "rank:local_gpu@daemon" per member, by rank: the
+// text every rank of a round must agree on (digested into its round key).
+std::string CanonicalMembers(const v1::Group& group);
 absl::StatusOr<EngineOptions> ValidateOptions(const v1::Options& options,
                                               const ValidationContext& context);
 

@@ -1,0 +1,503 @@
+#include "daemon/rendezvous/round_table.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace autotuned {
+namespace rendezvous {
+
+// One round of one key. Every field is guarded by the table's mutex.
+struct Round {
+  enum class State { kOpen, kRunning, kDecided };
+
+  uint64_t id = 0;
+  RoundKey key;
+  std::string key_text;
+  int64_t sequence = 0;
+  int world_size = 0;
+  absl::Time opened;
+  absl::Duration window;
+  absl::Time window_end;
+  std::shared_ptr<const v1::TuneResponse> fallback;
+
+  std::vector<char> asked;    // per rank: counted in this round
+  std::vector<char> waiting;  // per rank: a caller is blocked in Arrive
+  int asked_count = 0;
+  int in_time = 0;
+
+  State state = State::kOpen;
+  absl::Duration run_bound;
+  absl::Time run_deadline;
+  absl::Duration go_waited;
+
+  Decision decision;
+  absl::Time decided_at;
+  bool fell_back_at_window = false;
+  bool background_given = false;
+  bool announced = false;  // some caller was handed the decision
+  bool kept = false;     // counted in kept_: decided, missing ranks
+  bool dropped = false;  // no longer in its key's rounds
+
+  absl::CondVar cv;
+};
+
+struct RoundTable::KeyState {
+  int world_size = 0;
+  std::vector<int64_t> asks;  // per rank: asks counted so far
+  std::map<int64_t, std::shared_ptr<Round>> rounds;
+  int64_t next_sequence = 0;
+  absl::Time last_ask;
+
+  bool InStep() const {
+    return std::all_of(asks.begin(), asks.end(),
+                       [&](int64_t a) { return a == asks[0]; });
+  }
+};
+
+namespace {
+
+std::string Ranks(const std::vector<int>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                      absl::StrJoin(ranks, ","));
+}
+
+std::vector<int> AskedRanks(const Round& r) {
+  std::vector<int> out;
+  for (int i = 0; i < static_cast<int>(r.asked.size()); ++i) {
+    if (r.asked[i]) out.push_back(i);
+  }
+  return out;
+}
+
+std::string Short(const std::string& digest) { return digest.substr(0, 12); }
+
+}  // namespace
+
+std::string RoundKey::ToString() const {
+  return absl::StrCat(group_id.size(), ":", group_id, "/", members_digest, "/",
+                      problems_digest);
+}
+
+const char* VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kMeasured: return "MEASURED";
+    case Verdict::kAnswered: return "ANSWERED";
+    case Verdict::kFallback: return "FALLBACK";
+    case Verdict::kError: return "ERROR";
+  }
+  return "?";
+}
+
+RoundTable::RoundTable(Clock* clock, RoundTableOptions options)
+    : clock_(clock), options_(options) {}
+
+RoundTable::~RoundTable() = default;
+
+RoundTable::KeyState& RoundTable::Key(const ArriveRequest& request, absl::Time now) {
+  std::unique_ptr<KeyState>& ks = keys_[request.key.ToString()];
+  if (ks == nullptr) {
+    ks = std::make_unique<KeyState>();
+    ks->world_size = request.world_size;
+    ks->asks.assign(request.world_size, 0);
+  }
+  ks->last_ask = now;
+  return *ks;
+}
+
+Arrival RoundTable::Answer(const std::shared_ptr<Round>& round) {
+  Arrival a;
+  a.decision = round->decision;
+  a.sequence = round->sequence;
+  a.round_id = round->id;
+  a.round = round;
+  a.decided_here = !round->announced;
+  round->announced = true;
+  return a;
+}
+
+void RoundTable::DropIfComplete(Round* round) {
+  if (round->dropped || round->state != Round::State::kDecided ||
+      round->asked_count < round->world_size) {
+    return;
+  }
+  round->dropped = true;
+  if (round->kept) {
+    round->kept = false;
+    --kept_;
+  }
+  auto it = keys_.find(round->key_text);
+  if (it == keys_.end()) return;
+  KeyState& ks = *it->second;
+  ks.rounds.erase(round->sequence);
+  if (ks.rounds.empty() && ks.InStep()) keys_.erase(it);
+}
+
+void RoundTable::Decide(Round* round, Decision decision, absl::Time now) {
+  if (round->state == Round::State::kOpen) {
+    auto it = open_.find(round->key.group_id);
+    if (it != open_.end()) {
+      auto& v = it->second;
+      v.erase(std::remove_if(v.begin(), v.end(),
+                             [&](const std::shared_ptr<Round>& r) { return r.get() == round; }),
+              v.end());
+      if (v.empty()) open_.erase(it);
+    }
+  }
+  decision.world_size = round->world_size;
+  round->decision = std::move(decision);
+  round->state = Round::State::kDecided;
+  round->decided_at = now;
+  round->cv.SignalAll();
+  if (round->asked_count < round->world_size) {
+    auto it = keys_.find(round->key_text);
+    if (it != keys_.end()) {
+      auto r = it->second->rounds.find(round->sequence);
+      if (r != it->second->rounds.end()) {
+        round->kept = true;
+        ++kept_;
+        kept_order_.push_back(r->second);
+      }
+    }
+  } else {
+    DropIfComplete(round);
+  }
+}
+
+void RoundTable::DecideFallback(Round* round, const std::string& reason, absl::Time now) {
+  auto response = std::make_shared<v1::TuneResponse>(*round->fallback);
+  for (v1::ProblemResult& r : *response->mutable_results()) {
+    if (r.status() == v1::FALLBACK) r.set_reason(reason);
+  }
+  Decision d;
+  d.verdict = Verdict::kFallback;
+  d.response = std::move(response);
+  d.ranks_in_time = round->in_time;
+  d.waited = now - round->opened;
+  Decide(round, std::move(d), now);
+}
+
+void RoundTable::DecideError(Round* round, const absl::Status& error, absl::Time now) {
+  Decision d;
+  d.verdict = Verdict::kError;
+  d.error = error;
+  d.ranks_in_time = round->in_time;
+  d.waited = now - round->opened;
+  Decide(round, std::move(d), now);
+}
+
+Round* RoundTable::Conflicting(const std::string& group_id, const Round* target) {
+  auto it = open_.find(group_id);
+  if (it == open_.end()) return nullptr;
+  for (const std::shared_ptr<Round>& r : it->second) {
+    if (r.get() != target && r->key_text != target->key_text) return r.get();
+  }
+  return nullptr;
+}
+
+void RoundTable::Expire(absl::Time now) {
+  // Windows that closed with nobody awake to notice are settled by the next
+  // caller of any key, so that what a round decides never depends on which
+  // thread wakes first.
+  std::vector<std::shared_ptr<Round>> closed;
+  for (const auto& [group, rounds] : open_) {
+    for (const std::shared_ptr<Round>& r : rounds) {
+      if (now >= r->window_end) closed.push_back(r);
+    }
+  }
+  for (const std::shared_ptr<Round>& r : closed) {
+    r->fell_back_at_window = true;
+    DecideFallback(r.get(),
+                   absl::StrCat("not every rank arrived within the pre-sync window (",
+                                r->in_time, " of ", r->world_size, " after ",
+                                absl::ToInt64Microseconds(r->window), " us)"),
+                   now);
+  }
+
+  while (!kept_order_.empty()) {
+    std::shared_ptr<Round> r = kept_order_.front().lock();
+    if (r == nullptr || !r->kept) {
+      kept_order_.pop_front();
+      continue;
+    }
+    if (kept_ <= options_.max_rounds_kept &&
+        now < r->decided_at + options_.decision_ttl) {
+      break;
+    }
+    kept_order_.pop_front();
+    r->kept = false;
+    r->dropped = true;
+    --kept_;
+    auto it = keys_.find(r->key_text);
+    if (it != keys_.end()) it->second->rounds.erase(r->sequence);
+  }
+  if (kept_order_.size() > static_cast<size_t>(4 * options_.max_rounds_kept + 64)) {
+    std::deque<std::weak_ptr<Round>> live;
+    for (const std::weak_ptr<Round>& w : kept_order_) {
+      std::shared_ptr<Round> r = w.lock();
+      if (r != nullptr && r->kept) live.push_back(w);
+    }
+    kept_order_.swap(live);
+  }
+
+  // Keys that remember only sequence counters (their rounds were
+  // forgotten): dropped two TTLs after their last ask (so that a rank late
+  // for a forgotten round is told so for a while longer), or at once when
+  // there are too many of them.
+  const bool crowded = keys_.size() > static_cast<size_t>(2 * options_.max_rounds_kept + 64);
+  for (auto it = keys_.begin(); it != keys_.end();) {
+    const KeyState& ks = *it->second;
+    if (ks.rounds.empty() &&
+        (crowded || ks.InStep() || now >= ks.last_ask + 2 * options_.decision_ttl)) {
+      keys_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+absl::StatusOr<Arrival> RoundTable::Arrive(const ArriveRequest& request) {
+  const int world = request.world_size;
+  const int rank = request.rank;
+  if (world < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group.world_size: must be positive, got ", world));
+  }
+  if (rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group.rank: must be in [0, ", world, "), got ", rank));
+  }
+  if (request.fallback == nullptr) {
+    return absl::InvalidArgumentError("rendezvous: the opener's fallback answer is missing");
+  }
+  const std::string& group = request.key.group_id;
+
+  absl::MutexLock lock(&mu_);
+  absl::Time now = clock_->Now();
+  Expire(now);
+  KeyState& ks = Key(request, now);
+  const int64_t n = ks.asks[rank];
+
+  // A second caller of a rank whose first caller still waits.
+  if (n > 0) {
+    auto prev = ks.rounds.find(n - 1);
+    if (prev != ks.rounds.end() && prev->second->waiting[rank]) {
+      const absl::Status dup = absl::InvalidArgumentError(absl::StrCat(
+          "group.rank: rank ", rank, " of group \"", group,
+          "\" already asked for this round"));
+      std::shared_ptr<Round> round = prev->second;
+      if (round->state != Round::State::kOpen) return dup;
+      DecideError(round.get(), dup, now);
+      return Answer(round);
+    }
+  }
+
+  std::shared_ptr<Round> round;
+  bool opened = false;
+  auto found = ks.rounds.find(n);
+  if (found != ks.rounds.end()) {
+    round = found->second;
+  } else if (n < ks.next_sequence) {
+    ++ks.asks[rank];
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rendezvous: rank ", rank, " of group \"", group, "\" asks for round ", n,
+        " of this problem set, which this daemon no longer remembers "
+        "(rendezvous.decision_ttl_ms = ",
+        absl::ToInt64Milliseconds(options_.decision_ttl),
+        ", rendezvous.max_rounds_kept = ", options_.max_rounds_kept,
+        "); the other ranks were answered without it"));
+  } else {
+    round = std::make_shared<Round>();
+    round->id = next_round_id_++;
+    round->key = request.key;
+    round->key_text = request.key.ToString();
+    round->sequence = n;
+    round->world_size = world;
+    round->opened = now;
+    round->window = request.window;
+    round->window_end = now + request.window;
+    round->fallback = request.fallback;
+    round->asked.assign(world, 0);
+    round->waiting.assign(world, 0);
+    ks.rounds[n] = round;
+    ks.next_sequence = n + 1;
+    open_[group].push_back(round);
+    opened = true;
+  }
+
+  Arrival out;
+  auto count_ask = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    round->asked[rank] = 1;
+    ++round->asked_count;
+    ++ks.asks[rank];
+    if (round->state == Round::State::kOpen) ++round->in_time;
+  };
+
+  if (round->state == Round::State::kOpen) {
+    if (Round* other = Conflicting(group, round.get())) {
+      count_ask();
+      const bool members = other->key.members_digest != request.key.members_digest;
+      const std::vector<int> theirs = AskedRanks(*other);
+      const std::vector<int> ours = AskedRanks(*round);
+      const absl::Status mismatch = absl::InvalidArgumentError(
+          members
+              ? absl::StrCat("group.members: ranks of group \"", group,
+                             "\" disagree on the world size or member list: ",
+                             Ranks(theirs), " sent members ",
+                             Short(other->key.members_digest), ", ", Ranks(ours),
+                             " sent ", Short(request.key.members_digest),
+                             "; every rank of both rounds gets this error")
+              : absl::StrCat("problems: ranks of group \"", group,
+                             "\" asked for different problem sets at the same time: ",
+                             Ranks(theirs), " sent problem set ",
+                             Short(other->key.problems_digest), ", ", Ranks(ours),
+                             " sent ", Short(request.key.problems_digest),
+                             "; every rank of both rounds gets this error"));
+      DecideError(other, mismatch, now);
+      DecideError(round.get(), mismatch, now);
+      out = Answer(round);
+      DropIfComplete(round.get());
+      return out;
+    }
+  }
+
+  count_ask();
+  if (opened && request.cached != nullptr) {
+    Decision d;
+    d.verdict = Verdict::kAnswered;
+    d.response = request.cached;
+    d.ranks_in_time = 1;
+    Decide(round.get(), std::move(d), now);
+    return Answer(round);
+  }
+  if (round->state == Round::State::kOpen && round->in_time == world) {
+    round->state = Round::State::kRunning;
+    round->run_bound = request.run_bound;
+    round->run_deadline = now + request.run_bound;
+    round->go_waited = now - round->opened;
+    auto it = open_.find(group);
+    if (it != open_.end()) {
+      auto& v = it->second;
+      v.erase(std::remove(v.begin(), v.end(), round), v.end());
+      if (v.empty()) open_.erase(it);
+    }
+    out.run = true;
+    out.decision.waited = round->go_waited;
+    out.sequence = round->sequence;
+    out.round_id = round->id;
+    out.round = round;
+    return out;
+  }
+
+  if (round->state != Round::State::kDecided) {
+    round->waiting[rank] = 1;
+    ++blocked_;
+    while (round->state != Round::State::kDecided) {
+      const bool open = round->state == Round::State::kOpen;
+      const absl::Time until = open ? round->window_end : round->run_deadline;
+      if (now >= until) {
+        if (open) {
+          round->fell_back_at_window = true;
+          DecideFallback(round.get(),
+                         absl::StrCat("not every rank arrived within the pre-sync window (",
+                                      round->in_time, " of ", world, " after ",
+                                      absl::ToInt64Microseconds(round->window), " us)"),
+                         now);
+        } else {
+          DecideFallback(round.get(),
+                         absl::StrCat("not measured in time: every rank arrived, but the "
+                                      "measurement did not finish within ",
+                                      absl::ToInt64Milliseconds(round->run_bound),
+                                      " ms (the round's bound)"),
+                         now);
+        }
+        break;
+      }
+      if (now >= request.deadline) {
+        round->waiting[rank] = 0;
+        --blocked_;
+        if (open) {
+          round->asked[rank] = 0;
+          --round->asked_count;
+          --round->in_time;
+          auto k = keys_.find(round->key_text);
+          if (k != keys_.end()) {
+            KeyState& again = *k->second;
+            --again.asks[rank];
+            if (round->asked_count == 0) {
+              auto it = open_.find(group);
+              if (it != open_.end()) {
+                auto& v = it->second;
+                v.erase(std::remove(v.begin(), v.end(), round), v.end());
+                if (v.empty()) open_.erase(it);
+              }
+              round->dropped = true;
+              again.rounds.erase(round->sequence);
+              if (again.next_sequence == round->sequence + 1) --again.next_sequence;
+              if (again.rounds.empty() && again.InStep()) keys_.erase(k);
+            }
+          }
+        }
+        return absl::DeadlineExceededError(absl::StrCat(
+            "rendezvous: rank ", rank, " of group \"", group,
+            "\" stopped waiting at its deadline (",
+            open ? "the round was still waiting for ranks; this ask is withdrawn"
+                 : "the round is being measured; this ask stays counted",
+            ")"));
+      }
+      clock_->WaitUntil(&round->cv, &mu_, std::min(until, request.deadline));
+      now = clock_->Now();
+    }
+    round->waiting[rank] = 0;
+    --blocked_;
+  }
+
+  out = Answer(round);
+  if (round->fell_back_at_window && !round->background_given &&
+      round->asked_count == world) {
+    round->background_given = true;
+    out.measure_in_background = true;
+  }
+  DropIfComplete(round.get());
+  return out;
+}
+
+Decision RoundTable::Publish(const Arrival& arrival, absl::StatusOr<v1::TuneResponse> result) {
+  absl::MutexLock lock(&mu_);
+  Round* round = arrival.round.get();
+  if (round->state == Round::State::kRunning) {
+    const absl::Time now = clock_->Now();
+    round->announced = true;  // the runner reports what it measured
+    if (result.ok()) {
+      Decision d;
+      d.verdict = Verdict::kMeasured;
+      d.response = std::make_shared<const v1::TuneResponse>(*std::move(result));
+      d.ranks_in_time = round->world_size;
+      d.waited = round->go_waited;
+      Decide(round, std::move(d), now);
+    } else {
+      DecideError(round, result.status(), now);
+    }
+  }
+  return round->decision;
+}
+
+int RoundTable::blocked() const {
+  absl::MutexLock lock(&mu_);
+  return blocked_;
+}
+
+int RoundTable::rounds_kept() const {
+  absl::MutexLock lock(&mu_);
+  return kept_;
+}
+
+int RoundTable::keys() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(keys_.size());
+}
+
+}  // namespace rendezvous
+}  // namespace autotuned

@@ -1,0 +1,423 @@
+// RoundTable on a fake clock: ranks are threads blocked in Arrive; the test
+// moves time by hand.
+#include "daemon/rendezvous/round_table.h"
+
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/time/clock.h"
+#include "daemon/rendezvous/fake_clock.h"
+
+namespace autotuned {
+namespace rendezvous {
+namespace {
+
+constexpr absl::Duration kWindow = absl::Milliseconds(5);
+
+std::shared_ptr<const v1::TuneResponse> Answer(const std::string& winner,
+                                               v1::DecisionStatus status) {
+  auto r = std::make_shared<v1::TuneResponse>();
+  r->set_round_id(winner);
+  for (int i = 0; i < 2; ++i) {
+    v1::ProblemResult* p = r->add_results();
+    p->set_status(status);
+    p->set_winner(winner);
+  }
+  return r;
+}
+
+RoundKey Key(const std::string& problems = "p1", const std::string& members = "m1",
+             const std::string& group = "g") {
+  return RoundKey{group, members, problems};
+}
+
+ArriveRequest Ask(int rank, int world = 4, RoundKey key = Key()) {
+  ArriveRequest r;
+  r.key = std::move(key);
+  r.rank = rank;
+  r.world_size = world;
+  r.window = kWindow;
+  r.run_bound = absl::Seconds(1);
+  r.fallback = Answer("default", v1::FALLBACK);
+  return r;
+}
+
+using Pending = std::future<absl::StatusOr<Arrival>>;
+
+Pending Async(RoundTable& table, ArriveRequest request) {
+  return std::async(std::launch::async,
+                    [&table, request] { return table.Arrive(request); });
+}
+
+// Waits (real time, bounded) until `n` callers are blocked in Arrive.
+bool Blocked(const RoundTable& table, int n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    if (table.blocked() == n) return true;
+    absl::SleepFor(absl::Microseconds(200));
+  }
+  return false;
+}
+
+bool Ready(Pending& p) {
+  return p.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
+}
+
+TEST_CASE("every rank in time: one runner, the same result for all") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  std::vector<Pending> waiting;
+  for (int r = 0; r < 3; ++r) waiting.push_back(Async(table, Ask(r)));
+  REQUIRE(Blocked(table, 3));
+  clock.Advance(absl::Milliseconds(4));
+  absl::StatusOr<Arrival> last = table.Arrive(Ask(3));
+  REQUIRE(last.ok());
+  REQUIRE(last->run);
+  CHECK(last->decision.response == nullptr);
+  CHECK(Blocked(table, 3));
+  // The window passes while measuring: nothing changes for a GO round.
+  clock.Advance(absl::Milliseconds(50));
+  CHECK(Blocked(table, 3));
+  v1::TuneResponse measured = *Answer("b", v1::TUNED);
+  const Decision published = table.Publish(*last, measured);
+  CHECK(published.verdict == Verdict::kMeasured);
+  CHECK(published.ranks_in_time == 4);
+  CHECK(published.waited == absl::Milliseconds(4));
+  int announced = 0;
+  for (Pending& p : waiting) {
+    absl::StatusOr<Arrival> a = p.get();
+    REQUIRE(a.ok());
+    CHECK_FALSE(a->run);
+    CHECK(a->decision.verdict == Verdict::kMeasured);
+    CHECK(a->decision.response == published.response);
+    CHECK(a->round_id == last->round_id);
+    CHECK_FALSE(a->measure_in_background);
+    announced += a->decided_here ? 1 : 0;
+  }
+  CHECK(announced == 0);  // the runner reports a measured round
+  CHECK(published.response->results(0).winner() == "b");
+  CHECK(table.rounds_kept() == 0);
+  CHECK(table.keys() == 0);  // complete and in step: nothing to remember
+}
+
+TEST_CASE("a missing rank: FALLBACK at the window for all, and for the late one") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  std::vector<Pending> waiting;
+  for (int r : {2, 0, 1}) {
+    waiting.push_back(Async(table, Ask(r)));
+    REQUIRE(Blocked(table, static_cast<int>(waiting.size())));
+    clock.Advance(absl::Milliseconds(1));
+  }
+  clock.Advance(absl::Milliseconds(1));  // 4 ms after the first ask
+  absl::SleepFor(absl::Milliseconds(5));
+  for (Pending& p : waiting) CHECK_FALSE(Ready(p));
+  clock.Advance(absl::Milliseconds(1));  // the window closes
+  std::shared_ptr<const v1::TuneResponse> answer;
+  int announced = 0;
+  for (Pending& p : waiting) {
+    absl::StatusOr<Arrival> a = p.get();
+    REQUIRE(a.ok());
+    CHECK(a->decision.verdict == Verdict::kFallback);
+    CHECK(a->decision.ranks_in_time == 3);
+    CHECK(a->decision.world_size == 4);
+    if (answer == nullptr) answer = a->decision.response;
+    CHECK(a->decision.response == answer);
+    announced += a->decided_here ? 1 : 0;
+  }
+  CHECK(announced == 1);
+  REQUIRE(answer->results_size() == 2);
+  for (const v1::ProblemResult& r : answer->results()) {
+    CHECK(r.status() == v1::FALLBACK);
+    CHECK(r.winner() == "default");
+    CHECK(r.reason() ==
+          "not every rank arrived within the pre-sync window (3 of 4 after 5000 us)");
+  }
+  CHECK(table.rounds_kept() == 1);
+
+  clock.Advance(absl::Seconds(30));
+  absl::StatusOr<Arrival> late = table.Arrive(Ask(3));
+  REQUIRE(late.ok());
+  CHECK_FALSE(late->run);
+  CHECK(late->decision.verdict == Verdict::kFallback);
+  CHECK(late->decision.response == answer);
+  CHECK(late->measure_in_background);
+  CHECK_FALSE(late->decided_here);
+  CHECK(table.rounds_kept() == 0);
+  CHECK(table.keys() == 0);
+}
+
+TEST_CASE("a rank that arrives after the window closed, with nobody awake, falls back") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  ArriveRequest opener = Ask(0, 2);
+  opener.window = absl::ZeroDuration();
+  absl::StatusOr<Arrival> first = table.Arrive(opener);
+  REQUIRE(first.ok());
+  CHECK(first->decision.verdict == Verdict::kFallback);
+  CHECK(first->decision.ranks_in_time == 1);
+  // The late rank's own window plays no part: the opener's governs.
+  absl::StatusOr<Arrival> second = table.Arrive(Ask(1, 2));
+  REQUIRE(second.ok());
+  CHECK(second->decision.response == first->decision.response);
+}
+
+TEST_CASE("the opener's cached answer is every rank's, without waiting") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  ArriveRequest opener = Ask(1);
+  opener.cached = Answer("c", v1::CACHED);
+  absl::StatusOr<Arrival> a = table.Arrive(opener);
+  REQUIRE(a.ok());
+  CHECK(a->decision.verdict == Verdict::kAnswered);
+  CHECK(a->decided_here);
+  for (int r : {0, 2, 3}) {
+    ArriveRequest other = Ask(r);  // no cached answer of its own: the opener's counts
+    absl::StatusOr<Arrival> b = table.Arrive(other);
+    REQUIRE(b.ok());
+    CHECK(b->decision.verdict == Verdict::kAnswered);
+    CHECK(b->decision.response == opener.cached);
+    CHECK_FALSE(b->decided_here);
+  }
+  CHECK(table.keys() == 0);
+}
+
+TEST_CASE("a second caller of a waiting rank fails the round for everyone") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  std::vector<Pending> waiting;
+  waiting.push_back(Async(table, Ask(0)));
+  waiting.push_back(Async(table, Ask(1)));
+  REQUIRE(Blocked(table, 2));
+  absl::StatusOr<Arrival> dup = table.Arrive(Ask(1));
+  REQUIRE(dup.ok());
+  const std::string message = "group.rank: rank 1 of group \"g\" already asked for this round";
+  CHECK(dup->decision.verdict == Verdict::kError);
+  CHECK(dup->decision.error == absl::InvalidArgumentError(message));
+  for (Pending& p : waiting) {
+    absl::StatusOr<Arrival> a = p.get();
+    REQUIRE(a.ok());
+    CHECK(a->decision.verdict == Verdict::kError);
+    CHECK(a->decision.error == dup->decision.error);
+  }
+  // Ranks that ask later for that round get the same error.
+  for (int r : {2, 3}) {
+    absl::StatusOr<Arrival> a = table.Arrive(Ask(r));
+    REQUIRE(a.ok());
+    CHECK(a->decision.error == dup->decision.error);
+  }
+  CHECK(table.keys() == 0);  // the duplicate was not counted: ranks in step
+}
+
+TEST_CASE("a second caller of a rank whose round is measuring is refused alone") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  Pending rank0 = Async(table, Ask(0, 2));
+  REQUIRE(Blocked(table, 1));
+  absl::StatusOr<Arrival> runner = table.Arrive(Ask(1, 2));
+  REQUIRE(runner.ok());
+  REQUIRE(runner->run);
+  absl::StatusOr<Arrival> dup = table.Arrive(Ask(0, 2));
+  CHECK(dup.status() ==
+        absl::InvalidArgumentError("group.rank: rank 0 of group \"g\" already asked for this round"));
+  const Decision d = table.Publish(*runner, *Answer("x", v1::TUNED));
+  absl::StatusOr<Arrival> a = rank0.get();
+  REQUIRE(a.ok());
+  CHECK(a->decision.verdict == Verdict::kMeasured);
+  CHECK(a->decision.response == d.response);
+}
+
+TEST_CASE("ranks of one group with different problem sets or members: one error for all") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  SECTION("problems") {
+    std::vector<Pending> waiting;
+    waiting.push_back(Async(table, Ask(0, 4, Key("p1"))));
+    waiting.push_back(Async(table, Ask(1, 4, Key("p1"))));
+    REQUIRE(Blocked(table, 2));
+    absl::StatusOr<Arrival> odd = table.Arrive(Ask(2, 4, Key("p2")));
+    REQUIRE(odd.ok());
+    CHECK(odd->decision.verdict == Verdict::kError);
+    CHECK(odd->decision.error.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(std::string(odd->decision.error.message()) ==
+          "problems: ranks of group \"g\" asked for different problem sets at the same "
+          "time: ranks 0,1 sent problem set p1, rank 2 sent p2; every rank of both "
+          "rounds gets this error");
+    for (Pending& p : waiting) {
+      absl::StatusOr<Arrival> a = p.get();
+      REQUIRE(a.ok());
+      CHECK(a->decision.error == odd->decision.error);
+    }
+    // Later asks of either side get it too.
+    absl::StatusOr<Arrival> late1 = table.Arrive(Ask(3, 4, Key("p1")));
+    absl::StatusOr<Arrival> late2 = table.Arrive(Ask(3, 4, Key("p2")));
+    REQUIRE(late1.ok());
+    REQUIRE(late2.ok());
+    CHECK(late1->decision.error == odd->decision.error);
+    CHECK(late2->decision.error == odd->decision.error);
+  }
+  SECTION("members") {
+    Pending first = Async(table, Ask(0, 2, Key("p1", "m1")));
+    REQUIRE(Blocked(table, 1));
+    absl::StatusOr<Arrival> odd = table.Arrive(Ask(1, 2, Key("p1", "m2")));
+    REQUIRE(odd.ok());
+    CHECK_THAT(std::string(odd->decision.error.message()),
+               Catch::StartsWith("group.members: ranks of group \"g\" disagree on the "
+                                 "world size or member list: rank 0 sent members m1, "
+                                 "rank 1 sent m2"));
+    absl::StatusOr<Arrival> a = first.get();
+    REQUIRE(a.ok());
+    CHECK(a->decision.error == odd->decision.error);
+  }
+  SECTION("another group is no conflict") {
+    Pending first = Async(table, Ask(0, 2, Key("p1", "m1", "g1")));
+    REQUIRE(Blocked(table, 1));
+    Pending other = Async(table, Ask(0, 2, Key("p2", "m1", "g2")));
+    REQUIRE(Blocked(table, 2));
+    clock.Advance(kWindow);
+    CHECK(first.get()->decision.verdict == Verdict::kFallback);
+    CHECK(other.get()->decision.verdict == Verdict::kFallback);
+  }
+}
+
+TEST_CASE("a runner that overruns its bound: FALLBACK for all, and for the runner") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  Pending rank0 = Async(table, Ask(0, 2));
+  REQUIRE(Blocked(table, 1));
+  absl::StatusOr<Arrival> runner = table.Arrive(Ask(1, 2));
+  REQUIRE(runner->run);
+  clock.Advance(absl::Milliseconds(999));
+  absl::SleepFor(absl::Milliseconds(5));
+  CHECK_FALSE(Ready(rank0));
+  clock.Advance(absl::Milliseconds(1));
+  absl::StatusOr<Arrival> a = rank0.get();
+  REQUIRE(a.ok());
+  CHECK(a->decision.verdict == Verdict::kFallback);
+  CHECK(a->decision.response->results(0).reason() ==
+        "not measured in time: every rank arrived, but the measurement did not finish "
+        "within 1000 ms (the round's bound)");
+  const Decision late = table.Publish(*runner, *Answer("x", v1::TUNED));
+  CHECK(late.verdict == Verdict::kFallback);
+  CHECK(late.response == a->decision.response);
+  CHECK_FALSE(a->measure_in_background);  // being measured already
+}
+
+TEST_CASE("a runner's error is every rank's error") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  Pending rank0 = Async(table, Ask(0, 2));
+  REQUIRE(Blocked(table, 1));
+  absl::StatusOr<Arrival> runner = table.Arrive(Ask(1, 2));
+  REQUIRE(runner->run);
+  const Decision d = table.Publish(*runner, absl::InternalError("boom"));
+  CHECK(d.verdict == Verdict::kError);
+  CHECK(rank0.get()->decision.error == absl::InternalError("boom"));
+}
+
+TEST_CASE("a caller's own deadline: withdrawn while undecided, and may ask again") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  Pending a0 = Async(table, Ask(0, 3));
+  REQUIRE(Blocked(table, 1));
+  ArriveRequest r1 = Ask(1, 3);
+  r1.deadline = clock.Now() + absl::Milliseconds(2);
+  Pending a1 = Async(table, r1);
+  REQUIRE(Blocked(table, 2));
+  clock.Advance(absl::Milliseconds(2));
+  absl::StatusOr<Arrival> gave_up = a1.get();
+  CHECK(gave_up.status().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK_THAT(std::string(gave_up.status().message()), Catch::Contains("withdrawn"));
+  // Asking again rejoins the same round; with rank 2 it goes.
+  Pending again = Async(table, Ask(1, 3));
+  REQUIRE(Blocked(table, 2));
+  absl::StatusOr<Arrival> runner = table.Arrive(Ask(2, 3));
+  REQUIRE(runner.ok());
+  REQUIRE(runner->run);
+  CHECK(runner->sequence == 0);
+  const Decision d = table.Publish(*runner, *Answer("y", v1::TUNED));
+  CHECK(a0.get()->decision.response == d.response);
+  CHECK(again.get()->decision.response == d.response);
+  CHECK(table.keys() == 0);
+}
+
+TEST_CASE("the n-th ask of each rank is one round: a late rank is not matched ahead") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  // Round 0: rank 0 alone, falls back.
+  Pending r0 = Async(table, Ask(0, 2));
+  REQUIRE(Blocked(table, 1));
+  clock.Advance(kWindow);
+  absl::StatusOr<Arrival> first = r0.get();
+  REQUIRE(first->decision.verdict == Verdict::kFallback);
+  CHECK(first->sequence == 0);
+  // Rank 0 asks again (round 1) while rank 1 is still on round 0.
+  Pending r0_next = Async(table, Ask(0, 2));
+  REQUIRE(Blocked(table, 1));
+  absl::StatusOr<Arrival> late = table.Arrive(Ask(1, 2));
+  REQUIRE(late.ok());
+  CHECK(late->sequence == 0);
+  CHECK(late->decision.response == first->decision.response);
+  CHECK(late->measure_in_background);
+  CHECK_FALSE(Ready(r0_next));
+  // Rank 1's next ask is round 1, with rank 0's: GO.
+  absl::StatusOr<Arrival> runner = table.Arrive(Ask(1, 2));
+  REQUIRE(runner.ok());
+  CHECK(runner->sequence == 1);
+  REQUIRE(runner->run);
+  const Decision d = table.Publish(*runner, *Answer("z", v1::TUNED));
+  CHECK(r0_next.get()->decision.response == d.response);
+  CHECK(table.keys() == 0);
+}
+
+TEST_CASE("retention: a rank later than what is kept gets a clear error, alone") {
+  FakeClock clock;
+  RoundTableOptions options;
+  options.max_rounds_kept = 2;
+  options.decision_ttl = absl::Seconds(60);
+  RoundTable table(&clock, options);
+  // Three rounds that fall back without rank 1; the oldest is forgotten.
+  for (const char* p : {"a", "b", "c"}) {
+    ArriveRequest r = Ask(0, 2, Key(p));
+    r.window = absl::ZeroDuration();
+    REQUIRE(table.Arrive(r)->decision.verdict == Verdict::kFallback);
+    clock.Advance(absl::Seconds(1));
+  }
+  absl::StatusOr<Arrival> forgotten = table.Arrive(Ask(1, 2, Key("a")));
+  CHECK(forgotten.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(forgotten.status().message()),
+             Catch::Contains("rendezvous.max_rounds_kept = 2"));
+  absl::StatusOr<Arrival> kept = table.Arrive(Ask(1, 2, Key("b")));
+  REQUIRE(kept.ok());
+  CHECK(kept->decision.verdict == Verdict::kFallback);
+  // After the TTL, "c" is forgotten too.
+  clock.Advance(absl::Seconds(61));
+  CHECK(table.Arrive(Ask(1, 2, Key("c"))).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK(table.rounds_kept() == 0);
+  // Keys "a" and "b" are in step again (dropped); "c" still remembers that
+  // rank 1 is one ask behind, until two TTLs after its last ask.
+  CHECK(table.keys() == 1);
+  clock.Advance(absl::Seconds(121));
+  ArriveRequest other = Ask(0, 2, Key("p", "m", "other"));
+  other.window = absl::ZeroDuration();
+  REQUIRE(table.Arrive(other).ok());
+  CHECK(table.keys() == 1);  // "c" is gone; the new key keeps its round
+}
+
+TEST_CASE("a rank outside the world size is refused alone and never joins") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  CHECK(table.Arrive(Ask(4)).status() ==
+        absl::InvalidArgumentError("group.rank: must be in [0, 4), got 4"));
+  CHECK(table.Arrive(Ask(-1)).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(table.keys() == 0);
+}
+
+}  // namespace
+}  // namespace rendezvous
+}  // namespace autotuned
