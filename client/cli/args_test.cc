@@ -1,3 +1,4 @@
+#include "client/cli/test_util.h"
 #include "client/cli/args.h"
 
 #include <cstdlib>
@@ -13,11 +14,7 @@ namespace autotuned {
 namespace cli {
 namespace {
 
-std::string ErrorOf(const absl::Status& status) {
-  REQUIRE_FALSE(status.ok());
-  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
-  return std::string(status.message());
-}
+using testing::ErrorOf;
 
 RawFlags Tune(const std::string& collective, const std::string& bytes) {
   RawFlags f;

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "client/cli/test_util.h"
 #include "client/cli/candidate.h"
 #include "client/cli/enums.h"
 #include "client/cli/flag_scan.h"
@@ -11,11 +12,7 @@ namespace autotuned {
 namespace cli {
 namespace {
 
-std::string ErrorOf(const absl::Status& status) {
-  REQUIRE_FALSE(status.ok());
-  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
-  return std::string(status.message());
-}
+using testing::ErrorOf;
 
 TEST_CASE("sizes parse with binary and decimal units") {
   CHECK(*ParseSize("1024") == 1024);
