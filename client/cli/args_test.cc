@@ -1,4 +1,3 @@
-#include "client/cli/test_util.h"
 #include "client/cli/args.h"
 
 #include <cstdlib>
@@ -9,6 +8,7 @@
 
 #include "client/cli/candidate.h"
 #include "client/cli/commands.h"
+#include "client/cli/test_util.h"
 
 namespace autotuned {
 namespace cli {

@@ -2,11 +2,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "client/cli/test_util.h"
 #include "client/cli/candidate.h"
 #include "client/cli/enums.h"
 #include "client/cli/flag_scan.h"
 #include "client/cli/size.h"
+#include "client/cli/test_util.h"
 
 namespace autotuned {
 namespace cli {
