@@ -106,7 +106,7 @@ Hello ToHello(const NodeDescription& node) {
   Hello h;
   h.set_backend(node.backend);
   for (const GpuDescription& g : node.gpus) {
-    GpuInfo* info = h.add_gpus();
+    v1::Gpu* info = h.add_gpus();
     info->set_index(g.index);
     info->set_name(g.name);
     info->set_memory_bytes(g.memory_bytes);
@@ -122,7 +122,7 @@ Hello ToHello(const NodeDescription& node) {
 NodeDescription FromHello(const Hello& h) {
   NodeDescription node;
   node.backend = h.backend();
-  for (const GpuInfo& g : h.gpus()) {
+  for (const v1::Gpu& g : h.gpus()) {
     node.gpus.push_back({g.index(), g.name(), g.memory_bytes(), g.pci_bus_id()});
   }
   node.topology.assign(h.topology().begin(), h.topology().end());
