@@ -26,6 +26,7 @@
 #include "daemon/lifecycle/notify.h"
 #include "daemon/lifecycle/reload.h"
 #include "daemon/metrics/daemon_metrics.h"
+#include "daemon/peer/peer_client.h"
 #include "daemon/peer/peer_service.h"
 #include "daemon/server/server.h"
 #include "daemon/service/service.h"
@@ -166,9 +167,21 @@ int Run() {
     peer_listening = std::move(*started);
   }
 
+  // Multi-daemon groups: this daemon reaches their leaders with the same
+  // token, and leads those whose rank 0 is here.
+  std::unique_ptr<PeerClient> peer_client;
+  if (peer && !config->peer_advertise().empty()) {
+    peer_client = std::make_unique<PeerClient>(*peer_token, config->peer_advertise());
+  }
   AutotuneService service(
       backend->get(), cache.get(), *config,
-      {&metrics, metrics_server ? metrics_server->address() : "", peer_listening.address});
+      {&metrics, metrics_server ? metrics_server->address() : "", peer_listening.address,
+       peer_client.get()});
+  if (peer_client) {
+    peer->SetReadyHandler([&service](const v1::ReadyRequest& request, absl::Time deadline) {
+      return service.LeadReady(request, deadline);
+    });
+  }
   absl::StatusOr<Listening> listening = StartServer(*config, {&service});
   if (!listening.ok()) {
     spdlog::error("{}", listening.status().ToString());

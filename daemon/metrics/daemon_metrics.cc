@@ -46,10 +46,10 @@ DaemonMetrics::DaemonMetrics(Registry* r)
                                  {{"result", "miss"}})),
       rendezvous_latency(r->AddHistogram(
           "autotuned_rendezvous_latency_seconds",
-          "Time from a round's first arrival to the decision to measure. This "
-          "daemon version has no multi-daemon rendezvous: the caller asks for "
-          "the whole group at once, nothing is waited for, and every round "
-          "observes 0.",
+          "Time from a round's first arrival to the decision to measure, for "
+          "ranks asking one by one (observed by the daemon that measures: the "
+          "leader of a multi-daemon group); a call for the whole group waits "
+          "for nothing and observes 0.",
           LatencyBucketsSeconds())),
       round_latency(r->AddHistogram(
           "autotuned_round_latency_seconds",

@@ -85,7 +85,7 @@ TEST_CASE("the daemon's figures are registered once, each with help text") {
   CHECK_THAT(text, Catch::Contains("autotuned_round_results_total{status=\"fallback\"} 0\n"));
   CHECK_THAT(text, Catch::Contains("autotuned_requests_rejected_total{reason=\"invalid\"} 1\n"));
   CHECK_THAT(text, Catch::Contains("autotuned_rendezvous_latency_seconds_count 1\n"));
-  CHECK_THAT(text, Catch::Contains("no multi-daemon rendezvous"));
+  CHECK_THAT(text, Catch::Contains("the leader of a multi-daemon group"));
   CHECK_THAT(text, Catch::Contains("# TYPE autotuned_gpu_memory_held_bytes gauge\n"
                                    "autotuned_gpu_memory_held_bytes 0\n"));
   // One HELP line per family.

@@ -28,8 +28,8 @@ bool ConstantTimeEquals(const std::string& given, const std::string& secret) {
 grpc::Status Unimplemented(const char* method) {
   return grpc::Status(
       grpc::StatusCode::UNIMPLEMENTED,
-      absl::StrCat("Peer.", method, ": the multi-daemon rendezvous is not in this "
-                   "daemon version; only Peer.Ping is served"));
+      absl::StrCat("Peer.", method, ": cross-host measurement through the "
+                   "rendezvous is not in this daemon version (the leader measures alone)"));
 }
 
 }  // namespace
@@ -67,10 +67,32 @@ grpc::Status PeerService::Ping(grpc::ServerContext* context, const v1::PingReque
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::Ready(grpc::ServerContext* context, const v1::ReadyRequest*,
-                                v1::Decision*) {
+void PeerService::SetReadyHandler(ReadyHandler handler) {
+  absl::MutexLock lock(&mu_);
+  ready_ = std::move(handler);
+}
+
+grpc::Status PeerService::Ready(grpc::ServerContext* context,
+                                const v1::ReadyRequest* request, v1::Decision* reply) {
   grpc::Status auth = Authenticate(*context);
-  return auth.ok() ? Unimplemented("Ready") : auth;
+  if (!auth.ok()) return auth;
+  ReadyHandler handler;
+  {
+    absl::MutexLock lock(&mu_);
+    handler = ready_;
+  }
+  if (!handler) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "Peer.Ready: this daemon is not serving rounds yet");
+  }
+  absl::StatusOr<v1::Decision> decision =
+      handler(*request, absl::FromChrono(context->deadline()));
+  if (!decision.ok()) {
+    return grpc::Status(static_cast<grpc::StatusCode>(decision.status().code()),
+                        std::string(decision.status().message()));
+  }
+  *reply = *std::move(decision);
+  return grpc::Status::OK;
 }
 
 grpc::Status PeerService::ReduceTimings(grpc::ServerContext* context,

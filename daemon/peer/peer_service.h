@@ -1,7 +1,9 @@
 // The daemon-to-daemon service (autotuned.v1.Peer, proto/peer.proto) as this
-// version serves it on the peer port (config peer_listen): Ping answers, the
-// round calls (Ready, ReduceTimings) return UNIMPLEMENTED because the
-// multi-daemon rendezvous is not built yet.
+// version serves it on the peer port (config peer_listen): Ping answers;
+// Ready is handed to the handler set with SetReadyHandler (the daemon's
+// AutotuneService, which leads the round: service.h) and is UNAVAILABLE
+// until one is set; ReduceTimings returns UNIMPLEMENTED (cross-host
+// lockstep measurement is a later step).
 //
 // Authentication: every call must carry the metadata
 //   authorization: Bearer <token>
@@ -12,13 +14,17 @@
 // token keeps strangers out; it does not hide the traffic, so keep the peer
 // network private.
 //
-// Thread-safety: immutable after construction; gRPC may call it from any
-// number of threads.
+// Thread-safety: every method may be called concurrently; gRPC may call it
+// from any number of threads.
 #pragma once
 
+#include <functional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "config/config.pb.h"
 #include "proto/peer.grpc.pb.h"
 
@@ -26,10 +32,19 @@ namespace autotuned {
 
 class PeerService final : public v1::Peer::Service {
  public:
+  // Answers an authenticated Ready by `deadline` (the caller's): the
+  // leader's decision, or an error status passed to the caller as is.
+  using ReadyHandler = std::function<absl::StatusOr<v1::Decision>(
+      const v1::ReadyRequest& request, absl::Time deadline)>;
+
   // `daemon` names this daemon in Ping replies (the daemon uses its host name);
   // `fingerprint` is the node fingerprint (service.h). `token` must not be
   // empty.
   PeerService(std::string token, std::string daemon, std::string fingerprint);
+
+  // Serves Ready through `handler` from now on (set once, before peers
+  // can know this daemon leads anything).
+  void SetReadyHandler(ReadyHandler handler) ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::Status Ping(grpc::ServerContext* context, const v1::PingRequest* request,
                     v1::PingReply* reply) override;
@@ -46,6 +61,9 @@ class PeerService final : public v1::Peer::Service {
   const std::string token_;
   const std::string daemon_;
   const std::string fingerprint_;
+
+  mutable absl::Mutex mu_;
+  ReadyHandler ready_ ABSL_GUARDED_BY(mu_);
 };
 
 // The peer token the configuration names: peer_token, or the contents of

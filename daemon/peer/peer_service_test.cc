@@ -77,7 +77,8 @@ TEST_CASE("a peer without the right token is refused with UNAUTHENTICATED") {
         grpc::StatusCode::UNAUTHENTICATED);
 }
 
-TEST_CASE("a peer with the token gets Ping; the round calls are not built yet") {
+TEST_CASE("a peer with the token gets Ping; Ready goes to the handler; ReduceTimings "
+          "is not built") {
   Peer p;
   v1::PingReply reply;
   grpc::Status s = p.Ping(std::string("Bearer ") + kToken, &reply);
@@ -85,16 +86,41 @@ TEST_CASE("a peer with the token gets Ping; the round calls are not built yet") 
   CHECK(reply.daemon() == "node-a:7451");
   CHECK(reply.fingerprint() == "f1f2f3");
 
-  for (int call = 0; call < 2; ++call) {
+  auto ready = [&p](v1::Decision* decision) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
-    v1::Decision decision;
-    grpc::Status r = call == 0
-                         ? p.stub->Ready(&ctx, v1::ReadyRequest(), &decision)
-                         : p.stub->ReduceTimings(&ctx, v1::RankTimings(), &decision);
-    CHECK(r.error_code() == grpc::StatusCode::UNIMPLEMENTED);
-    CHECK_THAT(r.error_message(), Catch::Contains("rendezvous is not in this daemon version"));
-  }
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ReadyRequest request;
+    request.set_from_daemon("node-b:7451");
+    request.add_ranks(3);
+    return p.stub->Ready(&ctx, request, decision);
+  };
+  v1::Decision decision;
+  grpc::Status r = ready(&decision);
+  CHECK(r.error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK_THAT(r.error_message(), Catch::Contains("not serving rounds yet"));
+
+  p.service->SetReadyHandler([](const v1::ReadyRequest& request, absl::Time deadline)
+                                 -> absl::StatusOr<v1::Decision> {
+    if (deadline == absl::InfiniteFuture()) return absl::InternalError("no deadline");
+    if (request.ranks(0) == 3) {
+      v1::Decision d;
+      d.set_verdict(v1::ANSWERED);
+      d.mutable_response()->set_round_id(request.from_daemon());
+      return d;
+    }
+    return absl::InvalidArgumentError("bad rank");
+  });
+  r = ready(&decision);
+  REQUIRE(r.ok());
+  CHECK(decision.verdict() == v1::ANSWERED);
+  CHECK(decision.response().round_id() == "node-b:7451");
+
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+  r = p.stub->ReduceTimings(&ctx, v1::RankTimings(), &decision);
+  CHECK(r.error_code() == grpc::StatusCode::UNIMPLEMENTED);
+  CHECK_THAT(r.error_message(), Catch::Contains("rendezvous is not in this daemon version"));
 }
 
 grpc::Status GenericCall(std::shared_ptr<grpc::Channel> channel, const std::string& method) {

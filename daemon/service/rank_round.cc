@@ -1,9 +1,11 @@
 // AutotuneService for ranks that ask one by one: the rendezvous
 // (daemon/rendezvous/round_table.h), the round's answer handed to each rank,
-// and the background measurement of rounds that fell back. The rules are in
-// service.h.
+// the background measurement of rounds that fell back, and the multi-daemon
+// rounds (FollowerRound forwards to the leader, LeadReady serves a follower).
+// The rules are in service.h.
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -85,6 +87,7 @@ std::optional<v1::ProblemResult> AutotuneService::Cached(const ValidProblem& pro
 
 absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(const ValidRequest& request,
                                                             absl::Time deadline) {
+  if (!request.leader.empty()) return FollowerRound(request, deadline);
   const absl::Time start = absl::Now();
   metrics_->rounds->Increment();
   const std::string round_name = absl::StrCat(getpid(), "-", ++rounds_);
@@ -121,8 +124,20 @@ absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(const ValidRequest& 
     measured.set_backend(backend_->node().backend);
     measured.set_fingerprint(fingerprint_);
     const absl::Duration waited = absl::Now() - start;
-    for (const ValidProblem& p : request.problems) {
-      *measured.add_results() = Solve(p, request, arrival->decision.waited);
+    if (request.world_size > backend_->max_world_size()) {
+      // A group spread over daemons that this node alone cannot measure.
+      measured = *fallback;
+      for (v1::ProblemResult& r : *measured.mutable_results()) {
+        if (r.status() != v1::FALLBACK) continue;
+        r.set_reason(absl::StrCat("cross-host measurement not yet supported: the leader's ",
+                                  backend_->node().backend, " backend serves ",
+                                  backend_->max_world_size(), " GPUs, the group has ",
+                                  request.world_size, " ranks"));
+      }
+    } else {
+      for (const ValidProblem& p : request.problems) {
+        *measured.add_results() = Solve(p, request, arrival->decision.waited);
+      }
     }
     decision = round_table_.Publish(*arrival, std::move(measured));
     if (decision.verdict == rendezvous::Verdict::kMeasured) {
@@ -151,7 +166,8 @@ absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(const ValidRequest& 
                        : std::string());
     }
   }
-  if (arrival->measure_in_background && config_.rendezvous().measure_after_fallback()) {
+  if (arrival->measure_in_background && config_.rendezvous().measure_after_fallback() &&
+      request.world_size <= backend_->max_world_size()) {
     MeasureInBackground(request);
   }
   if (decision.verdict == rendezvous::Verdict::kError) return decision.error;
@@ -168,6 +184,88 @@ absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(const ValidRequest& 
   metrics_->results_fallback->Increment(counts[v1::FALLBACK]);
   metrics_->results_failed->Increment(counts[v1::FAILED]);
   metrics_->round_latency->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  return out;
+}
+
+absl::StatusOr<v1::TuneResponse> AutotuneService::FollowerRound(const ValidRequest& request,
+                                                                absl::Time deadline) {
+  v1::ReadyRequest ready;
+  ready.mutable_round()->set_group_id(request.group_id);
+  ready.mutable_round()->set_problems_digest(Key(request).problems_digest);
+  ready.add_ranks(request.rank);
+  *ready.mutable_request() = request.wire;
+  const absl::Time cap =
+      absl::Now() + request.presync_window + RunBound(request) + absl::Seconds(5);
+  const absl::Time call_deadline = std::min(deadline, cap);
+  absl::StatusOr<v1::Decision> decision =
+      options_.peer_client->Ready(request.leader, ready, call_deadline);
+  if (!decision.ok()) {
+    if (call_deadline == deadline && absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no decision from the leader ", request.leader, " before this rank's deadline"));
+    }
+    // The detail goes to the log only: every rank of this daemon gets the
+    // same status for the same failure.
+    spdlog::warn("group={} rank={}: leader {} unreachable: {}", request.group_id,
+                 request.rank, request.leader, decision.status().ToString());
+    return absl::UnavailableError(absl::StrCat(
+        "leader ", request.leader, " unreachable: ",
+        absl::StatusCodeToString(decision.status().code()),
+        " (followers never decide; ask again once the leader is back)"));
+  }
+  if (decision->verdict() == v1::REJECTED) {
+    return absl::Status(static_cast<absl::StatusCode>(decision->error_code()),
+                        decision->error_message());
+  }
+  if (decision->verdict() != v1::ANSWERED) {
+    return absl::UnavailableError(absl::StrCat("leader ", request.leader, " answered ",
+                                               v1::RoundVerdict_Name(decision->verdict()),
+                                               ", which this daemon version does not serve"));
+  }
+  v1::TuneResponse out = std::move(*decision->mutable_response());
+  for (int i = 0; i < out.results_size() && i < static_cast<int>(request.problems.size());
+       ++i) {
+    out.mutable_results(i)->mutable_problem()->set_label(
+        request.problems[i].canonical.label());
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Decision> AutotuneService::LeadReady(const v1::ReadyRequest& ready,
+                                                        absl::Time deadline) {
+  if (admission_.draining()) return Admission::DrainingError();
+  v1::Decision out;
+  *out.mutable_round() = ready.round();
+  auto reject = [&out](const absl::Status& s) {
+    out.set_verdict(v1::REJECTED);
+    out.set_error_code(static_cast<int>(s.code()));
+    out.set_error_message(std::string(s.message()));
+    return out;
+  };
+  const std::shared_ptr<const Settings> now = settings();
+  ValidationContext context = Validation(*now);
+  context.asking_daemon = ready.from_daemon();
+  if (context.asking_daemon.empty() || context.asking_daemon == context.self_daemon) {
+    return reject(absl::InvalidArgumentError("from_daemon: must name the follower"));
+  }
+  absl::StatusOr<ValidRequest> valid = ValidateTune(ready.request(), context);
+  if (!valid.ok()) return reject(valid.status());
+  if (!valid->per_rank || !valid->leader.empty()) {
+    return reject(absl::FailedPreconditionError(absl::StrCat(
+        "this daemon (\"", context.self_daemon, "\") does not lead group \"",
+        valid->group_id, "\": its rank 0 is ",
+        valid->per_rank ? absl::StrCat("on \"", valid->leader, "\"") : "not given")));
+  }
+  if (ready.ranks_size() != 1 || ready.ranks(0) != valid->rank) {
+    return reject(absl::InvalidArgumentError(
+        "ranks: one rank per Ready, the request's group.rank"));
+  }
+  absl::StatusOr<Admission::Ticket> ticket = admission_.Admit();
+  if (!ticket.ok()) return ticket.status();
+  absl::StatusOr<v1::TuneResponse> answer = RankRound(*valid, deadline);
+  if (!answer.ok()) return reject(answer.status());
+  out.set_verdict(v1::ANSWERED);
+  *out.mutable_response() = *std::move(answer);
   return out;
 }
 

@@ -125,7 +125,8 @@ void AutotuneService::BeginDrain() {
 ValidationContext AutotuneService::Validation(const Settings& settings) const {
   return ValidationContext{&backend_->catalogue(), &settings.limits,
                            &settings.defaults, backend_->max_world_size(),
-                           backend_->node().backend, config_.peer_advertise()};
+                           backend_->node().backend, config_.peer_advertise(),
+                           options_.peer_client != nullptr && !config_.peer_advertise().empty()};
 }
 
 grpc::Status AutotuneService::Reject(const absl::Status& status, const char* what) {

@@ -20,8 +20,8 @@
 // Metrics: every round, result, rejection, cache lookup and cut-off candidate
 // is counted in metrics::DaemonMetrics; NodeInfo reports the same figures.
 //
-// Ranks asking one by one (group.members given, whole_group false; phase 1:
-// every member on this daemon): each rank's Tune (or each size of its Sweep)
+// Ranks asking one by one (group.members given, whole_group false): each
+// rank's Tune (or each size of its Sweep)
 // goes through the rendezvous (daemon/rendezvous/round_table.h), keyed by
 // group id, member list and canonical problem set (labels aside, timing mode
 // included). Every rank of a round gets the same answer, its own labels
@@ -44,6 +44,23 @@
 //   - inconsistent asks (two callers of one rank, members or problem sets
 //     that differ between ranks of a group at the same time): the same
 //     INVALID_ARGUMENT for every rank of the round.
+// Members on several daemons (multi-daemon rendezvous, phase 2; needs
+// ServiceOptions::peer_client): the leader is the daemon of rank 0
+// (members[rank 0].daemon, compared with this daemon's peer_advertise). The
+// leader's decision is the only decision: a follower never decides. A
+// follower forwards each local rank's ask to the leader (Peer.Ready, one
+// rank per call, the canonical request, the peer token, a deadline of the
+// rank's own deadline capped at window + run bound + 5 s) and hands the
+// leader's answer or error to that rank as is; when the call fails it
+// answers UNAVAILABLE "leader <addr> unreachable: <code>: <message>" (the
+// same for every rank it forwarded), or DEADLINE_EXCEEDED when the rank's
+// own deadline passed. The leader (LeadReady) treats each Ready as an ask of
+// that rank in its RoundTable, with all the rules above; cache lookups and
+// measurement are the leader's. In this phase the leader measures GO rounds
+// alone, on its own backend, for the whole world size: when that backend
+// serves fewer GPUs than the world size, the round is FALLBACK for every
+// rank with the reason "cross-host measurement not yet supported: ...".
+// Cross-host lockstep measurement (Peer.ReduceTimings) is a later step.
 // A rank's RPC deadline bounds its own wait (DEADLINE_EXCEEDED for it
 // alone). Do not retry a per-rank Tune that was answered: the same rank's
 // next ask of the same problem set is the group's next round.
@@ -67,10 +84,12 @@
 #include "daemon/cache/cache.h"
 #include "daemon/engine/engine.h"
 #include "daemon/metrics/daemon_metrics.h"
+#include "daemon/peer/peer_client.h"
 #include "daemon/rendezvous/round_table.h"
 #include "daemon/service/admission.h"
 #include "daemon/service/validate.h"
 #include "proto/autotuned.grpc.pb.h"
+#include "proto/peer.pb.h"
 
 namespace autotuned {
 
@@ -81,6 +100,10 @@ struct ServiceOptions {
   // Reported by NodeInfo: the bound metrics and peer addresses ("" = off).
   std::string metrics_address;
   std::string peer_address;
+  // How this daemon reaches the leaders of multi-daemon groups (not owned;
+  // outlives the service). Null, or config peer_advertise empty: members on
+  // other daemons are UNIMPLEMENTED.
+  PeerClient* peer_client = nullptr;
 };
 
 class AutotuneService final : public v1::Autotune::Service {
@@ -113,6 +136,17 @@ class AutotuneService final : public v1::Autotune::Service {
 
   const std::string& fingerprint() const { return fingerprint_; }
 
+  // The leader's side of Peer.Ready (PeerService::SetReadyHandler): the
+  // forwarded ask of one rank of `request.from_daemon`, answered with the
+  // round's decision (ANSWERED with the response, or REJECTED with the
+  // error every rank of the round gets). Errors for this caller alone
+  // (DEADLINE_EXCEEDED, UNAVAILABLE while draining, RESOURCE_EXHAUSTED)
+  // come back as statuses; a request this daemon must not lead (its rank 0
+  // is elsewhere) or whose rank is not on from_daemon is REJECTED
+  // FAILED_PRECONDITION / INVALID_ARGUMENT.
+  absl::StatusOr<v1::Decision> LeadReady(const v1::ReadyRequest& request,
+                                         absl::Time deadline);
+
   // Replaces the limits and defaults that later calls validate against
   // (limits.max_request_bytes is the gRPC server's and is ignored here).
   void UpdateSettings(const config::Limits& limits, const config::Defaults& defaults)
@@ -141,6 +175,9 @@ class AutotuneService final : public v1::Autotune::Service {
   // round's answer (rank_round.cc). `deadline`: the caller's own.
   absl::StatusOr<v1::TuneResponse> RankRound(const ValidRequest& request,
                                              absl::Time deadline);
+  // A rank whose group's leader is another daemon: the leader's answer.
+  absl::StatusOr<v1::TuneResponse> FollowerRound(const ValidRequest& request,
+                                                 absl::Time deadline);
   // The cached answer of one problem, or none (counts the lookup).
   std::optional<v1::ProblemResult> Cached(const ValidProblem& problem,
                                           const ValidRequest& request);

@@ -31,11 +31,17 @@ FakeBackend::Script Timed(double us) {
 
 class Fixture {
  public:
+  // `peers`: with a PeerClient (config peer_advertise must be set).
   explicit Fixture(const std::string& cache_name,
-                   const std::function<void(config::DaemonConfig*)>& change = nullptr) {
+                   const std::function<void(config::DaemonConfig*)>& change = nullptr,
+                   bool peers = false) {
     config_ = *config::DefaultConfig();
     config_.mutable_limits()->set_max_buffer_bytes(1 << 20);
     if (change) change(&config_);
+    if (peers) {
+      peer_client_ = std::make_unique<PeerClient>("a-test-peer-token-16+",
+                                                  config_.peer_advertise());
+    }
     FakeBackend::Script broken;
     broken.fail_rank = 1;
     broken.failure = absl::DataLossError("rank 1 index 0: got 3, want 4");
@@ -51,7 +57,8 @@ class Fixture {
                {"all_reduce/hang", hang}});
     cache_ = *ResultCache::Open(TempDir(cache_name));
     service_ = std::make_unique<AutotuneService>(backend_.get(), cache_.get(), config_,
-                                                 ServiceOptions{&metrics_, "m:1", "p:2"});
+                                                 ServiceOptions{&metrics_, "m:1", "p:2",
+                                                                peer_client_.get()});
     grpc::ServerBuilder builder;
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
@@ -91,6 +98,7 @@ class Fixture {
   config::DaemonConfig config_;
   std::unique_ptr<FakeBackend> backend_;
   std::unique_ptr<ResultCache> cache_;
+  std::unique_ptr<PeerClient> peer_client_;
   std::unique_ptr<AutotuneService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Autotune::Stub> stub_;
@@ -653,6 +661,81 @@ TEST_CASE("members naming this daemon, or asked for the whole group, need no wai
   CHECK(r.results(0).status() == v1::TUNED);
   req.mutable_group()->mutable_members(1)->set_daemon("there:7451");
   CHECK(f.Tune(req, &r).error_code() == grpc::StatusCode::UNIMPLEMENTED);
+}
+
+// Multi-daemon groups, one side at a time (tests/multi_daemon_test.cc runs
+// real daemons together).
+v1::TuneRequest SpreadRequest(const std::string& group, int rank,
+                              const std::vector<std::string>& daemons) {
+  v1::TuneRequest req = RankRequest(group, rank, static_cast<int>(daemons.size()));
+  for (size_t r = 0; r < daemons.size(); ++r) {
+    req.mutable_group()->mutable_members(r)->set_daemon(daemons[r]);
+  }
+  return req;
+}
+
+v1::ReadyRequest Forwarded(const v1::TuneRequest& req, const std::string& from) {
+  v1::ReadyRequest ready;
+  ready.set_from_daemon(from);
+  ready.add_ranks(req.group().rank());
+  *ready.mutable_request() = req;
+  return ready;
+}
+
+TEST_CASE("the leader counts a follower's forwarded rank like a local one") {
+  Fixture f("leader", [](config::DaemonConfig* c) { c->set_peer_advertise("lead:1"); },
+            /*peers=*/true);
+  const std::vector<std::string> daemons = {"lead:1", "follow:1"};
+  Answer local;
+  std::thread rank0(
+      [&] { local.status = f.Tune(SpreadRequest("g", 0, daemons), &local.response); });
+  absl::StatusOr<v1::Decision> remote = f.service().LeadReady(
+      Forwarded(SpreadRequest("g", 1, daemons), "follow:1"), absl::Now() + absl::Seconds(20));
+  rank0.join();
+  REQUIRE(local.status.ok());
+  REQUIRE(remote.ok());
+  REQUIRE(remote->verdict() == v1::ANSWERED);
+  CHECK(local.response.results(0).status() == v1::TUNED);
+  CHECK(remote->response().results(0).problem().label() == "op-of-rank-1");
+  CHECK(Shared(remote->response()) == Shared(local.response));
+  CHECK(f.backend().runs() == 3);
+
+  // Asks this daemon must not serve: the same REJECTED shape, nothing run.
+  remote = f.service().LeadReady(Forwarded(SpreadRequest("g", 0, daemons), "follow:1"),
+                                 absl::Now() + absl::Seconds(5));
+  REQUIRE(remote.ok());
+  CHECK(remote->verdict() == v1::REJECTED);
+  CHECK(remote->error_code() == static_cast<int>(absl::StatusCode::kInvalidArgument));
+  CHECK_THAT(remote->error_message(), Catch::Contains("rank 0 is on this daemon"));
+  remote = f.service().LeadReady(
+      Forwarded(SpreadRequest("g", 1, {"other:1", "follow:1"}), "follow:1"),
+      absl::Now() + absl::Seconds(5));
+  REQUIRE(remote.ok());
+  CHECK(remote->verdict() == v1::REJECTED);
+  CHECK(remote->error_code() == static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  CHECK_THAT(remote->error_message(), Catch::Contains("does not lead group \"g\""));
+  CHECK(f.backend().runs() == 3);
+}
+
+TEST_CASE("a follower never decides: its leader unreachable is UNAVAILABLE for its ranks") {
+  Fixture f("follower", [](config::DaemonConfig* c) { c->set_peer_advertise("follow:1"); },
+            /*peers=*/true);
+  // Port 1 on loopback: nobody listens.
+  const std::vector<std::string> daemons = {"127.0.0.1:1", "follow:1", "follow:1"};
+  const std::vector<v1::TuneRequest> asks = {SpreadRequest("g", 1, daemons),
+                                             SpreadRequest("g", 2, daemons)};
+  std::vector<Answer> answers = AskTogether(f, asks);
+  for (const Answer& a : answers) {
+    CHECK(a.status.error_code() == grpc::StatusCode::UNAVAILABLE);
+    CHECK_THAT(a.status.error_message(),
+               Catch::StartsWith("leader 127.0.0.1:1 unreachable: UNAVAILABLE"));
+  }
+  CHECK(answers[0].status.error_message() == answers[1].status.error_message());
+  CHECK(f.backend().runs() == 0);
+
+  // A rank of another daemon is not this one's to forward.
+  CHECK_THAT(f.TuneError(SpreadRequest("g", 0, daemons)),
+             Catch::StartsWith("group.rank: rank 0 is on daemon \"127.0.0.1:1\""));
 }
 
 TEST_CASE("a sweep asked rank by rank: the same sizes and table for every rank") {

@@ -195,7 +195,11 @@ absl::Status ValidateGroup(const v1::Group& g, const ValidationContext& ctx) {
     return Invalid("group.world_size",
                    absl::StrCat("must be positive, got ", g.world_size()));
   }
-  if (g.world_size() > ctx.max_world_size) {
+  bool remote = false;  // members on other daemons
+  for (const v1::Member& m : g.members()) {
+    remote = remote || (!m.daemon().empty() && m.daemon() != ctx.self_daemon);
+  }
+  if (!remote && g.world_size() > ctx.max_world_size) {
     return Invalid("group.world_size",
                    absl::StrCat(g.world_size(), " ranks, but the ",
                                 ctx.backend_name, " backend serves at most ",
@@ -226,12 +230,25 @@ absl::Status ValidateGroup(const v1::Group& g, const ValidationContext& ctx) {
     }
     member_of_rank[m.rank()] = i;
     if (!m.daemon().empty() && m.daemon() != ctx.self_daemon) {
-      return absl::UnimplementedError(absl::StrCat(
-          f, ".daemon: \"", m.daemon(), "\" is another daemon (this one is ",
-          ctx.self_daemon.empty() ? std::string("unnamed: peer_advertise is empty")
-                                  : absl::StrCat("\"", ctx.self_daemon, "\""),
-          "); groups spread over several daemons need the multi-daemon "
-          "rendezvous, which this daemon version does not serve yet"));
+      if (!ctx.peers || g.whole_group()) {
+        return absl::UnimplementedError(absl::StrCat(
+            f, ".daemon: \"", m.daemon(), "\" is another daemon (this one is ",
+            ctx.self_daemon.empty() ? std::string("unnamed: peer_advertise is empty")
+                                    : absl::StrCat("\"", ctx.self_daemon, "\""),
+            "); groups spread over several daemons need ranks asking one by one "
+            "(whole_group false) and this daemon's peer_listen and peer_advertise"));
+      }
+      if (m.rank() == g.rank() && m.daemon() != ctx.asking_daemon) {
+        return Invalid("group.rank",
+                       absl::StrCat("rank ", g.rank(), " is on daemon \"", m.daemon(),
+                                    "\" (", f, "); ask that daemon"));
+      }
+      continue;  // its local_gpu is its own daemon's to check
+    }
+    if (m.rank() == g.rank() && !ctx.asking_daemon.empty()) {
+      return Invalid("group.rank",
+                     absl::StrCat("rank ", g.rank(), " is on this daemon (", f,
+                                  "), not on \"", ctx.asking_daemon, "\""));
     }
     if (m.local_gpu() < 0 || m.local_gpu() >= ctx.max_world_size) {
       return Invalid(f + ".local_gpu",
@@ -317,6 +334,11 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
   out.per_rank = group.members_size() > 0 && !group.whole_group();
   out.rank = group.rank();
   if (out.per_rank) out.members_text = CanonicalMembers(group);
+  for (const v1::Member& m : group.members()) {
+    if (out.per_rank && m.rank() == 0 && !m.daemon().empty() && m.daemon() != ctx.self_daemon) {
+      out.leader = m.daemon();
+    }
+  }
   out.presync_window = absl::Microseconds(request.options().presync_window_us() > 0
                                               ? request.options().presync_window_us()
                                               : ctx.defaults->presync_window_us());
@@ -337,6 +359,11 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
         ValidateProblem(request.problems(i), absl::StrCat("problems[", i, "]"),
                         out.world_size, ctx));
     out.problems.push_back(std::move(p));
+  }
+  if (!out.leader.empty()) {
+    *out.wire.mutable_group() = request.group();
+    *out.wire.mutable_options() = request.options();
+    for (const ValidProblem& p : out.problems) *out.wire.add_problems() = p.canonical;
   }
   return out;
 }

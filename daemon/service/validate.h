@@ -30,6 +30,13 @@ struct ValidationContext {
   // This daemon's name in group.members[].daemon (config peer_advertise);
   // "" = none. Members naming "" or this are local.
   std::string self_daemon;
+  // Whether members on other daemons are served (this daemon has a peer
+  // client: peer_listen and peer_advertise set). Otherwise they are
+  // UNIMPLEMENTED.
+  bool peers = false;
+  // The daemon the asking rank must be on: "" = this one; the leader
+  // validating a forwarded ask sets the follower's name (ReadyRequest).
+  std::string asking_daemon;
 };
 
 struct ValidProblem {
@@ -51,6 +58,12 @@ struct ValidRequest {
   bool per_rank = false;
   int rank = 0;
   std::string members_text;  // CanonicalMembers(group)
+  // Per rank, members on several daemons: the leader's name (members[rank
+  // 0].daemon) when it is another daemon, else "" (this daemon leads or the
+  // group is local). `wire` is the request as the leader must see it (group,
+  // options, canonical problems with their labels); set only with `leader`.
+  std::string leader;
+  v1::TuneRequest wire;
   absl::Duration presync_window = absl::Milliseconds(5);
 };
 
@@ -63,13 +76,18 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
 
 // Validates group and options alone (shared by both of the above).
 //
-// Members (phase 1 of the rendezvous: one daemon): when given, there is one
-// per rank (world_size of them, each rank once), each on a distinct local
-// GPU of this node, and each on this daemon (daemon "" or
-// context.self_daemon); a member on another daemon is UNIMPLEMENTED. A
-// group with members and whole_group false is served rank by rank and needs
-// a group id. The members' local_gpu is checked and is part of the round's
-// identity, but the backend still measures on GPUs 0..world_size-1.
+// Members: when given, there is one per rank (world_size of them, each rank
+// once). Members on this daemon (daemon "" or context.self_daemon) are each
+// on a distinct local GPU of this node. Members on other daemons need
+// context.peers (else UNIMPLEMENTED) and whole_group false; then the asking
+// rank must be on context.asking_daemon (this daemon by default), and
+// world_size is not bounded by this node (the leader decides what it can
+// measure). A group with members and
+// whole_group false is served rank by rank and needs a group id. The
+// members' local_gpu is checked and is part of the round's identity, but the
+// backend still measures on GPUs 0..world_size-1. In a group spread over
+// daemons, name every member's daemon: "" means "the daemon asked", which
+// differs between daemons, so the leader would see different member lists.
 absl::Status ValidateGroup(const v1::Group& group, const ValidationContext& context);
 
 // "world_size=W" and one "rank:local_gpu@daemon" per member, by rank: the

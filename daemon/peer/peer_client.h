@@ -1,0 +1,57 @@
+// The client side of the peer service (proto/peer.proto): how a follower
+// daemon reaches the leader of a group's round.
+//
+// Every call carries "authorization: Bearer <token>" (the node's shared peer
+// token) and ends by its deadline. Channels are made once per leader address
+// and kept (plain TCP, like the peer port: see peer_service.h).
+//
+// Status codes of Ready: OK with the leader's Decision (whatever its verdict:
+// the leader's decision is the only one); otherwise the gRPC status of the
+// call as absl::Status (UNAVAILABLE when the leader is down or unreachable,
+// DEADLINE_EXCEEDED at the deadline, UNAUTHENTICATED on a token mismatch,
+// UNIMPLEMENTED from a leader that predates the multi-daemon rendezvous).
+//
+// Thread-safety: every method may be called concurrently.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/peer.grpc.pb.h"
+
+namespace autotuned {
+
+class PeerClient {
+ public:
+  // `token`: the shared peer token; `self`: this daemon's peer_advertise
+  // name, sent as from_daemon.
+  PeerClient(std::string token, std::string self);
+
+  PeerClient(const PeerClient&) = delete;
+  PeerClient& operator=(const PeerClient&) = delete;
+
+  const std::string& self() const { return self_; }
+
+  // Reports arrivals to the leader at `address` ("host:port") and waits for
+  // its decision until `deadline`. `request.from_daemon` is set here.
+  absl::StatusOr<v1::Decision> Ready(const std::string& address, v1::ReadyRequest request,
+                                     absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  v1::Peer::Stub* Stub(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Constant after construction.
+  const std::string token_;
+  const std::string self_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::Peer::Stub>> stubs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace autotuned

@@ -1,0 +1,307 @@
+// The multi-daemon rendezvous end to end: three real daemons on the sim
+// backend play three hosts (peer ports on loopback, one shared token, each
+// advertising its peer address), two ranks on each, every rank asking its
+// own daemon over its Unix socket. The leader is the daemon of rank 0; it
+// runs with --sim_gpus=6 so that it can measure the whole group alone (this
+// phase's GO rounds: the leader measures, nobody else); the others have 2.
+// A leader with too few GPUs answers the same FALLBACK to every rank.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proto/autotuned.grpc.pb.h"
+#include "tests/daemon_process.h"
+
+namespace autotuned {
+namespace {
+
+using testing::DaemonProcess;
+using testing::FreshTempDir;
+using testing::ShortTempDir;
+
+constexpr char kToken[] = "peer-token-for-the-multi-daemon-test";
+constexpr int kHosts = 3;
+constexpr int kRanksPerHost = 2;
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  socklen_t len = sizeof(addr);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+struct Host {
+  std::string dir;
+  std::string socket;
+  std::string peer;  // its peer_listen and peer_advertise
+  std::vector<std::string> args;
+  std::unique_ptr<DaemonProcess> daemon = std::make_unique<DaemonProcess>();
+};
+
+// Three daemons; host 0 leads every group of these tests.
+struct Cluster {
+  std::vector<Host> hosts;
+
+  // `leader_gpus`: the sim GPUs of host 0 (6 measures the whole group).
+  explicit Cluster(const std::string& name, int leader_gpus = 6) {
+    for (int h = 0; h < kHosts; ++h) {
+      Host host;
+      host.dir = FreshTempDir(absl::StrCat(name, "-", h));
+      host.socket = ShortTempDir() + "/autotuned.sock";
+      host.peer = absl::StrCat("127.0.0.1:", FreePort());
+      std::ofstream(host.dir + "/autotuned.conf")
+          << "peer_token: \"" << kToken << "\"\npeer_advertise: \"" << host.peer << "\"\n";
+      host.args = {"--config=" + host.dir + "/autotuned.conf", "--socket=" + host.socket,
+                   "--cache_dir=" + host.dir + "/cache", "--peer_listen=" + host.peer,
+                   absl::StrCat("--sim_gpus=", h == 0 ? leader_gpus : 2)};
+      hosts.push_back(std::move(host));
+    }
+    for (Host& host : hosts) {
+      const absl::Status s = host.daemon->Start(host.args, host.socket, host.dir + "/log");
+      INFO(s.ToString());
+      REQUIRE(s.ok());
+    }
+  }
+
+  std::string Logs() const {
+    std::string out;
+    for (const Host& h : hosts) out += h.daemon->Log();
+    return out;
+  }
+};
+
+// Rank r lives on host r / 2 as its GPU r % 2, unless `members` says else.
+v1::TuneRequest RankAsk(const Cluster& c, const std::string& group, int world, int rank,
+                        int64_t window_us) {
+  v1::TuneRequest req;
+  v1::Group* g = req.mutable_group();
+  g->set_id(group);
+  g->set_world_size(world);
+  g->set_rank(rank);
+  for (int r = 0; r < world; ++r) {
+    v1::Member* m = g->add_members();
+    m->set_rank(r);
+    m->set_local_gpu(r % kRanksPerHost);
+    m->set_daemon(c.hosts[r / kRanksPerHost].peer);
+  }
+  req.mutable_options()->set_warmup(1);
+  req.mutable_options()->set_iterations(3);
+  req.mutable_options()->set_presync_window_us(window_us);
+  for (int i = 0; i < 5; ++i) {
+    v1::Problem* p = req.add_problems();
+    p->set_label(absl::StrCat("rank", rank, "-problem", i));
+    p->set_collective(v1::ALL_REDUCE);
+    p->set_dtype(v1::FLOAT32);
+    p->set_count(int64_t{1024} << i);
+    p->add_candidates()->set_impl("all_reduce/ring");
+    p->add_candidates()->set_impl("all_reduce/one_shot");
+  }
+  return req;
+}
+
+struct Answer {
+  grpc::Status status;
+  v1::TuneResponse response;
+  absl::Duration took;
+
+  // The answer with this rank's labels removed: what every rank must share.
+  std::string Shared() const {
+    if (!status.ok()) {
+      return absl::StrCat("error ", status.error_code(), ": ", status.error_message());
+    }
+    v1::TuneResponse r = response;
+    for (v1::ProblemResult& p : *r.mutable_results()) p.mutable_problem()->clear_label();
+    std::string out;
+    REQUIRE(r.SerializeToString(&out));
+    return out;
+  }
+};
+
+Answer Ask(const Host& host, const v1::TuneRequest& req) {
+  auto stub = v1::Autotune::NewStub(
+      grpc::CreateChannel("unix:" + host.socket, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  Answer a;
+  const absl::Time start = absl::Now();
+  a.status = stub->Tune(&ctx, req, &a.response);
+  a.took = absl::Now() - start;
+  return a;
+}
+
+// Every rank in `ranks` asks its host at once (one thread each).
+std::vector<Answer> AskAll(const Cluster& c, const std::vector<v1::TuneRequest>& asks) {
+  std::vector<Answer> answers(asks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < asks.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const int rank = asks[i].group().rank();
+      answers[i] = Ask(c.hosts[rank / kRanksPerHost], asks[i]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return answers;
+}
+
+void CheckIdentical(const std::vector<Answer>& answers) {
+  REQUIRE(!answers.empty());
+  for (size_t i = 1; i < answers.size(); ++i) {
+    INFO("answer " << i << ": " << answers[i].status.error_message() << " / "
+                   << answers[i].response.ShortDebugString());
+    CHECK(answers[i].Shared() == answers[0].Shared());
+  }
+}
+
+TEST_CASE("3 daemons x 2 ranks, 5 problems: every rank gets the same answer, measured "
+          "by the leader, then the same cached answer") {
+  Cluster c("round");
+  std::vector<v1::TuneRequest> asks;
+  for (int r = 0; r < 6; ++r) asks.push_back(RankAsk(c, "six", 6, r, 3000000));
+
+  std::vector<Answer> first = AskAll(c, asks);
+  for (const Answer& a : first) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    REQUIRE(a.response.results_size() == 5);
+  }
+  CheckIdentical(first);
+  for (int r = 0; r < 6; ++r) {
+    for (int i = 0; i < 5; ++i) {
+      const v1::ProblemResult& p = first[r].response.results(i);
+      INFO(p.ShortDebugString());
+      CHECK(p.status() == v1::TUNED);
+      CHECK(p.problem().label() == absl::StrCat("rank", r, "-problem", i));
+      CHECK(p.ranked_size() == 2);
+      if (p.ranked_size() > 0) CHECK(p.ranked(0).rank_mean_us_size() == 6);
+    }
+  }
+
+  std::vector<Answer> second = AskAll(c, asks);
+  for (const Answer& a : second) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::CACHED);
+  }
+  CheckIdentical(second);
+}
+
+TEST_CASE("a leader that cannot measure the whole group alone: the same FALLBACK for "
+          "every rank") {
+  Cluster c("small-leader", /*leader_gpus=*/2);
+  std::vector<v1::TuneRequest> asks;
+  for (int r = 0; r < 6; ++r) asks.push_back(RankAsk(c, "six", 6, r, 3000000));
+  std::vector<Answer> answers = AskAll(c, asks);
+  for (const Answer& a : answers) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    for (const v1::ProblemResult& p : a.response.results()) {
+      CHECK(p.status() == v1::FALLBACK);
+      CHECK(p.winner() == "all_reduce/ring");
+      CHECK_THAT(p.reason(), Catch::StartsWith("cross-host measurement not yet supported"));
+    }
+  }
+  CheckIdentical(answers);
+}
+
+TEST_CASE("a follower SIGKILLed mid-round: the others' ranks get the same FALLBACK in "
+          "time, and the next round without it is measured") {
+  Cluster c("kill-follower");
+  // Rank 4 (host 2) has asked and waits at the leader when host 2 dies;
+  // rank 5 never asks.
+  std::vector<v1::TuneRequest> asks;
+  for (int r = 0; r < 5; ++r) asks.push_back(RankAsk(c, "six", 6, r, 2000000));
+  std::thread killer([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    c.hosts[2].daemon->Stop(SIGKILL);
+  });
+  std::vector<Answer> answers = AskAll(c, asks);
+  killer.join();
+  CHECK(!answers[4].status.ok());  // its daemon is gone
+  answers.pop_back();
+  for (const Answer& a : answers) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.took < absl::Seconds(10));
+    const v1::ProblemResult& p = a.response.results(0);
+    CHECK(p.status() == v1::FALLBACK);
+    CHECK_THAT(p.reason(), Catch::Contains("5 of 6"));
+  }
+  CheckIdentical(answers);
+
+  std::vector<v1::TuneRequest> smaller;
+  for (int r = 0; r < 4; ++r) smaller.push_back(RankAsk(c, "four", 4, r, 3000000));
+  std::vector<Answer> next = AskAll(c, smaller);
+  for (const Answer& a : next) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::TUNED);
+  }
+  CheckIdentical(next);
+}
+
+TEST_CASE("the leader SIGKILLed mid-round: every follower rank gets the same UNAVAILABLE "
+          "in time") {
+  Cluster c("kill-leader");
+  std::vector<v1::TuneRequest> asks;
+  for (int r = 2; r < 6; ++r) asks.push_back(RankAsk(c, "six", 6, r, 3000000));
+  std::thread killer([&] {
+    absl::SleepFor(absl::Milliseconds(500));
+    c.hosts[0].daemon->Stop(SIGKILL);
+  });
+  std::vector<Answer> answers = AskAll(c, asks);
+  killer.join();
+  for (const Answer& a : answers) {
+    INFO(a.status.error_message());
+    CHECK(a.status.error_code() == grpc::StatusCode::UNAVAILABLE);
+    CHECK_THAT(a.status.error_message(),
+               Catch::StartsWith(absl::StrCat("leader ", c.hosts[0].peer, " unreachable")));
+    CHECK(a.took < absl::Seconds(10));
+  }
+  CheckIdentical(answers);
+
+  // With the leader gone, a new ask fails the same way at once.
+  Answer late = Ask(c.hosts[1], RankAsk(c, "six", 6, 2, 3000000));
+  CHECK(late.status.error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK(late.took < absl::Seconds(10));
+}
+
+TEST_CASE("members that disagree between daemons: the same INVALID_ARGUMENT for every "
+          "rank of both rounds") {
+  Cluster c("mismatch");
+  std::vector<v1::TuneRequest> asks;
+  for (int r = 0; r < 4; ++r) {
+    v1::TuneRequest req = RankAsk(c, "six", 6, r, 3000000);
+    if (r >= 2) {  // host 1's ranks see ranks 4 and 5 on swapped GPUs
+      req.mutable_group()->mutable_members(4)->set_local_gpu(1);
+      req.mutable_group()->mutable_members(5)->set_local_gpu(0);
+    }
+    asks.push_back(std::move(req));
+  }
+  std::vector<Answer> answers = AskAll(c, asks);
+  for (const Answer& a : answers) {
+    INFO(a.status.error_message());
+    CHECK(a.status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(a.status.error_message(), Catch::Contains("group.members"));
+  }
+  CheckIdentical(answers);
+}
+
+}  // namespace
+}  // namespace autotuned
