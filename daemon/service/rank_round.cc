@@ -21,10 +21,6 @@ namespace {
 // Background rounds waiting for the worker; more are dropped (logged).
 constexpr size_t kMaxBackground = 16;
 
-int TimingMode(const ValidRequest& request) {
-  return request.cuda_graph ? v1::CUDA_GRAPH : v1::EVENT_LOOP;
-}
-
 // How long the round's runner may take: every candidate of every problem at
 // its timeout, twice (the engine serializes rounds), plus 10 s.
 absl::Duration RunBound(const ValidRequest& request) {
@@ -34,7 +30,7 @@ absl::Duration RunBound(const ValidRequest& request) {
 }
 
 rendezvous::RoundKey Key(const ValidRequest& request) {
-  const int mode = TimingMode(request);
+  const int mode = request.timing_mode();
   std::string problems = absl::StrCat("timing_mode=", mode);
   for (const ValidProblem& p : request.problems) {
     absl::StrAppend(&problems, "\n",
@@ -55,7 +51,7 @@ v1::ProblemResult FallbackResult(const ValidProblem& problem, const ValidRequest
   r.set_winner_index(0);
   r.set_bytes(problem.spec.MessageBytes());
   r.set_cache_key(CacheKey(fingerprint, request.world_size, request.world_size,
-                           problem.canonical, TimingMode(request)));
+                           problem.canonical, request.timing_mode()));
   return r;
 }
 
@@ -74,7 +70,7 @@ std::optional<v1::ProblemResult> AutotuneService::Cached(const ValidProblem& pro
   if (cache_ == nullptr || request.refresh) return std::nullopt;
   const std::string key_text = CacheKeyText(fingerprint_, request.world_size,
                                             request.world_size, problem.canonical,
-                                            TimingMode(request));
+                                            request.timing_mode());
   std::optional<v1::ProblemResult> hit = cache_->Lookup(CacheKeyDigest(key_text), key_text);
   if (!hit) {
     metrics_->cache_misses->Increment();

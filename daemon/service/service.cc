@@ -148,20 +148,14 @@ grpc::Status AutotuneService::Reject(const absl::Status& status, const char* wha
 v1::ProblemResult AutotuneService::Solve(const ValidProblem& problem,
                                          const ValidRequest& request,
                                          absl::Duration rendezvous) {
-  const int timing_mode = request.cuda_graph ? v1::CUDA_GRAPH : v1::EVENT_LOOP;
+  if (std::optional<v1::ProblemResult> hit = Cached(problem, request)) {
+    hit->mutable_problem()->set_label(problem.canonical.label());
+    return *std::move(hit);
+  }
   const std::string key_text =
       CacheKeyText(fingerprint_, request.world_size, request.world_size,
-                   problem.canonical, timing_mode);
+                   problem.canonical, request.timing_mode());
   const std::string key = CacheKeyDigest(key_text);
-  if (cache_ != nullptr && !request.refresh) {
-    if (std::optional<v1::ProblemResult> hit = cache_->Lookup(key, key_text)) {
-      metrics_->cache_hits->Increment();
-      hit->set_status(v1::CACHED);
-      hit->mutable_problem()->set_label(problem.canonical.label());
-      return *std::move(hit);
-    }
-    metrics_->cache_misses->Increment();
-  }
   metrics_->rendezvous_latency->Observe(absl::ToDoubleSeconds(rendezvous));
   const std::vector<CandidateOutcome> ranked =
       engine_.Measure(problem.spec, problem.candidates, request.engine);

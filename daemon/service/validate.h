@@ -52,6 +52,8 @@ struct ValidRequest {
   EngineOptions engine;
   bool refresh = false;
   bool cuda_graph = false;
+  // The timing mode as the wire and the cache key name it.
+  int timing_mode() const { return cuda_graph ? v1::CUDA_GRAPH : v1::EVENT_LOOP; }
   // A rank asking for itself (members given, whole_group false): its round
   // waits for the group's other ranks (daemon/rendezvous). Otherwise the
   // caller asks for the whole group and nothing waits.
