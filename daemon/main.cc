@@ -181,6 +181,13 @@ int Run() {
     peer->SetReadyHandler([&service](const v1::ReadyRequest& request, absl::Time deadline) {
       return service.LeadReady(request, deadline);
     });
+    peer->SetRunHandlers(
+        [&service](const v1::RankTimings& request, absl::Time deadline) {
+          return service.LeadReduce(request, deadline);
+        },
+        [&service](const v1::ExchangeRequest& request, absl::Time deadline) {
+          return service.LeadExchange(request, deadline);
+        });
   }
   absl::StatusOr<Listening> listening = StartServer(*config, {&service});
   if (!listening.ok()) {

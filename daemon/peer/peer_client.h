@@ -11,6 +11,10 @@
 // DEADLINE_EXCEEDED at the deadline, UNAUTHENTICATED on a token mismatch,
 // UNIMPLEMENTED from a leader that predates the multi-daemon rendezvous).
 //
+// Exchange, ReduceTimings and Ping (cross-daemon runs: daemon/crossrun) work
+// the same way: `from_daemon` is set here; the status is the call's.
+// Channels accept messages up to kMaxMessageBytes (exchanged buffers).
+//
 // Thread-safety: every method may be called concurrently.
 #pragma once
 
@@ -41,6 +45,17 @@ class PeerClient {
   // its decision until `deadline`. `request.from_daemon` is set here.
   absl::StatusOr<v1::Decision> Ready(const std::string& address, v1::ReadyRequest request,
                                      absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<v1::Decision> ReduceTimings(const std::string& address,
+                                             v1::RankTimings request, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<v1::ExchangeReply> Exchange(const std::string& address,
+                                             v1::ExchangeRequest request, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // OK when the daemon at `address` answers a Ping by `deadline`.
+  absl::Status Ping(const std::string& address, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The largest message sent or received on the peer port (either side).
+  static constexpr int kMaxMessageBytes = 512 << 20;
 
  private:
   v1::Peer::Stub* Stub(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);

@@ -1,6 +1,8 @@
 #include "daemon/backend/sim/group.h"
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,8 +15,24 @@ absl::Status CutOffStatus() {
 
 Group::Group(const ProblemSpec& problem, absl::Time deadline,
              int64_t scratch_count)
-    : problem_(problem), deadline_(deadline) {
+    : Group(problem, deadline, scratch_count, {}, nullptr) {}
+
+Group::Group(const ProblemSpec& problem, absl::Time deadline, int64_t scratch_count,
+             std::vector<int> local_ranks, RunTransport* transport)
+    : problem_(problem),
+      deadline_(deadline),
+      scratch_count_(scratch_count),
+      local_ranks_(std::move(local_ranks)),
+      transport_(transport) {
   const int n = problem_.world_size;
+  if (transport_ == nullptr) {
+    local_ranks_.clear();
+    for (int r = 0; r < n; ++r) local_ranks_.push_back(r);
+  }
+  is_local_.assign(std::max(n, 0), 0);
+  for (int r : local_ranks_) {
+    if (r >= 0 && r < n) is_local_[r] = 1;
+  }
   inputs_.reserve(n);
   outputs_.reserve(n);
   scratch_.reserve(n);
@@ -46,22 +64,64 @@ absl::Status Group::CutOffLocked() {
 }
 
 absl::Status Group::Barrier() {
-  absl::MutexLock lock(&mu_);
-  if (!abort_.ok()) return AtBarrier(abort_);
-  if (absl::Now() >= deadline_) return AtBarrier(CutOffLocked());
-  const uint64_t generation = generation_;
-  if (++arrived_ == problem_.world_size) {
-    arrived_ = 0;
-    ++generation_;  // waiters' conditions are re-evaluated on unlock
-    return absl::OkStatus();
+  mu_.Lock();
+  absl::Status out;
+  if (!abort_.ok()) {
+    out = AtBarrier(abort_);
+  } else if (absl::Now() >= deadline_) {
+    out = AtBarrier(CutOffLocked());
+  } else {
+    const uint64_t generation = generation_;
+    if (++arrived_ == static_cast<int>(local_ranks_.size())) {
+      arrived_ = 0;
+      if (transport_ != nullptr) {
+        // Every local rank waits in this barrier: nobody reads or writes a
+        // buffer while the mirrors are rewritten.
+        mu_.Unlock();
+        absl::Status exchanged = ExchangeMirrors(generation);
+        mu_.Lock();
+        if (!exchanged.ok() && abort_.ok()) {
+          abort_ = exchanged.code() == absl::StatusCode::kDeadlineExceeded
+                       ? CutOffStatus()
+                       : exchanged;
+        }
+      }
+      if (abort_.ok()) {
+        ++generation_;  // waiters' conditions are re-evaluated on unlock
+      } else {
+        out = AtBarrier(abort_);
+      }
+    } else {
+      auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return generation_ != generation || !abort_.ok();
+      };
+      mu_.AwaitWithDeadline(absl::Condition(&wake), deadline_);
+      if (generation_ != generation) {
+        out = absl::OkStatus();
+      } else if (!abort_.ok()) {
+        out = AtBarrier(abort_);
+      } else {
+        out = AtBarrier(CutOffLocked());
+      }
+    }
   }
-  auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return generation_ != generation || !abort_.ok();
-  };
-  mu_.AwaitWithDeadline(absl::Condition(&wake), deadline_);
-  if (generation_ != generation) return absl::OkStatus();
-  if (!abort_.ok()) return AtBarrier(abort_);
-  return AtBarrier(CutOffLocked());
+  mu_.Unlock();
+  return out;
+}
+
+absl::Status Group::ExchangeMirrors(uint64_t generation) {
+  absl::StatusOr<std::vector<std::string>> others = transport_->Exchange(
+      static_cast<int64_t>(generation), EncodeBuffers(*this, local_ranks_, generation == 0),
+      deadline_);
+  if (!others.ok()) return others.status();
+  for (const std::string& data : *others) {
+    absl::Status s = DecodeBuffers(data, *this);
+    if (!s.ok()) {
+      transport_->Abort(s);
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Group::Sleep(absl::Duration d) {
@@ -77,14 +137,95 @@ absl::Status Group::Sleep(absl::Duration d) {
 }
 
 void Group::Abort(absl::Status reason) {
-  absl::MutexLock lock(&mu_);
-  if (!abort_.ok()) return;
-  abort_ = reason.ok() ? absl::AbortedError("aborted") : std::move(reason);
+  absl::Status tell;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!abort_.ok()) return;
+    abort_ = reason.ok() ? absl::AbortedError("aborted") : std::move(reason);
+    tell = abort_;
+  }
+  if (transport_ != nullptr) transport_->Abort(tell);
 }
 
 absl::Status Group::abort_status() const {
   absl::MutexLock lock(&mu_);
   return abort_;
+}
+
+namespace {
+
+float* Buffer(Group& g, int rank, int kind, int64_t* count) {
+  const ProblemSpec& p = g.problem();
+  switch (kind) {
+    case 0:
+      *count = p.InputCount(rank);
+      return g.input(rank);
+    case 1:
+      *count = p.OutputCount(rank);
+      return g.output(rank);
+    default:
+      *count = g.scratch_count();
+      return g.scratch(rank);
+  }
+}
+
+template <typename T>
+void Put(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+}  // namespace
+
+std::string EncodeBuffers(Group& group, const std::vector<int>& ranks, bool inputs) {
+  std::string out;
+  for (int r : ranks) {
+    for (int kind = inputs ? 0 : 1; kind < 3; ++kind) {
+      int64_t count = 0;
+      const float* data = Buffer(group, r, kind, &count);
+      Put<int32_t>(&out, r);
+      Put<int32_t>(&out, kind);
+      Put<int64_t>(&out, count);
+      out.append(reinterpret_cast<const char*>(data),
+                 static_cast<size_t>(count) * sizeof(float));
+    }
+  }
+  return out;
+}
+
+absl::Status DecodeBuffers(const std::string& data, Group& group) {
+  size_t at = 0;
+  constexpr size_t kHead = 2 * sizeof(int32_t) + sizeof(int64_t);
+  while (at < data.size()) {
+    if (data.size() - at < kHead) {
+      return absl::DataLossError("exchange: a record's header is cut short");
+    }
+    int32_t rank, kind;
+    int64_t count;
+    std::memcpy(&rank, data.data() + at, sizeof(rank));
+    std::memcpy(&kind, data.data() + at + 4, sizeof(kind));
+    std::memcpy(&count, data.data() + at + 8, sizeof(count));
+    at += kHead;
+    if (rank < 0 || rank >= group.world_size() || group.is_local(rank)) {
+      return absl::DataLossError(
+          absl::StrCat("exchange: buffers of rank ", rank, ", which is not a remote rank"));
+    }
+    if (kind < 0 || kind > 2) {
+      return absl::DataLossError(absl::StrCat("exchange: unknown buffer kind ", kind));
+    }
+    int64_t expected = 0;
+    float* dst = Buffer(group, rank, kind, &expected);
+    if (count != expected || count < 0 ||
+        data.size() - at < static_cast<size_t>(count) * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat("exchange: rank ", rank, " buffer kind ", kind,
+                                              " has ", count, " floats, expected ",
+                                              expected));
+    }
+    if (count > 0) {
+      std::memcpy(dst, data.data() + at, static_cast<size_t>(count) * sizeof(float));
+    }
+    at += static_cast<size_t>(count) * sizeof(float);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace autotuned::sim
