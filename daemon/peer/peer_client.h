@@ -2,8 +2,11 @@
 // daemon reaches the leader of a group's round.
 //
 // Every call carries "authorization: Bearer <token>" (the node's shared peer
-// token) and ends by its deadline. Channels are made once per leader address
-// and kept (plain TCP, like the peer port: see peer_service.h).
+// token) and ends by its deadline. Channels are made once per address and
+// kept (plain TCP, like the peer port: see peer_service.h); a call that fails
+// UNAVAILABLE drops its channel and is tried once more on a fresh one (a
+// daemon that restarted is reached at once, not after a reconnect backoff).
+// Every peer call may be repeated safely.
 //
 // Status codes of Ready: OK with the leader's Decision (whatever its verdict:
 // the leader's decision is the only one); otherwise the gRPC status of the
@@ -58,14 +61,21 @@ class PeerClient {
   static constexpr int kMaxMessageBytes = 512 << 20;
 
  private:
-  v1::Peer::Stub* Stub(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<v1::Peer::Stub> Stub(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops `stub` as the channel to `address` (a fresh one is made next).
+  void Forget(const std::string& address, const std::shared_ptr<v1::Peer::Stub>& stub)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // One call; on UNAVAILABLE, once more on a fresh channel.
+  template <typename Request, typename Reply, typename Method>
+  absl::Status Call(const std::string& address, const Request& request, Reply* reply,
+                    absl::Time deadline, Method method) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const std::string token_;
   const std::string self_;
 
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<v1::Peer::Stub>> stubs_
+  absl::flat_hash_map<std::string, std::shared_ptr<v1::Peer::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);
 };
 
