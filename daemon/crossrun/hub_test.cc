@@ -169,19 +169,23 @@ TEST_CASE("sim ranks on three daemons run every built-in algorithm with the data
   int runs = 0;
   for (const ImplInfo* info : (*probe)->catalogue().List()) {
     const ImplInfo& impl = *info;
-    ProblemSpec problem;
-    problem.collective = impl.collective;
-    problem.world_size = 6;
-    problem.count = impl.collective == Collective::kAllToAll ? 6 * 37 : 1000;
-    CandidateSpec candidate;
-    candidate.impl = impl.name;
-    auto outcomes = RunAcross(problem, candidate, config, step++, &hub, "run");
-    for (int d = 0; d < 3; ++d) {
-      REQUIRE(outcomes[d].size() == 2);
-      for (const RankOutcome& o : outcomes[d]) {
-        INFO(impl.name << " daemon " << d << ": " << o.status.ToString());
-        CHECK(o.status.ok());
-        CHECK(o.iteration_us.size() == 3);
+    // A small count, and one of many blocks (changes sent block by block).
+    for (int64_t count : {1000, 6 * 20011}) {
+      ProblemSpec problem;
+      problem.collective = impl.collective;
+      problem.world_size = 6;
+      problem.count = impl.collective == Collective::kAllToAll ? 6 * (count / 6) : count;
+      CandidateSpec candidate;
+      candidate.impl = impl.name;
+      auto outcomes = RunAcross(problem, candidate, config, step++, &hub, "run");
+      for (int d = 0; d < 3; ++d) {
+        REQUIRE(outcomes[d].size() == 2);
+        for (const RankOutcome& o : outcomes[d]) {
+          INFO(impl.name << " count " << count << " daemon " << d << ": "
+                         << o.status.ToString());
+          CHECK(o.status.ok());
+          CHECK(o.iteration_us.size() == 3);
+        }
       }
     }
     ++runs;

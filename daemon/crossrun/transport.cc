@@ -27,6 +27,10 @@ absl::StatusOr<std::vector<std::string>> FollowerTransport::Exchange(int64_t gen
   absl::StatusOr<v1::ExchangeReply> reply = client_->Exchange(leader_, request, deadline);
   if (!reply.ok()) {
     const absl::StatusCode code = reply.status().code();
+    if (code == absl::StatusCode::kResourceExhausted) {
+      // Too large to send: the hub never saw it; end the step everywhere.
+      Abort(reply.status());
+    }
     // The hub's own answers (an abort, the deadline, a lost daemon) pass as
     // they are; a call that did not reach the leader is the leader's loss.
     if (code == absl::StatusCode::kUnavailable &&

@@ -4,7 +4,9 @@
 //  - FollowerTransport: a follower's ranks, through Peer.Exchange to the
 //    leader (PeerClient: the peer token, every call with the step's
 //    deadline). A failed call (the leader gone or unreachable) is the step's
-//    failure: UNAVAILABLE "leader L unreachable during the run: ...".
+//    failure: UNAVAILABLE "leader L unreachable during the run: ...". A
+//    barrier's data over PeerClient::kMaxMessageBytes fails the step with
+//    RESOURCE_EXHAUSTED on every daemon (the follower aborts it).
 // Abort goes to the hub (the follower's with a deadline of kAbortWait), so
 // that every daemon's ranks stop at their next barrier.
 //

@@ -25,8 +25,7 @@ Group::Group(const ProblemSpec& problem, absl::Time deadline, int64_t scratch_co
       local_ranks_(std::move(local_ranks)),
       transport_(transport) {
   const int n = problem_.world_size;
-  if (transport_ == nullptr) {
-    local_ranks_.clear();
+  if (transport_ == nullptr && local_ranks_.empty()) {
     for (int r = 0; r < n; ++r) local_ranks_.push_back(r);
   }
   is_local_.assign(std::max(n, 0), 0);
@@ -111,8 +110,7 @@ absl::Status Group::Barrier() {
 
 absl::Status Group::ExchangeMirrors(uint64_t generation) {
   absl::StatusOr<std::vector<std::string>> others = transport_->Exchange(
-      static_cast<int64_t>(generation), EncodeBuffers(*this, local_ranks_, generation == 0),
-      deadline_);
+      static_cast<int64_t>(generation), EncodeChanges(*this, local_ranks_, &sent_), deadline_);
   if (!others.ok()) return others.status();
   for (const std::string& data : *others) {
     absl::Status s = DecodeBuffers(data, *this);
@@ -176,17 +174,65 @@ void Put(std::string* out, T v) {
 
 }  // namespace
 
+namespace {
+
+constexpr size_t kHead = 2 * sizeof(int32_t) + 2 * sizeof(int64_t);
+
+void PutRecord(std::string* out, int32_t rank, int32_t kind, int64_t offset, int64_t count,
+               const float* data) {
+  Put<int32_t>(out, rank);
+  Put<int32_t>(out, kind);
+  Put<int64_t>(out, offset);
+  Put<int64_t>(out, count);
+  out->append(reinterpret_cast<const char*>(data + offset),
+              static_cast<size_t>(count) * sizeof(float));
+}
+
+}  // namespace
+
 std::string EncodeBuffers(Group& group, const std::vector<int>& ranks, bool inputs) {
   std::string out;
   for (int r : ranks) {
     for (int kind = inputs ? 0 : 1; kind < 3; ++kind) {
       int64_t count = 0;
       const float* data = Buffer(group, r, kind, &count);
-      Put<int32_t>(&out, r);
-      Put<int32_t>(&out, kind);
-      Put<int64_t>(&out, count);
-      out.append(reinterpret_cast<const char*>(data),
-                 static_cast<size_t>(count) * sizeof(float));
+      PutRecord(&out, r, kind, 0, count, data);
+    }
+  }
+  return out;
+}
+
+std::string EncodeChanges(Group& group, const std::vector<int>& ranks,
+                          std::vector<std::vector<float>>* sent) {
+  constexpr int64_t kBlock = 1024;  // floats compared at a time
+  std::string out;
+  sent->resize(ranks.size() * 3);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    for (int kind = 0; kind < 3; ++kind) {
+      int64_t count = 0;
+      const float* data = Buffer(group, ranks[i], kind, &count);
+      std::vector<float>& copy = (*sent)[i * 3 + kind];
+      if (static_cast<int64_t>(copy.size()) != count) copy.assign(count, 0.0f);
+      int64_t run_begin = -1;
+      for (int64_t b = 0; b <= count; b += kBlock) {
+        const int64_t n = std::min(kBlock, count - b);
+        // Bytes, not floats: NaN (poisoned outputs) compares unequal to itself.
+        const bool changed =
+            n > 0 && std::memcmp(data + b, copy.data() + b, n * sizeof(float)) != 0;
+        if (changed && run_begin < 0) run_begin = b;
+        if (!changed && run_begin >= 0) {
+          PutRecord(&out, ranks[i], kind, run_begin, b - run_begin, data);
+          std::memcpy(copy.data() + run_begin, data + run_begin,
+                      (b - run_begin) * sizeof(float));
+          run_begin = -1;
+        }
+        if (n <= 0) break;
+      }
+      if (run_begin >= 0) {
+        PutRecord(&out, ranks[i], kind, run_begin, count - run_begin, data);
+        std::memcpy(copy.data() + run_begin, data + run_begin,
+                    (count - run_begin) * sizeof(float));
+      }
     }
   }
   return out;
@@ -194,16 +240,16 @@ std::string EncodeBuffers(Group& group, const std::vector<int>& ranks, bool inpu
 
 absl::Status DecodeBuffers(const std::string& data, Group& group) {
   size_t at = 0;
-  constexpr size_t kHead = 2 * sizeof(int32_t) + sizeof(int64_t);
   while (at < data.size()) {
     if (data.size() - at < kHead) {
       return absl::DataLossError("exchange: a record's header is cut short");
     }
     int32_t rank, kind;
-    int64_t count;
+    int64_t offset, count;
     std::memcpy(&rank, data.data() + at, sizeof(rank));
     std::memcpy(&kind, data.data() + at + 4, sizeof(kind));
-    std::memcpy(&count, data.data() + at + 8, sizeof(count));
+    std::memcpy(&offset, data.data() + at + 8, sizeof(offset));
+    std::memcpy(&count, data.data() + at + 16, sizeof(count));
     at += kHead;
     if (rank < 0 || rank >= group.world_size() || group.is_local(rank)) {
       return absl::DataLossError(
@@ -212,16 +258,16 @@ absl::Status DecodeBuffers(const std::string& data, Group& group) {
     if (kind < 0 || kind > 2) {
       return absl::DataLossError(absl::StrCat("exchange: unknown buffer kind ", kind));
     }
-    int64_t expected = 0;
-    float* dst = Buffer(group, rank, kind, &expected);
-    if (count != expected || count < 0 ||
+    int64_t size = 0;
+    float* dst = Buffer(group, rank, kind, &size);
+    if (offset < 0 || count < 0 || offset > size || count > size - offset ||
         data.size() - at < static_cast<size_t>(count) * sizeof(float)) {
       return absl::DataLossError(absl::StrCat("exchange: rank ", rank, " buffer kind ", kind,
-                                              " has ", count, " floats, expected ",
-                                              expected));
+                                              ": floats [", offset, ", +", count,
+                                              ") outside the ", size, " expected"));
     }
     if (count > 0) {
-      std::memcpy(dst, data.data() + at, static_cast<size_t>(count) * sizeof(float));
+      std::memcpy(dst + offset, data.data() + at, static_cast<size_t>(count) * sizeof(float));
     }
     at += static_cast<size_t>(count) * sizeof(float);
   }

@@ -18,10 +18,10 @@
 // group still holds every rank's buffers, but only the local ranks run here;
 // the other ranks' buffers are mirrors of theirs on other daemons. Barrier
 // keeps them current: when the last local rank arrives, it sends, through
-// the transport (backend.h), what the local ranks may have written since the
-// previous barrier (inputs at the first barrier only, then outputs and
-// scratch, whole), and writes what the other daemons sent into the mirrors,
-// before any local rank passes. Since algorithms write only their own
+// the transport (backend.h), what the local ranks wrote since the previous
+// barrier (the blocks of their input, output and scratch buffers whose bytes
+// differ from what was last sent: EncodeChanges), and writes what the other
+// daemons sent into the mirrors, before any local rank passes. Since algorithms write only their own
 // buffers and read peers' only after a barrier (algorithms.h), every
 // algorithm runs unchanged and reads the remote ranks' real data. An abort
 // here (Abort) is sent to the other daemons; an abort or a lost daemon
@@ -49,7 +49,8 @@ class Group {
   Group(const ProblemSpec& problem, absl::Time deadline, int64_t scratch_count);
   // A group spread over daemons: `local_ranks` (distinct, in [0,
   // world_size)) run here, the others' buffers are mirrors kept by Barrier
-  // through `transport` (not owned; outlives the group's last wait).
+  // through `transport` (not owned; outlives the group's last wait; null:
+  // the mirrors are left alone, for tests).
   Group(const ProblemSpec& problem, absl::Time deadline, int64_t scratch_count,
         std::vector<int> local_ranks, RunTransport* transport);
 
@@ -102,6 +103,9 @@ class Group {
   std::vector<int> local_ranks_;     // every rank when not across daemons
   std::vector<char> is_local_;       // per rank
   RunTransport* const transport_;    // null: every rank is here
+  // What the mirrors elsewhere hold of the local ranks' buffers (3 per
+  // local rank: input, output, scratch); touched only by ExchangeMirrors.
+  std::vector<std::vector<float>> sent_;
 
   mutable absl::Mutex mu_;
   int arrived_ ABSL_GUARDED_BY(mu_) = 0;
@@ -113,10 +117,17 @@ class Group {
 absl::Status CutOffStatus();
 
 // The wire form of buffers in an exchange: records of (rank, kind (0 input,
-// 1 output, 2 scratch), float count, floats), little-endian as in memory.
-// Decode checks every record against `group`: a local rank, an unknown kind
-// or a size that differs is DATA_LOSS naming it.
+// 1 output, 2 scratch), first float, float count, floats), in memory byte
+// order (the daemons of a run are alike). Decode writes each record into
+// that rank's buffer of `group`; a local rank, an unknown kind or a range
+// outside the buffer is DATA_LOSS naming it.
+// EncodeBuffers: the whole buffers of `ranks` (inputs too when `inputs`).
 std::string EncodeBuffers(Group& group, const std::vector<int>& ranks, bool inputs);
+// EncodeChanges: only the 1024-float blocks of `ranks`' buffers whose bytes
+// differ from `sent` (one copy per rank and kind, made here on first use,
+// zero-filled like the buffers), and updates `sent`.
+std::string EncodeChanges(Group& group, const std::vector<int>& ranks,
+                          std::vector<std::vector<float>>* sent);
 absl::Status DecodeBuffers(const std::string& data, Group& group);
 
 }  // namespace autotuned::sim
