@@ -76,6 +76,10 @@ absl::StatusOr<std::vector<std::string>> Hub::Exchange(const std::string& run_id
   absl::Status ok = Check(run_id, from, &run);
   if (!ok.ok()) return ok;
   if (!run->lost.empty()) return LostStatus(*run);
+  // Data of steps two behind the caller's is read by everyone by now.
+  for (auto it = run->steps.begin(); it != run->steps.end() && it->first < step_no - 2; ++it) {
+    it->second.generations.clear();
+  }
   {
     Step& step = run->steps[step_no];
     if (!step.abort.ok()) return step.abort;
@@ -196,6 +200,7 @@ void Hub::Finish(const std::string& run_id, v1::Decision decision) {
   if (run == nullptr || run->finished) return;
   run->finished = true;
   run->decision = std::move(decision);
+  for (auto& [n, step] : run->steps) step.generations.clear();  // no barrier is left
 }
 
 absl::StatusOr<v1::Decision> Hub::WaitDecision(const std::string& run_id, absl::Time deadline) {

@@ -13,7 +13,8 @@
 //    generation of that step; the step's abort reason once any daemon
 //    aborted it (Abort), or a daemon was found lost; DEADLINE_EXCEEDED at the
 //    caller's deadline. Data of a generation is kept until the step's
-//    generation two further on begins (every daemon has read it by then).
+//    generation two further on begins (every daemon has read it by then),
+//    or a step three further on begins, or the run is finished.
 //  - Lost daemons. While a wait (Exchange or WaitTimings) misses daemons, it
 //    asks `alive` about them every kProbeEvery (outside the lock); a daemon
 //    found dead is lost for the whole run: every step aborts at once with
