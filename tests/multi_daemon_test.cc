@@ -272,6 +272,43 @@ TEST_CASE("a follower SIGKILLed during the measurement: the survivors get the sa
   CheckIdentical(next);
 }
 
+TEST_CASE("a follower that stops answering during the measurement (SIGSTOP): the "
+          "survivors get the same FAILED answer in time; once it runs again, all is "
+          "measured") {
+  Cluster c("stop-follower-measuring", kSlow);
+  std::vector<v1::TuneRequest> asks;
+  for (int r = 0; r < 6; ++r) {
+    asks.push_back(RankAsk(c, "six", 6, r, 3000000, 0, "all_reduce/slow"));
+  }
+  std::thread stopper([&] {
+    absl::SleepFor(absl::Milliseconds(1500));
+    kill(c.hosts[1].daemon->pid(), SIGSTOP);
+    absl::SleepFor(absl::Seconds(8));
+    kill(c.hosts[1].daemon->pid(), SIGCONT);
+  });
+  std::vector<Answer> answers = AskAll(c, asks);
+  stopper.join();
+  std::vector<Answer> survivors = {answers[0], answers[1], answers[4], answers[5]};
+  for (const Answer& a : survivors) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.took < absl::Seconds(8));
+    for (const v1::ProblemResult& p : a.response.results()) CHECK(p.status() == v1::FAILED);
+    CHECK_THAT(a.response.ShortDebugString(), Catch::Contains(c.hosts[1].peer));
+  }
+  CheckIdentical(survivors);
+
+  asks.clear();
+  for (int r = 0; r < 6; ++r) asks.push_back(RankAsk(c, "six-again", 6, r, 3000000));
+  std::vector<Answer> next = AskAll(c, asks);
+  for (const Answer& a : next) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::TUNED);
+  }
+  CheckIdentical(next);
+}
+
 TEST_CASE("the leader SIGKILLed during the measurement: every follower rank gets the same "
           "UNAVAILABLE in time; a group led by a survivor is measured next") {
   Cluster c("kill-leader-measuring", kSlow);
