@@ -134,6 +134,14 @@ class Backend {
                                                 const ScheduleOptions& options,
                                                 absl::Time deadline) = 0;
 
+  // The leader's side of a cross-daemon run, before GO: what every daemon's
+  // backend needs to connect its ranks to the others', sent to them in the
+  // GO (CrossRun.backend_token) and handed to RunPartial as
+  // PartialRun::backend_token on every daemon, the leader's included (on
+  // GPUs: an NCCL unique id). This default: empty (the sim needs nothing;
+  // its data goes through the transport).
+  virtual std::string CrossRunToken() { return std::string(); }
+
   // As RunCandidate, for the ranks `part.local_ranks` of a group whose other
   // ranks run on other daemons at the same time, each with its own
   // RunPartial of the same candidate: one outcome per local rank, in

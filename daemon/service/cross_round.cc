@@ -50,6 +50,7 @@ std::optional<AutotuneService::CrossPlan> AutotuneService::PlanCrossRun(
   run->set_run_id(absl::StrCat(config_.peer_advertise(), "#", getpid(), "-", arrival.round_id));
   run->set_candidate_timeout_ms(absl::ToInt64Milliseconds(request.engine.timeout));
   run->set_catalogue_version(backend_->catalogue().Version());
+  run->set_backend_token(backend_->CrossRunToken());
   for (size_t i = 0; i < request.problems.size(); ++i) {
     plan.cached.push_back(Cached(request.problems[i], request));
     if (!plan.cached.back()) run->add_problems(static_cast<int>(i));
