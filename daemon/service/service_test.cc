@@ -729,6 +729,19 @@ TEST_CASE("the leader counts a follower's forwarded rank like a local one: GO, a
   CHECK(Shared(remote->response()) == Shared(local.response));
   CHECK(f.backend().runs() == 3);  // rank 0 alone, each candidate once
 
+  // The run's other peer calls: bad input names the field; a finished run's
+  // barriers are no longer open to strangers.
+  CHECK(f.service().LeadExchange(v1::ExchangeRequest(), absl::Now()).status().message() ==
+        "run_id: required");
+  v1::ExchangeRequest exchange;
+  exchange.set_run_id(go.run_id());
+  exchange.set_from_daemon("other:1");
+  CHECK(f.service().LeadExchange(exchange, absl::Now()).status().code() ==
+        absl::StatusCode::kPermissionDenied);
+  exchange.set_run_id("no-such-run");
+  CHECK(f.service().LeadExchange(exchange, absl::Now()).status().code() ==
+        absl::StatusCode::kNotFound);
+
   // Asks this daemon must not serve: the same REJECTED shape, nothing run.
   remote = f.service().LeadReady(Forwarded(SpreadRequest("g", 0, daemons), "follow:1"),
                                  absl::Now() + absl::Seconds(5));
