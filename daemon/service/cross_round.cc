@@ -233,6 +233,7 @@ absl::StatusOr<v1::TuneResponse> AutotuneService::FollowerCross(const ValidReque
 
 absl::StatusOr<v1::Decision> AutotuneService::RunFollowerPart(const ValidRequest& request,
                                                               const v1::CrossRun& go) {
+  const absl::Time started = absl::Now();
   const std::vector<int> local = request.local_ranks();
   EngineOptions options = request.engine;
   if (go.candidate_timeout_ms() > 0) {
@@ -283,6 +284,15 @@ absl::StatusOr<v1::Decision> AutotuneService::RunFollowerPart(const ValidRequest
     }
     step += p.candidates.size();
   }
+  int failed = 0;
+  for (const v1::StepTimings& st : timings.steps()) {
+    for (const v1::RankResult& r : st.ranks()) failed += r.code() != 0 ? 1 : 0;
+  }
+  spdlog::info("run={} group={}: this daemon's part done, {} steps on ranks [{}], "
+               "{} rank outcomes failed, ms={:.1f}; timings to the leader {}",
+               go.run_id(), request.group_id, timings.steps_size(),
+               absl::StrJoin(local, ","), failed,
+               absl::ToDoubleMilliseconds(absl::Now() - started), request.leader);
   return options_.peer_client->ReduceTimings(request.leader, std::move(timings),
                                              absl::Now() + RoundRunBound(request) +
                                                  absl::Seconds(5));
