@@ -105,8 +105,10 @@ class RunTransport {
 struct PartialRun {
   // The group's ranks that run here, ascending, each in [0, world_size).
   std::vector<int> local_ranks;
-  // Reaches the other daemons' ranks (not owned; outlives the call).
-  RunTransport* transport = nullptr;
+  // Reaches the other daemons' ranks. Shared: a backend keeps it for as
+  // long as any of its rank workers may still use it, which may be past the
+  // return of RunPartial (a rank abandoned at the deadline).
+  std::shared_ptr<RunTransport> transport;
   // From the leader's GO (proto/peer.proto CrossRun.backend_token): what a
   // backend needs to connect its ranks to the others (an NCCL unique id on
   // GPUs); empty on the sim.

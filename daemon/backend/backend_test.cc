@@ -36,10 +36,11 @@ TEST_CASE("a backend that cannot run a group across daemons refuses every local 
           "tells the others") {
   Minimal backend;
   CHECK(backend.CrossRunToken().empty());
-  Recording transport;
+  auto recording = std::make_shared<Recording>();
+  Recording& transport = *recording;
   PartialRun part;
   part.local_ranks = {2, 3};
-  part.transport = &transport;
+  part.transport = recording;
   ProblemSpec problem;
   problem.world_size = 4;
   problem.count = 8;

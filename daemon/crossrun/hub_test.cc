@@ -142,10 +142,9 @@ std::vector<std::vector<RankOutcome>> RunAcross(const ProblemSpec& problem,
     threads.emplace_back([&, d] {
       auto backend = sim::SimBackend::Create(config);
       REQUIRE(backend.ok());
-      NamedTransport transport(hub, run, step, kDaemons[d]);
       PartialRun part;
       part.local_ranks = {2 * d, 2 * d + 1};
-      part.transport = &transport;
+      part.transport = std::make_shared<NamedTransport>(hub, run, step, kDaemons[d]);
       ScheduleOptions options;
       options.warmup = 1;
       options.iterations = 3;

@@ -127,7 +127,7 @@ std::vector<std::vector<RankOutcome>> Engine::MeasurePart(
     const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
     const EngineOptions& options, const std::vector<int>& local_ranks,
     const std::string& backend_token,
-    const std::function<RunTransport*(int candidate)>& transport) {
+    const std::function<std::shared_ptr<RunTransport>(int candidate)>& transport) {
   std::vector<std::vector<RankOutcome>> out;
   out.reserve(candidates.size());
   absl::MutexLock lock(&mu_);

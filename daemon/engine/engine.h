@@ -94,13 +94,14 @@ class Engine {
   // This daemon's part of a cross-daemon measurement: every candidate in
   // order, each with its own deadline (now + options.timeout at its start),
   // on `local_ranks` through Backend::RunPartial with the transport
-  // `transport(i)` gives for candidate i (owned by the caller; outlives the
-  // call). Returns per candidate one outcome per local rank.
+  // `transport(i)` gives for candidate i. Returns per candidate one outcome
+  // per local rank.
   std::vector<std::vector<RankOutcome>> MeasurePart(
       const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
       const EngineOptions& options, const std::vector<int>& local_ranks,
       const std::string& backend_token,
-      const std::function<RunTransport*(int candidate)>& transport) ABSL_LOCKS_EXCLUDED(mu_);
+      const std::function<std::shared_ptr<RunTransport>(int candidate)>& transport)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   Backend* const backend_;  // not owned; outlives the engine

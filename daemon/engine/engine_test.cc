@@ -72,7 +72,7 @@ TEST_CASE("MeasurePart: every candidate in order on the local ranks, each with i
   std::vector<int> asked;
   std::vector<std::vector<RankOutcome>> out = engine.MeasurePart(
       AllReduce(6), {{"a", {}}, {"b", {}}}, Quick(), {2, 3}, "",
-      [&asked](int c) -> RunTransport* {
+      [&asked](int c) -> std::shared_ptr<RunTransport> {
         asked.push_back(c);
         return nullptr;
       });

@@ -78,12 +78,10 @@ rendezvous::Decision AutotuneService::LeadCrossRun(const ValidRequest& request,
   int64_t step = 0;
   for (int index : run.problems()) {
     const ValidProblem& p = request.problems[index];
-    std::vector<std::unique_ptr<crossrun::LeaderTransport>> transports;
     mine.push_back(engine_.MeasurePart(
-        p.spec, p.candidates, request.engine, local, run.backend_token(), [&](int c) {
-          transports.push_back(
-              std::make_unique<crossrun::LeaderTransport>(&hub_, run_id, step + c));
-          return transports.back().get();
+        p.spec, p.candidates, request.engine, local, run.backend_token(),
+        [&](int c) -> std::shared_ptr<RunTransport> {
+          return std::make_shared<crossrun::LeaderTransport>(&hub_, run_id, step + c);
         }));
     step += p.candidates.size();
   }
@@ -256,11 +254,10 @@ absl::StatusOr<v1::Decision> AutotuneService::RunFollowerPart(const ValidRequest
           " problems of the request"));
     }
     const ValidProblem& p = request.problems[index];
-    std::vector<std::unique_ptr<crossrun::FollowerTransport>> transports;
-    auto transport = [&](int c) -> RunTransport* {
-      transports.push_back(std::make_unique<crossrun::FollowerTransport>(
-          options_.peer_client, request.leader, go.run_id(), step + c));
-      return transports.back().get();
+    auto transport = [&](int c) -> std::shared_ptr<RunTransport> {
+      return std::make_shared<crossrun::FollowerTransport>(options_.peer_client,
+                                                           request.leader, go.run_id(),
+                                                           step + c);
     };
     std::vector<std::vector<RankOutcome>> outcomes;
     if (refused.ok()) {

@@ -18,12 +18,12 @@ Group::Group(const ProblemSpec& problem, absl::Time deadline,
     : Group(problem, deadline, scratch_count, {}, nullptr) {}
 
 Group::Group(const ProblemSpec& problem, absl::Time deadline, int64_t scratch_count,
-             std::vector<int> local_ranks, RunTransport* transport)
+             std::vector<int> local_ranks, std::shared_ptr<RunTransport> transport)
     : problem_(problem),
       deadline_(deadline),
       scratch_count_(scratch_count),
       local_ranks_(std::move(local_ranks)),
-      transport_(transport) {
+      transport_(std::move(transport)) {
   const int n = problem_.world_size;
   if (transport_ == nullptr && local_ranks_.empty()) {
     for (int r = 0; r < n; ++r) local_ranks_.push_back(r);

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -49,10 +50,9 @@ class Group {
   Group(const ProblemSpec& problem, absl::Time deadline, int64_t scratch_count);
   // A group spread over daemons: `local_ranks` (distinct, in [0,
   // world_size)) run here, the others' buffers are mirrors kept by Barrier
-  // through `transport` (not owned; outlives the group's last wait; null:
-  // the mirrors are left alone, for tests).
+  // through `transport` (null: the mirrors are left alone, for tests).
   Group(const ProblemSpec& problem, absl::Time deadline, int64_t scratch_count,
-        std::vector<int> local_ranks, RunTransport* transport);
+        std::vector<int> local_ranks, std::shared_ptr<RunTransport> transport);
 
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
@@ -102,7 +102,7 @@ class Group {
   std::vector<std::vector<float>> scratch_;
   std::vector<int> local_ranks_;     // every rank when not across daemons
   std::vector<char> is_local_;       // per rank
-  RunTransport* const transport_;    // null: every rank is here
+  const std::shared_ptr<RunTransport> transport_;  // null: every rank is here
   // What the mirrors elsewhere hold of the local ranks' buffers (3 per
   // local rank: input, output, scratch); touched only by ExchangeMirrors.
   std::vector<std::vector<float>> sent_;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -136,17 +137,18 @@ TEST_CASE("across daemons, a barrier brings the remote rank's buffers into the m
   std::map<int64_t, std::map<int, std::string>> slots;
   absl::Status abort;
   int aborts = 0;
-  PairTransport t[2];
+  std::shared_ptr<PairTransport> t[2];
   for (int side = 0; side < 2; ++side) {
-    t[side].side_ = side;
-    t[side].mu_ = &mu;
-    t[side].slots_ = &slots;
-    t[side].abort_ = &abort;
-    t[side].aborts_ = &aborts;
+    t[side] = std::make_shared<PairTransport>();
+    t[side]->side_ = side;
+    t[side]->mu_ = &mu;
+    t[side]->slots_ = &slots;
+    t[side]->abort_ = &abort;
+    t[side]->aborts_ = &aborts;
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  Group a(Problem(2), deadline, 2, {0}, &t[0]);
-  Group b(Problem(2), deadline, 2, {1}, &t[1]);
+  Group a(Problem(2), deadline, 2, {0}, t[0]);
+  Group b(Problem(2), deadline, 2, {1}, t[1]);
   CHECK(a.is_local(0));
   CHECK_FALSE(a.is_local(1));
   a.input(0)[1] = 7;
@@ -175,8 +177,8 @@ TEST_CASE("across daemons, a barrier brings the remote rank's buffers into the m
 }
 
 TEST_CASE("exchanged data that does not fit the group is DATA_LOSS naming it") {
-  PairTransport unused;
-  Group g(Problem(2), absl::Now() + absl::Seconds(10), 1, {0}, &unused);
+  Group g(Problem(2), absl::Now() + absl::Seconds(10), 1, {0},
+          std::make_shared<PairTransport>());
   Group other(Problem(2), absl::Now() + absl::Seconds(10), 1);
   CHECK(DecodeBuffers(EncodeBuffers(other, {1}, true), g).ok());
   absl::Status s = DecodeBuffers(EncodeBuffers(other, {0}, true), g);

@@ -139,7 +139,7 @@ std::vector<RankOutcome> SimBackend::Run(const ProblemSpec& problem,
                                          const CandidateSpec& canonical,
                                          const ScheduleOptions& options,
                                          absl::Time deadline, const std::vector<int>& ranks,
-                                         RunTransport* transport) {
+                                         std::shared_ptr<RunTransport> transport) {
   const int n = static_cast<int>(ranks.size());
   const int64_t scratch = algorithm.scratch ? algorithm.scratch(problem) : 0;
   auto group = transport == nullptr

@@ -90,7 +90,8 @@ class SimBackend : public Backend {
   std::vector<RankOutcome> Run(const ProblemSpec& problem, const Algorithm& algorithm,
                                const CandidateSpec& canonical,
                                const ScheduleOptions& options, absl::Time deadline,
-                               const std::vector<int>& ranks, RunTransport* transport);
+                               const std::vector<int>& ranks,
+                               std::shared_ptr<RunTransport> transport);
 
   const NodeDescription node_;
   const std::vector<Algorithm> algorithms_;
