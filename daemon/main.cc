@@ -182,6 +182,13 @@ int Run() {
     peer->SetReadyHandler([&service](const v1::ReadyRequest& request, absl::Time deadline) {
       return service.LeadReady(request, deadline);
     });
+    peer->SetRunHandlers(
+        [&service](const v1::RankTimings& request, absl::Time deadline) {
+          return service.LeadReduce(request, deadline);
+        },
+        [&service](const v1::ExchangeRequest& request, absl::Time deadline) {
+          return service.LeadExchange(request, deadline);
+        });
   }
   HealthService health([&service] { return !service.draining(); });
   absl::StatusOr<Listening> listening = StartServer(*config, {&service, &health});

@@ -1,10 +1,11 @@
 // The multi-daemon rendezvous end to end: three real daemons on the sim
 // backend play three hosts (peer ports on loopback, one shared token, each
 // advertising its peer address), two ranks on each, every rank asking its
-// own daemon over its Unix socket. The leader is the daemon of rank 0; it
-// runs with --sim_gpus=6 so that it can measure the whole group alone (this
-// phase's GO rounds: the leader measures, nobody else); the others have 2.
-// A leader with too few GPUs answers the same FALLBACK to every rank.
+// own daemon over its Unix socket. The leader is the daemon of rank 0. Every
+// daemon has 2 sim GPUs: a GO round is measured across the daemons, each
+// running its own ranks, the data exchanged through the leader, the timings
+// max-reduced there. Daemons are SIGKILLed before and during the
+// measurement.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -59,18 +60,19 @@ struct Host {
 struct Cluster {
   std::vector<Host> hosts;
 
-  // `leader_gpus`: the sim GPUs of host 0 (6 measures the whole group).
-  explicit Cluster(const std::string& name, int leader_gpus = 6) {
+  // `extra_config`: appended to every daemon's configuration file.
+  explicit Cluster(const std::string& name, const std::string& extra_config = "") {
     for (int h = 0; h < kHosts; ++h) {
       Host host;
       host.dir = FreshTempDir(absl::StrCat(name, "-", h));
       host.socket = ShortTempDir() + "/autotuned.sock";
       host.peer = absl::StrCat("127.0.0.1:", FreePort());
       std::ofstream(host.dir + "/autotuned.conf")
-          << "peer_token: \"" << kToken << "\"\npeer_advertise: \"" << host.peer << "\"\n";
+          << "peer_token: \"" << kToken << "\"\npeer_advertise: \"" << host.peer << "\"\n"
+          << extra_config << "\n";
       host.args = {"--config=" + host.dir + "/autotuned.conf", "--socket=" + host.socket,
                    "--cache_dir=" + host.dir + "/cache", "--peer_listen=" + host.peer,
-                   absl::StrCat("--sim_gpus=", h == 0 ? leader_gpus : 2)};
+                   "--sim_gpus=2"};
       hosts.push_back(std::move(host));
     }
     for (Host& host : hosts) {
@@ -87,9 +89,10 @@ struct Cluster {
   }
 };
 
-// Rank r lives on host r / 2 as its GPU r % 2, unless `members` says else.
+// Rank r lives on host first_host + r / 2 as its GPU r % 2.
 v1::TuneRequest RankAsk(const Cluster& c, const std::string& group, int world, int rank,
-                        int64_t window_us) {
+                        int64_t window_us, int first_host = 0,
+                        const std::string& first_impl = "all_reduce/ring") {
   v1::TuneRequest req;
   v1::Group* g = req.mutable_group();
   g->set_id(group);
@@ -99,7 +102,7 @@ v1::TuneRequest RankAsk(const Cluster& c, const std::string& group, int world, i
     v1::Member* m = g->add_members();
     m->set_rank(r);
     m->set_local_gpu(r % kRanksPerHost);
-    m->set_daemon(c.hosts[r / kRanksPerHost].peer);
+    m->set_daemon(c.hosts[first_host + r / kRanksPerHost].peer);
   }
   req.mutable_options()->set_warmup(1);
   req.mutable_options()->set_iterations(3);
@@ -110,7 +113,7 @@ v1::TuneRequest RankAsk(const Cluster& c, const std::string& group, int world, i
     p->set_collective(v1::ALL_REDUCE);
     p->set_dtype(v1::FLOAT32);
     p->set_count(int64_t{1024} << i);
-    p->add_candidates()->set_impl("all_reduce/ring");
+    p->add_candidates()->set_impl(first_impl);
     p->add_candidates()->set_impl("all_reduce/one_shot");
   }
   return req;
@@ -146,14 +149,18 @@ Answer Ask(const Host& host, const v1::TuneRequest& req) {
   return a;
 }
 
-// Every rank in `ranks` asks its host at once (one thread each).
+// Every rank in `ranks` asks its host at once (one thread each): the host
+// its member entry names.
 std::vector<Answer> AskAll(const Cluster& c, const std::vector<v1::TuneRequest>& asks) {
   std::vector<Answer> answers(asks.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < asks.size(); ++i) {
     threads.emplace_back([&, i] {
       const int rank = asks[i].group().rank();
-      answers[i] = Ask(c.hosts[rank / kRanksPerHost], asks[i]);
+      const std::string& daemon = asks[i].group().members(rank).daemon();
+      for (const Host& h : c.hosts) {
+        if (h.peer == daemon) answers[i] = Ask(h, asks[i]);
+      }
     });
   }
   for (std::thread& t : threads) t.join();
@@ -169,8 +176,8 @@ void CheckIdentical(const std::vector<Answer>& answers) {
   }
 }
 
-TEST_CASE("3 daemons x 2 ranks, 5 problems: every rank gets the same answer, measured "
-          "by the leader, then the same cached answer") {
+TEST_CASE("3 daemons x 2 ranks, 5 problems: measured across the daemons, every rank gets "
+          "the same answer with all 6 ranks' timings, then the same cached answer") {
   Cluster c("round");
   std::vector<v1::TuneRequest> asks;
   for (int r = 0; r < 6; ++r) asks.push_back(RankAsk(c, "six", 6, r, 3000000));
@@ -202,26 +209,142 @@ TEST_CASE("3 daemons x 2 ranks, 5 problems: every rank gets the same answer, mea
   CheckIdentical(second);
 }
 
-TEST_CASE("a leader that cannot measure the whole group alone: the same FALLBACK for "
-          "every rank") {
-  Cluster c("small-leader", /*leader_gpus=*/2);
+TEST_CASE("a candidate failing on one rank is ruled out for every rank, with that "
+          "rank's reason; the others still win") {
+  Cluster c("fault", R"(sim { faults { name: "all_reduce/fails" base: "all_reduce/ring" )"
+                     R"(kind: FAIL rank: 1 } })");
   std::vector<v1::TuneRequest> asks;
-  for (int r = 0; r < 6; ++r) asks.push_back(RankAsk(c, "six", 6, r, 3000000));
+  for (int r = 0; r < 6; ++r) {
+    asks.push_back(RankAsk(c, "six", 6, r, 3000000, 0, "all_reduce/fails"));
+  }
   std::vector<Answer> answers = AskAll(c, asks);
   for (const Answer& a : answers) {
     INFO(a.status.error_message());
     REQUIRE(a.status.ok());
     for (const v1::ProblemResult& p : a.response.results()) {
-      CHECK(p.status() == v1::FALLBACK);
-      CHECK(p.winner() == "all_reduce/ring");
-      CHECK_THAT(p.reason(), Catch::StartsWith("cross-host measurement not yet supported"));
+      INFO(p.ShortDebugString());
+      CHECK(p.status() == v1::TUNED);
+      CHECK(p.winner() == "all_reduce/one_shot");
+      REQUIRE(p.ranked_size() == 2);
+      CHECK_THAT(p.ranked(1).reason(), Catch::StartsWith("rank 1: INTERNAL"));
     }
   }
   CheckIdentical(answers);
 }
 
-TEST_CASE("a follower SIGKILLed mid-round: the others' ranks get the same FALLBACK in "
-          "time, and the next round without it is measured") {
+// Problems slow enough (a 150 ms sleep per call on rank 1) that a daemon can
+// be killed while the ranks are measuring.
+const char kSlow[] = R"(sim { faults { name: "all_reduce/slow" base: "all_reduce/ring" )"
+                     R"(kind: SLOW_RANK rank: 1 delay_us: 150000 } })";
+
+TEST_CASE("a follower SIGKILLed during the measurement: the survivors get the same FAILED "
+          "answer naming it, in time; the next round is measured") {
+  Cluster c("kill-follower-measuring", kSlow);
+  std::vector<v1::TuneRequest> asks;
+  for (int r = 0; r < 6; ++r) {
+    asks.push_back(RankAsk(c, "six", 6, r, 3000000, 0, "all_reduce/slow"));
+  }
+  std::thread killer([&] {
+    absl::SleepFor(absl::Milliseconds(1500));
+    c.hosts[2].daemon->Stop(SIGKILL);
+  });
+  std::vector<Answer> answers = AskAll(c, asks);
+  killer.join();
+  answers.resize(4);  // ranks 4 and 5 lived on the dead daemon
+  for (const Answer& a : answers) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.took < absl::Seconds(20));
+    for (const v1::ProblemResult& p : a.response.results()) CHECK(p.status() == v1::FAILED);
+    CHECK_THAT(a.response.ShortDebugString(), Catch::Contains(c.hosts[2].peer));
+  }
+  CheckIdentical(answers);
+
+  std::vector<v1::TuneRequest> smaller;
+  for (int r = 0; r < 4; ++r) smaller.push_back(RankAsk(c, "four", 4, r, 3000000));
+  std::vector<Answer> next = AskAll(c, smaller);
+  for (const Answer& a : next) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::TUNED);
+    CHECK(a.response.results(0).ranked(0).rank_mean_us_size() == 4);
+  }
+  CheckIdentical(next);
+}
+
+TEST_CASE("a follower that stops answering during the measurement (SIGSTOP): the "
+          "survivors get the same FAILED answer in time; once it runs again, all is "
+          "measured") {
+  Cluster c("stop-follower-measuring", kSlow);
+  std::vector<v1::TuneRequest> asks;
+  for (int r = 0; r < 6; ++r) {
+    asks.push_back(RankAsk(c, "six", 6, r, 3000000, 0, "all_reduce/slow"));
+  }
+  std::thread stopper([&] {
+    absl::SleepFor(absl::Milliseconds(1500));
+    kill(c.hosts[1].daemon->pid(), SIGSTOP);
+    absl::SleepFor(absl::Seconds(8));
+    kill(c.hosts[1].daemon->pid(), SIGCONT);
+  });
+  std::vector<Answer> answers = AskAll(c, asks);
+  stopper.join();
+  std::vector<Answer> survivors = {answers[0], answers[1], answers[4], answers[5]};
+  for (const Answer& a : survivors) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.took < absl::Seconds(8));
+    for (const v1::ProblemResult& p : a.response.results()) CHECK(p.status() == v1::FAILED);
+    CHECK_THAT(a.response.ShortDebugString(), Catch::Contains(c.hosts[1].peer));
+  }
+  CheckIdentical(survivors);
+
+  asks.clear();
+  for (int r = 0; r < 6; ++r) asks.push_back(RankAsk(c, "six-again", 6, r, 3000000));
+  std::vector<Answer> next = AskAll(c, asks);
+  for (const Answer& a : next) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::TUNED);
+  }
+  CheckIdentical(next);
+}
+
+TEST_CASE("the leader SIGKILLed during the measurement: every follower rank gets the same "
+          "UNAVAILABLE in time; a group led by a survivor is measured next") {
+  Cluster c("kill-leader-measuring", kSlow);
+  std::vector<v1::TuneRequest> asks;
+  for (int r = 0; r < 6; ++r) {
+    asks.push_back(RankAsk(c, "six", 6, r, 3000000, 0, "all_reduce/slow"));
+  }
+  std::thread killer([&] {
+    absl::SleepFor(absl::Milliseconds(1500));
+    c.hosts[0].daemon->Stop(SIGKILL);
+  });
+  std::vector<Answer> answers = AskAll(c, asks);
+  killer.join();
+  answers.erase(answers.begin(), answers.begin() + 2);  // ranks 0 and 1 died with it
+  for (const Answer& a : answers) {
+    INFO(a.status.error_message());
+    CHECK(a.status.error_code() == grpc::StatusCode::UNAVAILABLE);
+    CHECK_THAT(a.status.error_message(),
+               Catch::StartsWith(absl::StrCat("leader ", c.hosts[0].peer, " unreachable")));
+    CHECK(a.took < absl::Seconds(20));
+  }
+  CheckIdentical(answers);
+
+  std::vector<v1::TuneRequest> next_asks;
+  for (int r = 0; r < 4; ++r) next_asks.push_back(RankAsk(c, "hosts-1-2", 4, r, 3000000, 1));
+  std::vector<Answer> next = AskAll(c, next_asks);
+  for (const Answer& a : next) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::TUNED);
+  }
+  CheckIdentical(next);
+}
+
+TEST_CASE("a follower SIGKILLed while the round waits for ranks: the others' ranks get "
+          "the same FALLBACK in time, and the next round without it is measured") {
   Cluster c("kill-follower");
   // Rank 4 (host 2) has asked and waits at the leader when host 2 dies;
   // rank 5 never asks.
@@ -256,8 +379,8 @@ TEST_CASE("a follower SIGKILLed mid-round: the others' ranks get the same FALLBA
   CheckIdentical(next);
 }
 
-TEST_CASE("the leader SIGKILLed mid-round: every follower rank gets the same UNAVAILABLE "
-          "in time") {
+TEST_CASE("the leader SIGKILLed while the round waits for ranks: every follower rank gets "
+          "the same UNAVAILABLE in time") {
   Cluster c("kill-leader");
   std::vector<v1::TuneRequest> asks;
   for (int r = 2; r < 6; ++r) asks.push_back(RankAsk(c, "six", 6, r, 3000000));

@@ -5,9 +5,13 @@
 // the per-rank steps of a run are the engine's RunRankSchedule
 // (daemon/engine/schedule.h), which a backend calls on each rank's device.
 //
+// A group may also be spread over several daemons (hosts): then each daemon
+// runs only its own ranks of the group (RunPartial) and a RunTransport
+// connects them to the ranks of the other daemons.
+//
 // Thread-safety: node(), catalogue() and max_world_size() are constant after
-// construction. RunCandidate may be called from one thread at a time; the
-// engine serializes rounds on a backend.
+// construction. RunCandidate and RunPartial may be called from one thread at
+// a time; the engine serializes rounds on a backend.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/catalogue/catalogue.h"
 #include "daemon/common/problem.h"
@@ -73,6 +78,43 @@ struct RankOutcome {
   std::vector<double> iteration_us;   // `iterations` entries when OK
 };
 
+// How the daemons of one cross-daemon run of one candidate reach each other
+// (daemon/crossrun). One transport per candidate run; all of them agree on
+// which daemons take part.
+//
+// Exchange is an all-gather of opaque data between the daemons at one
+// barrier: it returns once every daemon has sent its data of `generation`
+// (0, 1, ... within the run; a daemon calls it once per generation, from one
+// thread), with every other daemon's data; or the run's abort reason (the
+// first Abort of any daemon, or a lost daemon), or DEADLINE_EXCEEDED at
+// `deadline`. Abort tells every daemon that the run failed here with
+// `reason` (their current and later Exchange calls return it); it does not
+// block longer than a short, fixed time.
+//
+// Thread-safety: Exchange and Abort may be called concurrently.
+class RunTransport {
+ public:
+  virtual ~RunTransport() = default;
+  virtual absl::StatusOr<std::vector<std::string>> Exchange(int64_t generation,
+                                                            std::string data,
+                                                            absl::Time deadline) = 0;
+  virtual void Abort(const absl::Status& reason) = 0;
+};
+
+// This daemon's share of a group spread over daemons.
+struct PartialRun {
+  // The group's ranks that run here, ascending, each in [0, world_size).
+  std::vector<int> local_ranks;
+  // Reaches the other daemons' ranks. Shared: a backend keeps it for as
+  // long as any of its rank workers may still use it, which may be past the
+  // return of RunPartial (a rank abandoned at the deadline).
+  std::shared_ptr<RunTransport> transport;
+  // From the leader's GO (proto/peer.proto CrossRun.backend_token): what a
+  // backend needs to connect its ranks to the others (an NCCL unique id on
+  // GPUs); empty on the sim.
+  std::string backend_token;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -93,6 +135,27 @@ class Backend {
                                                 const CandidateSpec& candidate,
                                                 const ScheduleOptions& options,
                                                 absl::Time deadline) = 0;
+
+  // The leader's side of a cross-daemon run, before GO: what every daemon's
+  // backend needs to connect its ranks to the others', sent to them in the
+  // GO (CrossRun.backend_token) and handed to RunPartial as
+  // PartialRun::backend_token on every daemon, the leader's included (on
+  // GPUs: an NCCL unique id). This default: empty (the sim needs nothing;
+  // its data goes through the transport).
+  virtual std::string CrossRunToken() { return std::string(); }
+
+  // As RunCandidate, for the ranks `part.local_ranks` of a group whose other
+  // ranks run on other daemons at the same time, each with its own
+  // RunPartial of the same candidate: one outcome per local rank, in
+  // `part.local_ranks` order. The data moves through `part.transport`. A
+  // rank failing here aborts the transport, so that the other daemons' ranks
+  // stop too. This default answers FAILED_PRECONDITION for every local rank
+  // (the backend cannot run a group across daemons).
+  virtual std::vector<RankOutcome> RunPartial(const ProblemSpec& problem,
+                                              const CandidateSpec& candidate,
+                                              const ScheduleOptions& options,
+                                              const PartialRun& part,
+                                              absl::Time deadline);
 };
 
 }  // namespace autotuned

@@ -92,6 +92,31 @@ std::vector<RankOutcome> FakeBackend::RunCandidate(
   return out;
 }
 
+std::vector<RankOutcome> FakeBackend::RunPartial(const ProblemSpec& problem,
+                                                 const CandidateSpec& candidate,
+                                                 const ScheduleOptions& options,
+                                                 const PartialRun& part, absl::Time deadline) {
+  const size_t n = part.local_ranks.size();
+  std::vector<RankOutcome> out(n);
+  auto it = scripts_.find(candidate.impl);
+  if (it == scripts_.end()) {
+    for (auto& o : out) o.status = absl::NotFoundError(candidate.impl);
+    return out;
+  }
+  (void)problem;
+  std::vector<FakeRankRun> runs;
+  for (int r : part.local_ranks) runs.emplace_back(r, it->second, deadline);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] { out[i] = RunRankSchedule(runs[i], options); });
+  }
+  for (auto& t : threads) t.join();
+  absl::MutexLock lock(&mu_);
+  if (!runs.empty()) last_steps_ = runs[0].steps();
+  ++runs_;
+  return out;
+}
+
 std::vector<std::string> FakeBackend::last_steps() const {
   absl::MutexLock lock(&mu_);
   return last_steps_;

@@ -41,6 +41,13 @@ class FakeBackend : public Backend {
                                         const ScheduleOptions& options,
                                         absl::Time deadline) override;
 
+  // The local ranks' share of the script, as RunCandidate runs it (the
+  // transport is not used: scripted ranks exchange nothing). Counts as a run.
+  std::vector<RankOutcome> RunPartial(const ProblemSpec& problem,
+                                      const CandidateSpec& candidate,
+                                      const ScheduleOptions& options, const PartialRun& part,
+                                      absl::Time deadline) override;
+
   // The steps rank 0 took in the last run, e.g. {"verify", "barrier", ...}.
   std::vector<std::string> last_steps() const;
   int runs() const;

@@ -114,4 +114,33 @@ std::vector<CandidateOutcome> Engine::Measure(
   return Rank(std::move(outcomes));
 }
 
+std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candidates,
+                                        const std::vector<std::vector<RankOutcome>>& ranks) {
+  std::vector<CandidateOutcome> outcomes;
+  for (size_t i = 0; i < candidates.size() && i < ranks.size(); ++i) {
+    outcomes.push_back(Summarize(static_cast<int>(i), candidates[i], ranks[i]));
+  }
+  return Rank(std::move(outcomes));
+}
+
+std::vector<std::vector<RankOutcome>> Engine::MeasurePart(
+    const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
+    const EngineOptions& options, const std::vector<int>& local_ranks,
+    const std::string& backend_token,
+    const std::function<std::shared_ptr<RunTransport>(int candidate)>& transport) {
+  std::vector<std::vector<RankOutcome>> out;
+  out.reserve(candidates.size());
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    PartialRun part;
+    part.local_ranks = local_ranks;
+    part.transport = transport(static_cast<int>(i));
+    part.backend_token = backend_token;
+    const absl::Time deadline = absl::Now() + options.timeout;
+    out.push_back(
+        backend_->RunPartial(problem, candidates[i], options.schedule, part, deadline));
+  }
+  return out;
+}
+
 }  // namespace autotuned

@@ -8,11 +8,19 @@
 // iterations. A candidate that fails on any rank, or is cut off at its
 // timeout, is ruled out with a reason and ranked after every working one.
 //
-// Thread-safety: Engine::Measure may be called from many threads; runs on the
+// Across daemons (a group whose ranks live on several daemons): each daemon
+// runs the same schedule, candidate after candidate in request order, for
+// its own ranks only (MeasurePart, through Backend::RunPartial); the leader
+// gathers every rank's outcomes and ranks them with RankRanks, which is
+// Summarize and Rank as for one daemon: the same max over ranks, the same
+// order.
+//
+// Thread-safety: Engine::Measure and MeasurePart may be called from many threads; runs on the
 // backend are serialized (one round at a time per device set). The free
 // functions are pure and thread-safe.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,6 +72,11 @@ CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
 // of its input, so every rank that holds the same timings ranks alike.
 std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes);
 
+// Summarize (per candidate, `ranks[i]` the outcomes of every rank of the
+// group for candidates[i]) then Rank.
+std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candidates,
+                                        const std::vector<std::vector<RankOutcome>>& ranks);
+
 class Engine {
  public:
   explicit Engine(Backend* backend) : backend_(backend) {}
@@ -76,6 +89,18 @@ class Engine {
   std::vector<CandidateOutcome> Measure(const ProblemSpec& problem,
                                         const std::vector<CandidateSpec>& candidates,
                                         const EngineOptions& options)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // This daemon's part of a cross-daemon measurement: every candidate in
+  // order, each with its own deadline (now + options.timeout at its start),
+  // on `local_ranks` through Backend::RunPartial with the transport
+  // `transport(i)` gives for candidate i. Returns per candidate one outcome
+  // per local rank.
+  std::vector<std::vector<RankOutcome>> MeasurePart(
+      const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
+      const EngineOptions& options, const std::vector<int>& local_ranks,
+      const std::string& backend_token,
+      const std::function<std::shared_ptr<RunTransport>(int candidate)>& transport)
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

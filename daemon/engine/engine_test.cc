@@ -47,6 +47,47 @@ TEST_CASE("an iteration's time is the slowest rank's") {
   CHECK(o.rank_mean_us == std::vector<double>{7.0 / 3, 2.0});
 }
 
+TEST_CASE("RankRanks: the outcomes of every daemon's ranks ranked as on one daemon") {
+  std::vector<CandidateSpec> candidates = {{"a", {}}, {"b", {}}, {"c", {}}};
+  std::vector<std::vector<RankOutcome>> ranks(3, std::vector<RankOutcome>(4));
+  for (int c = 0; c < 3; ++c) {
+    for (int r = 0; r < 4; ++r) ranks[c][r].iteration_us = {10.0 * (c + 1), 10.0 * (c + 1)};
+  }
+  ranks[0][3].iteration_us = {90, 90};  // a is slow on one remote rank only
+  ranks[2][2].status = absl::UnavailableError("daemon d:1 sent no timings");
+  std::vector<CandidateOutcome> ranked = RankRanks(candidates, ranks);
+  REQUIRE(ranked.size() == 3);
+  CHECK(ranked[0].candidate.impl == "b");
+  CHECK(ranked[1].candidate.impl == "a");
+  CHECK(ranked[1].stats.median_us == 90);
+  CHECK(ranked[1].rank_mean_us.size() == 4);
+  CHECK_FALSE(ranked[2].ok);
+  CHECK(ranked[2].reason == "rank 2: UNAVAILABLE: daemon d:1 sent no timings");
+}
+
+TEST_CASE("MeasurePart: every candidate in order on the local ranks, each with its "
+          "transport") {
+  FakeBackend backend(2, {{"a", {}}, {"b", {}}});
+  Engine engine(&backend);
+  std::vector<int> asked;
+  std::vector<std::vector<RankOutcome>> out = engine.MeasurePart(
+      AllReduce(6), {{"a", {}}, {"b", {}}}, Quick(), {2, 3}, "",
+      [&asked](int c) -> std::shared_ptr<RunTransport> {
+        asked.push_back(c);
+        return nullptr;
+      });
+  CHECK(asked == std::vector<int>{0, 1});
+  REQUIRE(out.size() == 2);
+  for (const auto& ranks : out) {
+    REQUIRE(ranks.size() == 2);
+    for (const RankOutcome& r : ranks) {
+      CHECK(r.status.ok());
+      CHECK(r.iteration_us.size() == 5);
+    }
+  }
+  CHECK(backend.runs() == 2);
+}
+
 TEST_CASE("the reason is the rank that failed, not the ranks it aborted") {
   std::vector<RankOutcome> ranks(3);
   ranks[0].status = absl::AbortedError("peer gone");

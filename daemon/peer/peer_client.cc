@@ -5,33 +5,97 @@
 #include "absl/strings/str_cat.h"
 
 namespace autotuned {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+}  // namespace
 
 PeerClient::PeerClient(std::string token, std::string self)
     : token_(std::move(token)), self_(std::move(self)) {}
 
-v1::Peer::Stub* PeerClient::Stub(const std::string& address) {
+std::shared_ptr<v1::Peer::Stub> PeerClient::Stub(const std::string& address) {
   absl::MutexLock lock(&mu_);
-  std::unique_ptr<v1::Peer::Stub>& stub = stubs_[address];
+  std::shared_ptr<v1::Peer::Stub>& stub = stubs_[address];
   if (stub == nullptr) {
-    stub = v1::Peer::NewStub(
-        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    args.SetMaxSendMessageSize(kMaxMessageBytes);
+    // A daemon that comes back is reached again within a second, not after
+    // gRPC's default backoff of up to two minutes.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    stub = v1::Peer::NewStub(grpc::CreateCustomChannel(
+        address, grpc::InsecureChannelCredentials(), args));
   }
-  return stub.get();
+  return stub;
+}
+
+void PeerClient::Forget(const std::string& address,
+                        const std::shared_ptr<v1::Peer::Stub>& stub) {
+  absl::MutexLock lock(&mu_);
+  auto it = stubs_.find(address);
+  if (it != stubs_.end() && it->second == stub) stubs_.erase(it);
+}
+
+template <typename Request, typename Reply, typename Method>
+absl::Status PeerClient::Call(const std::string& address, const Request& request,
+                              Reply* reply, absl::Time deadline, Method method) {
+  for (int attempt = 0;; ++attempt) {
+    std::shared_ptr<v1::Peer::Stub> stub = Stub(address);
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", absl::StrCat("Bearer ", token_));
+    context.set_deadline(absl::ToChronoTime(deadline));
+    const grpc::Status s = ((*stub).*method)(&context, request, reply);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return FromGrpc(s);
+    // The channel may hold a connection to a daemon that has since
+    // restarted, or wait out a reconnect backoff: try once more on a fresh
+    // one (every peer call may be repeated: the leader counts a rank, a
+    // daemon's timings and a barrier's data once).
+    Forget(address, stub);
+    if (attempt > 0 || absl::Now() >= deadline) return FromGrpc(s);
+  }
 }
 
 absl::StatusOr<v1::Decision> PeerClient::Ready(const std::string& address,
                                                v1::ReadyRequest request,
                                                absl::Time deadline) {
   request.set_from_daemon(self_);
-  grpc::ClientContext context;
-  context.AddMetadata("authorization", absl::StrCat("Bearer ", token_));
-  context.set_deadline(absl::ToChronoTime(deadline));
   v1::Decision decision;
-  const grpc::Status s = Stub(address)->Ready(&context, request, &decision);
-  if (!s.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-  }
+  absl::Status s = Call(address, request, &decision, deadline, &v1::Peer::Stub::Ready);
+  if (!s.ok()) return s;
   return decision;
+}
+
+absl::StatusOr<v1::Decision> PeerClient::ReduceTimings(const std::string& address,
+                                                       v1::RankTimings request,
+                                                       absl::Time deadline) {
+  request.set_from_daemon(self_);
+  v1::Decision decision;
+  absl::Status s =
+      Call(address, request, &decision, deadline, &v1::Peer::Stub::ReduceTimings);
+  if (!s.ok()) return s;
+  return decision;
+}
+
+absl::StatusOr<v1::ExchangeReply> PeerClient::Exchange(const std::string& address,
+                                                       v1::ExchangeRequest request,
+                                                       absl::Time deadline) {
+  request.set_from_daemon(self_);
+  v1::ExchangeReply reply;
+  absl::Status s = Call(address, request, &reply, deadline, &v1::Peer::Stub::Exchange);
+  if (!s.ok()) return s;
+  return reply;
+}
+
+absl::Status PeerClient::Ping(const std::string& address, absl::Time deadline) {
+  v1::PingRequest request;
+  request.set_from_daemon(self_);
+  v1::PingReply reply;
+  return Call(address, request, &reply, deadline, &v1::Peer::Stub::Ping);
 }
 
 }  // namespace autotuned

@@ -2,14 +2,21 @@
 // daemon reaches the leader of a group's round.
 //
 // Every call carries "authorization: Bearer <token>" (the node's shared peer
-// token) and ends by its deadline. Channels are made once per leader address
-// and kept (plain TCP, like the peer port: see peer_service.h).
+// token) and ends by its deadline. Channels are made once per address and
+// kept (plain TCP, like the peer port: see peer_service.h); a call that fails
+// UNAVAILABLE drops its channel and is tried once more on a fresh one (a
+// daemon that restarted is reached at once, not after a reconnect backoff).
+// Every peer call may be repeated safely.
 //
 // Status codes of Ready: OK with the leader's Decision (whatever its verdict:
 // the leader's decision is the only one); otherwise the gRPC status of the
 // call as absl::Status (UNAVAILABLE when the leader is down or unreachable,
 // DEADLINE_EXCEEDED at the deadline, UNAUTHENTICATED on a token mismatch,
 // UNIMPLEMENTED from a leader that predates the multi-daemon rendezvous).
+//
+// Exchange, ReduceTimings and Ping (cross-daemon runs: daemon/crossrun) work
+// the same way: `from_daemon` is set here; the status is the call's.
+// Channels accept messages up to kMaxMessageBytes (exchanged buffers).
 //
 // Thread-safety: every method may be called concurrently.
 #pragma once
@@ -41,16 +48,34 @@ class PeerClient {
   // its decision until `deadline`. `request.from_daemon` is set here.
   absl::StatusOr<v1::Decision> Ready(const std::string& address, v1::ReadyRequest request,
                                      absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<v1::Decision> ReduceTimings(const std::string& address,
+                                             v1::RankTimings request, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<v1::ExchangeReply> Exchange(const std::string& address,
+                                             v1::ExchangeRequest request, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // OK when the daemon at `address` answers a Ping by `deadline`.
+  absl::Status Ping(const std::string& address, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The largest message sent or received on the peer port (either side).
+  static constexpr int kMaxMessageBytes = 512 << 20;
 
  private:
-  v1::Peer::Stub* Stub(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<v1::Peer::Stub> Stub(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops `stub` as the channel to `address` (a fresh one is made next).
+  void Forget(const std::string& address, const std::shared_ptr<v1::Peer::Stub>& stub)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // One call; on UNAVAILABLE, once more on a fresh channel.
+  template <typename Request, typename Reply, typename Method>
+  absl::Status Call(const std::string& address, const Request& request, Reply* reply,
+                    absl::Time deadline, Method method) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const std::string token_;
   const std::string self_;
 
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<v1::Peer::Stub>> stubs_
+  absl::flat_hash_map<std::string, std::shared_ptr<v1::Peer::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);
 };
 

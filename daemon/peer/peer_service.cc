@@ -25,11 +25,13 @@ bool ConstantTimeEquals(const std::string& given, const std::string& secret) {
   return diff == 0;
 }
 
-grpc::Status Unimplemented(const char* method) {
-  return grpc::Status(
-      grpc::StatusCode::UNIMPLEMENTED,
-      absl::StrCat("Peer.", method, ": cross-host measurement through the "
-                   "rendezvous is not in this daemon version (the leader measures alone)"));
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+grpc::Status NotServing(const char* method) {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      absl::StrCat("Peer.", method, ": this daemon is not serving rounds yet"));
 }
 
 }  // namespace
@@ -95,10 +97,46 @@ grpc::Status PeerService::Ready(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+void PeerService::SetRunHandlers(ReduceHandler reduce, ExchangeHandler exchange) {
+  absl::MutexLock lock(&mu_);
+  reduce_ = std::move(reduce);
+  exchange_ = std::move(exchange);
+}
+
 grpc::Status PeerService::ReduceTimings(grpc::ServerContext* context,
-                                        const v1::RankTimings*, v1::Decision*) {
+                                        const v1::RankTimings* request,
+                                        v1::Decision* reply) {
   grpc::Status auth = Authenticate(*context);
-  return auth.ok() ? Unimplemented("ReduceTimings") : auth;
+  if (!auth.ok()) return auth;
+  ReduceHandler handler;
+  {
+    absl::MutexLock lock(&mu_);
+    handler = reduce_;
+  }
+  if (!handler) return NotServing("ReduceTimings");
+  absl::StatusOr<v1::Decision> decision =
+      handler(*request, absl::FromChrono(context->deadline()));
+  if (!decision.ok()) return ToGrpc(decision.status());
+  *reply = *std::move(decision);
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::Exchange(grpc::ServerContext* context,
+                                   const v1::ExchangeRequest* request,
+                                   v1::ExchangeReply* reply) {
+  grpc::Status auth = Authenticate(*context);
+  if (!auth.ok()) return auth;
+  ExchangeHandler handler;
+  {
+    absl::MutexLock lock(&mu_);
+    handler = exchange_;
+  }
+  if (!handler) return NotServing("Exchange");
+  absl::StatusOr<v1::ExchangeReply> out =
+      handler(*request, absl::FromChrono(context->deadline()));
+  if (!out.ok()) return ToGrpc(out.status());
+  *reply = *std::move(out);
+  return grpc::Status::OK;
 }
 
 absl::StatusOr<std::string> LoadPeerToken(const config::DaemonConfig& config) {

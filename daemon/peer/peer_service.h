@@ -1,9 +1,8 @@
 // The daemon-to-daemon service (autotuned.v1.Peer, proto/peer.proto) as this
 // version serves it on the peer port (config peer_listen): Ping answers;
-// Ready is handed to the handler set with SetReadyHandler (the daemon's
-// AutotuneService, which leads the round: service.h) and is UNAVAILABLE
-// until one is set; ReduceTimings returns UNIMPLEMENTED (cross-host
-// lockstep measurement is a later step).
+// Ready, ReduceTimings and Exchange are handed to the handlers set with
+// SetHandlers (the daemon's AutotuneService, which leads rounds and their
+// cross-daemon runs: service.h) and are UNAVAILABLE until they are set.
 //
 // Authentication: every call must carry the metadata
 //   authorization: Bearer <token>
@@ -37,6 +36,13 @@ class PeerService final : public v1::Peer::Service {
   using ReadyHandler = std::function<absl::StatusOr<v1::Decision>(
       const v1::ReadyRequest& request, absl::Time deadline)>;
 
+  // ReduceTimings: the round's final decision, or an error status.
+  using ReduceHandler = std::function<absl::StatusOr<v1::Decision>(
+      const v1::RankTimings& request, absl::Time deadline)>;
+  // Exchange: the other daemons' data, or the step's abort/deadline status.
+  using ExchangeHandler = std::function<absl::StatusOr<v1::ExchangeReply>(
+      const v1::ExchangeRequest& request, absl::Time deadline)>;
+
   // `daemon` names this daemon in Ping replies (the daemon uses its host name);
   // `fingerprint` is the node fingerprint (service.h). `token` must not be
   // empty.
@@ -45,6 +51,8 @@ class PeerService final : public v1::Peer::Service {
   // Serves Ready through `handler` from now on (set once, before peers
   // can know this daemon leads anything).
   void SetReadyHandler(ReadyHandler handler) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetRunHandlers(ReduceHandler reduce, ExchangeHandler exchange)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::Status Ping(grpc::ServerContext* context, const v1::PingRequest* request,
                     v1::PingReply* reply) override;
@@ -53,6 +61,8 @@ class PeerService final : public v1::Peer::Service {
   grpc::Status ReduceTimings(grpc::ServerContext* context,
                              const v1::RankTimings* request,
                              v1::Decision* reply) override;
+  grpc::Status Exchange(grpc::ServerContext* context, const v1::ExchangeRequest* request,
+                        v1::ExchangeReply* reply) override;
 
  private:
   // OK, or UNAUTHENTICATED saying what was wrong (never the token).
@@ -64,6 +74,8 @@ class PeerService final : public v1::Peer::Service {
 
   mutable absl::Mutex mu_;
   ReadyHandler ready_ ABSL_GUARDED_BY(mu_);
+  ReduceHandler reduce_ ABSL_GUARDED_BY(mu_);
+  ExchangeHandler exchange_ ABSL_GUARDED_BY(mu_);
 };
 
 // The peer token the configuration names: peer_token, or the contents of

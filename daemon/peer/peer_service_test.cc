@@ -77,8 +77,8 @@ TEST_CASE("a peer without the right token is refused with UNAUTHENTICATED") {
         grpc::StatusCode::UNAUTHENTICATED);
 }
 
-TEST_CASE("a peer with the token gets Ping; Ready goes to the handler; ReduceTimings "
-          "is not built") {
+TEST_CASE("a peer with the token gets Ping; Ready, ReduceTimings and Exchange go to "
+          "their handlers") {
   Peer p;
   v1::PingReply reply;
   grpc::Status s = p.Ping(std::string("Bearer ") + kToken, &reply);
@@ -116,11 +116,44 @@ TEST_CASE("a peer with the token gets Ping; Ready goes to the handler; ReduceTim
   CHECK(decision.verdict() == v1::ANSWERED);
   CHECK(decision.response().round_id() == "node-b:7451");
 
-  grpc::ClientContext ctx;
-  ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
-  r = p.stub->ReduceTimings(&ctx, v1::RankTimings(), &decision);
-  CHECK(r.error_code() == grpc::StatusCode::UNIMPLEMENTED);
-  CHECK_THAT(r.error_message(), Catch::Contains("rendezvous is not in this daemon version"));
+  auto reduce = [&p](v1::Decision* decision) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::RankTimings timings;
+    timings.set_run_id("run-1");
+    return p.stub->ReduceTimings(&ctx, timings, decision);
+  };
+  auto exchange = [&p](v1::ExchangeReply* reply) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ExchangeRequest request;
+    request.set_data(std::string(16 << 20, 'x'));  // larger than gRPC's 4 MiB default
+    return p.stub->Exchange(&ctx, request, reply);
+  };
+  v1::ExchangeReply exchanged;
+  CHECK(reduce(&decision).error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK(exchange(&exchanged).error_code() == grpc::StatusCode::UNAVAILABLE);
+
+  p.service->SetRunHandlers(
+      [](const v1::RankTimings& request, absl::Time) -> absl::StatusOr<v1::Decision> {
+        v1::Decision d;
+        d.set_verdict(v1::ANSWERED);
+        d.mutable_response()->set_round_id(request.run_id());
+        return d;
+      },
+      [](const v1::ExchangeRequest& request,
+         absl::Time) -> absl::StatusOr<v1::ExchangeReply> {
+        if (request.data().size() != (16u << 20)) return absl::InternalError("cut short");
+        return absl::AbortedError("rank 4 failed");
+      });
+  r = reduce(&decision);
+  REQUIRE(r.ok());
+  CHECK(decision.response().round_id() == "run-1");
+  r = exchange(&exchanged);
+  CHECK(r.error_code() == grpc::StatusCode::ABORTED);
+  CHECK(r.error_message() == "rank 4 failed");
 }
 
 grpc::Status GenericCall(std::shared_ptr<grpc::Channel> channel, const std::string& method) {

@@ -32,6 +32,7 @@ struct Round {
   absl::Duration run_bound;
   absl::Time run_deadline;
   absl::Duration go_waited;
+  std::shared_ptr<const v1::CrossRun> go;  // announced cross-daemon run
 
   Decision decision;
   absl::Time decided_at;
@@ -395,6 +396,7 @@ absl::StatusOr<Arrival> RoundTable::Arrive(const ArriveRequest& request) {
     round->waiting[rank] = 1;
     ++blocked_;
     while (round->state != Round::State::kDecided) {
+      if (request.return_on_go && round->go != nullptr) break;
       const bool open = round->state == Round::State::kOpen;
       const absl::Time until = open ? round->window_end : round->run_deadline;
       if (now >= until) {
@@ -452,6 +454,13 @@ absl::StatusOr<Arrival> RoundTable::Arrive(const ArriveRequest& request) {
     }
     round->waiting[rank] = 0;
     --blocked_;
+    if (round->state != Round::State::kDecided) {  // left on GO
+      out.go = round->go;
+      out.sequence = round->sequence;
+      out.round_id = round->id;
+      out.round = round;
+      return out;
+    }
   }
 
   out = Answer(round);
@@ -482,6 +491,14 @@ Decision RoundTable::Publish(const Arrival& arrival, absl::StatusOr<v1::TuneResp
     }
   }
   return round->decision;
+}
+
+void RoundTable::Announce(const Arrival& arrival, std::shared_ptr<const v1::CrossRun> go) {
+  absl::MutexLock lock(&mu_);
+  Round* round = arrival.round.get();
+  if (round == nullptr || round->state != Round::State::kRunning) return;
+  round->go = std::move(go);
+  round->cv.SignalAll();
 }
 
 int RoundTable::blocked() const {

@@ -42,6 +42,13 @@
 //         undecided, with a different member list ("group.members: ...") or
 //         problem set ("problems: ..."): both rounds fail with one message
 //         naming the ranks on each side.
+//   - GO across daemons: the runner may Announce the round's cross-daemon
+//     run (proto/peer.proto CrossRun) before it Publishes. Callers that
+//     asked with `return_on_go` (the leader's side of a follower's Ready)
+//     then leave Arrive at once with Arrival::go set: their daemon takes
+//     part in the run, and the final decision reaches them another way
+//     (daemon/crossrun). Their ask stays counted; other callers wait for
+//     the decision as before.
 // Errors for one caller only, which never joined a round (absl::Status):
 //   - INVALID_ARGUMENT: rank outside [0, world_size), world_size < 1.
 //   - DEADLINE_EXCEEDED: the caller's own `deadline` passed first. While the
@@ -87,6 +94,7 @@
 #include "absl/time/time.h"
 #include "daemon/rendezvous/clock.h"
 #include "proto/autotuned.pb.h"
+#include "proto/peer.pb.h"
 
 namespace autotuned {
 namespace rendezvous {
@@ -136,6 +144,8 @@ struct ArriveRequest {
   // FALLBACK results' reasons filled in by the table; required.
   std::shared_ptr<const v1::TuneResponse> cached;
   std::shared_ptr<const v1::TuneResponse> fallback;
+  // Leave the wait when the runner announces a cross-daemon run (above).
+  bool return_on_go = false;
 };
 
 struct Round;
@@ -143,6 +153,9 @@ struct Round;
 struct Arrival {
   // True for exactly one caller of a GO round: measure, then Publish.
   bool run = false;
+  // Set (and nothing else but the ids) for a caller with return_on_go when
+  // the runner announced the round's cross-daemon run.
+  std::shared_ptr<const v1::CrossRun> go;
   // The decision (when `run`: only `waited`, from the first ask to this one).
   Decision decision;
   // True for the first caller handed this decision (to log a round once);
@@ -180,6 +193,11 @@ class RoundTable {
   // runner overran its bound. Call exactly once per Arrival with `run`.
   Decision Publish(const Arrival& arrival,
                    absl::StatusOr<v1::TuneResponse> result) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The runner's cross-daemon run (before Publish): wakes the callers that
+  // asked with return_on_go. No effect once the round is decided.
+  void Announce(const Arrival& arrival, std::shared_ptr<const v1::CrossRun> go)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Callers blocked in Arrive now.
   int blocked() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -104,6 +104,39 @@ TEST_CASE("every rank in time: one runner, the same result for all") {
   CHECK(table.keys() == 0);  // complete and in step: nothing to remember
 }
 
+TEST_CASE("a cross-daemon GO: callers asking with return_on_go leave at the announcement, "
+          "the others wait for the decision") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  ArriveRequest remote = Ask(1, 3);
+  remote.return_on_go = true;
+  Pending local = Async(table, Ask(0, 3));
+  Pending forwarded = Async(table, remote);
+  REQUIRE(Blocked(table, 2));
+  absl::StatusOr<Arrival> last = table.Arrive(Ask(2, 3));
+  REQUIRE(last.ok());
+  REQUIRE(last->run);
+  auto go = std::make_shared<v1::CrossRun>();
+  go->set_run_id("run-1");
+  table.Announce(*last, go);
+  absl::StatusOr<Arrival> left = forwarded.get();
+  REQUIRE(left.ok());
+  CHECK_FALSE(left->run);
+  REQUIRE(left->go != nullptr);
+  CHECK(left->go->run_id() == "run-1");
+  CHECK(left->round_id == last->round_id);
+  CHECK(Blocked(table, 1));  // rank 0 waits for the decision
+  CHECK_FALSE(Ready(local));
+  const Decision published = table.Publish(*last, *Answer("b", v1::TUNED));
+  absl::StatusOr<Arrival> a = local.get();
+  REQUIRE(a.ok());
+  CHECK(a->go == nullptr);
+  CHECK(a->decision.response == published.response);
+  CHECK(table.keys() == 0);
+  // Announcing a decided round changes nothing.
+  table.Announce(*last, go);
+}
+
 TEST_CASE("a missing rank: FALLBACK at the window for all, and for the late one") {
   FakeClock clock;
   RoundTable table(&clock);

@@ -9,11 +9,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/peer/peer_client.h"
 #include "daemon/common/status_macros.h"
 
 namespace autotuned {
@@ -114,7 +117,13 @@ absl::StatusOr<PeerListening> StartPeerServer(const config::DaemonConfig& config
   builder.AddListeningPort(config.peer_listen(), grpc::InsecureServerCredentials(),
                            &port);
   builder.RegisterService(peer);
-  builder.SetMaxReceiveMessageSize(config.limits().max_request_bytes());
+  // Cross-daemon runs exchange whole buffers at every barrier: the peer port
+  // takes messages up to PeerClient::kMaxMessageBytes (or the client limit,
+  // when larger).
+  const int max_bytes =
+      std::max<int>(config.limits().max_request_bytes(), PeerClient::kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(max_bytes);
+  builder.SetMaxSendMessageSize(max_bytes);
   PeerListening out;
   out.server = builder.BuildAndStart();
   if (out.server == nullptr || port == 0) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -20,14 +21,6 @@ namespace {
 
 // Background rounds waiting for the worker; more are dropped (logged).
 constexpr size_t kMaxBackground = 16;
-
-// How long the round's runner may take: every candidate of every problem at
-// its timeout, twice (the engine serializes rounds), plus 10 s.
-absl::Duration RunBound(const ValidRequest& request) {
-  int64_t candidates = 0;
-  for (const ValidProblem& p : request.problems) candidates += p.candidates.size();
-  return absl::Seconds(10) + 2 * candidates * request.engine.timeout;
-}
 
 rendezvous::RoundKey Key(const ValidRequest& request) {
   const int mode = request.timing_mode();
@@ -65,6 +58,20 @@ std::string Winners(const v1::TuneResponse& response) {
 
 }  // namespace
 
+absl::Status LeaderUnreachable(const std::string& leader) {
+  return absl::UnavailableError(absl::StrCat(
+      "leader ", leader,
+      " unreachable (followers never decide; ask again once the leader is back)"));
+}
+
+// How long the round's runner may take: every candidate of every problem at
+// its timeout, twice (the engine serializes rounds), plus 10 s.
+absl::Duration RoundRunBound(const ValidRequest& request) {
+  int64_t candidates = 0;
+  for (const ValidProblem& p : request.problems) candidates += p.candidates.size();
+  return absl::Seconds(10) + 2 * candidates * request.engine.timeout;
+}
+
 std::optional<v1::ProblemResult> AutotuneService::Cached(const ValidProblem& problem,
                                                          const ValidRequest& request) {
   if (cache_ == nullptr || request.refresh) return std::nullopt;
@@ -81,8 +88,8 @@ std::optional<v1::ProblemResult> AutotuneService::Cached(const ValidProblem& pro
   return hit;
 }
 
-absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(const ValidRequest& request,
-                                                            absl::Time deadline) {
+absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(
+    const ValidRequest& request, absl::Time deadline, std::shared_ptr<const v1::CrossRun>* go) {
   if (!request.leader.empty()) return FollowerRound(request, deadline);
   const absl::Time start = absl::Now();
   metrics_->rounds->Increment();
@@ -105,35 +112,48 @@ absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(const ValidRequest& 
   ask.rank = request.rank;
   ask.world_size = request.world_size;
   ask.window = request.presync_window;
-  ask.run_bound = RunBound(request);
+  ask.run_bound = RoundRunBound(request);
   ask.deadline = deadline;
   if (hits == request.problems.size()) ask.cached = fallback;
   ask.fallback = fallback;
+  ask.return_on_go = go != nullptr;
   absl::StatusOr<rendezvous::Arrival> arrival = round_table_.Arrive(ask);
   if (!arrival.ok()) return arrival.status();
   const std::string group = request.group_id;
+  if (arrival->go != nullptr) {  // a follower's rank: its daemon takes part
+    *go = arrival->go;
+    return v1::TuneResponse();
+  }
 
   rendezvous::Decision decision = arrival->decision;
-  if (arrival->run) {
+  std::optional<CrossPlan> plan;
+  if (arrival->run && request.spread()) plan = PlanCrossRun(request, *arrival);
+  if (plan) {
+    // Ranks on several daemons: every daemon measures its own ranks.
+    round_table_.Announce(*arrival, plan->run);
+    if (go != nullptr) {
+      // This call answers its follower GO; the leader's run goes on beside it.
+      {
+        absl::MutexLock lock(&cross_mu_);
+        ++cross_threads_;
+      }
+      std::thread([this, request, arrival = *arrival, plan = *plan, start] {
+        LeadCrossRun(request, arrival, plan, start);
+        absl::MutexLock lock(&cross_mu_);
+        --cross_threads_;
+      }).detach();
+      *go = plan->run;
+      return v1::TuneResponse();
+    }
+    decision = LeadCrossRun(request, *arrival, *plan, start);
+  } else if (arrival->run) {
     v1::TuneResponse measured;
     measured.set_round_id(round_name);
     measured.set_backend(backend_->node().backend);
     measured.set_fingerprint(fingerprint_);
     const absl::Duration waited = absl::Now() - start;
-    if (request.world_size > backend_->max_world_size()) {
-      // A group spread over daemons that this node alone cannot measure.
-      measured = *fallback;
-      for (v1::ProblemResult& r : *measured.mutable_results()) {
-        if (r.status() != v1::FALLBACK) continue;
-        r.set_reason(absl::StrCat("cross-host measurement not yet supported: the leader's ",
-                                  backend_->node().backend, " backend serves ",
-                                  backend_->max_world_size(), " GPUs, the group has ",
-                                  request.world_size, " ranks"));
-      }
-    } else {
-      for (const ValidProblem& p : request.problems) {
-        *measured.add_results() = Solve(p, request, arrival->decision.waited);
-      }
+    for (const ValidProblem& p : request.problems) {
+      *measured.add_results() = Solve(p, request, arrival->decision.waited);
     }
     decision = round_table_.Publish(*arrival, std::move(measured));
     if (decision.verdict == rendezvous::Verdict::kMeasured) {
@@ -163,7 +183,7 @@ absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(const ValidRequest& 
     }
   }
   if (arrival->measure_in_background && config_.rendezvous().measure_after_fallback() &&
-      request.world_size <= backend_->max_world_size()) {
+      !request.spread() && request.world_size <= backend_->max_world_size()) {
     MeasureInBackground(request);
   }
   if (decision.verdict == rendezvous::Verdict::kError) return decision.error;
@@ -191,7 +211,7 @@ absl::StatusOr<v1::TuneResponse> AutotuneService::FollowerRound(const ValidReque
   ready.add_ranks(request.rank);
   *ready.mutable_request() = request.wire;
   const absl::Time cap =
-      absl::Now() + request.presync_window + RunBound(request) + absl::Seconds(5);
+      absl::Now() + request.presync_window + RoundRunBound(request) + absl::Seconds(5);
   const absl::Time call_deadline = std::min(deadline, cap);
   absl::StatusOr<v1::Decision> decision =
       options_.peer_client->Ready(request.leader, ready, call_deadline);
@@ -204,11 +224,9 @@ absl::StatusOr<v1::TuneResponse> AutotuneService::FollowerRound(const ValidReque
     // same status for the same failure.
     spdlog::warn("group={} rank={}: leader {} unreachable: {}", request.group_id,
                  request.rank, request.leader, decision.status().ToString());
-    return absl::UnavailableError(absl::StrCat(
-        "leader ", request.leader, " unreachable: ",
-        absl::StatusCodeToString(decision.status().code()),
-        " (followers never decide; ask again once the leader is back)"));
+    return LeaderUnreachable(request.leader);
   }
+  if (decision->verdict() == v1::GO) return FollowerCross(request, decision->go(), deadline);
   if (decision->verdict() == v1::REJECTED) {
     return absl::Status(static_cast<absl::StatusCode>(decision->error_code()),
                         decision->error_message());
@@ -258,8 +276,14 @@ absl::StatusOr<v1::Decision> AutotuneService::LeadReady(const v1::ReadyRequest& 
   }
   absl::StatusOr<Admission::Ticket> ticket = admission_.Admit();
   if (!ticket.ok()) return ticket.status();
-  absl::StatusOr<v1::TuneResponse> answer = RankRound(*valid, deadline);
+  std::shared_ptr<const v1::CrossRun> go;
+  absl::StatusOr<v1::TuneResponse> answer = RankRound(*valid, deadline, &go);
   if (!answer.ok()) return reject(answer.status());
+  if (go != nullptr) {
+    out.set_verdict(v1::GO);
+    *out.mutable_go() = *go;
+    return out;
+  }
   out.set_verdict(v1::ANSWERED);
   *out.mutable_response() = *std::move(answer);
   return out;
@@ -321,6 +345,12 @@ void AutotuneService::StopBackground(bool join) {
   if (worker.joinable()) worker.join();
 }
 
-AutotuneService::~AutotuneService() { StopBackground(/*join=*/true); }
+AutotuneService::~AutotuneService() {
+  StopBackground(/*join=*/true);
+  // Leaders' runs started for a follower end by their run bound.
+  absl::MutexLock lock(&cross_mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cross_mu_) { return cross_threads_ == 0; };
+  cross_mu_.AwaitWithTimeout(absl::Condition(&idle), absl::Minutes(10));
+}
 
 }  // namespace autotuned

@@ -98,7 +98,13 @@ AutotuneService::AutotuneService(Backend* backend, ResultCache* cache,
       round_table_(rendezvous::Clock::Real(),
                    rendezvous::RoundTableOptions{
                        absl::Milliseconds(config.rendezvous().decision_ttl_ms()),
-                       config.rendezvous().max_rounds_kept()}) {
+                       config.rendezvous().max_rounds_kept()}),
+      hub_(config.peer_advertise(),
+           options.peer_client == nullptr
+               ? crossrun::Hub::AliveFn()
+               : [client = options.peer_client](const std::string& daemon) {
+                   return client->Ping(daemon, absl::Now() + absl::Seconds(1)).ok();
+                 }) {
   metrics_->start_time_seconds->Set(absl::ToUnixSeconds(started_));
   metrics_->cache_entries->Set(cache_ != nullptr ? cache_->size() : 0);
 }
@@ -157,14 +163,25 @@ v1::ProblemResult AutotuneService::Solve(const ValidProblem& problem,
                    problem.canonical, request.timing_mode());
   const std::string key = CacheKeyDigest(key_text);
   metrics_->rendezvous_latency->Observe(absl::ToDoubleSeconds(rendezvous));
-  const std::vector<CandidateOutcome> ranked =
-      engine_.Measure(problem.spec, problem.candidates, request.engine);
+  return Measured(problem, request,
+                  engine_.Measure(problem.spec, problem.candidates, request.engine),
+                  /*may_store=*/true);
+}
+
+v1::ProblemResult AutotuneService::Measured(const ValidProblem& problem,
+                                            const ValidRequest& request,
+                                            const std::vector<CandidateOutcome>& ranked,
+                                            bool may_store) {
+  const std::string key_text =
+      CacheKeyText(fingerprint_, request.world_size, request.world_size,
+                   problem.canonical, request.timing_mode());
+  const std::string key = CacheKeyDigest(key_text);
   for (const CandidateOutcome& o : ranked) {
     if (o.timed_out) metrics_->candidate_timeouts->Increment();
   }
   v1::ProblemResult result = ToProblemResult(problem, ranked);
   result.set_cache_key(key);
-  if (cache_ != nullptr && result.status() == v1::TUNED) {
+  if (cache_ != nullptr && may_store && result.status() == v1::TUNED) {
     absl::Status stored = cache_->Store(key, key_text, result);
     if (!stored.ok()) {
       spdlog::warn("cache: not stored ({}): {}", key, stored.ToString());

@@ -44,7 +44,7 @@
 //   - inconsistent asks (two callers of one rank, members or problem sets
 //     that differ between ranks of a group at the same time): the same
 //     INVALID_ARGUMENT for every rank of the round.
-// Members on several daemons (multi-daemon rendezvous, phase 2; needs
+// Members on several daemons (multi-daemon rendezvous; needs
 // ServiceOptions::peer_client): the leader is the daemon of rank 0
 // (members[rank 0].daemon, compared with this daemon's peer_advertise). The
 // leader's decision is the only decision: a follower never decides. A
@@ -52,15 +52,35 @@
 // rank per call, the canonical request, the peer token, a deadline of the
 // rank's own deadline capped at window + run bound + 5 s) and hands the
 // leader's answer or error to that rank as is; when the call fails it
-// answers UNAVAILABLE "leader <addr> unreachable: <code>: <message>" (the
-// same for every rank it forwarded), or DEADLINE_EXCEEDED when the rank's
+// answers UNAVAILABLE "leader <addr> unreachable (...)" (LeaderUnreachable:
+// the same for every rank it forwarded, and on every follower), or DEADLINE_EXCEEDED when the rank's
 // own deadline passed. The leader (LeadReady) treats each Ready as an ask of
-// that rank in its RoundTable, with all the rules above; cache lookups and
-// measurement are the leader's. In this phase the leader measures GO rounds
-// alone, on its own backend, for the whole world size: when that backend
-// serves fewer GPUs than the world size, the round is FALLBACK for every
-// rank with the reason "cross-host measurement not yet supported: ...".
-// Cross-host lockstep measurement (Peer.ReduceTimings) is a later step.
+// that rank in its RoundTable, with all the rules above; cache lookups are
+// the leader's. A GO round with problems missing from the leader's cache is
+// measured across the daemons (cross_round.cc, daemon/crossrun):
+//   - the leader opens a run in its Hub and announces it (GO with a
+//     CrossRun: run id, the problems to measure, the candidate timeout);
+//     every follower's Ready answers GO;
+//   - every daemon runs the lockstep schedule (Engine::MeasurePart: verify,
+//     barrier, warmup, timed iterations, candidates in request order) for
+//     its own ranks only, the sim exchanging the ranks' buffers through the
+//     leader at every barrier (Peer.Exchange), so the data crosses daemons;
+//   - each follower sends its per-rank outcomes (Peer.ReduceTimings, once
+//     per daemon); the leader max-reduces per iteration over all ranks and
+//     ranks exactly as on one daemon (RankRanks), stores TUNED results in
+//     its cache (the authoritative one; followers store nothing), and
+//     publishes: its ranks get the answer from the RoundTable, the
+//     followers' as the reply of ReduceTimings, all the same;
+//   - a daemon that dies or stops answering mid-run: the leader's Hub finds
+//     it lost (a Ping every 0.5 s while it is awaited), every step aborts
+//     and the leader stops waiting for its timings; candidates come out
+//     ruled out, naming that daemon, and the round is FAILED for every
+//     surviving rank (nothing cached). Without one, the leader gives up on
+//     timings at the run bound. The leader lost: every rank of a follower
+//     gets UNAVAILABLE "leader <addr> unreachable during the measurement
+//     ...", the same on every follower. Either way the next round is served
+//     normally.
+// Background measurement after a fallback is for groups on one daemon only.
 // A rank's RPC deadline bounds its own wait (DEADLINE_EXCEEDED for it
 // alone). Do not retry a per-rank Tune that was answered: the same rank's
 // next ask of the same problem set is the group's next round.
@@ -71,6 +91,7 @@
 
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,6 +103,7 @@
 #include "config/config.pb.h"
 #include "daemon/backend/backend.h"
 #include "daemon/cache/cache.h"
+#include "daemon/crossrun/hub.h"
 #include "daemon/engine/engine.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/peer/peer_client.h"
@@ -147,6 +169,16 @@ class AutotuneService final : public v1::Autotune::Service {
   absl::StatusOr<v1::Decision> LeadReady(const v1::ReadyRequest& request,
                                          absl::Time deadline);
 
+  // The leader's side of Peer.ReduceTimings and Peer.Exchange for its
+  // cross-daemon runs (PeerService::SetRunHandlers): a follower's timings,
+  // answered with the round's final decision; one barrier's exchange (or an
+  // abort, answered at once). Errors as crossrun::Hub reports them;
+  // INVALID_ARGUMENT naming the field for a request without run_id.
+  absl::StatusOr<v1::Decision> LeadReduce(const v1::RankTimings& timings,
+                                          absl::Time deadline);
+  absl::StatusOr<v1::ExchangeReply> LeadExchange(const v1::ExchangeRequest& request,
+                                                 absl::Time deadline);
+
   // Replaces the limits and defaults that later calls validate against
   // (limits.max_request_bytes is the gRPC server's and is ignored here).
   void UpdateSettings(const config::Limits& limits, const config::Defaults& defaults)
@@ -175,11 +207,40 @@ class AutotuneService final : public v1::Autotune::Service {
                           absl::Duration rendezvous = absl::ZeroDuration());
   // A rank asking for itself: the rendezvous, then this rank's copy of the
   // round's answer (rank_round.cc). `deadline`: the caller's own.
-  absl::StatusOr<v1::TuneResponse> RankRound(const ValidRequest& request,
-                                             absl::Time deadline);
+  // `go` (the leader serving a follower's ask): when the round becomes a
+  // cross-daemon run, the run is put there and the response is empty.
+  absl::StatusOr<v1::TuneResponse> RankRound(
+      const ValidRequest& request, absl::Time deadline,
+      std::shared_ptr<const v1::CrossRun>* go = nullptr);
   // A rank whose group's leader is another daemon: the leader's answer.
   absl::StatusOr<v1::TuneResponse> FollowerRound(const ValidRequest& request,
                                                  absl::Time deadline);
+  // The wire result of a measured problem; stored in the cache when TUNED
+  // and `may_store`.
+  v1::ProblemResult Measured(const ValidProblem& problem, const ValidRequest& request,
+                             const std::vector<CandidateOutcome>& ranked, bool may_store);
+  // Cross-daemon runs (cross_round.cc). The run of a GO round, with the
+  // cached results of the problems it does not measure; null when every
+  // problem is cached.
+  struct CrossPlan {
+    std::shared_ptr<const v1::CrossRun> run;
+    std::vector<std::optional<v1::ProblemResult>> cached;  // per problem
+  };
+  std::optional<CrossPlan> PlanCrossRun(const ValidRequest& request,
+                                        const rendezvous::Arrival& arrival);
+  // The leader's run: its own ranks, the followers' timings, the ranking,
+  // Publish, and the final decision to the followers.
+  rendezvous::Decision LeadCrossRun(const ValidRequest& request,
+                                    const rendezvous::Arrival& arrival,
+                                    const CrossPlan& plan, absl::Time start);
+  // A follower's rank given GO: this daemon's part, run once for all its
+  // ranks, then the leader's final decision.
+  absl::StatusOr<v1::TuneResponse> FollowerCross(const ValidRequest& request,
+                                                 const v1::CrossRun& go,
+                                                 absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(cross_mu_);
+  absl::StatusOr<v1::Decision> RunFollowerPart(const ValidRequest& request,
+                                               const v1::CrossRun& go);
   // The cached answer of one problem, or none (counts the lookup).
   std::optional<v1::ProblemResult> Cached(const ValidProblem& problem,
                                           const ValidRequest& request);
@@ -217,7 +278,29 @@ class AutotuneService final : public v1::Autotune::Service {
   std::deque<ValidRequest> background_ ABSL_GUARDED_BY(background_mu_);
   bool background_stop_ ABSL_GUARDED_BY(background_mu_) = false;
   std::thread background_thread_ ABSL_GUARDED_BY(background_mu_);
+
+  crossrun::Hub hub_;
+  struct FollowerRun {
+    absl::Time started;
+    int joined = 0;
+    bool done = false;
+    absl::StatusOr<v1::Decision> result = absl::UnknownError("not run");
+  };
+  absl::Mutex cross_mu_;
+  std::map<std::string, std::shared_ptr<FollowerRun>> follower_runs_
+      ABSL_GUARDED_BY(cross_mu_);
+  int cross_threads_ ABSL_GUARDED_BY(cross_mu_) = 0;  // leaders' runs started for a follower
 };
+
+// What every rank of a follower gets when its group's leader cannot be
+// reached or is lost after GO: UNAVAILABLE "leader <addr> unreachable
+// (...)", the same text whatever failed first (the cause is logged), so
+// that every follower's ranks answer alike.
+absl::Status LeaderUnreachable(const std::string& leader);
+
+// How long a round's runner may take: every candidate of every problem at
+// its timeout, twice (the engine serializes rounds), plus 10 s.
+absl::Duration RoundRunBound(const ValidRequest& request);
 
 // The wire form of one measured ranking.
 v1::ProblemResult ToProblemResult(const ValidProblem& problem,

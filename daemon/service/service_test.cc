@@ -682,7 +682,8 @@ v1::ReadyRequest Forwarded(const v1::TuneRequest& req, const std::string& from) 
   return ready;
 }
 
-TEST_CASE("the leader counts a follower's forwarded rank like a local one") {
+TEST_CASE("the leader counts a follower's forwarded rank like a local one: GO, and the "
+          "follower's timings max-reduced into the one answer") {
   Fixture f("leader", [](config::DaemonConfig* c) { c->set_peer_advertise("lead:1"); },
             /*peers=*/true);
   const std::vector<std::string> daemons = {"lead:1", "follow:1"};
@@ -691,14 +692,55 @@ TEST_CASE("the leader counts a follower's forwarded rank like a local one") {
       [&] { local.status = f.Tune(SpreadRequest("g", 0, daemons), &local.response); });
   absl::StatusOr<v1::Decision> remote = f.service().LeadReady(
       Forwarded(SpreadRequest("g", 1, daemons), "follow:1"), absl::Now() + absl::Seconds(20));
+  REQUIRE(remote.ok());
+  REQUIRE(remote->verdict() == v1::GO);
+  const v1::CrossRun go = remote->go();
+  CHECK(!go.run_id().empty());
+  CHECK(go.problems_size() == 1);
+  CHECK(go.candidate_timeout_ms() > 0);
+
+  // What the follower's rank 1 measured: a 10, 50, 25 us per iteration (rank
+  // 0's script: 30, 10, 20). The max over ranks makes c the fastest.
+  CHECK(f.service().LeadReduce(v1::RankTimings(), absl::Now()).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  v1::RankTimings timings;
+  timings.set_run_id(go.run_id());
+  timings.set_from_daemon("follow:1");
+  for (double us : {10.0, 50.0, 25.0}) {
+    v1::RankResult* r = timings.add_steps()->add_ranks();
+    r->set_rank(1);
+    for (int i = 0; i < 3; ++i) r->add_iteration_us(us);
+  }
+  v1::RankTimings stranger = timings;
+  stranger.set_from_daemon("other:1");
+  CHECK(f.service().LeadReduce(stranger, absl::Now()).status().code() ==
+        absl::StatusCode::kPermissionDenied);
+  remote = f.service().LeadReduce(timings, absl::Now() + absl::Seconds(20));
   rank0.join();
   REQUIRE(local.status.ok());
   REQUIRE(remote.ok());
   REQUIRE(remote->verdict() == v1::ANSWERED);
-  CHECK(local.response.results(0).status() == v1::TUNED);
-  CHECK(remote->response().results(0).problem().label() == "op-of-rank-1");
+  const v1::ProblemResult& result = local.response.results(0);
+  CHECK(result.status() == v1::TUNED);
+  CHECK(result.winner() == "all_reduce/c");
+  REQUIRE(result.ranked_size() == 3);
+  CHECK(result.ranked(0).rank_mean_us_size() == 2);
+  CHECK(result.ranked(1).candidate().impl() == "all_reduce/a");
   CHECK(Shared(remote->response()) == Shared(local.response));
-  CHECK(f.backend().runs() == 3);
+  CHECK(f.backend().runs() == 3);  // rank 0 alone, each candidate once
+
+  // The run's other peer calls: bad input names the field; a finished run's
+  // barriers are no longer open to strangers.
+  CHECK(f.service().LeadExchange(v1::ExchangeRequest(), absl::Now()).status().message() ==
+        "run_id: required");
+  v1::ExchangeRequest exchange;
+  exchange.set_run_id(go.run_id());
+  exchange.set_from_daemon("other:1");
+  CHECK(f.service().LeadExchange(exchange, absl::Now()).status().code() ==
+        absl::StatusCode::kPermissionDenied);
+  exchange.set_run_id("no-such-run");
+  CHECK(f.service().LeadExchange(exchange, absl::Now()).status().code() ==
+        absl::StatusCode::kNotFound);
 
   // Asks this daemon must not serve: the same REJECTED shape, nothing run.
   remote = f.service().LeadReady(Forwarded(SpreadRequest("g", 0, daemons), "follow:1"),
@@ -728,7 +770,7 @@ TEST_CASE("a follower never decides: its leader unreachable is UNAVAILABLE for i
   for (const Answer& a : answers) {
     CHECK(a.status.error_code() == grpc::StatusCode::UNAVAILABLE);
     CHECK_THAT(a.status.error_message(),
-               Catch::StartsWith("leader 127.0.0.1:1 unreachable: UNAVAILABLE"));
+               Catch::StartsWith("leader 127.0.0.1:1 unreachable (followers never decide"));
   }
   CHECK(answers[0].status.error_message() == answers[1].status.error_message());
   CHECK(f.backend().runs() == 0);

@@ -334,7 +334,12 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
   out.per_rank = group.members_size() > 0 && !group.whole_group();
   out.rank = group.rank();
   if (out.per_rank) out.members_text = CanonicalMembers(group);
+  if (out.per_rank) out.rank_daemons.assign(out.world_size, "");
   for (const v1::Member& m : group.members()) {
+    if (out.per_rank && m.rank() >= 0 && m.rank() < out.world_size &&
+        !m.daemon().empty() && m.daemon() != ctx.self_daemon) {
+      out.rank_daemons[m.rank()] = m.daemon();
+    }
     if (out.per_rank && m.rank() == 0 && !m.daemon().empty() && m.daemon() != ctx.self_daemon) {
       out.leader = m.daemon();
     }

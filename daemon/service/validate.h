@@ -66,6 +66,23 @@ struct ValidRequest {
   // options, canonical problems with their labels); set only with `leader`.
   std::string leader;
   v1::TuneRequest wire;
+  // Per rank (per_rank with members): "" when the rank is on this daemon,
+  // else its daemon's name. Ranks on several daemons: a cross-daemon group.
+  std::vector<std::string> rank_daemons;
+  bool spread() const {
+    for (const std::string& d : rank_daemons) {
+      if (!d.empty()) return true;
+    }
+    return false;
+  }
+  // The ranks on this daemon, ascending.
+  std::vector<int> local_ranks() const {
+    std::vector<int> out;
+    for (size_t r = 0; r < rank_daemons.size(); ++r) {
+      if (rank_daemons[r].empty()) out.push_back(static_cast<int>(r));
+    }
+    return out;
+  }
   absl::Duration presync_window = absl::Milliseconds(5);
 };
 

@@ -67,7 +67,7 @@ SimBackend::SimBackend(NodeDescription node, std::vector<Algorithm> algorithms)
 }
 
 absl::StatusOr<const Algorithm*> SimBackend::Prepare(
-    const ProblemSpec& problem, const CandidateSpec& candidate,
+    const ProblemSpec& problem, const CandidateSpec& candidate, int max_world,
     CandidateSpec* canonical) const {
   auto it = by_name_.find(candidate.impl);
   if (it == by_name_.end()) {
@@ -75,7 +75,7 @@ absl::StatusOr<const Algorithm*> SimBackend::Prepare(
         "unknown implementation \"", candidate.impl, "\" on the sim backend"));
   }
   const Algorithm* algorithm = it->second;
-  AT_RETURN_IF_ERROR(CheckShape(problem, max_world_size()));
+  AT_RETURN_IF_ERROR(CheckShape(problem, max_world));
   AT_ASSIGN_OR_RETURN(*canonical,
                       catalogue_.Canonicalize(problem, candidate, "candidate"));
   if (algorithm->check != nullptr) {
@@ -89,22 +89,70 @@ std::vector<RankOutcome> SimBackend::RunCandidate(
     const ScheduleOptions& options, absl::Time deadline) {
   CandidateSpec canonical;
   absl::StatusOr<const Algorithm*> prepared =
-      Prepare(problem, candidate, &canonical);
+      Prepare(problem, candidate, max_world_size(), &canonical);
   if (!prepared.ok()) {
     return std::vector<RankOutcome>(std::max(problem.world_size, 1),
                                     RankOutcome{prepared.status(), {}});
   }
-  const Algorithm& algorithm = **prepared;
-  const int n = problem.world_size;
-  auto group = std::make_shared<Group>(
-      problem, deadline, algorithm.scratch ? algorithm.scratch(problem) : 0);
+  std::vector<int> ranks;
+  for (int r = 0; r < problem.world_size; ++r) ranks.push_back(r);
+  return Run(problem, **prepared, canonical, options, deadline, ranks, nullptr);
+}
+
+std::vector<RankOutcome> SimBackend::RunPartial(const ProblemSpec& problem,
+                                                const CandidateSpec& candidate,
+                                                const ScheduleOptions& options,
+                                                const PartialRun& part, absl::Time deadline) {
+  CandidateSpec canonical;
+  absl::StatusOr<const Algorithm*> prepared =
+      Prepare(problem, candidate, kMaxRanks, &canonical);
+  absl::Status refused = prepared.status();
+  std::vector<char> seen(std::max(problem.world_size, 0), 0);
+  for (int r : part.local_ranks) {
+    if (!refused.ok()) break;
+    if (r < 0 || r >= problem.world_size || seen[r]) {
+      refused = absl::InvalidArgumentError(absl::StrCat(
+          "local_ranks: rank ", r, " is outside [0, ", problem.world_size, ") or repeated"));
+    } else {
+      seen[r] = 1;
+    }
+  }
+  if (refused.ok() && static_cast<int>(part.local_ranks.size()) > max_world_size()) {
+    refused = absl::InvalidArgumentError(
+        absl::StrCat("local_ranks: ", part.local_ranks.size(), " ranks here, but the sim has ",
+                     max_world_size(), " GPUs"));
+  }
+  if (refused.ok() && (part.transport == nullptr || part.local_ranks.empty())) {
+    refused = absl::InvalidArgumentError("a partial run needs local ranks and a transport");
+  }
+  if (!refused.ok()) {
+    if (part.transport != nullptr) part.transport->Abort(refused);
+    return std::vector<RankOutcome>(std::max<size_t>(part.local_ranks.size(), 1),
+                                    RankOutcome{refused, {}});
+  }
+  return Run(problem, **prepared, canonical, options, deadline, part.local_ranks,
+             part.transport);
+}
+
+std::vector<RankOutcome> SimBackend::Run(const ProblemSpec& problem,
+                                         const Algorithm& algorithm,
+                                         const CandidateSpec& canonical,
+                                         const ScheduleOptions& options,
+                                         absl::Time deadline, const std::vector<int>& ranks,
+                                         std::shared_ptr<RunTransport> transport) {
+  const int n = static_cast<int>(ranks.size());
+  const int64_t scratch = algorithm.scratch ? algorithm.scratch(problem) : 0;
+  auto group = transport == nullptr
+                   ? std::make_shared<Group>(problem, deadline, scratch)
+                   : std::make_shared<Group>(problem, deadline, scratch, ranks, transport);
   auto state = std::make_shared<RunState>(n);
 
   std::vector<std::thread> threads;
   threads.reserve(n);
-  for (int r = 0; r < n; ++r) {
+  for (int i = 0; i < n; ++i) {
+    const int r = ranks[i];
     auto run = std::make_unique<SimRankRun>(group, r, algorithm.run, canonical);
-    threads.emplace_back([state, group, options, r, run = std::move(run)] {
+    threads.emplace_back([state, group, options, i, r, run = std::move(run)] {
       RankOutcome outcome = RunRankSchedule(*run, options);
       if (!outcome.status.ok()) {
         // Release the peers now rather than at the deadline.
@@ -114,8 +162,8 @@ std::vector<RankOutcome> SimBackend::RunCandidate(
                                "rank ", r, " failed: ", outcome.status.ToString())));
       }
       absl::MutexLock lock(&state->mu);
-      state->outcomes[r] = std::move(outcome);
-      state->done[r] = true;
+      state->outcomes[i] = std::move(outcome);
+      state->done[i] = true;
       --state->running;
     });
   }
@@ -139,18 +187,18 @@ std::vector<RankOutcome> SimBackend::RunCandidate(
   {
     absl::MutexLock lock(&state->mu);
     done = state->done;
-    for (int r = 0; r < n; ++r) {
-      if (done[r]) outcomes[r] = std::move(state->outcomes[r]);
+    for (int i = 0; i < n; ++i) {
+      if (done[i]) outcomes[i] = std::move(state->outcomes[i]);
     }
   }
-  for (int r = 0; r < n; ++r) {
-    if (done[r]) {
-      threads[r].join();  // it has nothing left to do but return
+  for (int i = 0; i < n; ++i) {
+    if (done[i]) {
+      threads[i].join();  // it has nothing left to do but return
       continue;
     }
-    threads[r].detach();
-    outcomes[r].status = absl::DeadlineExceededError(absl::StrCat(
-        "cut off at the timeout: rank ", r, " did not stop within ",
+    threads[i].detach();
+    outcomes[i].status = absl::DeadlineExceededError(absl::StrCat(
+        "cut off at the timeout: rank ", ranks[i], " did not stop within ",
         absl::FormatDuration(kAbortGrace), " of the abort and was abandoned"));
   }
   return outcomes;

@@ -15,6 +15,14 @@
 // never affects a later run. RunCandidate never blocks past deadline +
 // kAbortGrace once its threads have started.
 //
+// RunPartial runs only the local ranks of a group spread over daemons, over a
+// Group whose Barrier exchanges the buffers with the other daemons through
+// the transport (group.h): the data really crosses, and verification checks
+// the exact result. The world size is then bounded by kMaxRanks, the local
+// ranks by the sim's GPUs. A run that is refused here (bad shape, unknown
+// implementation, too many local ranks) aborts the transport with the
+// reason, so the other daemons stop at once.
+//
 // Thread-safety: as Backend. node(), catalogue() and max_world_size() are
 // constant; RunCandidate is called from one thread at a time.
 #pragma once
@@ -64,6 +72,11 @@ class SimBackend : public Backend {
                                         const CandidateSpec& candidate,
                                         const ScheduleOptions& options,
                                         absl::Time deadline) override;
+  std::vector<RankOutcome> RunPartial(const ProblemSpec& problem,
+                                      const CandidateSpec& candidate,
+                                      const ScheduleOptions& options,
+                                      const PartialRun& part,
+                                      absl::Time deadline) override;
 
  private:
   SimBackend(NodeDescription node, std::vector<Algorithm> algorithms);
@@ -71,8 +84,14 @@ class SimBackend : public Backend {
   // The algorithm for `candidate` with its canonical form, or why the run
   // cannot start.
   absl::StatusOr<const Algorithm*> Prepare(const ProblemSpec& problem,
-                                           const CandidateSpec& candidate,
+                                           const CandidateSpec& candidate, int max_world,
                                            CandidateSpec* canonical) const;
+  // Runs `ranks` (outcomes in that order); across daemons when `transport`.
+  std::vector<RankOutcome> Run(const ProblemSpec& problem, const Algorithm& algorithm,
+                               const CandidateSpec& canonical,
+                               const ScheduleOptions& options, absl::Time deadline,
+                               const std::vector<int>& ranks,
+                               std::shared_ptr<RunTransport> transport);
 
   const NodeDescription node_;
   const std::vector<Algorithm> algorithms_;

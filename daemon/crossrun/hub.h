@@ -1,0 +1,126 @@
+// The leader's side of a cross-daemon run (a GO round whose ranks live on
+// several daemons; proto/peer.proto CrossRun): the meeting point of the
+// daemons' barriers (Exchange), the inbox of their timings (ReduceTimings),
+// and the round's final decision handed back to them.
+//
+// Contract:
+//  - Open(run_id, daemons) before the GO leaves the leader; `daemons` lists
+//    every daemon of the run, the leader (`self`) included. Calls naming an
+//    unknown run get NOT_FOUND; from a daemon outside the run,
+//    PERMISSION_DENIED.
+//  - Exchange(step, generation): an all-gather per barrier. It returns the
+//    other daemons' data once every daemon has sent its own for that
+//    generation of that step; the step's abort reason once any daemon
+//    aborted it (Abort), or a daemon was found lost; DEADLINE_EXCEEDED at the
+//    caller's deadline. Data of a generation is kept until the step's
+//    generation two further on begins (every daemon has read it by then),
+//    or a step three further on begins, or the run is finished.
+//  - Lost daemons. While a wait (Exchange or WaitTimings) misses daemons, it
+//    asks `alive` about them every kProbeEvery (outside the lock); a daemon
+//    found dead is lost for the whole run: every step aborts at once with
+//    UNAVAILABLE "daemon D stopped answering ...", later steps fail at once,
+//    and WaitTimings stops waiting for it. So a daemon killed mid-run ends
+//    the run on the others within about kProbeEvery plus one probe, not at
+//    each candidate's timeout.
+//  - Timings: SubmitTimings stores a daemon's timings (once; a repeat is
+//    ignored). WaitTimings returns once every other daemon submitted or is
+//    lost, or at its deadline, with what came in.
+//  - Finish(run_id, decision) records the final decision; WaitDecision
+//    returns it (at once when recorded, else at the deadline:
+//    DEADLINE_EXCEEDED). Runs are forgotten kKeep after they were opened.
+//
+// Thread-safety: every method may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/peer.pb.h"
+
+namespace autotuned::crossrun {
+
+class Hub {
+ public:
+  static constexpr absl::Duration kProbeEvery = absl::Milliseconds(500);
+  static constexpr absl::Duration kKeep = absl::Minutes(30);
+
+  // True when `daemon` answers (a Ping with a short deadline); null: every
+  // daemon counts as alive.
+  using AliveFn = std::function<bool(const std::string& daemon)>;
+
+  Hub(std::string self, AliveFn alive);
+
+  Hub(const Hub&) = delete;
+  Hub& operator=(const Hub&) = delete;
+
+  const std::string& self() const { return self_; }
+
+  void Open(const std::string& run_id, std::vector<std::string> daemons)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::StatusOr<std::vector<std::string>> Exchange(const std::string& run_id, int64_t step,
+                                                    int64_t generation,
+                                                    const std::string& from, std::string data,
+                                                    absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The first abort of a step wins; an OK reason becomes ABORTED.
+  void Abort(const std::string& run_id, int64_t step, const std::string& from,
+             absl::Status reason) ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::Status SubmitTimings(const std::string& run_id, const std::string& from,
+                             v1::RankTimings timings) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every other daemon's timings that came in by `deadline`; `missing` gets
+  // the daemons without (each with why: "lost: ..." or "no timings by the
+  // run's deadline").
+  std::map<std::string, v1::RankTimings> WaitTimings(
+      const std::string& run_id, absl::Time deadline,
+      std::map<std::string, std::string>* missing) ABSL_LOCKS_EXCLUDED(mu_);
+
+  void Finish(const std::string& run_id, v1::Decision decision) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<v1::Decision> WaitDecision(const std::string& run_id, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Runs known now (tests).
+  int runs() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Step {
+    std::map<int64_t, std::map<std::string, std::string>> generations;
+    absl::Status abort;
+  };
+  struct Run {
+    std::vector<std::string> daemons;
+    absl::Time opened;
+    std::map<std::string, std::string> lost;  // daemon -> why
+    std::map<int64_t, Step> steps;
+    std::map<std::string, v1::RankTimings> timings;
+    bool finished = false;
+    v1::Decision decision;
+  };
+
+  Run* Find(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Check(const std::string& run_id, const std::string& from, Run** run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Probes `daemons` (unlocked meanwhile) and marks the dead ones lost.
+  void Probe(const std::string& run_id, const std::vector<std::string>& daemons)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static absl::Status LostStatus(const Run& run);
+
+  const std::string self_;
+  const AliveFn alive_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace autotuned::crossrun
