@@ -28,7 +28,8 @@ ImplInfo P2p(Collective c, const char* name, const char* what,
   i.max_world_size = 8;
   i.needs_p2p = true;
   i.params = {
-      {"blocks", default_blocks, 1, 64, "thread blocks per GPU"},
+      {"blocks", default_blocks, 1, 132,  // AT_P2P_MAX_BLOCKS
+       "thread blocks per GPU (all resident at once: at most the free SMs)"},
       {"threads", default_threads, 32, 1024,
        "threads per block (a multiple of 32)"},
   };
