@@ -94,6 +94,7 @@ absl::Status CudaBackend::StartWorker(Hello* hello) {
 }
 
 void CudaBackend::KillWorker() {
+  nccl_aborts_seen_ = 0;
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
@@ -148,6 +149,28 @@ std::vector<RankOutcome> CudaBackend::RunCandidate(const ProblemSpec& problem,
     const RankReport& rep = reply.ranks(r);
     out[r].status = absl::Status(static_cast<absl::StatusCode>(rep.code()), rep.message());
     out[r].iteration_us.assign(rep.iteration_us().begin(), rep.iteration_us().end());
+  }
+  if (reply.nccl_aborts() > nccl_aborts_seen_) {
+    spdlog::warn("GPU worker {} aborted its NCCL communicators after {} ({} so far); new "
+                 "ones for the next run",
+                 pid_, candidate.impl, reply.nccl_aborts());
+  }
+  nccl_aborts_seen_ = reply.nccl_aborts();
+  if (reply.restart_required()) {
+    // The worker exits after this reply; reap it (or kill it, if it is slow
+    // to go) and start a fresh one on the next run.
+    const pid_t pid = pid_;
+    KillWorker();
+    spdlog::warn("GPU worker {} killed: {} left a kernel that cannot be stopped; a fresh "
+                 "worker serves the next run",
+                 pid, candidate.impl);
+    for (RankOutcome& o : out) {
+      if (!o.status.ok()) {
+        o.status = absl::Status(o.status.code(),
+                                absl::StrCat(o.status.message(), " (the GPU worker was killed "
+                                             "and is restarted for the next run)"));
+      }
+    }
   }
   return out;
 }

@@ -1,10 +1,14 @@
 // The cuda backend as the daemon sees it: a supervisor of the GPU worker
 // process (gpu_worker.h). The daemon itself never touches CUDA; every run is
-// a request to the worker with a deadline. When the worker does not answer
-// by the deadline (plus a short grace for it to report), it is killed with
-// SIGKILL (a hung kernel cannot be cancelled any other way), every rank of
-// that run reports DEADLINE_EXCEEDED, and a fresh worker is started for the
-// next run. A worker that dies on its own is restarted the same way.
+// a request to the worker with a deadline. The worker bounds its own waits by
+// that deadline (gpu_node.h): an NCCL candidate that overruns is cut off,
+// its communicators aborted and rebuilt, and the worker keeps serving; a P2P
+// kernel that never finishes makes the worker answer restart_required and
+// exit, and the supervisor starts a fresh one for the next run. As the last
+// resort, a worker that does not answer by the deadline plus `grace` is
+// killed with SIGKILL, every rank of that run reports DEADLINE_EXCEEDED, and
+// a fresh worker is started for the next run. A worker that dies on its own
+// is restarted the same way.
 //
 // Thread-safety: as Backend; RunCandidate calls are serialized internally.
 #pragma once
@@ -29,8 +33,9 @@ struct CudaBackendOptions {
   bool test_faults = false;  // adds all_reduce/hang_test to the catalogue
   // How long a starting worker may take to report its GPUs.
   absl::Duration start_timeout = absl::Seconds(60);
-  // After a run's deadline, how long the worker may take to report.
-  absl::Duration grace = absl::Seconds(2);
+  // After a run's deadline, how long the worker may take to report: enough
+  // for it to abort NCCL communicators and drain its streams (about 1 s).
+  absl::Duration grace = absl::Seconds(5);
 };
 
 class CudaBackend : public Backend {
@@ -68,6 +73,7 @@ class CudaBackend : public Backend {
   int request_fd_ ABSL_GUARDED_BY(mu_) = -1;
   int reply_fd_ ABSL_GUARDED_BY(mu_) = -1;
   int started_ ABSL_GUARDED_BY(mu_) = 0;
+  int nccl_aborts_seen_ ABSL_GUARDED_BY(mu_) = 0;  // the current worker's count
 };
 
 }  // namespace autotuned::cuda

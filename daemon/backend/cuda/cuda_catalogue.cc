@@ -68,6 +68,11 @@ Catalogue CudaCatalogue(bool test_faults) {
                         "a kernel that never finishes",
                         1, 32);
     c.Add(hang);
+    ImplInfo nccl_hang = Nccl(Collective::kAllReduce, "all_reduce/nccl_hang_test",
+                              "TEST FAULT: ncclAllReduce on rank 0 alone: waits for its "
+                              "peers until the communicators are aborted");
+    nccl_hang.min_world_size = 2;
+    c.Add(nccl_hang);
   }
   return c;
 }

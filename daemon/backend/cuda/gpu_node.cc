@@ -1,5 +1,10 @@
 // CudaGpuNode: the GpuNode of gpu_node.h.
 //
+// After a run: a failed NCCL run gets its communicators aborted (and new ones
+// on the next run); then every stream must drain within kDrainTimeout, else
+// the node keeps the run's buffers (freeing them would wait for the kernel)
+// and requires a restart.
+//
 // Run allocates every rank's buffers up front (the P2P kernels need all
 // ranks' input pointers before any rank launches), builds the launcher, then
 // runs RunRankSchedule on one std::thread per rank (thread r makes GPU r
@@ -28,6 +33,7 @@
 #include "daemon/backend/cuda/nccl_comms.h"
 #include "daemon/backend/cuda/node_discovery.h"
 #include "daemon/backend/cuda/p2p_group.h"
+#include "daemon/backend/cuda/poll_wait.h"
 #include "daemon/backend/cuda/run_barrier.h"
 #include "daemon/common/status_macros.h"
 #include "daemon/engine/schedule.h"
@@ -38,6 +44,11 @@ namespace {
 // A P2P group's scratch grows to the next power of two of what a run needs
 // (at least this), so a sweep of sizes recreates it only a few times.
 constexpr int64_t kMinScratchBytes = int64_t{4} << 20;
+
+// After a run, how long its streams may take to drain: an aborted NCCL
+// kernel stops within milliseconds; a P2P kernel at its spin limit too.
+// Short, so that the worker reports well within the supervisor's grace.
+constexpr absl::Duration kDrainTimeout = absl::Seconds(1);
 
 int64_t ScratchCapacity(int64_t needed) {
   int64_t c = kMinScratchBytes;
@@ -58,6 +69,9 @@ class CudaGpuNode : public GpuNode {
                                const ScheduleOptions& options,
                                absl::Time deadline) override;
 
+  bool restart_required() const override { return restart_required_; }
+  int nccl_aborts() const override { return nccl_aborts_; }
+
  private:
   // INVALID_ARGUMENT for what this node cannot run, before anything is
   // allocated; otherwise how the candidate runs.
@@ -67,13 +81,15 @@ class CudaGpuNode : public GpuNode {
   // `buffers` (which checks the P2P kernels' arguments).
   absl::StatusOr<std::unique_ptr<CollectiveLauncher>> Prepare(
       const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
-      const std::vector<RankBuffers>& buffers);
-  absl::StatusOr<const NcclComms*> Comms(int world);
+      const std::vector<RankBuffers>& buffers, absl::Time deadline);
+  absl::StatusOr<const NcclComms*> Comms(int world, absl::Time deadline);
   absl::StatusOr<P2pGroup*> Group(int world, int64_t scratch_bytes);
   absl::StatusOr<std::vector<RankBuffers>> AllocateBuffers(const ProblemSpec& problem);
-  // Waits for every GPU's stream (results ignored: this only orders the
-  // release of a run's buffers after its kernels).
-  void SyncStreams(int world);
+  // Waits until every GPU's stream is idle, at most until `deadline`: false
+  // when one still runs something (or its context reports an error).
+  bool DrainStreams(int world, absl::Time deadline);
+  // After a failed NCCL run: aborts the communicators of `world`.
+  void AbortComms(int world);
 
   const GpuNodeOptions options_;
   const NodeDescription node_;
@@ -82,12 +98,16 @@ class CudaGpuNode : public GpuNode {
   // By world size. Declared after gpus_, so destroyed before the streams.
   std::map<int, NcclComms> comms_;
   std::map<int, P2pGroup> groups_;
+  bool restart_required_ = false;
+  int nccl_aborts_ = 0;
+  // Buffers of runs whose kernels never finished: never freed.
+  std::vector<std::vector<RankBuffers>> stuck_buffers_;
 };
 
-absl::StatusOr<const NcclComms*> CudaGpuNode::Comms(int world) {
+absl::StatusOr<const NcclComms*> CudaGpuNode::Comms(int world, absl::Time deadline) {
   auto it = comms_.find(world);
   if (it == comms_.end()) {
-    AT_ASSIGN_OR_RETURN(NcclComms comms, NcclComms::Create(world));
+    AT_ASSIGN_OR_RETURN(NcclComms comms, NcclComms::Create(world, deadline));
     it = comms_.emplace(world, std::move(comms)).first;
   }
   return &it->second;
@@ -125,7 +145,7 @@ absl::StatusOr<Method> CudaGpuNode::Validate(const ProblemSpec& problem,
   AT_RETURN_IF_ERROR(CheckShape(problem, static_cast<int>(gpus_.size())));
   AT_ASSIGN_OR_RETURN(Method method, ResolveMethod(candidate.impl, problem.collective,
                                                    options_.test_faults));
-  if (method.kind != Method::kNccl &&
+  if (!method.nccl() &&
       (problem.world_size < AT_P2P_MIN_WORLD || problem.world_size > AT_P2P_MAX_WORLD)) {
     return absl::InvalidArgumentError(
         absl::StrCat(candidate.impl, " runs on ", AT_P2P_MIN_WORLD, " to ",
@@ -136,15 +156,16 @@ absl::StatusOr<Method> CudaGpuNode::Validate(const ProblemSpec& problem,
 
 absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CudaGpuNode::Prepare(
     const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
-    const std::vector<RankBuffers>& buffers) {
+    const std::vector<RankBuffers>& buffers, absl::Time deadline) {
   CollectiveLauncher::Resources res;
+  res.deadline = deadline;
   for (const RankBuffers& b : buffers) {
     res.inputs.push_back(b.input.get());
     res.outputs.push_back(b.output.get());
   }
   res.spin_limit = options_.spin_limit;
-  if (method.kind == Method::kNccl) {
-    AT_ASSIGN_OR_RETURN(res.comms, Comms(problem.world_size));
+  if (method.nccl()) {
+    AT_ASSIGN_OR_RETURN(res.comms, Comms(problem.world_size, deadline));
   } else {
     AT_ASSIGN_OR_RETURN(res.group, Group(problem.world_size,
                                          P2pScratchBytes(problem, candidate, method)));
@@ -152,11 +173,29 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CudaGpuNode::Prepare(
   return CollectiveLauncher::Create(problem, candidate, method, std::move(res));
 }
 
-void CudaGpuNode::SyncStreams(int world) {
+bool CudaGpuNode::DrainStreams(int world, absl::Time deadline) {
   for (int r = 0; r < world; ++r) {
     ScopedDevice scoped(r);
-    cudaStreamSynchronize(gpus_[r].stream.get());
+    const cudaStream_t stream = gpus_[r].stream.get();
+    const absl::Status s = PollUntil(
+        [&]() -> absl::StatusOr<bool> {
+          const cudaError_t q = cudaStreamQuery(stream);
+          if (q == cudaErrorNotReady) return false;
+          if (q != cudaSuccess) return CudaToStatus(q, "cudaStreamQuery");
+          return true;
+        },
+        deadline, "stream");
+    if (!s.ok()) return false;
   }
+  return true;
+}
+
+void CudaGpuNode::AbortComms(int world) {
+  auto it = comms_.find(world);
+  if (it == comms_.end()) return;
+  it->second.Abort();
+  comms_.erase(it);
+  ++nccl_aborts_;
 }
 
 std::vector<RankOutcome> CudaGpuNode::Run(const ProblemSpec& problem,
@@ -168,11 +207,19 @@ std::vector<RankOutcome> CudaGpuNode::Run(const ProblemSpec& problem,
     return std::vector<RankOutcome>(std::max(problem.world_size, 1),
                                     RankOutcome{method.status(), {}});
   }
+  if (restart_required_) {
+    return std::vector<RankOutcome>(
+        problem.world_size, RankOutcome{absl::UnavailableError(
+                                "the GPU worker must restart: a kernel of an earlier run "
+                                "is still running"),
+                            {}});
+  }
   const int world = problem.world_size;
   std::vector<RankOutcome> outcomes(world);
   absl::StatusOr<std::vector<RankBuffers>> buffers = AllocateBuffers(problem);
   absl::StatusOr<std::unique_ptr<CollectiveLauncher>> launcher =
-      buffers.ok() ? Prepare(problem, candidate, *method, *buffers) : buffers.status();
+      buffers.ok() ? Prepare(problem, candidate, *method, *buffers, deadline)
+                   : buffers.status();
   if (!launcher.ok()) {
     for (RankOutcome& o : outcomes) o.status = launcher.status();
     return outcomes;
@@ -183,6 +230,7 @@ std::vector<RankOutcome> CudaGpuNode::Run(const ProblemSpec& problem,
   shared.launcher = launcher->get();
   shared.barrier = &barrier;
   shared.cuda_graph = options.cuda_graph;
+  shared.deadline = deadline;
 
   std::vector<std::thread> threads;
   threads.reserve(world);
@@ -207,7 +255,34 @@ std::vector<RankOutcome> CudaGpuNode::Run(const ProblemSpec& problem,
   bool failed = false;
   for (const RankOutcome& o : outcomes) failed = failed || !o.status.ok();
   if (failed && group != nullptr) group->MarkDirty();
-  SyncStreams(world);  // before the buffers are freed
+  // A failed NCCL run may leave a rank's kernel waiting for peers that will
+  // never launch theirs, and the ranks' sequences out of step: abort.
+  const bool aborted = failed && method->nccl() && comms_.count(world) > 0;
+  if (aborted) AbortComms(world);
+  // Before the buffers are freed (cudaFree would wait for a running kernel).
+  if (!DrainStreams(world, absl::Now() + kDrainTimeout)) {
+    restart_required_ = true;
+    stuck_buffers_.push_back(std::move(*buffers));
+    for (RankOutcome& o : outcomes) {
+      if (!o.status.ok()) {
+        o.status = absl::Status(o.status.code(),
+                                absl::StrCat(o.status.message(),
+                                             "; a kernel is still running and cannot be "
+                                             "stopped: the GPU worker must restart"));
+      }
+    }
+    return outcomes;
+  }
+  if (aborted) {
+    for (RankOutcome& o : outcomes) {
+      if (!o.status.ok()) {
+        o.status = absl::Status(o.status.code(),
+                                absl::StrCat(o.status.message(),
+                                             " (NCCL communicators aborted; new ones for the "
+                                             "next run)"));
+      }
+    }
+  }
   return outcomes;
 }
 

@@ -227,7 +227,7 @@ TEST_CASE("problems the node cannot run are rejected", "[gpu]") {
   }
   p.world_size = Gpus(*node);
   for (const char* impl : {"all_reduce/no_such_thing", "all_gather/nccl",
-                           "all_reduce/hang_test"}) {
+                           "all_reduce/hang_test", "all_reduce/nccl_hang_test"}) {
     INFO(impl);
     for (const RankOutcome& o : node->Run(p, {impl, {}}, Schedule(), Deadline())) {
       CHECK(o.status.code() == absl::StatusCode::kInvalidArgument);

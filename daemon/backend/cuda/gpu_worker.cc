@@ -169,7 +169,11 @@ int ServeGpuWorker(
       r->set_message(std::string(out.status.message()));
       for (double us : out.iteration_us) r->add_iteration_us(us);
     }
+    reply.set_restart_required((*node)->restart_required());
+    reply.set_nccl_aborts((*node)->nccl_aborts());
     if (!WriteFrame(reply_fd, reply).ok()) return 0;
+    // Nothing may wait for the stuck kernel, not even the node's destructor.
+    if (reply.restart_required()) _exit(0);
   }
 }
 

@@ -39,7 +39,10 @@ NodeDescription FromHello(const Hello& hello);
 
 // The worker's main loop: makes the node (its failure is reported in the
 // Hello, then the worker exits 0), then serves RunRequests until the request
-// pipe closes. Returns the process exit code.
+// pipe closes. Returns the process exit code. After a reply that says
+// restart_required (GpuNode::restart_required) it exits at once (_exit(0)),
+// running no destructor, since freeing GPU memory would wait for the stuck
+// kernel.
 int ServeGpuWorker(const std::function<absl::StatusOr<std::unique_ptr<GpuNode>>()>& make_node,
                    int request_fd = kRequestFd, int reply_fd = kReplyFd);
 
