@@ -1,9 +1,11 @@
 // CudaGpuNode: the GpuNode of gpu_node.h.
 //
-// After a run: a failed NCCL run gets its communicators aborted (and new ones
-// on the next run); then every stream must drain within kDrainTimeout, else
-// the node keeps the run's buffers (freeing them would wait for the kernel)
-// and requires a restart.
+// After a run: rank threads still inside a call well after the deadline
+// (kStuckGrace) get the NCCL communicators aborted under them; a failed NCCL
+// run gets them aborted too (new ones on the next run); then every thread
+// must have returned and every stream drained within kDrainTimeout, else the
+// node leaks the run's state (freeing it would wait for the kernel or pull
+// it from under a thread) and requires a restart.
 //
 // Run allocates every rank's buffers up front (the P2P kernels need all
 // ranks' input pointers before any rank launches), builds the launcher, then
@@ -21,11 +23,15 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/backend/cuda/collective_launcher.h"
 #include "daemon/backend/cuda/cuda_handles.h"
 #include "daemon/backend/cuda/cuda_rank_run.h"
@@ -49,6 +55,26 @@ constexpr int64_t kMinScratchBytes = int64_t{4} << 20;
 // kernel stops within milliseconds; a P2P kernel at its spin limit too.
 // Short, so that the worker reports well within the supervisor's grace.
 constexpr absl::Duration kDrainTimeout = absl::Seconds(1);
+
+// After the deadline, how long the rank threads may take to return before
+// they count as stuck inside a call.
+constexpr absl::Duration kStuckGrace = absl::Milliseconds(500);
+
+// Everything the rank threads of one run touch. On the heap: when a thread
+// stays stuck even after an abort, the node answers without it and leaks
+// the state rather than free it under the thread (the worker then exits).
+struct RunState {
+  RunState(int world, absl::Time deadline)
+      : barrier(world, deadline), outcomes(world), finished(world, false) {}
+  RunBarrier barrier;
+  RunShared shared;
+  std::vector<RankBuffers> buffers;
+  std::unique_ptr<CollectiveLauncher> launcher;
+  absl::Mutex mu;
+  std::vector<RankOutcome> outcomes ABSL_GUARDED_BY(mu);
+  std::vector<bool> finished ABSL_GUARDED_BY(mu);
+  int running ABSL_GUARDED_BY(mu) = 0;
+};
 
 int64_t ScratchCapacity(int64_t needed) {
   int64_t c = kMinScratchBytes;
@@ -90,6 +116,8 @@ class CudaGpuNode : public GpuNode {
   bool DrainStreams(int world, absl::Time deadline);
   // After a failed NCCL run: aborts the communicators of `world`.
   void AbortComms(int world);
+  // Whether every rank thread of `st` finished by `until`.
+  static bool WaitForRanks(RunState& st, absl::Time until);
 
   const GpuNodeOptions options_;
   const NodeDescription node_;
@@ -100,14 +128,19 @@ class CudaGpuNode : public GpuNode {
   std::map<int, P2pGroup> groups_;
   bool restart_required_ = false;
   int nccl_aborts_ = 0;
-  // Buffers of runs whose kernels never finished: never freed.
-  std::vector<std::vector<RankBuffers>> stuck_buffers_;
 };
+
+bool CudaGpuNode::WaitForRanks(RunState& st, absl::Time until) {
+  absl::MutexLock lock(&st.mu);
+  return st.mu.AwaitWithDeadline(
+      absl::Condition(+[](int* running) { return *running == 0; }, &st.running), until);
+}
 
 absl::StatusOr<const NcclComms*> CudaGpuNode::Comms(int world, absl::Time deadline) {
   auto it = comms_.find(world);
   if (it == comms_.end()) {
-    AT_ASSIGN_OR_RETURN(NcclComms comms, NcclComms::Create(world, deadline));
+    AT_ASSIGN_OR_RETURN(NcclComms comms,
+                        NcclComms::Create(world, deadline, options_.nccl_nonblocking));
     it = comms_.emplace(world, std::move(comms)).first;
   }
   return &it->second;
@@ -210,59 +243,98 @@ std::vector<RankOutcome> CudaGpuNode::Run(const ProblemSpec& problem,
   if (restart_required_) {
     return std::vector<RankOutcome>(
         problem.world_size, RankOutcome{absl::UnavailableError(
-                                "the GPU worker must restart: a kernel of an earlier run "
-                                "is still running"),
+                                "the GPU worker must restart: a kernel or call of an "
+                                "earlier run is still running"),
                             {}});
   }
   const int world = problem.world_size;
-  std::vector<RankOutcome> outcomes(world);
+  auto st = std::make_unique<RunState>(world, deadline);
   absl::StatusOr<std::vector<RankBuffers>> buffers = AllocateBuffers(problem);
   absl::StatusOr<std::unique_ptr<CollectiveLauncher>> launcher =
       buffers.ok() ? Prepare(problem, candidate, *method, *buffers, deadline)
                    : buffers.status();
   if (!launcher.ok()) {
-    for (RankOutcome& o : outcomes) o.status = launcher.status();
-    return outcomes;
+    return std::vector<RankOutcome>(world, RankOutcome{launcher.status(), {}});
   }
-  RunBarrier barrier(world, deadline);
-  RunShared shared;
-  shared.problem = problem;
-  shared.launcher = launcher->get();
-  shared.barrier = &barrier;
-  shared.cuda_graph = options.cuda_graph;
-  shared.deadline = deadline;
+  st->buffers = std::move(*buffers);
+  st->launcher = std::move(*launcher);
+  st->shared.problem = problem;
+  st->shared.launcher = st->launcher.get();
+  st->shared.barrier = &st->barrier;
+  st->shared.cuda_graph = options.cuda_graph;
+  st->shared.deadline = deadline;
+  st->running = world;
 
   std::vector<std::thread> threads;
   threads.reserve(world);
+  RunState* const state = st.get();
   for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      RankOutcome& outcome = outcomes[r];
+    threads.emplace_back([this, state, r, options] {
+      RankOutcome outcome;
       outcome.status = CudaToStatus(cudaSetDevice(r), "cudaSetDevice");
       if (outcome.status.ok()) {
-        CudaRankRun run(shared, r, &gpus_[r], (*buffers)[r]);
+        CudaRankRun run(state->shared, r, &gpus_[r], state->buffers[r]);
         outcome = RunRankSchedule(run, options);
       }
       if (!outcome.status.ok()) {
         // Peers waiting at a barrier stop now rather than at the deadline.
-        barrier.Abort(absl::AbortedError(
+        state->barrier.Abort(absl::AbortedError(
             absl::StrCat("rank ", r, " failed: ", outcome.status.ToString())));
       }
+      absl::MutexLock lock(&state->mu);
+      state->outcomes[r] = std::move(outcome);
+      state->finished[r] = true;
+      --state->running;
     });
   }
-  for (std::thread& t : threads) t.join();
-
-  P2pGroup* group = (*launcher)->p2p_group();
+  // Every wait of a rank thread ends at the deadline; a thread still busy
+  // well after it is stuck inside an NCCL call (a blocking communicator
+  // waiting for a peer that never calls): aborting the communicators from
+  // here releases it.
+  bool aborted = false;
+  std::vector<bool> stuck_in_call(world, false);
+  bool joined = WaitForRanks(*state, deadline + kStuckGrace);
+  if (!joined && method->nccl()) {
+    {
+      absl::MutexLock lock(&state->mu);
+      stuck_in_call = state->finished;
+      stuck_in_call.flip();
+    }
+    AbortComms(world);
+    aborted = true;
+    joined = WaitForRanks(*state, absl::Now() + kDrainTimeout);
+  }
+  std::vector<RankOutcome> outcomes;
+  {
+    absl::MutexLock lock(&state->mu);
+    outcomes = state->outcomes;
+    for (int r = 0; r < world; ++r) {
+      if (stuck_in_call[r] || !state->finished[r]) {
+        outcomes[r] = RankOutcome{
+            absl::DeadlineExceededError(absl::StrCat(
+                "cut off at the timeout: rank ", r,
+                "'s thread was still inside a CUDA or NCCL call at the deadline")),
+            {}};
+      }
+    }
+  }
   bool failed = false;
   for (const RankOutcome& o : outcomes) failed = failed || !o.status.ok();
+  P2pGroup* group = state->launcher->p2p_group();
   if (failed && group != nullptr) group->MarkDirty();
   // A failed NCCL run may leave a rank's kernel waiting for peers that will
   // never launch theirs, and the ranks' sequences out of step: abort.
-  const bool aborted = failed && method->nccl() && comms_.count(world) > 0;
-  if (aborted) AbortComms(world);
+  if (joined && failed && method->nccl() && comms_.count(world) > 0) {
+    AbortComms(world);
+    aborted = true;
+  }
   // Before the buffers are freed (cudaFree would wait for a running kernel).
-  if (!DrainStreams(world, absl::Now() + kDrainTimeout)) {
+  if (!joined || !DrainStreams(world, absl::Now() + kDrainTimeout)) {
+    // Nothing of this run may be freed under a kernel or a thread that
+    // still uses it; the worker exits after its reply.
     restart_required_ = true;
-    stuck_buffers_.push_back(std::move(*buffers));
+    for (std::thread& t : threads) t.detach();
+    st.release();
     for (RankOutcome& o : outcomes) {
       if (!o.status.ok()) {
         o.status = absl::Status(o.status.code(),
@@ -273,6 +345,7 @@ std::vector<RankOutcome> CudaGpuNode::Run(const ProblemSpec& problem,
     }
     return outcomes;
   }
+  for (std::thread& t : threads) t.join();
   if (aborted) {
     for (RankOutcome& o : outcomes) {
       if (!o.status.ok()) {

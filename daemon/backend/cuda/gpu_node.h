@@ -4,7 +4,9 @@
 //
 // Overruns. Every wait of a run is bounded by its deadline (poll_wait.h), so
 // Run returns on time even when a kernel never finishes, with that rank
-// DEADLINE_EXCEEDED. Then:
+// DEADLINE_EXCEEDED; a rank thread stuck inside an NCCL call (a blocking
+// communicator waiting for a peer, e.g. to connect) past the deadline is
+// released by aborting the communicators from Run's own thread. Then:
 //   - NCCL: after any failed NCCL run (an overrun, an asynchronous error, a
 //     rank that stopped early and left its peers waiting) the communicators
 //     are aborted (ncclCommAbort: their kernels stop) and new ones are made
@@ -17,7 +19,7 @@
 //     deadline + grace remains the last resort for anything else.
 //
 // Per GPU: a worker thread, a stream, timing events; per group of local GPUs:
-// non-blocking NCCL communicators (nccl_comms.h) and a P2P group
+// NCCL communicators (nccl_comms.h) and a P2P group
 // (at_p2p_group_create) whose scratch grows on demand. Buffers for a run are allocated for that run
 // and freed after it, so nothing is held between rounds beyond the P2P
 // signal/scratch buffers and the communicators.
@@ -39,6 +41,13 @@ struct GpuNodeOptions {
   // Spin limit passed to the P2P kernels (polls; 0 = unbounded). A peer that
   // never arrives then ends in an error instead of a hang.
   int64_t spin_limit = 0;
+  // Non-blocking NCCL communicators (ncclConfig_t.blocking = 0). Off by
+  // default: NCCL 2.28 then hands every collective to a new host thread and
+  // answers ncclInProgress, which made an eager loop of 1 MiB all-reduces
+  // host-bound (115-150 us each instead of 15 us on 2 x H200), i.e. wrong
+  // timings. Blocking communicators are aborted the same way; a rank thread
+  // stuck inside a blocking NCCL call is released by the abort.
+  bool nccl_nonblocking = false;
 };
 
 class GpuNode {

@@ -31,7 +31,8 @@ absl::Status WaitComm(ncclComm_t comm, absl::Time deadline, const char* what) {
 
 }  // namespace
 
-absl::StatusOr<NcclComms> NcclComms::Create(int world, absl::Time deadline) {
+absl::StatusOr<NcclComms> NcclComms::Create(int world, absl::Time deadline,
+                                            bool nonblocking) {
   ncclUniqueId id;
   absl::Status s = NcclToStatus(ncclGetUniqueId(&id), "ncclGetUniqueId");
   if (!s.ok()) return s;
@@ -43,7 +44,7 @@ absl::StatusOr<NcclComms> NcclComms::Create(int world, absl::Time deadline) {
     if (!s.ok()) return s;
     for (int r = 0; r < world && s.ok(); ++r) {
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = 0;
+      config.blocking = nonblocking ? 0 : 1;
       s = CudaToStatus(cudaSetDevice(r), "cudaSetDevice");
       if (s.ok()) {
         const ncclResult_t rc = ncclCommInitRankConfig(&c.comms_[r], world, id, r, &config);

@@ -1,8 +1,12 @@
 // The NCCL communicators of one process driving GPUs 0..world-1: rank r is
-// GPU r. Non-blocking communicators (ncclConfig_t.blocking = 0), made with
-// ncclCommInitRankConfig for every rank inside one ncclGroupStart/End: no
-// NCCL call blocks, any of them may answer ncclInProgress, and the caller
-// polls the communicator's state (WaitReady) with a deadline.
+// GPU r, made with ncclCommInitRankConfig for every rank inside one
+// ncclGroupStart/End. Non-blocking (ncclConfig_t.blocking = 0) or blocking:
+// non-blocking, no NCCL call blocks, any of them may answer ncclInProgress,
+// and the caller polls the communicator's state (WaitReady) with a deadline;
+// but NCCL then enqueues each collective from a new thread, a host cost
+// that distorts the timing of small collectives (gpu_node.h). Blocking, a
+// call may block (e.g. while connecting to a peer that never calls) until
+// Abort, called from another thread, releases it.
 //
 // The watchdog: a run whose NCCL kernel overran its deadline (or whose ranks
 // failed, leaving the communicators with unmatched collectives) calls Abort,
@@ -12,8 +16,10 @@
 //
 // Thread-safety: one thread per rank may use comm(rank), WaitReady(rank) and
 // AsyncError(rank) at a time (NCCL's model for communicators on different
-// devices); Create, Abort and the destructor run with no other call in
-// progress on these communicators.
+// devices); Create and the destructor run with no other call in progress on
+// these communicators. Abort may run while a rank thread is blocked inside
+// an NCCL call on them (that is what it is for); the caller then makes no
+// further call on them.
 #pragma once
 
 #include <nccl.h>
@@ -28,9 +34,10 @@ namespace autotuned::cuda {
 
 class NcclComms {
  public:
-  // Waits at most until `deadline` for the initialization of all of them:
+  // Waits at most until `deadline` for the initialization of all of them
+  // (non-blocking; blocking ones are ready when this returns):
   // DEADLINE_EXCEEDED then, or NCCL's error, after aborting what was made.
-  static absl::StatusOr<NcclComms> Create(int world, absl::Time deadline);
+  static absl::StatusOr<NcclComms> Create(int world, absl::Time deadline, bool nonblocking);
   NcclComms() = default;
   NcclComms(NcclComms&& other) noexcept;
   NcclComms& operator=(NcclComms&& other) noexcept;
