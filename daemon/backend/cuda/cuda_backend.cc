@@ -95,6 +95,10 @@ absl::Status CudaBackend::StartWorker(Hello* hello) {
 
 void CudaBackend::KillWorker() {
   nccl_aborts_seen_ = 0;
+  {
+    absl::MutexLock held(&held_mu_);
+    held_bytes_ = 0;
+  }
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
@@ -156,6 +160,11 @@ std::vector<RankOutcome> CudaBackend::RunCandidate(const ProblemSpec& problem,
                  pid_, candidate.impl, reply.nccl_aborts());
   }
   nccl_aborts_seen_ = reply.nccl_aborts();
+  {
+    absl::MutexLock held(&held_mu_);
+    held_bytes_ = reply.restart_required() ? 0 : reply.gpu_memory_held_bytes();
+    held_since_ = absl::Now();
+  }
   if (reply.restart_required()) {
     // The worker exits after this reply; reap it (or kill it, if it is slow
     // to go) and start a fresh one on the next run.
@@ -173,6 +182,11 @@ std::vector<RankOutcome> CudaBackend::RunCandidate(const ProblemSpec& problem,
     }
   }
   return out;
+}
+
+int64_t CudaBackend::gpu_memory_held_bytes() const {
+  absl::MutexLock held(&held_mu_);
+  return absl::Now() - held_since_ >= kIdleRelease ? 0 : held_bytes_;
 }
 
 int CudaBackend::workers_started() const {

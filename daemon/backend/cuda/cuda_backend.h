@@ -58,6 +58,11 @@ class CudaBackend : public Backend {
   // How many workers were started (1 + restarts), for tests and metrics.
   int workers_started() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // What the worker reported holding after its last run; 0 once it has been
+  // idle for kIdleRelease (it frees that memory then) or was replaced.
+  // Does not wait for a run in progress (it answers the last report).
+  int64_t gpu_memory_held_bytes() const override ABSL_LOCKS_EXCLUDED(held_mu_);
+
  private:
   explicit CudaBackend(CudaBackendOptions options);
   // Starts a worker and reads its Hello into `hello`.
@@ -74,6 +79,11 @@ class CudaBackend : public Backend {
   int reply_fd_ ABSL_GUARDED_BY(mu_) = -1;
   int started_ ABSL_GUARDED_BY(mu_) = 0;
   int nccl_aborts_seen_ ABSL_GUARDED_BY(mu_) = 0;  // the current worker's count
+
+  // Apart from mu_, which a run holds for its whole length.
+  mutable absl::Mutex held_mu_;
+  int64_t held_bytes_ ABSL_GUARDED_BY(held_mu_) = 0;
+  absl::Time held_since_ ABSL_GUARDED_BY(held_mu_);  // the last reply
 };
 
 }  // namespace autotuned::cuda

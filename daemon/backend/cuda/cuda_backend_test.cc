@@ -117,6 +117,19 @@ TEST_CASE("a worker that reports a kernel it cannot stop is replaced at once") {
   CHECK((*b)->workers_started() == 2);
 }
 
+TEST_CASE("the GPU memory the worker holds is reported, and 0 once it is replaced") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  CHECK((*b)->gpu_memory_held_bytes() == 0);
+  auto ok = (*b)->RunCandidate(AllReduce(), {"all_reduce/nccl", {}}, Quick(),
+                               absl::Now() + absl::Seconds(10));
+  CHECK(ok[0].status.ok());
+  CHECK((*b)->gpu_memory_held_bytes() == (3 << 20));
+  (*b)->RunCandidate(AllReduce(), {"all_reduce/one_shot", {{"blocks", 17}}}, Quick(),
+                     absl::Now() + absl::Seconds(10));
+  CHECK((*b)->gpu_memory_held_bytes() == 0);
+}
+
 TEST_CASE("no GPU and no worker are errors, not hangs") {
   auto none = CudaBackend::Create(Options({"--no_gpu"}));
   REQUIRE_FALSE(none.ok());

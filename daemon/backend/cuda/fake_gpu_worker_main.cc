@@ -7,7 +7,8 @@
 //   any candidate with blocks=13 the process dies mid-run (exit 3)
 //   any candidate with blocks=17 rank 0 DEADLINE_EXCEEDED with a kernel that
 //                               cannot be stopped: restart_required, then exit
-//   anything else               every rank OK, each iteration 10 us
+//   anything else               every rank OK, each iteration 10 us; the
+//                               node then holds 3 MiB (held_bytes)
 // With --no_gpu it reports NOT_FOUND in its Hello.
 #include <unistd.h>
 
@@ -29,6 +30,8 @@ class FakeGpuNode : public GpuNode {
   const NodeDescription& node() const override { return node_; }
   bool restart_required() const override { return restart_required_; }
   int nccl_aborts() const override { return nccl_aborts_; }
+  int64_t held_bytes() const override { return held_; }
+  void ReleaseIdle() override { held_ = 0; }
   std::vector<RankOutcome> Run(const ProblemSpec& problem,
                                const CandidateSpec& candidate,
                                const ScheduleOptions& options, absl::Time) override {
@@ -49,6 +52,7 @@ class FakeGpuNode : public GpuNode {
       return out;
     }
     for (RankOutcome& o : out) o.iteration_us.assign(options.iterations, 10.0);
+    held_ = 3 << 20;
     return out;
   }
 
@@ -56,6 +60,7 @@ class FakeGpuNode : public GpuNode {
   NodeDescription node_;
   bool restart_required_ = false;
   int nccl_aborts_ = 0;
+  int64_t held_ = 0;
 };
 
 }  // namespace

@@ -97,6 +97,10 @@ class CudaGpuNode : public GpuNode {
 
   bool restart_required() const override { return restart_required_; }
   int nccl_aborts() const override { return nccl_aborts_; }
+  int64_t held_bytes() const override;
+  void ReleaseIdle() override {
+    if (!restart_required_) groups_.clear();
+  }
 
  private:
   // INVALID_ARGUMENT for what this node cannot run, before anything is
@@ -221,6 +225,14 @@ bool CudaGpuNode::DrainStreams(int world, absl::Time deadline) {
     if (!s.ok()) return false;
   }
   return true;
+}
+
+int64_t CudaGpuNode::held_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [world, group] : groups_) {
+    bytes += world * (group.scratch_bytes() + at_p2p_signal_bytes());
+  }
+  return bytes;
 }
 
 void CudaGpuNode::AbortComms(int world) {

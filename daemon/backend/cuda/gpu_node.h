@@ -20,9 +20,10 @@
 //
 // Per GPU: a worker thread, a stream, timing events; per group of local GPUs:
 // NCCL communicators (nccl_comms.h) and a P2P group
-// (at_p2p_group_create) whose scratch grows on demand. Buffers for a run are allocated for that run
-// and freed after it, so nothing is held between rounds beyond the P2P
-// signal/scratch buffers and the communicators.
+// (at_p2p_group_create) whose scratch grows on demand. Buffers for a run are
+// allocated for that run and freed after it, so nothing is held between
+// rounds beyond the P2P signal/scratch buffers (held_bytes; freed by
+// ReleaseIdle) and the communicators.
 //
 // Thread-safety: Run is called from one thread at a time.
 #pragma once
@@ -80,6 +81,14 @@ class GpuNode {
 
   // How many times NCCL communicators were aborted after a failed run.
   virtual int nccl_aborts() const { return 0; }
+
+  // GPU memory the node holds between runs (the P2P groups' scratch and
+  // signal buffers, every GPU together; NCCL's own buffers not counted).
+  virtual int64_t held_bytes() const { return 0; }
+  // Frees what held_bytes counts; the next run that needs it makes it again
+  // (a few milliseconds). Called by the worker when it has been idle for a
+  // while (gpu_worker.h), never during a run.
+  virtual void ReleaseIdle() {}
 };
 
 }  // namespace autotuned::cuda
