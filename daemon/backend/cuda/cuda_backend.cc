@@ -94,6 +94,11 @@ absl::Status CudaBackend::StartWorker(Hello* hello) {
 }
 
 void CudaBackend::KillWorker() {
+  nccl_aborts_seen_ = 0;
+  {
+    absl::MutexLock held(&held_mu_);
+    held_bytes_ = 0;
+  }
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
@@ -149,7 +154,39 @@ std::vector<RankOutcome> CudaBackend::RunCandidate(const ProblemSpec& problem,
     out[r].status = absl::Status(static_cast<absl::StatusCode>(rep.code()), rep.message());
     out[r].iteration_us.assign(rep.iteration_us().begin(), rep.iteration_us().end());
   }
+  if (reply.nccl_aborts() > nccl_aborts_seen_) {
+    spdlog::warn("GPU worker {} aborted its NCCL communicators after {} ({} so far); new "
+                 "ones for the next run",
+                 pid_, candidate.impl, reply.nccl_aborts());
+  }
+  nccl_aborts_seen_ = reply.nccl_aborts();
+  {
+    absl::MutexLock held(&held_mu_);
+    held_bytes_ = reply.restart_required() ? 0 : reply.gpu_memory_held_bytes();
+    held_since_ = absl::Now();
+  }
+  if (reply.restart_required()) {
+    // The worker exits after this reply; reap it (or kill it, if it is slow
+    // to go) and start a fresh one on the next run.
+    const pid_t pid = pid_;
+    KillWorker();
+    spdlog::warn("GPU worker {} killed: {} left a kernel that cannot be stopped; a fresh "
+                 "worker serves the next run",
+                 pid, candidate.impl);
+    for (RankOutcome& o : out) {
+      if (!o.status.ok()) {
+        o.status = absl::Status(o.status.code(),
+                                absl::StrCat(o.status.message(), " (the GPU worker was killed "
+                                             "and is restarted for the next run)"));
+      }
+    }
+  }
   return out;
+}
+
+int64_t CudaBackend::gpu_memory_held_bytes() const {
+  absl::MutexLock held(&held_mu_);
+  return absl::Now() - held_since_ >= kIdleRelease ? 0 : held_bytes_;
 }
 
 int CudaBackend::workers_started() const {

@@ -83,6 +83,53 @@ TEST_CASE("a worker that dies mid-run is reported and replaced") {
   CHECK(next[0].status.ok());
 }
 
+TEST_CASE("an NCCL overrun is aborted inside the worker, which keeps serving") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  for (int i = 0; i < 2; ++i) {
+    auto hung = (*b)->RunCandidate(AllReduce(), {"all_reduce/nccl_hang_test", {}}, Quick(),
+                                   absl::Now() + absl::Seconds(10));
+    REQUIRE(hung.size() == 2);
+    CHECK(hung[0].status.code() == absl::StatusCode::kDeadlineExceeded);
+    CHECK_THAT(std::string(hung[0].status.message()),
+               !Catch::Contains("worker was killed"));
+    auto next = (*b)->RunCandidate(AllReduce(), {"all_reduce/nccl", {}}, Quick(),
+                                   absl::Now() + absl::Seconds(10));
+    CHECK(next[0].status.ok());
+  }
+  CHECK((*b)->workers_started() == 1);  // never killed
+}
+
+TEST_CASE("a worker that reports a kernel it cannot stop is replaced at once") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  const absl::Time start = absl::Now();
+  auto stuck = (*b)->RunCandidate(AllReduce(), {"all_reduce/one_shot", {{"blocks", 17}}},
+                                  Quick(), start + absl::Seconds(30));
+  CHECK(absl::Now() - start < absl::Seconds(10));  // the reply, not the deadline
+  REQUIRE(stuck.size() == 2);
+  CHECK(stuck[0].status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK_THAT(std::string(stuck[0].status.message()), Catch::Contains("worker was killed"));
+  CHECK(stuck[1].status.code() == absl::StatusCode::kAborted);
+  auto next = (*b)->RunCandidate(AllReduce(), {"all_reduce/nccl", {}}, Quick(),
+                                 absl::Now() + absl::Seconds(10));
+  CHECK(next[0].status.ok());
+  CHECK((*b)->workers_started() == 2);
+}
+
+TEST_CASE("the GPU memory the worker holds is reported, and 0 once it is replaced") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  CHECK((*b)->gpu_memory_held_bytes() == 0);
+  auto ok = (*b)->RunCandidate(AllReduce(), {"all_reduce/nccl", {}}, Quick(),
+                               absl::Now() + absl::Seconds(10));
+  CHECK(ok[0].status.ok());
+  CHECK((*b)->gpu_memory_held_bytes() == (3 << 20));
+  (*b)->RunCandidate(AllReduce(), {"all_reduce/one_shot", {{"blocks", 17}}}, Quick(),
+                     absl::Now() + absl::Seconds(10));
+  CHECK((*b)->gpu_memory_held_bytes() == 0);
+}
+
 TEST_CASE("no GPU and no worker are errors, not hangs") {
   auto none = CudaBackend::Create(Options({"--no_gpu"}));
   REQUIRE_FALSE(none.ok());

@@ -6,8 +6,13 @@
 // collective once and checks every output element: on the device
 // (LaunchCheckPattern) for the regular collectives, on the host for
 // all_to_all (the split matrix decides where each segment comes from).
-// Barrier synchronizes the rank's stream, then waits for the other ranks
-// (RunBarrier: the run's deadline bounds it).
+// Barrier waits for the rank's stream, then for the other ranks (RunBarrier:
+// the run's deadline bounds it).
+// Every wait on the stream polls it (poll_wait.h) until the run's deadline,
+// never blocking in cudaStreamSynchronize: a kernel that overruns makes the
+// rank fail with DEADLINE_EXCEEDED on time, and the GPU node then decides
+// whether the worker can recover (gpu_node.h). For NCCL the wait also
+// watches the communicator's asynchronous error.
 // Run, eager: launches back to back on the stream with CUDA events around the
 // loop, as nccl-tests times: the loop is cut into at most 10 batches with an
 // event between batches, and every iteration of a batch reports the batch's
@@ -29,6 +34,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/cuda/collective_launcher.h"
 #include "daemon/backend/cuda/cuda_handles.h"
@@ -57,6 +63,7 @@ struct RunShared {
   const CollectiveLauncher* launcher = nullptr;
   RunBarrier* barrier = nullptr;
   bool cuda_graph = false;
+  absl::Time deadline = absl::InfiniteFuture();  // bounds every wait
 };
 
 class CudaRankRun : public RankRun {
@@ -73,8 +80,11 @@ class CudaRankRun : public RankRun {
   absl::Status Check();
   absl::Status CheckOnDevice();
   absl::Status CheckOnHost();
-  // Synchronizes the stream, then reads the P2P error word (if P2P).
+  // Waits for the stream (bounded), then reads the P2P error word (if P2P).
   absl::Status Sync();
+  // Waits until the stream is idle or the run's deadline passes; NCCL: fails
+  // early on the communicator's asynchronous error.
+  absl::Status WaitStream();
   absl::Status EnsureEvents(size_t n);
   absl::Status RunEager(int iterations, std::vector<double>* iteration_us);
   absl::Status RunGraph(int iterations, std::vector<double>* iteration_us);

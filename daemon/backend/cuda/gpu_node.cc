@@ -1,5 +1,12 @@
 // CudaGpuNode: the GpuNode of gpu_node.h.
 //
+// After a run: rank threads still inside a call well after the deadline
+// (kStuckGrace) get the NCCL communicators aborted under them; a failed NCCL
+// run gets them aborted too (new ones on the next run); then every thread
+// must have returned and every stream drained within kDrainTimeout, else the
+// node leaks the run's state (freeing it would wait for the kernel or pull
+// it from under a thread) and requires a restart.
+//
 // Run allocates every rank's buffers up front (the P2P kernels need all
 // ranks' input pointers before any rank launches), builds the launcher, then
 // runs RunRankSchedule on one std::thread per rank (thread r makes GPU r
@@ -16,11 +23,15 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/backend/cuda/collective_launcher.h"
 #include "daemon/backend/cuda/cuda_handles.h"
 #include "daemon/backend/cuda/cuda_rank_run.h"
@@ -28,6 +39,7 @@
 #include "daemon/backend/cuda/nccl_comms.h"
 #include "daemon/backend/cuda/node_discovery.h"
 #include "daemon/backend/cuda/p2p_group.h"
+#include "daemon/backend/cuda/poll_wait.h"
 #include "daemon/backend/cuda/run_barrier.h"
 #include "daemon/common/status_macros.h"
 #include "daemon/engine/schedule.h"
@@ -38,6 +50,31 @@ namespace {
 // A P2P group's scratch grows to the next power of two of what a run needs
 // (at least this), so a sweep of sizes recreates it only a few times.
 constexpr int64_t kMinScratchBytes = int64_t{4} << 20;
+
+// After a run, how long its streams may take to drain: an aborted NCCL
+// kernel stops within milliseconds; a P2P kernel at its spin limit too.
+// Short, so that the worker reports well within the supervisor's grace.
+constexpr absl::Duration kDrainTimeout = absl::Seconds(1);
+
+// After the deadline, how long the rank threads may take to return before
+// they count as stuck inside a call.
+constexpr absl::Duration kStuckGrace = absl::Milliseconds(500);
+
+// Everything the rank threads of one run touch. On the heap: when a thread
+// stays stuck even after an abort, the node answers without it and leaks
+// the state rather than free it under the thread (the worker then exits).
+struct RunState {
+  RunState(int world, absl::Time deadline)
+      : barrier(world, deadline), outcomes(world), finished(world, false) {}
+  RunBarrier barrier;
+  RunShared shared;
+  std::vector<RankBuffers> buffers;
+  std::unique_ptr<CollectiveLauncher> launcher;
+  absl::Mutex mu;
+  std::vector<RankOutcome> outcomes ABSL_GUARDED_BY(mu);
+  std::vector<bool> finished ABSL_GUARDED_BY(mu);
+  int running ABSL_GUARDED_BY(mu) = 0;
+};
 
 int64_t ScratchCapacity(int64_t needed) {
   int64_t c = kMinScratchBytes;
@@ -58,6 +95,13 @@ class CudaGpuNode : public GpuNode {
                                const ScheduleOptions& options,
                                absl::Time deadline) override;
 
+  bool restart_required() const override { return restart_required_; }
+  int nccl_aborts() const override { return nccl_aborts_; }
+  int64_t held_bytes() const override;
+  void ReleaseIdle() override {
+    if (!restart_required_) groups_.clear();
+  }
+
  private:
   // INVALID_ARGUMENT for what this node cannot run, before anything is
   // allocated; otherwise how the candidate runs.
@@ -67,13 +111,17 @@ class CudaGpuNode : public GpuNode {
   // `buffers` (which checks the P2P kernels' arguments).
   absl::StatusOr<std::unique_ptr<CollectiveLauncher>> Prepare(
       const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
-      const std::vector<RankBuffers>& buffers);
-  absl::StatusOr<const NcclComms*> Comms(int world);
+      const std::vector<RankBuffers>& buffers, absl::Time deadline);
+  absl::StatusOr<const NcclComms*> Comms(int world, absl::Time deadline);
   absl::StatusOr<P2pGroup*> Group(int world, int64_t scratch_bytes);
   absl::StatusOr<std::vector<RankBuffers>> AllocateBuffers(const ProblemSpec& problem);
-  // Waits for every GPU's stream (results ignored: this only orders the
-  // release of a run's buffers after its kernels).
-  void SyncStreams(int world);
+  // Waits until every GPU's stream is idle, at most until `deadline`: false
+  // when one still runs something (or its context reports an error).
+  bool DrainStreams(int world, absl::Time deadline);
+  // After a failed NCCL run: aborts the communicators of `world`.
+  void AbortComms(int world);
+  // Whether every rank thread of `st` finished by `until`.
+  static bool WaitForRanks(RunState& st, absl::Time until);
 
   const GpuNodeOptions options_;
   const NodeDescription node_;
@@ -82,12 +130,21 @@ class CudaGpuNode : public GpuNode {
   // By world size. Declared after gpus_, so destroyed before the streams.
   std::map<int, NcclComms> comms_;
   std::map<int, P2pGroup> groups_;
+  bool restart_required_ = false;
+  int nccl_aborts_ = 0;
 };
 
-absl::StatusOr<const NcclComms*> CudaGpuNode::Comms(int world) {
+bool CudaGpuNode::WaitForRanks(RunState& st, absl::Time until) {
+  absl::MutexLock lock(&st.mu);
+  return st.mu.AwaitWithDeadline(
+      absl::Condition(+[](int* running) { return *running == 0; }, &st.running), until);
+}
+
+absl::StatusOr<const NcclComms*> CudaGpuNode::Comms(int world, absl::Time deadline) {
   auto it = comms_.find(world);
   if (it == comms_.end()) {
-    AT_ASSIGN_OR_RETURN(NcclComms comms, NcclComms::Create(world));
+    AT_ASSIGN_OR_RETURN(NcclComms comms,
+                        NcclComms::Create(world, deadline, options_.nccl_nonblocking));
     it = comms_.emplace(world, std::move(comms)).first;
   }
   return &it->second;
@@ -125,7 +182,7 @@ absl::StatusOr<Method> CudaGpuNode::Validate(const ProblemSpec& problem,
   AT_RETURN_IF_ERROR(CheckShape(problem, static_cast<int>(gpus_.size())));
   AT_ASSIGN_OR_RETURN(Method method, ResolveMethod(candidate.impl, problem.collective,
                                                    options_.test_faults));
-  if (method.kind != Method::kNccl &&
+  if (!method.nccl() &&
       (problem.world_size < AT_P2P_MIN_WORLD || problem.world_size > AT_P2P_MAX_WORLD)) {
     return absl::InvalidArgumentError(
         absl::StrCat(candidate.impl, " runs on ", AT_P2P_MIN_WORLD, " to ",
@@ -136,15 +193,16 @@ absl::StatusOr<Method> CudaGpuNode::Validate(const ProblemSpec& problem,
 
 absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CudaGpuNode::Prepare(
     const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
-    const std::vector<RankBuffers>& buffers) {
+    const std::vector<RankBuffers>& buffers, absl::Time deadline) {
   CollectiveLauncher::Resources res;
+  res.deadline = deadline;
   for (const RankBuffers& b : buffers) {
     res.inputs.push_back(b.input.get());
     res.outputs.push_back(b.output.get());
   }
   res.spin_limit = options_.spin_limit;
-  if (method.kind == Method::kNccl) {
-    AT_ASSIGN_OR_RETURN(res.comms, Comms(problem.world_size));
+  if (method.nccl()) {
+    AT_ASSIGN_OR_RETURN(res.comms, Comms(problem.world_size, deadline));
   } else {
     AT_ASSIGN_OR_RETURN(res.group, Group(problem.world_size,
                                          P2pScratchBytes(problem, candidate, method)));
@@ -152,11 +210,37 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CudaGpuNode::Prepare(
   return CollectiveLauncher::Create(problem, candidate, method, std::move(res));
 }
 
-void CudaGpuNode::SyncStreams(int world) {
+bool CudaGpuNode::DrainStreams(int world, absl::Time deadline) {
   for (int r = 0; r < world; ++r) {
     ScopedDevice scoped(r);
-    cudaStreamSynchronize(gpus_[r].stream.get());
+    const cudaStream_t stream = gpus_[r].stream.get();
+    const absl::Status s = PollUntil(
+        [&]() -> absl::StatusOr<bool> {
+          const cudaError_t q = cudaStreamQuery(stream);
+          if (q == cudaErrorNotReady) return false;
+          if (q != cudaSuccess) return CudaToStatus(q, "cudaStreamQuery");
+          return true;
+        },
+        deadline, "stream");
+    if (!s.ok()) return false;
   }
+  return true;
+}
+
+int64_t CudaGpuNode::held_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [world, group] : groups_) {
+    bytes += world * (group.scratch_bytes() + at_p2p_signal_bytes());
+  }
+  return bytes;
+}
+
+void CudaGpuNode::AbortComms(int world) {
+  auto it = comms_.find(world);
+  if (it == comms_.end()) return;
+  it->second.Abort();
+  comms_.erase(it);
+  ++nccl_aborts_;
 }
 
 std::vector<RankOutcome> CudaGpuNode::Run(const ProblemSpec& problem,
@@ -168,46 +252,122 @@ std::vector<RankOutcome> CudaGpuNode::Run(const ProblemSpec& problem,
     return std::vector<RankOutcome>(std::max(problem.world_size, 1),
                                     RankOutcome{method.status(), {}});
   }
+  if (restart_required_) {
+    return std::vector<RankOutcome>(
+        problem.world_size, RankOutcome{absl::UnavailableError(
+                                "the GPU worker must restart: a kernel or call of an "
+                                "earlier run is still running"),
+                            {}});
+  }
   const int world = problem.world_size;
-  std::vector<RankOutcome> outcomes(world);
+  auto st = std::make_unique<RunState>(world, deadline);
   absl::StatusOr<std::vector<RankBuffers>> buffers = AllocateBuffers(problem);
   absl::StatusOr<std::unique_ptr<CollectiveLauncher>> launcher =
-      buffers.ok() ? Prepare(problem, candidate, *method, *buffers) : buffers.status();
+      buffers.ok() ? Prepare(problem, candidate, *method, *buffers, deadline)
+                   : buffers.status();
   if (!launcher.ok()) {
-    for (RankOutcome& o : outcomes) o.status = launcher.status();
-    return outcomes;
+    return std::vector<RankOutcome>(world, RankOutcome{launcher.status(), {}});
   }
-  RunBarrier barrier(world, deadline);
-  RunShared shared;
-  shared.problem = problem;
-  shared.launcher = launcher->get();
-  shared.barrier = &barrier;
-  shared.cuda_graph = options.cuda_graph;
+  st->buffers = std::move(*buffers);
+  st->launcher = std::move(*launcher);
+  st->shared.problem = problem;
+  st->shared.launcher = st->launcher.get();
+  st->shared.barrier = &st->barrier;
+  st->shared.cuda_graph = options.cuda_graph;
+  st->shared.deadline = deadline;
+  st->running = world;
 
   std::vector<std::thread> threads;
   threads.reserve(world);
+  RunState* const state = st.get();
   for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      RankOutcome& outcome = outcomes[r];
+    threads.emplace_back([this, state, r, options] {
+      RankOutcome outcome;
       outcome.status = CudaToStatus(cudaSetDevice(r), "cudaSetDevice");
       if (outcome.status.ok()) {
-        CudaRankRun run(shared, r, &gpus_[r], (*buffers)[r]);
+        CudaRankRun run(state->shared, r, &gpus_[r], state->buffers[r]);
         outcome = RunRankSchedule(run, options);
       }
       if (!outcome.status.ok()) {
         // Peers waiting at a barrier stop now rather than at the deadline.
-        barrier.Abort(absl::AbortedError(
+        state->barrier.Abort(absl::AbortedError(
             absl::StrCat("rank ", r, " failed: ", outcome.status.ToString())));
       }
+      absl::MutexLock lock(&state->mu);
+      state->outcomes[r] = std::move(outcome);
+      state->finished[r] = true;
+      --state->running;
     });
   }
-  for (std::thread& t : threads) t.join();
-
-  P2pGroup* group = (*launcher)->p2p_group();
+  // Every wait of a rank thread ends at the deadline; a thread still busy
+  // well after it is stuck inside an NCCL call (a blocking communicator
+  // waiting for a peer that never calls): aborting the communicators from
+  // here releases it.
+  bool aborted = false;
+  std::vector<bool> stuck_in_call(world, false);
+  bool joined = WaitForRanks(*state, deadline + kStuckGrace);
+  if (!joined && method->nccl()) {
+    {
+      absl::MutexLock lock(&state->mu);
+      stuck_in_call = state->finished;
+      stuck_in_call.flip();
+    }
+    AbortComms(world);
+    aborted = true;
+    joined = WaitForRanks(*state, absl::Now() + kDrainTimeout);
+  }
+  std::vector<RankOutcome> outcomes;
+  {
+    absl::MutexLock lock(&state->mu);
+    outcomes = state->outcomes;
+    for (int r = 0; r < world; ++r) {
+      if (stuck_in_call[r] || !state->finished[r]) {
+        outcomes[r] = RankOutcome{
+            absl::DeadlineExceededError(absl::StrCat(
+                "cut off at the timeout: rank ", r,
+                "'s thread was still inside a CUDA or NCCL call at the deadline")),
+            {}};
+      }
+    }
+  }
   bool failed = false;
   for (const RankOutcome& o : outcomes) failed = failed || !o.status.ok();
+  P2pGroup* group = state->launcher->p2p_group();
   if (failed && group != nullptr) group->MarkDirty();
-  SyncStreams(world);  // before the buffers are freed
+  // A failed NCCL run may leave a rank's kernel waiting for peers that will
+  // never launch theirs, and the ranks' sequences out of step: abort.
+  if (joined && failed && method->nccl() && comms_.count(world) > 0) {
+    AbortComms(world);
+    aborted = true;
+  }
+  // Before the buffers are freed (cudaFree would wait for a running kernel).
+  if (!joined || !DrainStreams(world, absl::Now() + kDrainTimeout)) {
+    // Nothing of this run may be freed under a kernel or a thread that
+    // still uses it; the worker exits after its reply.
+    restart_required_ = true;
+    for (std::thread& t : threads) t.detach();
+    st.release();
+    for (RankOutcome& o : outcomes) {
+      if (!o.status.ok()) {
+        o.status = absl::Status(o.status.code(),
+                                absl::StrCat(o.status.message(),
+                                             "; a kernel is still running and cannot be "
+                                             "stopped: the GPU worker must restart"));
+      }
+    }
+    return outcomes;
+  }
+  for (std::thread& t : threads) t.join();
+  if (aborted) {
+    for (RankOutcome& o : outcomes) {
+      if (!o.status.ok()) {
+        o.status = absl::Status(o.status.code(),
+                                absl::StrCat(o.status.message(),
+                                             " (NCCL communicators aborted; new ones for the "
+                                             "next run)"));
+      }
+    }
+  }
   return outcomes;
 }
 

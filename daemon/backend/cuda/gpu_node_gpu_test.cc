@@ -216,6 +216,26 @@ TEST_CASE("a launch shape the kernels reject is ruled out", "[gpu]") {
   ExpectRuns(*node, p, impl->name);
 }
 
+TEST_CASE("the P2P buffers held between runs are counted and freed when idle", "[gpu]") {
+  std::unique_ptr<GpuNode> node = MakeNode();
+  if (!node) return;
+  const Catalogue catalogue = CudaCatalogue(false);
+  const ImplInfo* impl = catalogue.Find("all_reduce/two_shot");
+  REQUIRE(impl != nullptr);
+  const int world = WorldFor(*node, *impl);
+  if (world == 0) return;
+  const ProblemSpec p = Problem(*impl, world, DType::kFloat32, 1 << 20);
+  ExpectRuns(*node, p, impl->name);
+  const int64_t held = node->held_bytes();
+  std::fprintf(stderr, "held after a 4 MiB two_shot on %d GPUs: %lld bytes\n", world,
+               static_cast<long long>(held));
+  CHECK(held >= int64_t{4} << 20);  // at least one GPU's scratch
+  node->ReleaseIdle();
+  CHECK(node->held_bytes() == 0);
+  ExpectRuns(*node, p, impl->name);  // made again on demand
+  CHECK(node->held_bytes() == held);
+}
+
 TEST_CASE("problems the node cannot run are rejected", "[gpu]") {
   std::unique_ptr<GpuNode> node = MakeNode();
   if (!node) return;
@@ -227,7 +247,7 @@ TEST_CASE("problems the node cannot run are rejected", "[gpu]") {
   }
   p.world_size = Gpus(*node);
   for (const char* impl : {"all_reduce/no_such_thing", "all_gather/nccl",
-                           "all_reduce/hang_test"}) {
+                           "all_reduce/hang_test", "all_reduce/nccl_hang_test"}) {
     INFO(impl);
     for (const RankOutcome& o : node->Run(p, {impl, {}}, Schedule(), Deadline())) {
       CHECK(o.status.code() == absl::StatusCode::kInvalidArgument);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,18 @@ absl::Status ReadAll(int fd, char* data, size_t size, absl::Time deadline) {
 }
 
 constexpr uint32_t kMaxFrame = 64u << 20;
+
+// Whether `fd` has something to read (or was closed) within `timeout`.
+bool Readable(int fd, absl::Duration timeout) {
+  const absl::Time until = absl::Now() + timeout;
+  while (true) {
+    const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(until - absl::Now()));
+    pollfd p{fd, POLLIN, 0};
+    const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
+    if (r < 0 && errno == EINTR) continue;
+    return r != 0;  // an error too: the read that follows reports it
+  }
+}
 
 }  // namespace
 
@@ -134,7 +147,7 @@ NodeDescription FromHello(const Hello& h) {
 
 int ServeGpuWorker(
     const std::function<absl::StatusOr<std::unique_ptr<GpuNode>>()>& make_node,
-    int request_fd, int reply_fd) {
+    int request_fd, int reply_fd, absl::Duration idle_release) {
   absl::StatusOr<std::unique_ptr<GpuNode>> node = make_node();
   Hello hello;
   if (node.ok()) {
@@ -145,6 +158,7 @@ int ServeGpuWorker(
   }
   if (!WriteFrame(reply_fd, hello).ok() || !node.ok()) return 0;
   while (true) {
+    if (!Readable(request_fd, idle_release)) (*node)->ReleaseIdle();
     RunRequest req;
     if (!ReadFrame(request_fd, absl::InfiniteFuture(), &req).ok()) return 0;
     ProblemSpec p;
@@ -169,7 +183,12 @@ int ServeGpuWorker(
       r->set_message(std::string(out.status.message()));
       for (double us : out.iteration_us) r->add_iteration_us(us);
     }
+    reply.set_restart_required((*node)->restart_required());
+    reply.set_nccl_aborts((*node)->nccl_aborts());
+    reply.set_gpu_memory_held_bytes((*node)->held_bytes());
     if (!WriteFrame(reply_fd, reply).ok()) return 0;
+    // Nothing may wait for the stuck kernel, not even the node's destructor.
+    if (reply.restart_required()) _exit(0);
   }
 }
 
