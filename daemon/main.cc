@@ -28,6 +28,7 @@
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/peer/peer_client.h"
 #include "daemon/peer/peer_service.h"
+#include "daemon/server/health_service.h"
 #include "daemon/server/server.h"
 #include "daemon/service/service.h"
 
@@ -189,7 +190,8 @@ int Run() {
           return service.LeadExchange(request, deadline);
         });
   }
-  absl::StatusOr<Listening> listening = StartServer(*config, {&service});
+  HealthService health([&service] { return !service.draining(); });
+  absl::StatusOr<Listening> listening = StartServer(*config, {&service, &health});
   if (!listening.ok()) {
     spdlog::error("{}", listening.status().ToString());
     return 1;
@@ -220,11 +222,15 @@ int Run() {
         "; need a restart (running values kept): ",
         changes.need_restart.empty() ? "none" : Describe(changes.need_restart));
   };
-  hooks.begin_drain = [&] { service.BeginDrain(); };
+  hooks.begin_drain = [&] {
+    service.BeginDrain();
+    health.Changed();
+  };
   hooks.wait_drained = [&](absl::Time deadline) { return service.WaitForRounds(deadline); };
   hooks.stop = [&] {
     // Answers already computed are still sent; after 5 s calls are cut.
     const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(5);
+    health.Stop();
     listening->server->Shutdown(deadline);
     if (peer_listening.server) peer_listening.server->Shutdown(deadline);
     if (metrics_server) metrics_server->Stop();

@@ -18,10 +18,10 @@
 namespace autotuned {
 namespace cli {
 
-enum class Command { kTune, kSweep, kList, kInfo, kCacheList, kCacheClear };
+enum class Command { kTune, kSweep, kList, kInfo, kCacheList, kCacheClear, kPlot };
 
 // The positional arguments after the program name: "tune", "sweep", "list",
-// "info", "cache list", "cache clear".
+// "info", "cache list", "cache clear", "plot".
 absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& words);
 
 // The flag values as given (strings where the CLI does its own parsing) and

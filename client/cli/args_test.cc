@@ -31,6 +31,7 @@ TEST_CASE("commands are one or two words") {
   CHECK(*ParseCommand({"info"}) == Command::kInfo);
   CHECK(*ParseCommand({"cache", "list"}) == Command::kCacheList);
   CHECK(*ParseCommand({"cache", "clear"}) == Command::kCacheClear);
+  CHECK(*ParseCommand({"plot"}) == Command::kPlot);
   CHECK_THAT(ErrorOf(ParseCommand({}).status()), Catch::Contains("no command"));
   CHECK_THAT(ErrorOf(ParseCommand({"tunes"}).status()),
              Catch::Contains("unknown command \"tunes\""));
@@ -46,6 +47,12 @@ TEST_CASE("flags must apply to the command") {
   CHECK(CheckFlagsApply(Command::kTune, {"bytes", "socket", "json"}).ok());
   CHECK(CheckFlagsApply(Command::kInfo, {"address", "flagfile"}).ok());
   CHECK(CheckFlagsApply(Command::kList, {"collective"}).ok());
+  CHECK(CheckFlagsApply(Command::kSweep, {"plot", "from"}).ok());
+  CHECK(CheckFlagsApply(Command::kPlot, {"plot", "input"}).ok());
+  CHECK_THAT(ErrorOf(CheckFlagsApply(Command::kTune, {"plot"})),
+             Catch::Contains("--plot does not apply to tune"));
+  CHECK_THAT(ErrorOf(CheckFlagsApply(Command::kPlot, {"collective"})),
+             Catch::Contains("--collective does not apply to plot"));
   CHECK_THAT(ErrorOf(CheckFlagsApply(Command::kSweep, {"bytes"})),
              Catch::Contains("--bytes does not apply to sweep"));
   CHECK_THAT(ErrorOf(CheckFlagsApply(Command::kCacheClear, {"collective"})),

@@ -1,12 +1,17 @@
 #include "client/cli/commands.h"
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <ostream>
+#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/format.h"
+#include "client/cli/sweep_chart.h"
 
 namespace autotuned {
 namespace cli {
@@ -20,6 +25,7 @@ const char kShortUsage[] =
     "  list   [--collective=C]\n"
     "  info\n"
     "  cache list | cache clear\n"
+    "  plot   --input=SWEEP.jsonl --plot=FILE.png\n"
     "run 'autotunectl --help' for every option\n";
 
 const char kUsage[] =
@@ -57,6 +63,11 @@ const char kUsage[] =
     "    --from=SIZE --to=SIZE --factor=K  sizes from, from*K, ... up to to\n"
     "                       (defaults 1KiB, 64MiB, 2); the other tune options\n"
     "                       except --bytes and --splits\n"
+    "    --plot=FILE.png    also draw median latency against size, one line\n"
+    "                       per candidate, the winner of each size circled\n"
+    "  plot         no daemon: a sweep saved with `autotunectl --json sweep >\n"
+    "               FILE`: its tables, and the chart with --plot\n"
+    "    --input=FILE --plot=FILE.png\n"
     "  list         the daemon's implementations [--collective=C]\n"
     "  info         the node: GPUs, topology, versions, cache\n"
     "  cache list   the cached rankings\n"
@@ -172,6 +183,11 @@ absl::Status RunSweep(Client& client, const Plan& plan, const Output& output) {
       });
   if (output.json) return table.ok() ? print_status : table.status();
   if (!sizes.empty()) *output.out << FormatSweepTable(sizes);
+  if (!output.plot.empty() && !sizes.empty()) {
+    absl::Status plotted = WriteSweepPlot(sizes, output.plot);
+    if (!plotted.ok()) return plotted;
+    *output.err << "plot: wrote " << output.plot << " (" << sizes.size() << " sizes)" << std::endl;
+  }
   if (!table.ok()) return table.status();
   // The canonical problem (parameters filled in) when the daemon sent one.
   const v1::Problem& problem =
@@ -215,6 +231,29 @@ absl::Status RunCacheClear(Client& client, const Output& output) {
   if (!response.ok()) return response.status();
   if (output.json) return Print(*response, output);
   *output.out << FormatClearCache(*response);
+  return absl::OkStatus();
+}
+
+absl::Status RunPlot(const std::string& input, const Output& output) {
+  if (input.empty()) return absl::InvalidArgumentError("--input: required (a file from `autotunectl --json sweep`)");
+  std::ifstream in(input);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("--input: cannot read ", input, ": ", strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<SavedSweep> saved = ParseSweepJsonLines(text.str());
+  if (!saved.ok()) return saved.status();
+  *output.out << FormatSweepTable(saved->sizes);
+  if (saved->has_table) {
+    *output.out << "\n" << FormatDispatchTable(saved->table, saved->sizes[0].problem());
+  }
+  if (!output.plot.empty()) {
+    absl::Status plotted = WriteSweepPlot(saved->sizes, output.plot);
+    if (!plotted.ok()) return plotted;
+    *output.err << "plot: wrote " << output.plot << " (" << saved->sizes.size() << " sizes)"
+                << std::endl;
+  }
   return absl::OkStatus();
 }
 

@@ -25,6 +25,8 @@ extern const char kShortUsage[];
 
 struct Output {
   bool json = false;
+  std::string plot;  // sweep: also draw the chart into this PNG file
+
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
 };
@@ -44,6 +46,12 @@ absl::Status RunTune(Client& client, const Plan& plan, const Output& output);
 // then the sweep table and the dispatch table (also the part measured
 // before a failure). JSON: every SweepUpdate as one line, as it arrives.
 absl::Status RunSweep(Client& client, const Plan& plan, const Output& output);
+
+// plot: no daemon; reads a sweep saved by `autotunectl --json sweep`
+// (`input`), prints its sweep table and dispatch table and, with
+// Output::plot, draws the chart. INVALID_ARGUMENT when the file does not
+// parse; the errno's message when it cannot be read or the PNG written.
+absl::Status RunPlot(const std::string& input, const Output& output);
 
 // list: the catalogue, of `only` (COLLECTIVE_UNSPECIFIED: all).
 absl::Status RunList(Client& client, v1::Collective only, const Output& output);

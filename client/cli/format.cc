@@ -243,8 +243,8 @@ std::string FormatSweepProgress(const v1::SweepUpdate& update) {
   return out;
 }
 
-std::string FormatSweepTable(const std::vector<v1::ProblemResult>& sizes) {
-  if (sizes.empty()) return "no sizes measured\n";
+std::vector<std::string> SweepCandidateNames(const std::vector<v1::ProblemResult>& sizes) {
+  if (sizes.empty()) return {};
   // Column i is the candidate at request index i.
   std::vector<std::string> names;
   for (const v1::Candidate& c : sizes[0].problem().candidates()) {
@@ -259,14 +259,19 @@ std::string FormatSweepTable(const std::vector<v1::ProblemResult>& sizes) {
       if (names[c.index()].empty()) names[c.index()] = FormatCandidate(c.candidate());
     }
   }
-  const std::vector<std::string> titles = ShortNames(names);
+  return ShortNames(names);
+}
+
+std::string FormatSweepTable(const std::vector<v1::ProblemResult>& sizes) {
+  if (sizes.empty()) return "no sizes measured\n";
+  const std::vector<std::string> titles = SweepCandidateNames(sizes);
 
   std::vector<TextTable::Column> columns = {{"size", Align::kRight}};
   for (const std::string& title : titles) columns.push_back({title + " ", Align::kRight});
   columns.push_back({"winner"});
   TextTable table(std::move(columns));
   for (const v1::ProblemResult& result : sizes) {
-    std::vector<std::string> row(names.size() + 2, "- ");
+    std::vector<std::string> row(titles.size() + 2, "- ");
     row[0] = SizeOfProblem(result.problem(), result.bytes());
     const bool has_winner = !result.winner().empty() && result.status() != v1::FAILED;
     for (const v1::CandidateResult& c : result.ranked()) {

@@ -47,6 +47,12 @@ std::string FormatSweepProgress(const v1::SweepUpdate& update);
 // drop a "<collective>/" prefix they all share.
 std::string FormatSweepTable(const std::vector<v1::ProblemResult>& sizes);
 
+// The candidates' names of a sweep, indexed by their position in the
+// request: from the first result's problem, filled in from the ranked
+// entries; a "<collective>/" prefix they all share dropped. The columns of
+// FormatSweepTable and the lines of the sweep chart.
+std::vector<std::string> SweepCandidateNames(const std::vector<v1::ProblemResult>& sizes);
+
 // One row per range: from, to, elements, winner. Sizes are the counts in
 // bytes of `problem`'s dtype (the axis of --from/--to and of the sweep
 // table), or the range's own min/max_bytes when the dtype is unset.

@@ -45,6 +45,8 @@ ABSL_FLAG(std::string, splits, "",
 ABSL_FLAG(std::string, from, "1KiB", "sweep: smallest size");
 ABSL_FLAG(std::string, to, "64MiB", "sweep: largest size");
 ABSL_FLAG(int64_t, factor, 2, "sweep: ratio of consecutive sizes");
+ABSL_FLAG(std::string, plot, "", "sweep, plot: draw latency against size into this PNG file");
+ABSL_FLAG(std::string, input, "", "plot: a sweep saved by `autotunectl --json sweep`");
 
 // Measurement options (0: the daemon's defaults).
 ABSL_FLAG(int32_t, warmup, 0, "warm-up iterations");
@@ -128,6 +130,16 @@ int Main(int argc, char** argv) {
     if (!c.ok()) return UsageError(c.status());
     only = *c;
   }
+  if (*command == Command::kPlot) {
+    Output output;
+    output.plot = absl::GetFlag(FLAGS_plot);
+    output.out = &std::cout;
+    output.err = &std::cerr;
+    const absl::Status status = RunPlot(absl::GetFlag(FLAGS_input), output);
+    std::cout.flush();
+    if (status.code() == absl::StatusCode::kInvalidArgument) return UsageError(status);
+    return status.ok() ? kExitOk : RpcError(status);
+  }
   absl::StatusOr<std::string> target =
       ResolveTarget(absl::GetFlag(FLAGS_socket), absl::GetFlag(FLAGS_address));
   if (!target.ok()) return UsageError(target.status());
@@ -139,6 +151,7 @@ int Main(int argc, char** argv) {
 
   Output output;
   output.json = absl::GetFlag(FLAGS_json);
+  output.plot = absl::GetFlag(FLAGS_plot);
   output.out = &std::cout;
   output.err = &std::cerr;
   absl::Status status;
@@ -149,6 +162,7 @@ int Main(int argc, char** argv) {
     case Command::kInfo: status = RunInfo(**client, output); break;
     case Command::kCacheList: status = RunCacheList(**client, output); break;
     case Command::kCacheClear: status = RunCacheClear(**client, output); break;
+    case Command::kPlot: break;  // handled above, without a daemon
   }
   std::cout.flush();
   return status.ok() ? kExitOk : RpcError(status);

@@ -138,7 +138,9 @@ absl::StatusOr<PeerListening> StartPeerServer(const config::DaemonConfig& config
 
 absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
                                       const std::vector<grpc::Service*>& services) {
-  grpc::EnableDefaultHealthCheckService(true);
+  // Health checking is a service of the caller's (health_service.h), not
+  // gRPC's built-in one.
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   Listening out;

@@ -1,6 +1,7 @@
 // Starts the gRPC servers of the daemon: the client server (the Unix domain
 // socket, the default way in for local clients, optionally a TCP address,
-// gRPC health checking and server reflection) and, when configured, the peer
+// server reflection; the caller passes the health service among `services`)
+// and, when configured, the peer
 // server (a TCP port for other daemons, carrying the Peer service alone).
 // Both refuse messages over limits.max_request_bytes with RESOURCE_EXHAUSTED.
 #pragma once

@@ -188,6 +188,8 @@ class AutotuneService final : public v1::Autotune::Service {
   void BeginDrain();
   // True once no Tune or Sweep is in progress; false at `deadline`.
   bool WaitForRounds(absl::Time deadline) { return admission_.WaitIdle(deadline); }
+  // True after BeginDrain.
+  bool draining() const { return admission_.draining(); }
 
  private:
   struct Settings {
