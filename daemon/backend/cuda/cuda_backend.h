@@ -25,7 +25,8 @@
 
 namespace autotuned::cuda {
 
-class Hello;  // worker.proto
+class Hello;       // worker.proto
+class RunRequest;  // worker.proto
 
 struct CudaBackendOptions {
   // The worker's command line, e.g. {"/proc/self/exe", "--gpu_worker"}.
@@ -55,6 +56,21 @@ class CudaBackend : public Backend {
                                         absl::Time deadline) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A fresh ncclGetUniqueId from the worker (which stays alive as NCCL's
+  // bootstrap root); empty when the worker cannot give one (logged).
+  std::string CrossRunToken() override ABSL_LOCKS_EXCLUDED(mu_);
+  // The local ranks of a group spread over daemons, on local GPUs 0, 1, ...
+  // in local rank order, connected to the other daemons' ranks by NCCL
+  // communicators made from part.backend_token (GpuNode::RunPartial). NCCL
+  // candidates only: the P2P kernels answer FAILED_PRECONDITION ("... needs
+  // all ranks on one daemon"). Any failed local rank aborts part.transport
+  // with its status. A failure of another daemon is seen here when NCCL
+  // reports the lost peer, at the latest at the deadline (the watchdog).
+  std::vector<RankOutcome> RunPartial(const ProblemSpec& problem,
+                                      const CandidateSpec& candidate,
+                                      const ScheduleOptions& options, const PartialRun& part,
+                                      absl::Time deadline) override ABSL_LOCKS_EXCLUDED(mu_);
+
   // How many workers were started (1 + restarts), for tests and metrics.
   int workers_started() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -68,6 +84,12 @@ class CudaBackend : public Backend {
   // Starts a worker and reads its Hello into `hello`.
   absl::Status StartWorker(Hello* hello) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KillWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts a worker when none runs.
+  absl::Status EnsureWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends `request` (a run of `impl` on n ranks) and reads its reply by
+  // deadline + grace; kills and replaces a worker that does not answer.
+  std::vector<RankOutcome> Ask(const RunRequest& request, int n, const std::string& impl,
+                               absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CudaBackendOptions options_;
   NodeDescription node_;  // constant after Create

@@ -128,7 +128,24 @@ absl::Status CudaRankRun::Sync() {
 
 absl::Status CudaRankRun::Barrier() {
   AT_RETURN_IF_ERROR(WaitStream());
-  return shared_.barrier->Wait(rank_);
+  return WaitForAll();
+}
+
+absl::Status CudaRankRun::WaitForAll() {
+  if (!shared_.cross_daemon) return shared_.barrier->Wait(rank_);
+  const NcclComms* comms = shared_.launcher->nccl_comms();
+  if (comms == nullptr || comms->comm(rank_) == nullptr) {
+    return absl::InternalError("cross-daemon barrier without an NCCL communicator");
+  }
+  void* word = buffers_.barrier.get();
+  const ncclResult_t r =
+      ncclAllReduce(word, word, 1, ncclFloat32, ncclSum, comms->comm(rank_), stream_);
+  if (r == ncclInProgress) {
+    AT_RETURN_IF_ERROR(comms->WaitReady(rank_, shared_.deadline));
+  } else if (r != ncclSuccess) {
+    return NcclToStatus(r, "ncclAllReduce (barrier across daemons)", comms->comm(rank_));
+  }
+  return WaitStream();
 }
 
 absl::Status CudaRankRun::EnsureEvents(size_t n) {
@@ -201,10 +218,10 @@ absl::Status CudaRankRun::RunGraph(int iterations, std::vector<double>* iteratio
   }
   AT_ASSIGN_OR_RETURN(GraphExec exec, GraphExec::Instantiate(gpu_->device, graph));
   // Every rank holds its graph before any replays (a collective needs all).
-  AT_RETURN_IF_ERROR(shared_.barrier->Wait(rank_));
+  AT_RETURN_IF_ERROR(WaitForAll());
   AT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec.get(), stream_));  // untimed
   AT_RETURN_IF_ERROR(Sync());
-  AT_RETURN_IF_ERROR(shared_.barrier->Wait(rank_));
+  AT_RETURN_IF_ERROR(WaitForAll());
   const cudaEvent_t start = gpu_->events[0].get();
   const cudaEvent_t end = gpu_->events[1].get();
   AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, stream_));

@@ -7,7 +7,8 @@
 // (LaunchCheckPattern) for the regular collectives, on the host for
 // all_to_all (the split matrix decides where each segment comes from).
 // Barrier waits for the rank's stream, then for the other ranks (RunBarrier:
-// the run's deadline bounds it).
+// the run's deadline bounds it; across daemons, a 1-element NCCL all-reduce
+// over the whole group, whose completion is waited for as any kernel's).
 // Every wait on the stream polls it (poll_wait.h) until the run's deadline,
 // never blocking in cudaStreamSynchronize: a kernel that overruns makes the
 // rank fail with DEADLINE_EXCEEDED on time, and the GPU node then decides
@@ -55,6 +56,7 @@ struct RankBuffers {
   DeviceBuffer input;   // problem.InputCount(rank) elements
   DeviceBuffer output;  // problem.OutputCount(rank) elements
   DeviceBuffer check;   // LaunchCheckPattern's mismatch count and first index
+  DeviceBuffer barrier;  // cross-daemon runs: the barrier's 1-element all-reduce
 };
 
 // Everything the ranks of one run share (read-only but for the barrier).
@@ -64,6 +66,11 @@ struct RunShared {
   RunBarrier* barrier = nullptr;
   bool cuda_graph = false;
   absl::Time deadline = absl::InfiniteFuture();  // bounds every wait
+  // The group's other ranks run in other processes (GpuNode::RunPartial):
+  // the barrier between ranks is a 1-element ncclAllReduce over the whole
+  // group on the device, waited for like any collective, instead of
+  // `barrier` (which then only carries the abort of a local rank).
+  bool cross_daemon = false;
 };
 
 class CudaRankRun : public RankRun {
@@ -86,6 +93,9 @@ class CudaRankRun : public RankRun {
   // early on the communicator's asynchronous error.
   absl::Status WaitStream();
   absl::Status EnsureEvents(size_t n);
+  // Every rank of the run reaches this point (RunBarrier, or across daemons
+  // the device-side barrier).
+  absl::Status WaitForAll();
   absl::Status RunEager(int iterations, std::vector<double>* iteration_us);
   absl::Status RunGraph(int iterations, std::vector<double>* iteration_us);
 

@@ -9,10 +9,17 @@
 //                               cannot be stopped: restart_required, then exit
 //   anything else               every rank OK, each iteration 10 us; the
 //                               node then holds 3 MiB (held_bytes)
+// Cross-daemon runs: a unique id is "fake-nccl-id-N" padded with zeros to 128
+// bytes (N counts the requests); a partial run refuses a candidate that is
+// not "<collective>/nccl" with FAILED_PRECONDITION (needs all ranks on one
+// daemon), a token that is not 128 bytes with INVALID_ARGUMENT, and runs
+// anything else as above, each local rank's first iteration_us being its
+// global rank number (so that tests see which ranks ran).
 // With --no_gpu it reports NOT_FOUND in its Hello.
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
 
 #include "daemon/backend/cuda/gpu_worker.h"
 
@@ -32,6 +39,39 @@ class FakeGpuNode : public GpuNode {
   int nccl_aborts() const override { return nccl_aborts_; }
   int64_t held_bytes() const override { return held_; }
   void ReleaseIdle() override { held_ = 0; }
+  absl::StatusOr<std::string> NewUniqueId() override {
+    std::string id = "fake-nccl-id-" + std::to_string(++ids_);
+    id.resize(128, '\0');
+    return id;
+  }
+  std::vector<RankOutcome> RunPartial(const ProblemSpec& problem,
+                                      const CandidateSpec& candidate,
+                                      const ScheduleOptions& options,
+                                      const std::vector<int>& local_ranks,
+                                      const std::string& token, absl::Time deadline) override {
+    const size_t n = local_ranks.size();
+    const std::string suffix = "/nccl";
+    const bool nccl = candidate.impl.size() > suffix.size() &&
+                      candidate.impl.compare(candidate.impl.size() - suffix.size(),
+                                             suffix.size(), suffix) == 0;
+    if (!nccl) {
+      return std::vector<RankOutcome>(
+          n, RankOutcome{absl::FailedPreconditionError(
+                             candidate.impl + " needs all ranks on one daemon"),
+                         {}});
+    }
+    if (token.size() != 128) {
+      return std::vector<RankOutcome>(
+          n, RankOutcome{absl::InvalidArgumentError("not an NCCL unique id"), {}});
+    }
+    ProblemSpec local = problem;
+    local.world_size = static_cast<int>(n);
+    std::vector<RankOutcome> out = Run(local, candidate, options, deadline);
+    for (size_t i = 0; i < n && i < out.size(); ++i) {
+      if (!out[i].iteration_us.empty()) out[i].iteration_us[0] = local_ranks[i];
+    }
+    return out;
+  }
   std::vector<RankOutcome> Run(const ProblemSpec& problem,
                                const CandidateSpec& candidate,
                                const ScheduleOptions& options, absl::Time) override {
@@ -61,6 +101,7 @@ class FakeGpuNode : public GpuNode {
   bool restart_required_ = false;
   int nccl_aborts_ = 0;
   int64_t held_ = 0;
+  int ids_ = 0;
 };
 
 }  // namespace

@@ -28,7 +28,9 @@
 // Thread-safety: Run is called from one thread at a time.
 #pragma once
 
+#include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -73,6 +75,37 @@ class GpuNode {
                                        const CandidateSpec& candidate,
                                        const ScheduleOptions& options,
                                        absl::Time deadline) = 0;
+
+  // A fresh NCCL unique id (ncclGetUniqueId: 128 bytes). This process is then
+  // the bootstrap root of the communicators made from it, so it must stay
+  // alive while the other daemons' workers connect (the worker does).
+  virtual absl::StatusOr<std::string> NewUniqueId() {
+    return absl::UnimplementedError("no NCCL on this node");
+  }
+
+  // This node's share of a group spread over several daemons: the ranks
+  // `local_ranks` (global rank numbers, ascending; local rank i uses GPU i)
+  // of problem.world_size ranks, each running RunRankSchedule as in Run, one
+  // outcome per local rank. Their NCCL communicators are made from `token`
+  // (NewUniqueId on the leader's node) with ncclCommInitRank and kept until
+  // a run names another token; the barriers between ranks are device-side
+  // (a 1-element all-reduce over every rank of the group). Only NCCL
+  // candidates: a P2P kernel reads its peers' memory, so it is refused with
+  // FAILED_PRECONDITION ("... needs all ranks on one daemon"). Every wait is
+  // bounded by `deadline`: an NCCL call overrunning it gets the
+  // communicators aborted (the token is then spent: later runs with it fail
+  // at once); a connection that never completes (a daemon did not join)
+  // cannot be cancelled, so the node then says restart_required().
+  virtual std::vector<RankOutcome> RunPartial(const ProblemSpec& /*problem*/,
+                                              const CandidateSpec& /*candidate*/,
+                                              const ScheduleOptions& /*options*/,
+                                              const std::vector<int>& local_ranks,
+                                              const std::string& /*token*/,
+                                              absl::Time /*deadline*/) {
+    return std::vector<RankOutcome>(
+        std::max<size_t>(local_ranks.size(), 1),
+        RankOutcome{absl::FailedPreconditionError("no cross-daemon runs on this node"), {}});
+  }
 
   // True once a run left a kernel running that cannot be stopped: the node
   // must not be used (nor destroyed: that would wait for the kernel) again,

@@ -161,6 +161,21 @@ int ServeGpuWorker(
     if (!Readable(request_fd, idle_release)) (*node)->ReleaseIdle();
     RunRequest req;
     if (!ReadFrame(request_fd, absl::InfiniteFuture(), &req).ok()) return 0;
+    if (req.unique_id_request()) {
+      RunReply reply;
+      absl::StatusOr<std::string> id = (*node)->NewUniqueId();
+      if (id.ok()) {
+        reply.set_unique_id(*id);
+      } else {
+        RankReport* r = reply.add_ranks();
+        r->set_code(static_cast<int32_t>(id.status().code()));
+        r->set_message(std::string(id.status().message()));
+      }
+      reply.set_nccl_aborts((*node)->nccl_aborts());
+      reply.set_gpu_memory_held_bytes((*node)->held_bytes());
+      if (!WriteFrame(reply_fd, reply).ok()) return 0;
+      continue;
+    }
     ProblemSpec p;
     p.collective = static_cast<Collective>(req.collective());
     p.dtype = static_cast<DType>(req.dtype());
@@ -174,8 +189,12 @@ int ServeGpuWorker(
     o.warmup = req.warmup();
     o.iterations = req.iterations();
     o.cuda_graph = req.cuda_graph();
+    const absl::Time deadline = absl::FromUnixMicros(req.deadline_unix_us());
     std::vector<RankOutcome> outcomes =
-        (*node)->Run(p, c, o, absl::FromUnixMicros(req.deadline_unix_us()));
+        req.local_ranks().empty()
+            ? (*node)->Run(p, c, o, deadline)
+            : (*node)->RunPartial(p, c, o, {req.local_ranks().begin(), req.local_ranks().end()},
+                                  req.backend_token(), deadline);
     RunReply reply;
     for (const RankOutcome& out : outcomes) {
       RankReport* r = reply.add_ranks();

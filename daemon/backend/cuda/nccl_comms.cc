@@ -72,6 +72,40 @@ absl::StatusOr<NcclComms> NcclComms::Create(int world, absl::Time deadline,
   return c;
 }
 
+absl::StatusOr<NcclComms> NcclComms::CreatePart(int world, const ncclUniqueId& id,
+                                                const std::vector<int>& ranks,
+                                                const std::vector<int>& devices) {
+  NcclComms c;
+  c.comms_.assign(world, nullptr);
+  absl::Status s;
+  {
+    ScopedDevice restore(devices.empty() ? 0 : devices[0]);
+    s = NcclToStatus(ncclGroupStart(), "ncclGroupStart");
+    if (!s.ok()) return s;
+    for (size_t i = 0; i < ranks.size() && s.ok(); ++i) {
+      s = CudaToStatus(cudaSetDevice(devices[i]), "cudaSetDevice");
+      if (s.ok()) {
+        s = NcclToStatus(ncclCommInitRank(&c.comms_[ranks[i]], world, id, ranks[i]),
+                         "ncclCommInitRank");
+      }
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    if (s.ok() && end != ncclSuccess) {
+      s = NcclToStatus(end, "ncclGroupEnd (communicator init across daemons)");
+    }
+  }
+  for (size_t i = 0; i < ranks.size() && s.ok(); ++i) {
+    if (c.comms_[ranks[i]] == nullptr) {
+      s = absl::InternalError(absl::StrCat("ncclCommInitRank: no communicator for rank ", ranks[i]));
+    }
+  }
+  if (!s.ok()) {
+    c.Abort();
+    return s;
+  }
+  return c;
+}
+
 NcclComms::NcclComms(NcclComms&& other) noexcept
     : comms_(std::exchange(other.comms_, {})) {}
 

@@ -24,6 +24,7 @@
 
 #include <nccl.h>
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,6 +39,16 @@ class NcclComms {
   // (non-blocking; blocking ones are ready when this returns):
   // DEADLINE_EXCEEDED then, or NCCL's error, after aborting what was made.
   static absl::StatusOr<NcclComms> Create(int world, absl::Time deadline, bool nonblocking);
+  // A share of a group spread over several processes (daemons): blocking
+  // communicators for the global ranks `ranks` of `world`, rank ranks[i] on
+  // device devices[i], made from `id` with ncclCommInitRank (inside one
+  // ncclGroupStart/End). comm(r) is nullptr for the other processes' ranks.
+  // Returns once every rank of the group, in every process, has connected:
+  // it blocks for as long as one is missing, so the caller runs it where it
+  // can walk away from it (gpu_node.cc).
+  static absl::StatusOr<NcclComms> CreatePart(int world, const ncclUniqueId& id,
+                                              const std::vector<int>& ranks,
+                                              const std::vector<int>& devices);
   NcclComms() = default;
   NcclComms(NcclComms&& other) noexcept;
   NcclComms& operator=(NcclComms&& other) noexcept;
