@@ -6,7 +6,8 @@
 # for all_reduce bf16 1 MiB with all_reduce/nccl and all_reduce/one_shot.
 # PASS when both answers are identical and TUNED, NCCL ranked with a time,
 # one_shot ruled out as needing all ranks on one daemon; then a second round
-# of the same asks answers CACHED.
+# of the same asks answers CACHED, and a round of another size (a new NCCL
+# unique id: new communicators) is TUNED again.
 # Usage: gpu_cross_daemon_test.sh [DAEMON CLI ASK]  (defaults: Bazel runfiles)
 # Prints SKIPPED and passes where there are fewer than two GPUs.
 set -u
@@ -70,6 +71,13 @@ took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "$out"
 echo "second round answered in ${took_ms} ms"
 [ $rc -eq 0 ] || { echo "FAIL: the second round (exit $rc)"; fail=1; }
+check "$out" "winner all_reduce/nccl"
+
+# A new round (another size): a new NCCL unique id, so each worker replaces
+# the communicators of the first round with new ones.
+out=$("$ask" "${args[@]/--count=524288/--count=4194304}" --expect=TUNED 2>&1); rc=$?
+echo "$out"
+[ $rc -eq 0 ] || { echo "FAIL: the round of 8 MiB (exit $rc)"; fail=1; }
 check "$out" "winner all_reduce/nccl"
 
 for d in 0 1; do
