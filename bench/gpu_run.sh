@@ -153,7 +153,7 @@ daemon_steps() {
   step info 10 "${CTL[@]}" info > "$OUT/info.txt" 2>&1 || why "$OUT/info.txt"
   step list 5 "${CTL[@]}" list > "$OUT/list.txt" 2>&1 || why "$OUT/list.txt"
 
-  AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=64,threads=768,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot_chunked
+  AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot:blocks=128,threads=1024,all_reduce/two_shot_chunked,all_reduce/two_shot_chunked:blocks=128,threads=1024
   # (IMPL:NAME=INT,NAME=INT: a piece with '=' and no ':' continues the candidate
   # before it, so "one_shot:blocks=64,threads=1024" is one candidate.)
   AR_SWEEP=(--json sweep --collective=all_reduce --dtype=bf16 --from=1KiB --to=256MiB --factor=2

@@ -22,7 +22,8 @@
  * stream, or otherwise ordered); different ranks run concurrently. Block b of
  * a rank waits for block b of its peers, so all `blocks` of a launch must be
  * able to run at once on every GPU (blocks <= SMs available to the kernel;
- * 64 <= 132 SMs of an H100/H200, but mind MIG/MPS partitions).
+ * up to the 132 SMs of an H100/H200, but mind MIG/MPS partitions and
+ * anything else running on the GPU).
  *
  * Launch functions are asynchronous on `stream` (a cudaStream_t passed as
  * void*; NULL = the legacy default stream), must be called with the rank's
@@ -79,7 +80,7 @@ const char* at_error_string(int code);
 /* Limits (also returned by at_p2p_get_limits, for ctypes). */
 #define AT_P2P_MIN_WORLD 2
 #define AT_P2P_MAX_WORLD 8
-#define AT_P2P_MAX_BLOCKS 64      /* blocks: 1..64 */
+#define AT_P2P_MAX_BLOCKS 132     /* blocks: 1..132 */
 #define AT_P2P_MAX_THREADS 1024   /* threads: 32..1024, a multiple of 32 */
 #define AT_P2P_ALIGNMENT 16       /* bytes, every data pointer */
 #define AT_P2P_SIGNAL_ALIGNMENT 128 /* bytes, every signal pointer */

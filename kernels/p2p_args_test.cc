@@ -77,7 +77,7 @@ TEST_CASE("signal buffer size and layout") {
   CHECK(bytes > 0);
   CHECK(bytes % kSignalAlignment == 0);
   CHECK(bytes >= 3 * kMaxBlocks * kMaxWorld * 8);
-  CHECK(bytes <= 64 * 1024);
+  CHECK(bytes <= 64 * 1024);  // 3 x 132 rows of 128 bytes + epochs
   CHECK(Flag(2, 1) > Flag(1, 1000));
   // Wrap-safe comparison the kernels use: the epoch after 2^32 - 1 is newer.
   CHECK(static_cast<int64_t>(Flag(0, 1) - Flag(0xffffffffu, 5)) > 0);
@@ -94,11 +94,11 @@ TEST_CASE("valid arguments pass for every algo") {
 
 TEST_CASE("launch shape bounds") {
   Setup s;
-  for (int blocks : {1, 64}) {
+  for (int blocks : {1, 64, 128, AT_P2P_MAX_BLOCKS}) {
     s.args.blocks = blocks;
     CHECK(Reason(AT_ALGO_ALL_REDUCE_ONE_SHOT, s.args) == "OK");
   }
-  for (int blocks : {0, -1, 65, 1000}) {
+  for (int blocks : {0, -1, AT_P2P_MAX_BLOCKS + 1, 1000}) {
     s.args.blocks = blocks;
     CHECK(at_p2p_check_args(AT_ALGO_ALL_REDUCE_ONE_SHOT, &s.args, nullptr, 0) ==
           AT_ERR_INVALID_VALUE);

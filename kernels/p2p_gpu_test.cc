@@ -32,7 +32,7 @@ struct Shape {
 };
 // Consecutive launches rotate through these: block counts that differ from
 // launch to launch exercise the per-block sequence numbers.
-constexpr Shape kShapes[] = {{8, 256}, {1, 32}, {64, 1024}, {3, 96}};
+constexpr Shape kShapes[] = {{8, 256}, {1, 32}, {64, 1024}, {3, 96}, {128, 1024}, {132, 512}};
 constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
 // Generous: a wait that is this long is a bug, and the test fails (error
 // word set) instead of hanging.
@@ -400,7 +400,7 @@ TEST_CASE("bad launch shapes are rejected without a launch", "[gpu]") {
   const Layout l = MakeLayout(*env, c);
   REQUIRE_CUDA(cudaSetDevice(0));
   for (int algo : kAlgos) {
-    for (Shape s : {Shape{0, 256}, Shape{65, 256}, Shape{8, 0}, Shape{8, 48}, Shape{8, 2048},
+    for (Shape s : {Shape{0, 256}, Shape{AT_P2P_MAX_BLOCKS + 1, 256}, Shape{8, 0}, Shape{8, 48}, Shape{8, 2048},
                     Shape{-1, 32}}) {
       INFO(at_p2p_algo_name(algo) << " shape " << s.blocks << "x" << s.threads);
       at_p2p_args a = Args(*env, c, l, 0, s);

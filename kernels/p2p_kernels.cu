@@ -136,13 +136,45 @@ __device__ __forceinline__ int64_t GridThreads() {
 
 // ---- Data movement ---------------------------------------------------------
 
+// Vector j of every rank's input at src_off reduced into dst0[j] (and
+// dst1[j]).
+template <int W, int DT, int OP>
+__device__ __forceinline__ void ReduceVector(const Pack<DT> (&in)[W], int world, int64_t j,
+                                             void* dst0, void* dst1) {
+  using T = Traits<DT>;
+  constexpr int V = kVec<DT>;
+  float acc[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) acc[k] = T::ToF(in[0].e[k]);
+#pragma unroll
+  for (int p = 1; p < W; ++p) {
+    if (p < world) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] = Apply<OP>(acc[k], T::ToF(in[p].e[k]));
+    }
+  }
+  Pack<DT> out;
+#pragma unroll
+  for (int k = 0; k < V; ++k) out.e[k] = T::FromF(acc[k]);
+  reinterpret_cast<uint4*>(dst0)[j] = out.u;
+  if (dst1 != nullptr) reinterpret_cast<uint4*>(dst1)[j] = out.u;
+}
+
+// Vectors a thread loads before it reduces any (all U x W loads in flight at
+// once): NVLink latency times bandwidth is more than one 16-byte load per
+// thread per rank covers at 64 blocks. U x W = 8 vectors, 32 registers; the
+// two-shot kernel keeps U = 1 (with more, it spills under the 64-register
+// cap of 1024-thread blocks).
+template <int W> constexpr int kUnroll = W >= 8 ? 1 : 8 / W;
+
 // dst0[i] (and dst1[i] when not null) = reduce over ranks p of
 // in[p][src_off + i], i in [0, n). Peer loads are ld.global.cg (L2, never a
 // stale L1 line). Vector path: vector j (elements [j*V, j*V+V)) belongs to
-// global thread j % grid; the partial last vector to the thread owning its
-// index. The scalar path (vec == false, reduce-scatter with misaligned
-// blocks) maps element i to thread i % grid.
-template <int W, int DT, int OP>
+// global thread j % grid, which takes its vectors U at a time; the
+// partial last vector belongs to the thread owning its index. The scalar
+// path (vec == false, reduce-scatter with misaligned blocks) maps element i
+// to thread i % grid.
+template <int W, int DT, int OP, int U>
 __device__ __forceinline__ void ReduceRange(const P2pKernelArgs& a, int64_t src_off, int64_t n,
                                             void* dst0, void* dst1, bool vec) {
   using T = Traits<DT>;
@@ -150,7 +182,24 @@ __device__ __forceinline__ void ReduceRange(const P2pKernelArgs& a, int64_t src_
   constexpr int V = kVec<DT>;
   const int64_t gid = GlobalThread(), grid = GridThreads();
   const int64_t nvec = vec ? n / V : 0;
-  for (int64_t j = gid; j < nvec; j += grid) {
+  int64_t j = gid;
+  for (; j + (U - 1) * grid < nvec; j += U * grid) {
+    Pack<DT> in[U][W];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int p = 0; p < W; ++p) {
+        if (p < a.world) {
+          in[u][p].u = __ldcg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.in[p]) +
+                                                              src_off) +
+                              j + u * grid);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) ReduceVector<W, DT, OP>(in[u], a.world, j + u * grid, dst0, dst1);
+  }
+  for (; j < nvec; j += grid) {
     Pack<DT> in[W];
 #pragma unroll
     for (int p = 0; p < W; ++p) {
@@ -158,21 +207,7 @@ __device__ __forceinline__ void ReduceRange(const P2pKernelArgs& a, int64_t src_
         in[p].u = __ldcg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.in[p]) + src_off) + j);
       }
     }
-    float acc[V];
-#pragma unroll
-    for (int k = 0; k < V; ++k) acc[k] = T::ToF(in[0].e[k]);
-#pragma unroll
-    for (int p = 1; p < W; ++p) {
-      if (p < a.world) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) acc[k] = Apply<OP>(acc[k], T::ToF(in[p].e[k]));
-      }
-    }
-    Pack<DT> out;
-#pragma unroll
-    for (int k = 0; k < V; ++k) out.e[k] = T::FromF(acc[k]);
-    reinterpret_cast<uint4*>(dst0)[j] = out.u;
-    if (dst1 != nullptr) reinterpret_cast<uint4*>(dst1)[j] = out.u;
+    ReduceVector<W, DT, OP>(in, a.world, j, dst0, dst1);
   }
   // Scalar elements: the vector path's partial last vector (one thread), or
   // everything (grid-stride).
@@ -202,7 +237,7 @@ template <int W, int DT, int OP>
 __global__ void __launch_bounds__(kMaxThreads, 1) OneShotKernel(const __grid_constant__ P2pKernelArgs a) {
   const uint32_t e = BeginEpoch(a);
   if (!Barrier(a, Flag(e, 1))) return;
-  ReduceRange<W, DT, OP>(a, 0, a.count, a.out, nullptr, true);
+  ReduceRange<W, DT, OP, kUnroll<W>>(a, 0, a.count, a.out, nullptr, true);
   if (!Barrier(a, Flag(e, 2))) return;  // peers are done reading our input
   EndEpoch(a, e);
 }
@@ -213,7 +248,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) ReduceScatterKernel(const __gr
   const uint32_t e = BeginEpoch(a);
   if (!Barrier(a, Flag(e, 1))) return;
   const int64_t off = a.rank * a.count;
-  ReduceRange<W, DT, OP>(a, off, a.count, a.out, nullptr, off % V == 0);
+  ReduceRange<W, DT, OP, kUnroll<W>>(a, off, a.count, a.out, nullptr, off % V == 0);
   if (!Barrier(a, Flag(e, 2))) return;
   EndEpoch(a, e);
 }
@@ -283,8 +318,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) TwoShotKernel(const __grid_con
       const int64_t slice = SliceElems(len, a.world, V);
       const int64_t lo = base + a.rank * slice;
       Raw* slot = static_cast<Raw*>(a.scratch[a.rank]) + (k % kPipelineDepth) * a.slot_elems;
-      ReduceRange<W, DT, OP>(a, lo, SliceLen(len, slice, a.rank), slot, static_cast<Raw*>(a.out) + lo,
-                          true);
+      ReduceRange<W, DT, OP, 1>(a, lo, SliceLen(len, slice, a.rank), slot,
+                                static_cast<Raw*>(a.out) + lo, true);
       Post(a, kReduced, Flag(e, static_cast<uint32_t>(k + 1)));
     }
     if (k >= 1) {

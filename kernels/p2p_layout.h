@@ -37,7 +37,7 @@ namespace autotuned::kernels::p2p {
 
 constexpr int kMinWorld = 2;
 constexpr int kMaxWorld = 8;
-constexpr int kMaxBlocks = 64;
+constexpr int kMaxBlocks = 132;  // H100/H200 SMs; signal rows per block
 constexpr int kMaxThreads = 1024;
 constexpr int kVecBytes = 16;
 constexpr int kPipelineDepth = 2;

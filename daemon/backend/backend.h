@@ -156,6 +156,10 @@ class Backend {
                                               const ScheduleOptions& options,
                                               const PartialRun& part,
                                               absl::Time deadline);
+
+  // GPU memory the backend holds between runs (0 where it holds none, as on
+  // sim); for the autotuned_gpu_memory_held_bytes gauge.
+  virtual int64_t gpu_memory_held_bytes() const { return 0; }
 };
 
 }  // namespace autotuned

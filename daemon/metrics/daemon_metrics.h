@@ -12,7 +12,8 @@
 //   cache_lookups_total{result}         hit, miss
 //   rendezvous_latency_seconds          histogram; always 0 for now
 //   round_latency_seconds               histogram
-//   gpu_memory_held_bytes               gauge, set by the backend's owner
+//   gpu_memory_held_bytes               gauge, set by the service from
+//                                       Backend::gpu_memory_held_bytes
 //   rounds_in_flight                    gauge
 //   draining                            gauge, 1 once SIGTERM arrived
 //   cache_entries                       gauge

@@ -179,6 +179,7 @@ v1::ProblemResult AutotuneService::Measured(const ValidProblem& problem,
   for (const CandidateOutcome& o : ranked) {
     if (o.timed_out) metrics_->candidate_timeouts->Increment();
   }
+  metrics_->gpu_memory_held_bytes->Set(backend_->gpu_memory_held_bytes());
   v1::ProblemResult result = ToProblemResult(problem, ranked);
   result.set_cache_key(key);
   if (cache_ != nullptr && may_store && result.status() == v1::TUNED) {
@@ -365,6 +366,8 @@ void FillHistogram(const metrics::Histogram& h, v1::LatencyHistogram* out) {
 }  // namespace
 
 void AutotuneService::FillMetrics(v1::NodeMetrics* out) const {
+  // Refreshed here too: the worker frees its memory when idle, between rounds.
+  metrics_->gpu_memory_held_bytes->Set(backend_->gpu_memory_held_bytes());
   const metrics::DaemonMetrics& m = *metrics_;
   out->set_rounds(m.rounds->value());
   out->set_results_tuned(m.results_tuned->value());

@@ -37,6 +37,7 @@ constexpr Entry kEntries[] = {
     {"broadcast/nccl", Collective::kBroadcast, Method::kNccl, 0, false},
     {"all_reduce/hang_test", Collective::kAllReduce, Method::kHangTest,
      AT_ALGO_ALL_REDUCE_ONE_SHOT, true},
+    {"all_reduce/nccl_hang_test", Collective::kAllReduce, Method::kNcclHangTest, 0, true},
 };
 
 int ToInt(int64_t v) {
@@ -91,7 +92,7 @@ absl::StatusOr<Method> ResolveMethod(const std::string& impl, Collective collect
 
 int64_t P2pScratchBytes(const ProblemSpec& problem, const CandidateSpec& candidate,
                         Method method) {
-  if (method.kind == Method::kNccl) return 0;
+  if (method.nccl()) return 0;
   const int64_t bytes =
       at_p2p_scratch_bytes(method.algo, static_cast<int>(problem.dtype), problem.world_size,
                            problem.count, ChunkElems(problem, candidate));
@@ -112,7 +113,7 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CollectiveLauncher::Create(
   }
   std::unique_ptr<CollectiveLauncher> l(
       new CollectiveLauncher(problem, method, std::move(resources)));
-  if (method.kind == Method::kNccl) {
+  if (method.nccl()) {
     if (l->resources_.comms == nullptr || l->resources_.comms->world() != world) {
       return absl::InternalError("launcher: no NCCL communicators for this world");
     }
@@ -146,22 +147,33 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CollectiveLauncher::Create(
 }
 
 bool CollectiveLauncher::Participates(int rank) const {
-  return method_.kind != Method::kHangTest || rank == 0;
+  const bool alone = method_.kind == Method::kHangTest || method_.kind == Method::kNcclHangTest;
+  return !alone || rank == 0;
 }
 
 P2pGroup* CollectiveLauncher::p2p_group() const {
-  return method_.kind == Method::kNccl ? nullptr : resources_.group;
+  return method_.nccl() ? nullptr : resources_.group;
+}
+
+const NcclComms* CollectiveLauncher::nccl_comms() const {
+  return method_.nccl() ? resources_.comms : nullptr;
 }
 
 absl::Status CollectiveLauncher::Launch(int rank, cudaStream_t stream) const {
   if (!Participates(rank)) return absl::OkStatus();
-  if (method_.kind == Method::kNccl) return LaunchNccl(rank, stream);
+  if (method_.nccl()) return LaunchNccl(rank, stream);
   return CudaToStatus(at_p2p_launch(method_.algo, &p2p_args_[rank], stream),
                       "at_p2p_launch");
 }
 
 absl::Status CollectiveLauncher::LaunchNccl(int rank, cudaStream_t stream) const {
   const ncclComm_t comm = resources_.comms->comm(rank);
+  // Non-blocking communicators: ncclInProgress means the call is still being
+  // enqueued; the next call (and any event recorded after it) must wait.
+  auto Enqueued = [&](ncclResult_t r, const char* call, ncclComm_t c = nullptr) {
+    if (r == ncclInProgress) return resources_.comms->WaitReady(rank, resources_.deadline);
+    return cuda::NcclToStatus(r, call, c);
+  };
   void* in = resources_.inputs[rank];
   void* out = resources_.outputs[rank];
   const ProblemSpec& p = problem_;
@@ -169,37 +181,37 @@ absl::Status CollectiveLauncher::LaunchNccl(int rank, cudaStream_t stream) const
   const ncclDataType_t type = NcclType(p.dtype);
   switch (p.collective) {
     case Collective::kAllReduce:
-      return NcclToStatus(ncclAllReduce(in, out, count, type, NcclOp(p.op), comm, stream),
-                          "ncclAllReduce", comm);
+      return Enqueued(ncclAllReduce(in, out, count, type, NcclOp(p.op), comm, stream),
+                      "ncclAllReduce", comm);
     case Collective::kAllGather:
-      return NcclToStatus(ncclAllGather(in, out, count, type, comm, stream),
-                          "ncclAllGather", comm);
+      return Enqueued(ncclAllGather(in, out, count, type, comm, stream),
+                      "ncclAllGather", comm);
     case Collective::kReduceScatter:
-      return NcclToStatus(
+      return Enqueued(
           ncclReduceScatter(in, out, count, type, NcclOp(p.op), comm, stream),
           "ncclReduceScatter", comm);
     case Collective::kBroadcast:
-      return NcclToStatus(ncclBroadcast(in, out, count, type, p.root, comm, stream),
-                          "ncclBroadcast", comm);
+      return Enqueued(ncclBroadcast(in, out, count, type, p.root, comm, stream),
+                      "ncclBroadcast", comm);
     case Collective::kAllToAll: {
-      absl::Status status = NcclToStatus(ncclGroupStart(), "ncclGroupStart");
+      absl::Status status = Enqueued(ncclGroupStart(), "ncclGroupStart");
       if (!status.ok()) return status;
       for (int peer = 0; peer < p.world_size && status.ok(); ++peer) {
         const int64_t send = p.SplitCount(rank, peer);
         const int64_t recv = p.SplitCount(peer, rank);
         if (send > 0) {
-          status = NcclToStatus(ncclSend(At(in, p.InputOffset(rank, peer), p.dtype),
-                                         static_cast<size_t>(send), type, peer, comm, stream),
-                                "ncclSend", comm);
+          status = Enqueued(ncclSend(At(in, p.InputOffset(rank, peer), p.dtype),
+                                     static_cast<size_t>(send), type, peer, comm, stream),
+                            "ncclSend", comm);
         }
         if (status.ok() && recv > 0) {
-          status = NcclToStatus(ncclRecv(At(out, p.OutputOffset(rank, peer), p.dtype),
-                                         static_cast<size_t>(recv), type, peer, comm, stream),
-                                "ncclRecv", comm);
+          status = Enqueued(ncclRecv(At(out, p.OutputOffset(rank, peer), p.dtype),
+                                     static_cast<size_t>(recv), type, peer, comm, stream),
+                            "ncclRecv", comm);
         }
       }
       // The group is closed whatever happened inside it.
-      const absl::Status end = NcclToStatus(ncclGroupEnd(), "ncclGroupEnd", comm);
+      const absl::Status end = Enqueued(ncclGroupEnd(), "ncclGroupEnd", comm);
       return status.ok() ? end : status;
     }
   }

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/backend/cuda/nccl_comms.h"
 #include "daemon/backend/cuda/p2p_group.h"
 #include "daemon/common/problem.h"
@@ -26,9 +27,14 @@ namespace autotuned::cuda {
 
 // How a catalogue entry (cuda_catalogue.h) runs.
 struct Method {
-  enum Kind { kNccl, kP2p, kHangTest };
+  // kHangTest: a P2P kernel on rank 0 alone that never finishes;
+  // kNcclHangTest: an NCCL all-reduce on rank 0 alone, which waits for its
+  // peers until its communicators are aborted (test faults).
+  enum Kind { kNccl, kP2p, kHangTest, kNcclHangTest };
   Kind kind = kNccl;
   int algo = 0;  // AT_ALGO_* for kP2p and kHangTest
+
+  bool nccl() const { return kind == kNccl || kind == kNcclHangTest; }
 };
 
 // INVALID_ARGUMENT for a name that is not in the catalogue (with
@@ -44,11 +50,13 @@ int64_t P2pScratchBytes(const ProblemSpec& problem, const CandidateSpec& candida
 class CollectiveLauncher {
  public:
   struct Resources {
-    const NcclComms* comms = nullptr;  // kNccl: for problem.world_size
+    const NcclComms* comms = nullptr;  // kNccl, kNcclHangTest: for problem.world_size
     P2pGroup* group = nullptr;         // kP2p, kHangTest: for problem.world_size
     std::vector<void*> inputs;         // [rank] device buffers of this run
     std::vector<void*> outputs;
     int64_t spin_limit = 0;            // P2P polls before giving up, 0 = never
+    // Bounds the wait of an NCCL call that answers ncclInProgress.
+    absl::Time deadline = absl::InfiniteFuture();
   };
 
   // P2P: checks every rank's arguments (at_p2p_check_args); INVALID_ARGUMENT
@@ -57,12 +65,16 @@ class CollectiveLauncher {
       const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
       Resources resources);
 
-  // Whether `rank` launches anything (all_reduce/hang_test: rank 0 alone).
+  // Whether `rank` launches anything (the hang tests: rank 0 alone).
   bool Participates(int rank) const;
   // The collective on `rank`'s device (current) and stream, asynchronously.
+  // NCCL: returns once the collective is enqueued (an ncclInProgress answer
+  // is waited out until Resources::deadline).
   absl::Status Launch(int rank, cudaStream_t stream) const;
   // The P2P group, or nullptr for NCCL.
   P2pGroup* p2p_group() const;
+  // The NCCL communicators, or nullptr for P2P.
+  const NcclComms* nccl_comms() const;
   int64_t spin_limit() const { return resources_.spin_limit; }
 
  private:

@@ -94,6 +94,11 @@ absl::Status CudaBackend::StartWorker(Hello* hello) {
 }
 
 void CudaBackend::KillWorker() {
+  nccl_aborts_seen_ = 0;
+  {
+    absl::MutexLock held(&held_mu_);
+    held_bytes_ = 0;
+  }
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
@@ -108,21 +113,89 @@ std::vector<RankOutcome> CudaBackend::RunCandidate(const ProblemSpec& problem,
                                                    const CandidateSpec& candidate,
                                                    const ScheduleOptions& options,
                                                    absl::Time deadline) {
-  const int n = std::max(problem.world_size, 1);
+  absl::MutexLock lock(&mu_);
+  return Ask(ToRunRequest(problem, candidate, options, deadline),
+             std::max(problem.world_size, 1), candidate.impl, deadline);
+}
+
+absl::Status CudaBackend::EnsureWorker() {
+  if (pid_ >= 0) return absl::OkStatus();
+  Hello hello;
+  absl::Status s = StartWorker(&hello);
+  if (!s.ok()) return s;
+  if (hello.code() != 0) {
+    KillWorker();
+    return absl::UnavailableError(absl::StrCat("GPU worker: ", hello.message()));
+  }
+  return absl::OkStatus();
+}
+
+std::string CudaBackend::CrossRunToken() {
+  absl::MutexLock lock(&mu_);
+  absl::Status s = EnsureWorker();
+  RunRequest req;
+  req.set_unique_id_request(true);
+  if (s.ok()) s = WriteFrame(request_fd_, req);
+  RunReply reply;
+  if (s.ok()) s = ReadFrame(reply_fd_, absl::Now() + options_.start_timeout, &reply);
+  if (!s.ok()) {
+    const pid_t pid = pid_;
+    KillWorker();
+    spdlog::warn("GPU worker {}: no NCCL unique id for a cross-daemon run: {}", pid,
+                 s.ToString());
+    return std::string();
+  }
+  if (reply.unique_id().empty()) {
+    spdlog::warn("GPU worker {}: no NCCL unique id for a cross-daemon run: {}", pid_,
+                 reply.ranks_size() > 0 ? reply.ranks(0).message() : "(no reason given)");
+  }
+  return reply.unique_id();
+}
+
+std::vector<RankOutcome> CudaBackend::RunPartial(const ProblemSpec& problem,
+                                                 const CandidateSpec& candidate,
+                                                 const ScheduleOptions& options,
+                                                 const PartialRun& part, absl::Time deadline) {
+  const int n = static_cast<int>(std::max<size_t>(part.local_ranks.size(), 1));
+  std::vector<RankOutcome> out;
+  if (part.transport == nullptr || part.local_ranks.empty()) {
+    out.assign(n, RankOutcome{absl::InvalidArgumentError(
+                                  "a partial run needs local ranks and a transport"),
+                              {}});
+  } else if (part.backend_token.empty()) {
+    out.assign(n, RankOutcome{absl::FailedPreconditionError(
+                                  "no NCCL unique id from the leader's GPU worker: the "
+                                  "ranks of several daemons cannot be connected"),
+                              {}});
+  } else {
+    RunRequest req = ToRunRequest(problem, candidate, options, deadline);
+    for (int r : part.local_ranks) req.add_local_ranks(r);
+    req.set_backend_token(part.backend_token);
+    absl::MutexLock lock(&mu_);
+    out = Ask(req, n, candidate.impl, deadline);
+  }
+  // The other daemons' ranks stop too (they would wait for ours in NCCL
+  // until their deadline).
+  for (const RankOutcome& o : out) {
+    if (!o.status.ok()) {
+      if (part.transport != nullptr) part.transport->Abort(o.status);
+      break;
+    }
+  }
+  return out;
+}
+
+std::vector<RankOutcome> CudaBackend::Ask(const RunRequest& request, int n,
+                                          const std::string& impl, absl::Time deadline) {
+  const CandidateSpec candidate{impl, {}};
   auto all = [n](absl::Status s) {
     return std::vector<RankOutcome>(n, RankOutcome{std::move(s), {}});
   };
-  absl::MutexLock lock(&mu_);
-  if (pid_ < 0) {
-    Hello hello;
-    absl::Status s = StartWorker(&hello);
-    if (!s.ok()) return all(s);
-    if (hello.code() != 0) {
-      KillWorker();
-      return all(absl::UnavailableError(absl::StrCat("GPU worker: ", hello.message())));
-    }
+  {
+    absl::Status started = EnsureWorker();
+    if (!started.ok()) return all(started);
   }
-  absl::Status s = WriteFrame(request_fd_, ToRunRequest(problem, candidate, options, deadline));
+  absl::Status s = WriteFrame(request_fd_, request);
   RunReply reply;
   if (s.ok()) s = ReadFrame(reply_fd_, deadline + options_.grace, &reply);
   if (!s.ok()) {
@@ -149,7 +222,39 @@ std::vector<RankOutcome> CudaBackend::RunCandidate(const ProblemSpec& problem,
     out[r].status = absl::Status(static_cast<absl::StatusCode>(rep.code()), rep.message());
     out[r].iteration_us.assign(rep.iteration_us().begin(), rep.iteration_us().end());
   }
+  if (reply.nccl_aborts() > nccl_aborts_seen_) {
+    spdlog::warn("GPU worker {} aborted its NCCL communicators after {} ({} so far); new "
+                 "ones for the next run",
+                 pid_, candidate.impl, reply.nccl_aborts());
+  }
+  nccl_aborts_seen_ = reply.nccl_aborts();
+  {
+    absl::MutexLock held(&held_mu_);
+    held_bytes_ = reply.restart_required() ? 0 : reply.gpu_memory_held_bytes();
+    held_since_ = absl::Now();
+  }
+  if (reply.restart_required()) {
+    // The worker exits after this reply; reap it (or kill it, if it is slow
+    // to go) and start a fresh one on the next run.
+    const pid_t pid = pid_;
+    KillWorker();
+    spdlog::warn("GPU worker {} killed: {} left a kernel that cannot be stopped; a fresh "
+                 "worker serves the next run",
+                 pid, candidate.impl);
+    for (RankOutcome& o : out) {
+      if (!o.status.ok()) {
+        o.status = absl::Status(o.status.code(),
+                                absl::StrCat(o.status.message(), " (the GPU worker was killed "
+                                             "and is restarted for the next run)"));
+      }
+    }
+  }
   return out;
+}
+
+int64_t CudaBackend::gpu_memory_held_bytes() const {
+  absl::MutexLock held(&held_mu_);
+  return absl::Now() - held_since_ >= kIdleRelease ? 0 : held_bytes_;
 }
 
 int CudaBackend::workers_started() const {

@@ -4,6 +4,10 @@
 #include "daemon/backend/cuda/cuda_backend.h"
 
 #include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 #include <catch2/catch.hpp>
 
@@ -81,6 +85,167 @@ TEST_CASE("a worker that dies mid-run is reported and replaced") {
   auto next = (*b)->RunCandidate(AllReduce(), {"all_reduce/nccl", {}}, Quick(),
                                  absl::Now() + absl::Seconds(10));
   CHECK(next[0].status.ok());
+}
+
+TEST_CASE("an NCCL overrun is aborted inside the worker, which keeps serving") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  for (int i = 0; i < 2; ++i) {
+    auto hung = (*b)->RunCandidate(AllReduce(), {"all_reduce/nccl_hang_test", {}}, Quick(),
+                                   absl::Now() + absl::Seconds(10));
+    REQUIRE(hung.size() == 2);
+    CHECK(hung[0].status.code() == absl::StatusCode::kDeadlineExceeded);
+    CHECK_THAT(std::string(hung[0].status.message()),
+               !Catch::Contains("worker was killed"));
+    auto next = (*b)->RunCandidate(AllReduce(), {"all_reduce/nccl", {}}, Quick(),
+                                   absl::Now() + absl::Seconds(10));
+    CHECK(next[0].status.ok());
+  }
+  CHECK((*b)->workers_started() == 1);  // never killed
+}
+
+TEST_CASE("a worker that reports a kernel it cannot stop is replaced at once") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  const absl::Time start = absl::Now();
+  auto stuck = (*b)->RunCandidate(AllReduce(), {"all_reduce/one_shot", {{"blocks", 17}}},
+                                  Quick(), start + absl::Seconds(30));
+  CHECK(absl::Now() - start < absl::Seconds(10));  // the reply, not the deadline
+  REQUIRE(stuck.size() == 2);
+  CHECK(stuck[0].status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK_THAT(std::string(stuck[0].status.message()), Catch::Contains("worker was killed"));
+  CHECK(stuck[1].status.code() == absl::StatusCode::kAborted);
+  auto next = (*b)->RunCandidate(AllReduce(), {"all_reduce/nccl", {}}, Quick(),
+                                 absl::Now() + absl::Seconds(10));
+  CHECK(next[0].status.ok());
+  CHECK((*b)->workers_started() == 2);
+}
+
+TEST_CASE("the GPU memory the worker holds is reported, and 0 once it is replaced") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  CHECK((*b)->gpu_memory_held_bytes() == 0);
+  auto ok = (*b)->RunCandidate(AllReduce(), {"all_reduce/nccl", {}}, Quick(),
+                               absl::Now() + absl::Seconds(10));
+  CHECK(ok[0].status.ok());
+  CHECK((*b)->gpu_memory_held_bytes() == (3 << 20));
+  (*b)->RunCandidate(AllReduce(), {"all_reduce/one_shot", {{"blocks", 17}}}, Quick(),
+                     absl::Now() + absl::Seconds(10));
+  CHECK((*b)->gpu_memory_held_bytes() == 0);
+}
+
+// Records the aborts of a cross-daemon run; Exchange is never expected.
+class RecordingTransport : public RunTransport {
+ public:
+  absl::StatusOr<std::vector<std::string>> Exchange(int64_t, std::string,
+                                                    absl::Time) override {
+    return absl::InternalError("unexpected Exchange");
+  }
+  void Abort(const absl::Status& reason) override {
+    absl::MutexLock lock(&mu_);
+    aborts_.push_back(reason);
+  }
+  std::vector<absl::Status> aborts() {
+    absl::MutexLock lock(&mu_);
+    return aborts_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<absl::Status> aborts_;
+};
+
+TEST_CASE("the worker gives a fresh NCCL unique id for each cross-daemon run") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  const std::string first = (*b)->CrossRunToken();
+  const std::string second = (*b)->CrossRunToken();
+  CHECK(first.size() == 128);
+  CHECK(second.size() == 128);
+  CHECK(first != second);
+  CHECK(first.rfind("fake-nccl-id-", 0) == 0);
+  // The worker still serves runs after the id requests.
+  auto out = (*b)->RunCandidate(AllReduce(), {"all_reduce/nccl", {}}, Quick(),
+                                absl::Now() + absl::Seconds(10));
+  CHECK(out[0].status.ok());
+  CHECK((*b)->workers_started() == 1);
+}
+
+TEST_CASE("a partial run sends the local ranks and the token to the worker") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  RecordingTransport transport;
+  PartialRun part;
+  part.local_ranks = {1, 3};
+  part.transport = &transport;
+  part.backend_token = (*b)->CrossRunToken();
+  ProblemSpec p = AllReduce();
+  p.world_size = 4;  // more ranks than this node's 2 GPUs: the others are elsewhere
+  auto out = (*b)->RunPartial(p, {"all_reduce/nccl", {}}, Quick(), part,
+                              absl::Now() + absl::Seconds(10));
+  REQUIRE(out.size() == 2);
+  for (int i = 0; i < 2; ++i) {
+    CHECK(out[i].status.ok());
+    REQUIRE(out[i].iteration_us.size() == 4);
+    CHECK(out[i].iteration_us[0] == part.local_ranks[i]);  // the fake's marker
+  }
+  CHECK(transport.aborts().empty());
+}
+
+TEST_CASE("a P2P candidate is refused in a partial run, and the other daemons are told") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  RecordingTransport transport;
+  PartialRun part;
+  part.local_ranks = {0};
+  part.transport = &transport;
+  part.backend_token = (*b)->CrossRunToken();
+  auto out = (*b)->RunPartial(AllReduce(), {"all_reduce/one_shot", {}}, Quick(), part,
+                              absl::Now() + absl::Seconds(10));
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].status.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(out[0].status.message()),
+             Catch::Contains("needs all ranks on one daemon"));
+  const std::vector<absl::Status> aborts = transport.aborts();
+  REQUIRE(aborts.size() == 1);
+  CHECK(aborts[0] == out[0].status);
+  CHECK((*b)->workers_started() == 1);
+}
+
+TEST_CASE("a partial run without a token or a transport is refused without the worker") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  RecordingTransport transport;
+  PartialRun part;
+  part.local_ranks = {0};
+  part.transport = &transport;
+  auto out = (*b)->RunPartial(AllReduce(), {"all_reduce/nccl", {}}, Quick(), part,
+                              absl::Now() + absl::Seconds(10));
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].status.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(transport.aborts().size() == 1);
+  part.transport = nullptr;
+  part.backend_token = (*b)->CrossRunToken();
+  out = (*b)->RunPartial(AllReduce(), {"all_reduce/nccl", {}}, Quick(), part,
+                         absl::Now() + absl::Seconds(10));
+  CHECK(out[0].status.code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a worker that dies during a partial run is replaced, and the run aborted") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  RecordingTransport transport;
+  PartialRun part;
+  part.local_ranks = {1};
+  part.transport = &transport;
+  part.backend_token = (*b)->CrossRunToken();
+  auto died = (*b)->RunPartial(AllReduce(), {"all_reduce/nccl", {{"blocks", 13}}}, Quick(),
+                               part, absl::Now() + absl::Seconds(10));
+  REQUIRE(died.size() == 1);
+  CHECK(died[0].status.code() == absl::StatusCode::kUnavailable);
+  CHECK(transport.aborts().size() == 1);
+  CHECK((*b)->CrossRunToken().size() == 128);  // from a fresh worker
+  CHECK((*b)->workers_started() == 2);
 }
 
 TEST_CASE("no GPU and no worker are errors, not hangs") {

@@ -28,7 +28,8 @@ ImplInfo P2p(Collective c, const char* name, const char* what,
   i.max_world_size = 8;
   i.needs_p2p = true;
   i.params = {
-      {"blocks", default_blocks, 1, 64, "thread blocks per GPU"},
+      {"blocks", default_blocks, 1, 132,  // AT_P2P_MAX_BLOCKS
+       "thread blocks per GPU (all resident at once: at most the free SMs)"},
       {"threads", default_threads, 32, 1024,
        "threads per block (a multiple of 32)"},
   };
@@ -67,6 +68,11 @@ Catalogue CudaCatalogue(bool test_faults) {
                         "a kernel that never finishes",
                         1, 32);
     c.Add(hang);
+    ImplInfo nccl_hang = Nccl(Collective::kAllReduce, "all_reduce/nccl_hang_test",
+                              "TEST FAULT: ncclAllReduce on rank 0 alone: waits for its "
+                              "peers until the communicators are aborted");
+    nccl_hang.min_world_size = 2;
+    c.Add(nccl_hang);
   }
   return c;
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/backend/cuda/cuda_status.h"
 #include "daemon/backend/cuda/host_check.h"
+#include "daemon/backend/cuda/poll_wait.h"
 #include "daemon/common/status_macros.h"
 #include "kernels/pattern_kernels.h"
 
@@ -72,10 +73,13 @@ absl::Status CudaRankRun::CheckOnDevice() {
   check.mismatches = reinterpret_cast<unsigned long long*>(counters);
   check.first_bad = reinterpret_cast<long long*>(counters + 8);
   AT_CUDA_RETURN_IF_ERROR(kernels::LaunchCheckPattern(check, stream_));
+  // A copy into pageable memory blocks the host until it is done, behind
+  // whatever the stream holds: wait for the stream (bounded) first.
+  AT_RETURN_IF_ERROR(Sync());
   CheckCounters host = {};
   AT_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(&host, counters, sizeof(host), cudaMemcpyDeviceToHost, stream_));
-  AT_RETURN_IF_ERROR(Sync());
+  AT_RETURN_IF_ERROR(WaitStream());
   if (host.mismatches == 0) return absl::OkStatus();
   const int64_t first = host.first_bad;
   const int64_t esize = DTypeSize(p.dtype);
@@ -83,7 +87,7 @@ absl::Status CudaRankRun::CheckOnDevice() {
   AT_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(element, static_cast<const char*>(buffers_.output.get()) + first * esize,
                       static_cast<size_t>(esize), cudaMemcpyDeviceToHost, stream_));
-  AT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  AT_RETURN_IF_ERROR(WaitStream());
   return MismatchError(first, DecodeElement(p.dtype, element, 0),
                        ExpectedOutput(p, rank_, first),
                        static_cast<int64_t>(host.mismatches), check.count);
@@ -92,25 +96,56 @@ absl::Status CudaRankRun::CheckOnDevice() {
 absl::Status CudaRankRun::CheckOnHost() {
   const int64_t bytes = buffers_.output.bytes();
   std::vector<unsigned char> host(static_cast<size_t>(bytes));
+  AT_RETURN_IF_ERROR(Sync());  // before a copy into pageable memory (blocking)
   if (bytes > 0) {
     AT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), buffers_.output.get(),
                                             static_cast<size_t>(bytes),
                                             cudaMemcpyDeviceToHost, stream_));
   }
-  AT_RETURN_IF_ERROR(Sync());
+  AT_RETURN_IF_ERROR(WaitStream());
   return CheckHostOutput(shared_.problem, rank_, host.data());
 }
 
+absl::Status CudaRankRun::WaitStream() {
+  const NcclComms* comms = shared_.launcher->nccl_comms();
+  return PollUntil(
+      [&]() -> absl::StatusOr<bool> {
+        const cudaError_t q = cudaStreamQuery(stream_);
+        if (q == cudaSuccess) return true;
+        if (q != cudaErrorNotReady) return CudaToStatus(q, "cudaStreamQuery");
+        if (comms != nullptr) AT_RETURN_IF_ERROR(comms->AsyncError(rank_));
+        return false;
+      },
+      shared_.deadline, absl::StrCat("rank ", rank_, "'s stream (a kernel)"));
+}
+
 absl::Status CudaRankRun::Sync() {
-  AT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  AT_RETURN_IF_ERROR(WaitStream());
   P2pGroup* group = shared_.launcher->p2p_group();
   if (group == nullptr) return absl::OkStatus();
   return group->CheckError(rank_, shared_.launcher->spin_limit());
 }
 
 absl::Status CudaRankRun::Barrier() {
-  AT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  return shared_.barrier->Wait(rank_);
+  AT_RETURN_IF_ERROR(WaitStream());
+  return WaitForAll();
+}
+
+absl::Status CudaRankRun::WaitForAll() {
+  if (!shared_.cross_daemon) return shared_.barrier->Wait(rank_);
+  const NcclComms* comms = shared_.launcher->nccl_comms();
+  if (comms == nullptr || comms->comm(rank_) == nullptr) {
+    return absl::InternalError("cross-daemon barrier without an NCCL communicator");
+  }
+  void* word = buffers_.barrier.get();
+  const ncclResult_t r =
+      ncclAllReduce(word, word, 1, ncclFloat32, ncclSum, comms->comm(rank_), stream_);
+  if (r == ncclInProgress) {
+    AT_RETURN_IF_ERROR(comms->WaitReady(rank_, shared_.deadline));
+  } else if (r != ncclSuccess) {
+    return NcclToStatus(r, "ncclAllReduce (barrier across daemons)", comms->comm(rank_));
+  }
+  return WaitStream();
 }
 
 absl::Status CudaRankRun::EnsureEvents(size_t n) {
@@ -183,10 +218,10 @@ absl::Status CudaRankRun::RunGraph(int iterations, std::vector<double>* iteratio
   }
   AT_ASSIGN_OR_RETURN(GraphExec exec, GraphExec::Instantiate(gpu_->device, graph));
   // Every rank holds its graph before any replays (a collective needs all).
-  AT_RETURN_IF_ERROR(shared_.barrier->Wait(rank_));
+  AT_RETURN_IF_ERROR(WaitForAll());
   AT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec.get(), stream_));  // untimed
   AT_RETURN_IF_ERROR(Sync());
-  AT_RETURN_IF_ERROR(shared_.barrier->Wait(rank_));
+  AT_RETURN_IF_ERROR(WaitForAll());
   const cudaEvent_t start = gpu_->events[0].get();
   const cudaEvent_t end = gpu_->events[1].get();
   AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, stream_));

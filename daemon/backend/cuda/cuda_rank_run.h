@@ -6,8 +6,14 @@
 // collective once and checks every output element: on the device
 // (LaunchCheckPattern) for the regular collectives, on the host for
 // all_to_all (the split matrix decides where each segment comes from).
-// Barrier synchronizes the rank's stream, then waits for the other ranks
-// (RunBarrier: the run's deadline bounds it).
+// Barrier waits for the rank's stream, then for the other ranks (RunBarrier:
+// the run's deadline bounds it; across daemons, a 1-element NCCL all-reduce
+// over the whole group, whose completion is waited for as any kernel's).
+// Every wait on the stream polls it (poll_wait.h) until the run's deadline,
+// never blocking in cudaStreamSynchronize: a kernel that overruns makes the
+// rank fail with DEADLINE_EXCEEDED on time, and the GPU node then decides
+// whether the worker can recover (gpu_node.h). For NCCL the wait also
+// watches the communicator's asynchronous error.
 // Run, eager: launches back to back on the stream with CUDA events around the
 // loop, as nccl-tests times: the loop is cut into at most 10 batches with an
 // event between batches, and every iteration of a batch reports the batch's
@@ -29,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/backend/cuda/collective_launcher.h"
 #include "daemon/backend/cuda/cuda_handles.h"
@@ -49,6 +56,7 @@ struct RankBuffers {
   DeviceBuffer input;   // problem.InputCount(rank) elements
   DeviceBuffer output;  // problem.OutputCount(rank) elements
   DeviceBuffer check;   // LaunchCheckPattern's mismatch count and first index
+  DeviceBuffer barrier;  // cross-daemon runs: the barrier's 1-element all-reduce
 };
 
 // Everything the ranks of one run share (read-only but for the barrier).
@@ -57,6 +65,12 @@ struct RunShared {
   const CollectiveLauncher* launcher = nullptr;
   RunBarrier* barrier = nullptr;
   bool cuda_graph = false;
+  absl::Time deadline = absl::InfiniteFuture();  // bounds every wait
+  // The group's other ranks run in other processes (GpuNode::RunPartial):
+  // the barrier between ranks is a 1-element ncclAllReduce over the whole
+  // group on the device, waited for like any collective, instead of
+  // `barrier` (which then only carries the abort of a local rank).
+  bool cross_daemon = false;
 };
 
 class CudaRankRun : public RankRun {
@@ -73,9 +87,15 @@ class CudaRankRun : public RankRun {
   absl::Status Check();
   absl::Status CheckOnDevice();
   absl::Status CheckOnHost();
-  // Synchronizes the stream, then reads the P2P error word (if P2P).
+  // Waits for the stream (bounded), then reads the P2P error word (if P2P).
   absl::Status Sync();
+  // Waits until the stream is idle or the run's deadline passes; NCCL: fails
+  // early on the communicator's asynchronous error.
+  absl::Status WaitStream();
   absl::Status EnsureEvents(size_t n);
+  // Every rank of the run reaches this point (RunBarrier, or across daemons
+  // the device-side barrier).
+  absl::Status WaitForAll();
   absl::Status RunEager(int iterations, std::vector<double>* iteration_us);
   absl::Status RunGraph(int iterations, std::vector<double>* iteration_us);
 

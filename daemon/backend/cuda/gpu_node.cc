@@ -1,5 +1,22 @@
 // CudaGpuNode: the GpuNode of gpu_node.h.
 //
+// After a run: rank threads still inside a call well after the deadline
+// (kStuckGrace) get the NCCL communicators aborted under them; a failed NCCL
+// run gets them aborted too (new ones on the next run); then every thread
+// must have returned and every stream drained within kDrainTimeout, else the
+// node leaks the run's state (freeing it would wait for the kernel or pull
+// it from under a thread) and requires a restart.
+//
+// RunPartial (a group spread over several daemons) runs the same way on the
+// local ranks only, with communicators made by ncclCommInitRank from the
+// leader's unique id on a helper thread (the connection waits for every
+// daemon's ranks and cannot be cancelled: a connection not made by the
+// deadline leaves the thread behind and the node requires a restart). They
+// are kept for that token, for the next candidates of the same round; a new
+// token replaces them (the old ones are aborted: a finalize could wait for
+// the other daemons), and after a failed run they are aborted and the token
+// is spent.
+//
 // Run allocates every rank's buffers up front (the P2P kernels need all
 // ranks' input pointers before any rank launches), builds the launcher, then
 // runs RunRankSchedule on one std::thread per rank (thread r makes GPU r
@@ -15,12 +32,18 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/backend/cuda/collective_launcher.h"
 #include "daemon/backend/cuda/cuda_handles.h"
 #include "daemon/backend/cuda/cuda_rank_run.h"
@@ -28,6 +51,7 @@
 #include "daemon/backend/cuda/nccl_comms.h"
 #include "daemon/backend/cuda/node_discovery.h"
 #include "daemon/backend/cuda/p2p_group.h"
+#include "daemon/backend/cuda/poll_wait.h"
 #include "daemon/backend/cuda/run_barrier.h"
 #include "daemon/common/status_macros.h"
 #include "daemon/engine/schedule.h"
@@ -38,6 +62,32 @@ namespace {
 // A P2P group's scratch grows to the next power of two of what a run needs
 // (at least this), so a sweep of sizes recreates it only a few times.
 constexpr int64_t kMinScratchBytes = int64_t{4} << 20;
+
+// After a run, how long its streams may take to drain: an aborted NCCL
+// kernel stops within milliseconds; a P2P kernel at its spin limit too.
+// Short, so that the worker reports well within the supervisor's grace.
+constexpr absl::Duration kDrainTimeout = absl::Seconds(1);
+
+// After the deadline, how long the rank threads may take to return before
+// they count as stuck inside a call.
+constexpr absl::Duration kStuckGrace = absl::Milliseconds(500);
+
+// Everything the rank threads of one run touch. On the heap: when a thread
+// stays stuck even after an abort, the node answers without it and leaks
+// the state rather than free it under the thread (the worker then exits).
+struct RunState {
+  // `world` ranks in the group, `n` of them run here.
+  RunState(int world, int n, absl::Time deadline)
+      : barrier(world, deadline), outcomes(n), finished(n, false) {}
+  RunBarrier barrier;
+  RunShared shared;
+  std::vector<RankBuffers> buffers;
+  std::unique_ptr<CollectiveLauncher> launcher;
+  absl::Mutex mu;
+  std::vector<RankOutcome> outcomes ABSL_GUARDED_BY(mu);
+  std::vector<bool> finished ABSL_GUARDED_BY(mu);
+  int running ABSL_GUARDED_BY(mu) = 0;
+};
 
 int64_t ScratchCapacity(int64_t needed) {
   int64_t c = kMinScratchBytes;
@@ -57,6 +107,19 @@ class CudaGpuNode : public GpuNode {
   std::vector<RankOutcome> Run(const ProblemSpec& problem, const CandidateSpec& candidate,
                                const ScheduleOptions& options,
                                absl::Time deadline) override;
+  absl::StatusOr<std::string> NewUniqueId() override;
+  std::vector<RankOutcome> RunPartial(const ProblemSpec& problem,
+                                      const CandidateSpec& candidate,
+                                      const ScheduleOptions& options,
+                                      const std::vector<int>& local_ranks,
+                                      const std::string& token, absl::Time deadline) override;
+
+  bool restart_required() const override { return restart_required_; }
+  int nccl_aborts() const override { return nccl_aborts_; }
+  int64_t held_bytes() const override;
+  void ReleaseIdle() override {
+    if (!restart_required_) groups_.clear();
+  }
 
  private:
   // INVALID_ARGUMENT for what this node cannot run, before anything is
@@ -67,13 +130,27 @@ class CudaGpuNode : public GpuNode {
   // `buffers` (which checks the P2P kernels' arguments).
   absl::StatusOr<std::unique_ptr<CollectiveLauncher>> Prepare(
       const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
-      const std::vector<RankBuffers>& buffers);
-  absl::StatusOr<const NcclComms*> Comms(int world);
+      const std::vector<RankBuffers>& buffers, absl::Time deadline);
+  absl::StatusOr<const NcclComms*> Comms(int world, absl::Time deadline);
   absl::StatusOr<P2pGroup*> Group(int world, int64_t scratch_bytes);
-  absl::StatusOr<std::vector<RankBuffers>> AllocateBuffers(const ProblemSpec& problem);
-  // Waits for every GPU's stream (results ignored: this only orders the
-  // release of a run's buffers after its kernels).
-  void SyncStreams(int world);
+  // The ranks `ranks` (global numbers) on the GPUs `devices`, every rank of
+  // the group in this process unless `cross` (RunPartial).
+  std::vector<RankOutcome> Execute(const ProblemSpec& problem, const CandidateSpec& candidate,
+                                   Method method, const ScheduleOptions& options,
+                                   absl::Time deadline, const std::vector<int>& ranks,
+                                   const std::vector<int>& devices, bool cross);
+  // The cross-daemon communicators for `token` (made on first use).
+  absl::StatusOr<const NcclComms*> CrossComms(const ProblemSpec& problem,
+                                              const std::vector<int>& ranks,
+                                              const std::vector<int>& devices,
+                                              const std::string& token, absl::Time deadline);
+  // Waits until the streams of `devices` are idle, at most until `deadline`:
+  // false when one still runs something (or its context reports an error).
+  bool DrainStreams(const std::vector<int>& devices, absl::Time deadline);
+  // After a failed NCCL run: aborts the communicators of `world`.
+  void AbortComms(int world);
+  // Whether every rank thread of `st` finished by `until`.
+  static bool WaitForRanks(RunState& st, absl::Time until);
 
   const GpuNodeOptions options_;
   const NodeDescription node_;
@@ -82,12 +159,27 @@ class CudaGpuNode : public GpuNode {
   // By world size. Declared after gpus_, so destroyed before the streams.
   std::map<int, NcclComms> comms_;
   std::map<int, P2pGroup> groups_;
+  // RunPartial's communicators, for cross_token_ and cross_ranks_; a token
+  // whose communicators were aborted is spent_token_.
+  std::string cross_token_;
+  std::vector<int> cross_ranks_;
+  std::unique_ptr<NcclComms> cross_comms_;
+  std::string spent_token_;
+  bool restart_required_ = false;
+  int nccl_aborts_ = 0;
 };
 
-absl::StatusOr<const NcclComms*> CudaGpuNode::Comms(int world) {
+bool CudaGpuNode::WaitForRanks(RunState& st, absl::Time until) {
+  absl::MutexLock lock(&st.mu);
+  return st.mu.AwaitWithDeadline(
+      absl::Condition(+[](int* running) { return *running == 0; }, &st.running), until);
+}
+
+absl::StatusOr<const NcclComms*> CudaGpuNode::Comms(int world, absl::Time deadline) {
   auto it = comms_.find(world);
   if (it == comms_.end()) {
-    AT_ASSIGN_OR_RETURN(NcclComms comms, NcclComms::Create(world));
+    AT_ASSIGN_OR_RETURN(NcclComms comms,
+                        NcclComms::Create(world, deadline, options_.nccl_nonblocking));
     it = comms_.emplace(world, std::move(comms)).first;
   }
   return &it->second;
@@ -108,14 +200,22 @@ absl::StatusOr<P2pGroup*> CudaGpuNode::Group(int world, int64_t scratch_bytes) {
   return &it->second;
 }
 
-absl::StatusOr<std::vector<RankBuffers>> CudaGpuNode::AllocateBuffers(
-    const ProblemSpec& p) {
+// [rank] for every rank of the group; only `ranks` (on `devices`) get memory.
+absl::StatusOr<std::vector<RankBuffers>> AllocateBuffers(const ProblemSpec& p,
+                                                         const std::vector<int>& ranks,
+                                                         const std::vector<int>& devices,
+                                                         bool cross) {
   std::vector<RankBuffers> buffers(p.world_size);
   const int64_t esize = DTypeSize(p.dtype);
-  for (int r = 0; r < p.world_size; ++r) {
-    AT_ASSIGN_OR_RETURN(buffers[r].input, DeviceBuffer::Create(r, p.InputCount(r) * esize));
-    AT_ASSIGN_OR_RETURN(buffers[r].output, DeviceBuffer::Create(r, p.OutputCount(r) * esize));
-    AT_ASSIGN_OR_RETURN(buffers[r].check, DeviceBuffer::Create(r, 16));
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    const int d = devices[i];
+    AT_ASSIGN_OR_RETURN(buffers[r].input, DeviceBuffer::Create(d, p.InputCount(r) * esize));
+    AT_ASSIGN_OR_RETURN(buffers[r].output, DeviceBuffer::Create(d, p.OutputCount(r) * esize));
+    AT_ASSIGN_OR_RETURN(buffers[r].check, DeviceBuffer::Create(d, 16));
+    if (cross) {
+      AT_ASSIGN_OR_RETURN(buffers[r].barrier, DeviceBuffer::Create(d, 16));
+    }
   }
   return buffers;
 }
@@ -125,7 +225,7 @@ absl::StatusOr<Method> CudaGpuNode::Validate(const ProblemSpec& problem,
   AT_RETURN_IF_ERROR(CheckShape(problem, static_cast<int>(gpus_.size())));
   AT_ASSIGN_OR_RETURN(Method method, ResolveMethod(candidate.impl, problem.collective,
                                                    options_.test_faults));
-  if (method.kind != Method::kNccl &&
+  if (!method.nccl() &&
       (problem.world_size < AT_P2P_MIN_WORLD || problem.world_size > AT_P2P_MAX_WORLD)) {
     return absl::InvalidArgumentError(
         absl::StrCat(candidate.impl, " runs on ", AT_P2P_MIN_WORLD, " to ",
@@ -136,15 +236,16 @@ absl::StatusOr<Method> CudaGpuNode::Validate(const ProblemSpec& problem,
 
 absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CudaGpuNode::Prepare(
     const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
-    const std::vector<RankBuffers>& buffers) {
+    const std::vector<RankBuffers>& buffers, absl::Time deadline) {
   CollectiveLauncher::Resources res;
+  res.deadline = deadline;
   for (const RankBuffers& b : buffers) {
     res.inputs.push_back(b.input.get());
     res.outputs.push_back(b.output.get());
   }
   res.spin_limit = options_.spin_limit;
-  if (method.kind == Method::kNccl) {
-    AT_ASSIGN_OR_RETURN(res.comms, Comms(problem.world_size));
+  if (method.nccl()) {
+    AT_ASSIGN_OR_RETURN(res.comms, Comms(problem.world_size, deadline));
   } else {
     AT_ASSIGN_OR_RETURN(res.group, Group(problem.world_size,
                                          P2pScratchBytes(problem, candidate, method)));
@@ -152,11 +253,37 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CudaGpuNode::Prepare(
   return CollectiveLauncher::Create(problem, candidate, method, std::move(res));
 }
 
-void CudaGpuNode::SyncStreams(int world) {
-  for (int r = 0; r < world; ++r) {
-    ScopedDevice scoped(r);
-    cudaStreamSynchronize(gpus_[r].stream.get());
+bool CudaGpuNode::DrainStreams(const std::vector<int>& devices, absl::Time deadline) {
+  for (int d : devices) {
+    ScopedDevice scoped(d);
+    const cudaStream_t stream = gpus_[d].stream.get();
+    const absl::Status s = PollUntil(
+        [&]() -> absl::StatusOr<bool> {
+          const cudaError_t q = cudaStreamQuery(stream);
+          if (q == cudaErrorNotReady) return false;
+          if (q != cudaSuccess) return CudaToStatus(q, "cudaStreamQuery");
+          return true;
+        },
+        deadline, "stream");
+    if (!s.ok()) return false;
   }
+  return true;
+}
+
+int64_t CudaGpuNode::held_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [world, group] : groups_) {
+    bytes += world * (group.scratch_bytes() + at_p2p_signal_bytes());
+  }
+  return bytes;
+}
+
+void CudaGpuNode::AbortComms(int world) {
+  auto it = comms_.find(world);
+  if (it == comms_.end()) return;
+  it->second.Abort();
+  comms_.erase(it);
+  ++nccl_aborts_;
 }
 
 std::vector<RankOutcome> CudaGpuNode::Run(const ProblemSpec& problem,
@@ -168,46 +295,271 @@ std::vector<RankOutcome> CudaGpuNode::Run(const ProblemSpec& problem,
     return std::vector<RankOutcome>(std::max(problem.world_size, 1),
                                     RankOutcome{method.status(), {}});
   }
-  const int world = problem.world_size;
-  std::vector<RankOutcome> outcomes(world);
-  absl::StatusOr<std::vector<RankBuffers>> buffers = AllocateBuffers(problem);
-  absl::StatusOr<std::unique_ptr<CollectiveLauncher>> launcher =
-      buffers.ok() ? Prepare(problem, candidate, *method, *buffers) : buffers.status();
-  if (!launcher.ok()) {
-    for (RankOutcome& o : outcomes) o.status = launcher.status();
-    return outcomes;
+  std::vector<int> ranks;
+  for (int r = 0; r < problem.world_size; ++r) ranks.push_back(r);
+  return Execute(problem, candidate, *method, options, deadline, ranks, ranks, false);
+}
+
+absl::StatusOr<std::string> CudaGpuNode::NewUniqueId() {
+  ncclUniqueId id;
+  AT_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+absl::StatusOr<const NcclComms*> CudaGpuNode::CrossComms(const ProblemSpec& problem,
+                                                         const std::vector<int>& ranks,
+                                                         const std::vector<int>& devices,
+                                                         const std::string& token,
+                                                         absl::Time deadline) {
+  if (token == spent_token_) {
+    return absl::UnavailableError(
+        "the NCCL communicators across daemons for this round were aborted after a failed "
+        "run; a new round makes new ones");
   }
-  RunBarrier barrier(world, deadline);
-  RunShared shared;
-  shared.problem = problem;
-  shared.launcher = launcher->get();
-  shared.barrier = &barrier;
-  shared.cuda_graph = options.cuda_graph;
+  if (cross_comms_ != nullptr && token == cross_token_ && ranks == cross_ranks_ &&
+      cross_comms_->world() == problem.world_size) {
+    return cross_comms_.get();
+  }
+  if (cross_comms_ != nullptr) {
+    // Another round's: abort rather than finalize, which could wait for the
+    // other daemons.
+    cross_comms_->Abort();
+    cross_comms_.reset();
+  }
+  if (token.size() != sizeof(ncclUniqueId::internal)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the backend token is not an NCCL unique id (", token.size(), " bytes, not ",
+        sizeof(ncclUniqueId::internal), ")"));
+  }
+  ncclUniqueId id;
+  memcpy(id.internal, token.data(), sizeof(id.internal));
+  // ncclCommInitRank blocks until every daemon's ranks have connected and
+  // cannot be cancelled: on a thread this run can leave behind.
+  struct Init {
+    absl::Notification done;
+    absl::StatusOr<NcclComms> comms = absl::UnknownError("not run");
+  };
+  auto init = std::make_shared<Init>();
+  std::thread([init, world = problem.world_size, id, ranks, devices] {
+    init->comms = NcclComms::CreatePart(world, id, ranks, devices);
+    init->done.Notify();
+  }).detach();
+  if (!init->done.WaitForNotificationWithDeadline(deadline)) {
+    restart_required_ = true;
+    spent_token_ = token;
+    return absl::DeadlineExceededError(
+        "cut off at the timeout: the NCCL communicators across daemons were not connected "
+        "by the deadline (a daemon's ranks did not join); the connection cannot be "
+        "cancelled, so the GPU worker must restart");
+  }
+  if (!init->comms.ok()) {
+    spent_token_ = token;
+    return init->comms.status();
+  }
+  cross_comms_ = std::make_unique<NcclComms>(std::move(*init->comms));
+  cross_token_ = token;
+  cross_ranks_ = ranks;
+  return cross_comms_.get();
+}
+
+std::vector<RankOutcome> CudaGpuNode::RunPartial(const ProblemSpec& problem,
+                                                 const CandidateSpec& candidate,
+                                                 const ScheduleOptions& options,
+                                                 const std::vector<int>& local_ranks,
+                                                 const std::string& token,
+                                                 absl::Time deadline) {
+  const int n = static_cast<int>(local_ranks.size());
+  auto all = [n](absl::Status s) {
+    return std::vector<RankOutcome>(std::max(n, 1), RankOutcome{std::move(s), {}});
+  };
+  absl::Status shape = CheckShape(problem, std::max(problem.world_size, 1));
+  if (!shape.ok()) return all(shape);
+  absl::StatusOr<Method> method =
+      ResolveMethod(candidate.impl, problem.collective, options_.test_faults);
+  if (!method.ok()) return all(method.status());
+  if (method->kind != Method::kNccl) {
+    return all(absl::FailedPreconditionError(absl::StrCat(
+        candidate.impl,
+        " needs all ranks on one daemon (its kernels read and write the peers' GPU memory "
+        "directly); only NCCL candidates run across daemons")));
+  }
+  if (n == 0 || n > static_cast<int>(gpus_.size())) {
+    return all(absl::InvalidArgumentError(absl::StrCat(
+        "local_ranks: ", n, " ranks here, but this node has ", gpus_.size(), " GPUs")));
+  }
+  std::vector<int> devices;
+  for (int i = 0; i < n; ++i) {
+    const int r = local_ranks[i];
+    if (r < 0 || r >= problem.world_size || (i > 0 && r <= local_ranks[i - 1])) {
+      return all(absl::InvalidArgumentError(absl::StrCat(
+          "local_ranks: rank ", r, " is outside [0, ", problem.world_size,
+          ") or not ascending")));
+    }
+    devices.push_back(i);
+  }
+  if (restart_required_) {
+    return all(absl::UnavailableError(
+        "the GPU worker must restart: a kernel or call of an earlier run is still running"));
+  }
+  absl::StatusOr<const NcclComms*> comms =
+      CrossComms(problem, local_ranks, devices, token, deadline);
+  if (!comms.ok()) return all(comms.status());
+  return Execute(problem, candidate, *method, options, deadline, local_ranks, devices, true);
+}
+
+std::vector<RankOutcome> CudaGpuNode::Execute(const ProblemSpec& problem,
+                                              const CandidateSpec& candidate,
+                                              const Method method_value,
+                                              const ScheduleOptions& options,
+                                              absl::Time deadline,
+                                              const std::vector<int>& ranks,
+                                              const std::vector<int>& devices, bool cross) {
+  const Method* const method = &method_value;
+  const int n = static_cast<int>(ranks.size());
+  if (restart_required_) {
+    return std::vector<RankOutcome>(
+        n, RankOutcome{absl::UnavailableError(
+                           "the GPU worker must restart: a kernel or call of an "
+                           "earlier run is still running"),
+                       {}});
+  }
+  const int world = problem.world_size;
+  auto st = std::make_unique<RunState>(world, n, deadline);
+  absl::StatusOr<std::vector<RankBuffers>> buffers =
+      AllocateBuffers(problem, ranks, devices, cross);
+  absl::StatusOr<std::unique_ptr<CollectiveLauncher>> launcher;
+  if (!buffers.ok()) {
+    launcher = buffers.status();
+  } else if (cross) {
+    CollectiveLauncher::Resources res;
+    res.deadline = deadline;
+    for (const RankBuffers& b : *buffers) {
+      res.inputs.push_back(b.input.get());
+      res.outputs.push_back(b.output.get());
+    }
+    res.comms = cross_comms_.get();
+    launcher = CollectiveLauncher::Create(problem, candidate, method_value, std::move(res));
+  } else {
+    launcher = Prepare(problem, candidate, *method, *buffers, deadline);
+  }
+  if (!launcher.ok()) {
+    return std::vector<RankOutcome>(n, RankOutcome{launcher.status(), {}});
+  }
+  st->buffers = std::move(*buffers);
+  st->launcher = std::move(*launcher);
+  st->shared.problem = problem;
+  st->shared.launcher = st->launcher.get();
+  st->shared.barrier = &st->barrier;
+  st->shared.cuda_graph = options.cuda_graph;
+  st->shared.deadline = deadline;
+  st->shared.cross_daemon = cross;
+  st->running = n;
 
   std::vector<std::thread> threads;
-  threads.reserve(world);
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      RankOutcome& outcome = outcomes[r];
-      outcome.status = CudaToStatus(cudaSetDevice(r), "cudaSetDevice");
+  threads.reserve(n);
+  RunState* const state = st.get();
+  for (int i = 0; i < n; ++i) {
+    const int r = ranks[i];
+    const int d = devices[i];
+    threads.emplace_back([this, state, i, r, d, options] {
+      RankOutcome outcome;
+      outcome.status = CudaToStatus(cudaSetDevice(d), "cudaSetDevice");
       if (outcome.status.ok()) {
-        CudaRankRun run(shared, r, &gpus_[r], (*buffers)[r]);
+        CudaRankRun run(state->shared, r, &gpus_[d], state->buffers[r]);
         outcome = RunRankSchedule(run, options);
       }
       if (!outcome.status.ok()) {
         // Peers waiting at a barrier stop now rather than at the deadline.
-        barrier.Abort(absl::AbortedError(
+        state->barrier.Abort(absl::AbortedError(
             absl::StrCat("rank ", r, " failed: ", outcome.status.ToString())));
       }
+      absl::MutexLock lock(&state->mu);
+      state->outcomes[i] = std::move(outcome);
+      state->finished[i] = true;
+      --state->running;
     });
   }
-  for (std::thread& t : threads) t.join();
-
-  P2pGroup* group = (*launcher)->p2p_group();
+  // Every wait of a rank thread ends at the deadline; a thread still busy
+  // well after it is stuck inside an NCCL call (a blocking communicator
+  // waiting for a peer that never calls): aborting the communicators from
+  // here releases it.
+  bool aborted = false;
+  std::vector<bool> stuck_in_call(n, false);
+  auto abort_comms = [&] {
+    if (!cross) {
+      AbortComms(world);
+      return;
+    }
+    if (cross_comms_ == nullptr) return;
+    cross_comms_->Abort();
+    cross_comms_.reset();
+    spent_token_ = cross_token_;
+    ++nccl_aborts_;
+  };
+  bool joined = WaitForRanks(*state, deadline + kStuckGrace);
+  if (!joined && method->nccl()) {
+    {
+      absl::MutexLock lock(&state->mu);
+      stuck_in_call = state->finished;
+      stuck_in_call.flip();
+    }
+    abort_comms();
+    aborted = true;
+    joined = WaitForRanks(*state, absl::Now() + kDrainTimeout);
+  }
+  std::vector<RankOutcome> outcomes;
+  {
+    absl::MutexLock lock(&state->mu);
+    outcomes = state->outcomes;
+    for (int i = 0; i < n; ++i) {
+      if (stuck_in_call[i] || !state->finished[i]) {
+        outcomes[i] = RankOutcome{
+            absl::DeadlineExceededError(absl::StrCat(
+                "cut off at the timeout: rank ", ranks[i],
+                "'s thread was still inside a CUDA or NCCL call at the deadline")),
+            {}};
+      }
+    }
+  }
   bool failed = false;
   for (const RankOutcome& o : outcomes) failed = failed || !o.status.ok();
+  P2pGroup* group = state->launcher->p2p_group();
   if (failed && group != nullptr) group->MarkDirty();
-  SyncStreams(world);  // before the buffers are freed
+  // A failed NCCL run may leave a rank's kernel waiting for peers that will
+  // never launch theirs, and the ranks' sequences out of step: abort.
+  if (joined && failed && method->nccl() &&
+      (cross ? cross_comms_ != nullptr : comms_.count(world) > 0)) {
+    abort_comms();
+    aborted = true;
+  }
+  // Before the buffers are freed (cudaFree would wait for a running kernel).
+  if (!joined || !DrainStreams(devices, absl::Now() + kDrainTimeout)) {
+    // Nothing of this run may be freed under a kernel or a thread that
+    // still uses it; the worker exits after its reply.
+    restart_required_ = true;
+    for (std::thread& t : threads) t.detach();
+    st.release();
+    for (RankOutcome& o : outcomes) {
+      if (!o.status.ok()) {
+        o.status = absl::Status(o.status.code(),
+                                absl::StrCat(o.status.message(),
+                                             "; a kernel is still running and cannot be "
+                                             "stopped: the GPU worker must restart"));
+      }
+    }
+    return outcomes;
+  }
+  for (std::thread& t : threads) t.join();
+  if (aborted) {
+    for (RankOutcome& o : outcomes) {
+      if (!o.status.ok()) {
+        o.status = absl::Status(o.status.code(),
+                                absl::StrCat(o.status.message(),
+                                             " (NCCL communicators aborted; new ones for the "
+                                             "next run)"));
+      }
+    }
+  }
   return outcomes;
 }
 

@@ -1,19 +1,36 @@
 // GpuNode: the node's GPUs as one process sees them, and the execution of
 // one candidate on ranks 0..world-1 (GPU r is rank r). It runs inside the
-// GPU worker process (gpu_worker.h), never in the daemon itself, because a
-// hung kernel cannot be cancelled inside a CUDA context: the daemon kills the
-// worker instead.
+// GPU worker process (gpu_worker.h), never in the daemon itself.
+//
+// Overruns. Every wait of a run is bounded by its deadline (poll_wait.h), so
+// Run returns on time even when a kernel never finishes, with that rank
+// DEADLINE_EXCEEDED; a rank thread stuck inside an NCCL call (a blocking
+// communicator waiting for a peer, e.g. to connect) past the deadline is
+// released by aborting the communicators from Run's own thread. Then:
+//   - NCCL: after any failed NCCL run (an overrun, an asynchronous error, a
+//     rank that stopped early and left its peers waiting) the communicators
+//     are aborted (ncclCommAbort: their kernels stop) and new ones are made
+//     on the next run; the worker keeps serving.
+//   - P2P: a kernel spinning on a peer that never arrives cannot be stopped
+//     inside a CUDA context (nor can anything that synchronizes with it, a
+//     cudaFree included). The node then holds on to that run's buffers and
+//     says restart_required(): the worker reports it and exits, and the
+//     supervisor (cuda_backend.h) starts a fresh one. The supervisor's kill at
+//     deadline + grace remains the last resort for anything else.
 //
 // Per GPU: a worker thread, a stream, timing events; per group of local GPUs:
-// NCCL communicators (ncclCommInitAll) and a P2P group (at_p2p_group_create)
-// whose scratch grows on demand. Buffers for a run are allocated for that run
-// and freed after it, so nothing is held between rounds beyond the P2P
-// signal/scratch buffers and the communicators.
+// NCCL communicators (nccl_comms.h) and a P2P group
+// (at_p2p_group_create) whose scratch grows on demand. Buffers for a run are
+// allocated for that run and freed after it, so nothing is held between
+// rounds beyond the P2P signal/scratch buffers (held_bytes; freed by
+// ReleaseIdle) and the communicators.
 //
 // Thread-safety: Run is called from one thread at a time.
 #pragma once
 
+#include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,6 +44,13 @@ struct GpuNodeOptions {
   // Spin limit passed to the P2P kernels (polls; 0 = unbounded). A peer that
   // never arrives then ends in an error instead of a hang.
   int64_t spin_limit = 0;
+  // Non-blocking NCCL communicators (ncclConfig_t.blocking = 0). Off by
+  // default: NCCL 2.28 then hands every collective to a new host thread and
+  // answers ncclInProgress, which made an eager loop of 1 MiB all-reduces
+  // host-bound (115-150 us each instead of 15 us on 2 x H200), i.e. wrong
+  // timings. Blocking communicators are aborted the same way; a rank thread
+  // stuck inside a blocking NCCL call is released by the abort.
+  bool nccl_nonblocking = false;
 };
 
 class GpuNode {
@@ -45,13 +69,59 @@ class GpuNode {
   // back-to-back launches (cuda_rank_run.h). options.cuda_graph: the timed loop is
   // captured once per GPU as a CUDA graph and replayed; each iteration's time
   // is then the replay's time divided by the iterations. `deadline` bounds
-  // host-side waits where the node can observe it (barriers between rank
-  // threads); a kernel that hangs is not bounded here: that is what the
-  // worker process and its supervisor are for.
+  // every wait (streams, NCCL calls and initialization, barriers between
+  // rank threads); see "Overruns" above.
   virtual std::vector<RankOutcome> Run(const ProblemSpec& problem,
                                        const CandidateSpec& candidate,
                                        const ScheduleOptions& options,
                                        absl::Time deadline) = 0;
+
+  // A fresh NCCL unique id (ncclGetUniqueId: 128 bytes). This process is then
+  // the bootstrap root of the communicators made from it, so it must stay
+  // alive while the other daemons' workers connect (the worker does).
+  virtual absl::StatusOr<std::string> NewUniqueId() {
+    return absl::UnimplementedError("no NCCL on this node");
+  }
+
+  // This node's share of a group spread over several daemons: the ranks
+  // `local_ranks` (global rank numbers, ascending; local rank i uses GPU i)
+  // of problem.world_size ranks, each running RunRankSchedule as in Run, one
+  // outcome per local rank. Their NCCL communicators are made from `token`
+  // (NewUniqueId on the leader's node) with ncclCommInitRank and kept until
+  // a run names another token; the barriers between ranks are device-side
+  // (a 1-element all-reduce over every rank of the group). Only NCCL
+  // candidates: a P2P kernel reads its peers' memory, so it is refused with
+  // FAILED_PRECONDITION ("... needs all ranks on one daemon"). Every wait is
+  // bounded by `deadline`: an NCCL call overrunning it gets the
+  // communicators aborted (the token is then spent: later runs with it fail
+  // at once); a connection that never completes (a daemon did not join)
+  // cannot be cancelled, so the node then says restart_required().
+  virtual std::vector<RankOutcome> RunPartial(const ProblemSpec& /*problem*/,
+                                              const CandidateSpec& /*candidate*/,
+                                              const ScheduleOptions& /*options*/,
+                                              const std::vector<int>& local_ranks,
+                                              const std::string& /*token*/,
+                                              absl::Time /*deadline*/) {
+    return std::vector<RankOutcome>(
+        std::max<size_t>(local_ranks.size(), 1),
+        RankOutcome{absl::FailedPreconditionError("no cross-daemon runs on this node"), {}});
+  }
+
+  // True once a run left a kernel running that cannot be stopped: the node
+  // must not be used (nor destroyed: that would wait for the kernel) again,
+  // and the process should exit.
+  virtual bool restart_required() const { return false; }
+
+  // How many times NCCL communicators were aborted after a failed run.
+  virtual int nccl_aborts() const { return 0; }
+
+  // GPU memory the node holds between runs (the P2P groups' scratch and
+  // signal buffers, every GPU together; NCCL's own buffers not counted).
+  virtual int64_t held_bytes() const { return 0; }
+  // Frees what held_bytes counts; the next run that needs it makes it again
+  // (a few milliseconds). Called by the worker when it has been idle for a
+  // while (gpu_worker.h), never during a run.
+  virtual void ReleaseIdle() {}
 };
 
 }  // namespace autotuned::cuda

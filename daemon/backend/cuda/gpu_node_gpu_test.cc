@@ -216,6 +216,26 @@ TEST_CASE("a launch shape the kernels reject is ruled out", "[gpu]") {
   ExpectRuns(*node, p, impl->name);
 }
 
+TEST_CASE("the P2P buffers held between runs are counted and freed when idle", "[gpu]") {
+  std::unique_ptr<GpuNode> node = MakeNode();
+  if (!node) return;
+  const Catalogue catalogue = CudaCatalogue(false);
+  const ImplInfo* impl = catalogue.Find("all_reduce/two_shot");
+  REQUIRE(impl != nullptr);
+  const int world = WorldFor(*node, *impl);
+  if (world == 0) return;
+  const ProblemSpec p = Problem(*impl, world, DType::kFloat32, 1 << 20);
+  ExpectRuns(*node, p, impl->name);
+  const int64_t held = node->held_bytes();
+  std::fprintf(stderr, "held after a 4 MiB two_shot on %d GPUs: %lld bytes\n", world,
+               static_cast<long long>(held));
+  CHECK(held >= int64_t{4} << 20);  // at least one GPU's scratch
+  node->ReleaseIdle();
+  CHECK(node->held_bytes() == 0);
+  ExpectRuns(*node, p, impl->name);  // made again on demand
+  CHECK(node->held_bytes() == held);
+}
+
 TEST_CASE("problems the node cannot run are rejected", "[gpu]") {
   std::unique_ptr<GpuNode> node = MakeNode();
   if (!node) return;
@@ -227,11 +247,74 @@ TEST_CASE("problems the node cannot run are rejected", "[gpu]") {
   }
   p.world_size = Gpus(*node);
   for (const char* impl : {"all_reduce/no_such_thing", "all_gather/nccl",
-                           "all_reduce/hang_test"}) {
+                           "all_reduce/hang_test", "all_reduce/nccl_hang_test"}) {
     INFO(impl);
     for (const RankOutcome& o : node->Run(p, {impl, {}}, Schedule(), Deadline())) {
       CHECK(o.status.code() == absl::StatusCode::kInvalidArgument);
     }
+  }
+}
+
+TEST_CASE("a partial run connects its ranks through a unique id", "[gpu]") {
+  // Every rank of the group on this node, but made the cross-daemon way:
+  // ncclCommInitRank from a unique id, the device-side barrier.
+  std::unique_ptr<GpuNode> node = MakeNode();
+  if (!node) return;
+  const int world = Gpus(*node);
+  std::vector<int> ranks;
+  for (int r = 0; r < world; ++r) ranks.push_back(r);
+  absl::StatusOr<std::string> token = node->NewUniqueId();
+  INFO(token.status().ToString());
+  REQUIRE(token.ok());
+  CHECK(token->size() == 128);
+  const Catalogue catalogue = CudaCatalogue(false);
+  ProblemSpec p;
+  p.dtype = DType::kBFloat16;
+  p.count = 1 << 19;  // 1 MiB
+  p.world_size = world;
+  for (bool graph : {false, true}) {
+    for (const char* impl : {"all_reduce/nccl", "all_gather/nccl"}) {
+      p.collective = absl::StartsWith(impl, "all_gather") ? Collective::kAllGather
+                                                          : Collective::kAllReduce;
+      absl::StatusOr<CandidateSpec> c = catalogue.Canonicalize(p, {impl, {}}, "test");
+      REQUIRE(c.ok());
+      INFO(Name(p, *c, graph));
+      const std::vector<RankOutcome> out =
+          node->RunPartial(p, *c, Schedule(graph), ranks, *token, Deadline());
+      REQUIRE(static_cast<int>(out.size()) == world);
+      for (const RankOutcome& o : out) {
+        INFO(o.status.ToString());
+        CHECK(o.status.ok());
+        CHECK(o.iteration_us.size() == 5);
+      }
+      if (!out.empty() && !out[0].iteration_us.empty()) {
+        std::fprintf(stderr, "partial %s: rank 0 %.2f us\n", Name(p, *c, graph).c_str(),
+                     out[0].iteration_us[0]);
+      }
+    }
+  }
+  p.collective = Collective::kAllReduce;
+  if (world >= 2) {
+    for (const RankOutcome& o :
+         node->RunPartial(p, {"all_reduce/one_shot", {}}, Schedule(), ranks, *token,
+                          Deadline())) {
+      CHECK(o.status.code() == absl::StatusCode::kFailedPrecondition);
+      CHECK_THAT(std::string(o.status.message()),
+                 Catch::Contains("needs all ranks on one daemon"));
+    }
+  }
+  // A new token (a new round): new communicators replace the old ones.
+  absl::StatusOr<std::string> next = node->NewUniqueId();
+  REQUIRE(next.ok());
+  CHECK(*next != *token);
+  for (const RankOutcome& o :
+       node->RunPartial(p, {"all_reduce/nccl", {}}, Schedule(), ranks, *next, Deadline())) {
+    INFO(o.status.ToString());
+    CHECK(o.status.ok());
+  }
+  // The whole-group path still works beside them.
+  for (const RankOutcome& o : node->Run(p, {"all_reduce/nccl", {}}, Schedule(), Deadline())) {
+    CHECK(o.status.ok());
   }
 }
 

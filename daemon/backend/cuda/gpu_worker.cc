@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,18 @@ absl::Status ReadAll(int fd, char* data, size_t size, absl::Time deadline) {
 }
 
 constexpr uint32_t kMaxFrame = 64u << 20;
+
+// Whether `fd` has something to read (or was closed) within `timeout`.
+bool Readable(int fd, absl::Duration timeout) {
+  const absl::Time until = absl::Now() + timeout;
+  while (true) {
+    const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(until - absl::Now()));
+    pollfd p{fd, POLLIN, 0};
+    const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
+    if (r < 0 && errno == EINTR) continue;
+    return r != 0;  // an error too: the read that follows reports it
+  }
+}
 
 }  // namespace
 
@@ -134,7 +147,7 @@ NodeDescription FromHello(const Hello& h) {
 
 int ServeGpuWorker(
     const std::function<absl::StatusOr<std::unique_ptr<GpuNode>>()>& make_node,
-    int request_fd, int reply_fd) {
+    int request_fd, int reply_fd, absl::Duration idle_release) {
   absl::StatusOr<std::unique_ptr<GpuNode>> node = make_node();
   Hello hello;
   if (node.ok()) {
@@ -145,8 +158,24 @@ int ServeGpuWorker(
   }
   if (!WriteFrame(reply_fd, hello).ok() || !node.ok()) return 0;
   while (true) {
+    if (!Readable(request_fd, idle_release)) (*node)->ReleaseIdle();
     RunRequest req;
     if (!ReadFrame(request_fd, absl::InfiniteFuture(), &req).ok()) return 0;
+    if (req.unique_id_request()) {
+      RunReply reply;
+      absl::StatusOr<std::string> id = (*node)->NewUniqueId();
+      if (id.ok()) {
+        reply.set_unique_id(*id);
+      } else {
+        RankReport* r = reply.add_ranks();
+        r->set_code(static_cast<int32_t>(id.status().code()));
+        r->set_message(std::string(id.status().message()));
+      }
+      reply.set_nccl_aborts((*node)->nccl_aborts());
+      reply.set_gpu_memory_held_bytes((*node)->held_bytes());
+      if (!WriteFrame(reply_fd, reply).ok()) return 0;
+      continue;
+    }
     ProblemSpec p;
     p.collective = static_cast<Collective>(req.collective());
     p.dtype = static_cast<DType>(req.dtype());
@@ -160,8 +189,12 @@ int ServeGpuWorker(
     o.warmup = req.warmup();
     o.iterations = req.iterations();
     o.cuda_graph = req.cuda_graph();
+    const absl::Time deadline = absl::FromUnixMicros(req.deadline_unix_us());
     std::vector<RankOutcome> outcomes =
-        (*node)->Run(p, c, o, absl::FromUnixMicros(req.deadline_unix_us()));
+        req.local_ranks().empty()
+            ? (*node)->Run(p, c, o, deadline)
+            : (*node)->RunPartial(p, c, o, {req.local_ranks().begin(), req.local_ranks().end()},
+                                  req.backend_token(), deadline);
     RunReply reply;
     for (const RankOutcome& out : outcomes) {
       RankReport* r = reply.add_ranks();
@@ -169,7 +202,12 @@ int ServeGpuWorker(
       r->set_message(std::string(out.status.message()));
       for (double us : out.iteration_us) r->add_iteration_us(us);
     }
+    reply.set_restart_required((*node)->restart_required());
+    reply.set_nccl_aborts((*node)->nccl_aborts());
+    reply.set_gpu_memory_held_bytes((*node)->held_bytes());
     if (!WriteFrame(reply_fd, reply).ok()) return 0;
+    // Nothing may wait for the stuck kernel, not even the node's destructor.
+    if (reply.restart_required()) _exit(0);
   }
 }
 

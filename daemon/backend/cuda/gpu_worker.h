@@ -24,6 +24,10 @@ namespace autotuned::cuda {
 inline constexpr int kRequestFd = 3;
 inline constexpr int kReplyFd = 4;
 
+// A worker with no request for this long frees the GPU memory it holds
+// between runs (GpuNode::ReleaseIdle); the supervisor then counts it as 0.
+inline constexpr absl::Duration kIdleRelease = absl::Seconds(60);
+
 // Framing: writes / reads one length-prefixed message. Read waits at most
 // until `deadline`: DEADLINE_EXCEEDED then; UNAVAILABLE when the peer closed
 // the pipe; DATA_LOSS on a malformed frame.
@@ -39,9 +43,13 @@ NodeDescription FromHello(const Hello& hello);
 
 // The worker's main loop: makes the node (its failure is reported in the
 // Hello, then the worker exits 0), then serves RunRequests until the request
-// pipe closes. Returns the process exit code.
+// pipe closes. Returns the process exit code. After a reply that says
+// restart_required (GpuNode::restart_required) it exits at once (_exit(0)),
+// running no destructor, since freeing GPU memory would wait for the stuck
+// kernel.
 int ServeGpuWorker(const std::function<absl::StatusOr<std::unique_ptr<GpuNode>>()>& make_node,
-                   int request_fd = kRequestFd, int reply_fd = kReplyFd);
+                   int request_fd = kRequestFd, int reply_fd = kReplyFd,
+                   absl::Duration idle_release = kIdleRelease);
 
 // The worker entry point of the daemon binary (autotuned --gpu_worker).
 int GpuWorkerMain(bool test_faults);
