@@ -27,13 +27,14 @@ import dataclasses
 import hashlib
 import os
 import socket
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import Client, candidate_spec, normalize_target, default_target
 from autotuned.errors import AutotunedError, GroupMismatch, InvalidArgument, Unavailable
 
 DEFAULT_PRESYNC_WINDOW_US = 2_000_000
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,10 +215,66 @@ def agree(process_group: Any, value: Any) -> list[Any]:
     return everyone
 
 
+def ask_agreed(desc: GroupDescription, ask: Callable[[], T], summarize: Callable[[T], Any], *,
+               process_group: Any = None, on_unavailable: str = "fallback") -> tuple[Optional[T], str]:
+    """Runs `ask` (one per-rank call to this rank's daemon) on every rank and
+    agrees on its outcome through `process_group`.
+
+    Collective. Returns (value, "") when every rank's call succeeded with the
+    same summarize(value); (None, reason) for the identical fallback. Raises
+    GroupMismatch / InvalidArgument on every rank as the module docstring says.
+    """
+    if on_unavailable not in ("fallback", "raise"):
+        raise ValueError("on_unavailable must be 'fallback' or 'raise'")
+    # The check doubles as the barrier that lines the ranks up for the ask.
+    checks = agree(process_group, desc.mismatch(process_group))
+    bad = [(r, why) for r, why in enumerate(checks) if why]
+    if bad:
+        raise GroupMismatch("; ".join(f"rank {r}: {why}" for r, why in bad), target=desc.target)
+    value: Optional[T] = None
+    outcome: dict[str, Any]
+    if not desc.reachable:
+        outcome = {"error": "UNAVAILABLE", "details": desc.unreachable_reason(), "target": ""}
+    else:
+        try:
+            value = ask()
+            outcome = {"summary": summarize(value)}
+        except AutotunedError as e:
+            outcome = {"error": e.code, "details": e.details, "target": e.target}
+    everyone = agree(process_group, outcome)
+    invalid = [(r, o["details"]) for r, o in enumerate(everyone)
+               if o.get("error") in ("INVALID_ARGUMENT", "UNIMPLEMENTED")]
+    if invalid:
+        details = {d for _, d in invalid}
+        raise InvalidArgument(invalid[0][1] if len(details) == 1 else
+                              "; ".join(f"rank {r}: {d}" for r, d in invalid),
+                              target=desc.target)
+    errors = [(r, o) for r, o in enumerate(everyone) if "error" in o]
+    if errors:
+        reason = "daemon unreachable or failed on some rank: " + "; ".join(
+            f"rank {r}: {o['error']}: {o['details']}" + (f" ({o['target']})" if o["target"] else "")
+            for r, o in errors)
+        if on_unavailable == "raise":
+            raise Unavailable(reason, target=desc.target)
+        return None, reason
+    if any(o["summary"] != everyone[0]["summary"] for o in everyone):
+        return None, "ranks received different answers from their daemons"
+    return value, ""
+
+
+def with_presync(options: Optional[pb.Options]) -> pb.Options:
+    """`options` with presync_window_us defaulted to DEFAULT_PRESYNC_WINDOW_US."""
+    opts = pb.Options()
+    if options is not None:
+        opts.CopyFrom(options)
+    if not opts.presync_window_us:
+        opts.presync_window_us = DEFAULT_PRESYNC_WINDOW_US
+    return opts
+
+
 def tune_group(desc: GroupDescription, problems: Sequence[pb.Problem], *,
                process_group: Any = None, options: Optional[pb.Options] = None,
-               timeout: float = 600.0, on_unavailable: str = "fallback",
-               client: Optional[Client] = None) -> GroupDecision:
+               timeout: float = 600.0, on_unavailable: str = "fallback") -> GroupDecision:
     """One per-rank Tune for `problems`, agreed on by every rank of the group.
 
     Collective over `process_group` (the group `desc` describes; it is
@@ -225,50 +282,15 @@ def tune_group(desc: GroupDescription, problems: Sequence[pb.Problem], *,
     lined up by an all_gather just before they ask. See the module docstring
     for what each failure gives.
     """
-    if on_unavailable not in ("fallback", "raise"):
-        raise ValueError("on_unavailable must be 'fallback' or 'raise'")
     problems = list(problems)
-    # The check doubles as the barrier that lines the ranks up for the ask.
-    checks = agree(process_group, desc.mismatch(process_group))
-    bad = [(r, why) for r, why in enumerate(checks) if why]
-    if bad:
-        raise GroupMismatch("; ".join(f"rank {r}: {why}" for r, why in bad), target=desc.target)
-    opts = pb.Options()
-    if options is not None:
-        opts.CopyFrom(options)
-    if not opts.presync_window_us:
-        opts.presync_window_us = DEFAULT_PRESYNC_WINDOW_US
-    results: Optional[list[pb.ProblemResult]] = None
-    outcome: dict[str, Any]
-    if not desc.reachable:
-        outcome = {"error": "UNAVAILABLE", "details": desc.unreachable_reason()}
-    else:
-        request = pb.TuneRequest(group=desc.proto(), problems=problems, options=opts)
-        try:
-            if client is not None:
-                answer = client.tune(request, timeout=timeout)
-            else:
-                with Client(desc.target, connect_timeout=min(timeout, 10.0)) as c:
-                    answer = c.tune(request, timeout=timeout)
-            results = list(answer.results)
-            outcome = {"summary": _summary(results)}
-        except AutotunedError as e:
-            outcome = {"error": e.code, "details": str(e)}
-    everyone = agree(process_group, outcome)
-    invalid = [(r, o["details"]) for r, o in enumerate(everyone) if o.get("error") in
-               ("INVALID_ARGUMENT", "UNIMPLEMENTED")]
-    if invalid:
-        raise InvalidArgument(invalid[0][1] if len({d for _, d in invalid}) == 1 else
-                              "; ".join(f"rank {r}: {d}" for r, d in invalid),
-                              target=desc.target)
-    errors = [(r, o["details"]) for r, o in enumerate(everyone) if "error" in o]
-    if errors:
-        reason = "daemon unreachable on some rank: " + "; ".join(f"rank {r}: {d}" for r, d in errors)
-        if on_unavailable == "raise":
-            raise Unavailable(reason, target=desc.target)
+    request = pb.TuneRequest(group=desc.proto(), problems=problems, options=with_presync(options))
+
+    def ask() -> list[pb.ProblemResult]:
+        with Client(desc.target, connect_timeout=min(timeout, 10.0)) as c:
+            return list(c.tune(request, timeout=timeout).results)
+
+    results, reason = ask_agreed(desc, ask, _summary, process_group=process_group,
+                                 on_unavailable=on_unavailable)
+    if results is None:
         return GroupDecision(_fallback_results(problems, reason), True, reason)
-    if any(o["summary"] != everyone[0]["summary"] for o in everyone):
-        reason = "ranks received different answers from their daemons"
-        return GroupDecision(_fallback_results(problems, reason), True, reason)
-    assert results is not None
     return GroupDecision(results, False, "")
