@@ -34,11 +34,15 @@ def _main(fn: Callable, rank: int, world: int, store: str, q: Any, args: Sequenc
     os.environ["RANK"] = str(rank)
     os.environ["WORLD_SIZE"] = str(world)
     import datetime
+    import faulthandler
 
     import torch.distributed as dist
 
+    # A rank stuck this long shows where, on stderr.
+    faulthandler.dump_traceback_later(90, exit=False)
+
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=120))
+                            world_size=world, timeout=datetime.timedelta(seconds=240))
     try:
         q.put((rank, fn(rank, world, *args)))
     except BaseException as e:  # noqa: BLE001 - reported to the parent
@@ -65,21 +69,29 @@ def run_ranks(fn: Callable, world: int = 2, timeout: float = 120.0,
     deadline = time.monotonic() + timeout
     try:
         while len(results) < world:
+            if any(isinstance(v, RankError) for v in results.values()):
+                # A rank failed: the others may wait for it in a collective.
+                deadline = min(deadline, time.monotonic() + 20)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"ranks {sorted(set(range(world)) - set(results))} "
-                                   f"did not finish within {timeout:g} s")
+                missing = sorted(set(range(world)) - set(results))
+                if not results:
+                    raise TimeoutError(f"ranks {missing} did not finish within {timeout:g} s")
+                others = [results[k] for k in sorted(results)]
+                for r in missing:
+                    results[r] = RankError("TimeoutError",
+                                           f"rank {r} did not finish; the others: {others}")
+                break
             try:
                 rank, value = q.get(timeout=min(left, 1.0))
                 results[rank] = value
             except queue.Empty:
-                dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)
-                        and r not in results]
-                if dead:
-                    raise RuntimeError(f"ranks {dead} exited without a result")
+                for r, p in enumerate(procs):
+                    if p.exitcode not in (None, 0) and r not in results:
+                        results[r] = RankError("Exited", f"rank {r} exited with {p.exitcode}")
     finally:
         for p in procs:
-            p.join(timeout=10)
+            p.join(timeout=10 if len(results) == world else 0)
             if p.is_alive():
                 p.kill()
                 p.join(timeout=10)
