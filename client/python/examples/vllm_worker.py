@@ -1,0 +1,102 @@
+"""An example tensor-parallel worker that picks its all_reduce by size from a
+dispatch table the daemon measured, the way a vLLM worker would at startup.
+
+At startup, once per tensor-parallel group (every rank of the group calls
+it): autotuned.vllm.tune_dispatch measures the candidates at sizes from 1 KiB
+to 64 MiB through the daemon and returns the same table on every rank. In the
+forward pass, table.pick(tensor) names the implementation for that tensor's
+size, and the worker calls its own function for it.
+
+  PYTHONPATH=client/python python -m torch.distributed.run --standalone \
+      --nproc_per_node=2 client/python/examples/vllm_worker.py [--socket PATH] [--cpu]
+
+With --cpu it runs on gloo and the sim daemon's implementations
+(all_reduce/one_shot, two_shot, ring), all executed here as
+dist.all_reduce; on GPUs the candidates are NCCL and PyTorch's symmetric
+memory one-shot and two-shot all_reduce. Where the daemon is absent, every
+rank gets the same fallback table (the first candidate at every size) and
+the worker still runs.
+"""
+import argparse
+import datetime
+import os
+import sys
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from autotuned.group import describe_group
+from autotuned.vllm import tune_dispatch
+
+
+def implementations(cpu: bool, group_name: str) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """The worker's own all_reduce for each daemon implementation name."""
+    def nccl(x: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(x)
+        return x
+
+    if cpu:
+        return {"all_reduce/one_shot": nccl, "all_reduce/two_shot": nccl, "all_reduce/ring": nccl}
+
+    def one_shot(x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.symm_mem.one_shot_all_reduce(x, "sum", group_name)
+
+    def two_shot(x: torch.Tensor) -> torch.Tensor:
+        torch.ops.symm_mem.two_shot_all_reduce_(x, "sum", group_name)
+        return x
+
+    return {"all_reduce/nccl": nccl, "all_reduce/one_shot": one_shot,
+            "all_reduce/two_shot": two_shot}
+
+
+class Worker:
+    """One rank of a tensor-parallel group."""
+
+    def __init__(self, tp_group, socket: str, cpu: bool) -> None:
+        self.group = tp_group
+        self.dtype = torch.float32 if cpu else torch.bfloat16
+        self.device = torch.device("cpu") if cpu else torch.device("cuda", torch.cuda.current_device())
+        group_name = (tp_group or dist.group.WORLD).group_name
+        self.impls = implementations(cpu, group_name)
+        desc = describe_group(tp_group, target=socket)
+        # One call per TP group, at startup.
+        self.table = tune_dispatch(tp_group, desc=desc, collective="all_reduce",
+                                   dtype=self.dtype, candidates=list(self.impls))
+
+    def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
+        return self.impls[self.table.pick(x)](x)
+
+    def forward(self, tokens: int, hidden: int) -> torch.Tensor:
+        x = torch.ones(tokens, hidden, dtype=self.dtype, device=self.device)
+        return self.all_reduce(x)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--socket", default=os.environ.get("AUTOTUNED_SOCKET", "/run/autotuned/autotuned.sock"))
+    p.add_argument("--cpu", action="store_true")
+    args = p.parse_args()
+    if args.cpu:
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
+    else:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+        from torch.distributed._symmetric_memory import enable_symm_mem_for_group
+        enable_symm_mem_for_group(dist.group.WORLD.group_name)
+    worker = Worker(None, args.socket, args.cpu)
+    if dist.get_rank() == 0:
+        print(worker.table.format(), flush=True)
+    for tokens in (1, 64, 4096):
+        y = worker.forward(tokens, 1024)
+        if dist.get_rank() == 0:
+            impl = worker.table.pick(y)
+            print(f"tokens={tokens}: {impl}, result {float(y[0, 0])} (expected "
+                  f"{dist.get_world_size()})", flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
