@@ -141,7 +141,8 @@ def implementation(name: str, collective: Optional[str] = None) -> Implementatio
         raise KernelsError(f"implementation {name!r} does not run in-process "
                            f"(known: {', '.join(IMPLEMENTATIONS)})")
     if collective is not None and impl.collective != collective:
-        raise KernelsError(f"implementation {name!r} is not a {collective}")
+        raise KernelsError(f"implementation {name!r} is an {impl.collective}, not an "
+                           f"{collective}")
     return impl
 
 
@@ -224,10 +225,10 @@ def check_abi(version: int, args_size: int, path: str = LIB_NAME) -> None:
 
 
 def library_candidates(path: Optional[str] = None) -> list[str]:
-    """Where load_library looks, in order."""
-    out = []
+    """Where load_library looks, in order (only `path` when one is given)."""
     if path:
-        out.append(path)
+        return [path]
+    out = []
     if os.environ.get(LIB_ENV):
         out.append(os.environ[LIB_ENV])
     here = os.path.dirname(os.path.abspath(__file__))
@@ -244,6 +245,8 @@ def load_library(path: Optional[str] = None) -> Library:
     another file); see the module docstring for where it is looked for."""
     global _LIB
     with _LIB_LOCK:
+        if path is None and _LIB is not None:
+            return _LIB
         tried = library_candidates(path)
         for p in tried:
             if not os.path.exists(p):
@@ -259,8 +262,6 @@ def load_library(path: Optional[str] = None) -> Library:
             if _LIB is None or path is None:
                 _LIB = loaded
             return loaded
-        if _LIB is not None and path is None:
-            return _LIB
         raise KernelsError(f"{LIB_NAME} not found (tried: {', '.join(tried)}); build it with "
                            f"`bazel build //kernels:{LIB_NAME}` and pass its path or set "
                            f"${LIB_ENV}")
@@ -340,11 +341,13 @@ _GROUPS: dict[str, Any] = {}
 _LAST_GROUP: list[str] = []
 
 
-def register_group(name: str, group: Any) -> None:
+def register_group(name: str, group: Any, default: bool = True) -> None:
     """Makes `group` (a P2PGroup, or anything with .world, .process_group and
-    .launch) the one the ops find under `name`."""
+    .launch) the one the ops find under `name`, and with `default` the one
+    they find under ""."""
     _GROUPS[name] = group
-    _LAST_GROUP[:] = [name]
+    if default:
+        _LAST_GROUP[:] = [name]
 
 
 def get_group(name: str = "") -> Any:
@@ -379,6 +382,8 @@ class P2PGroup:
         import torch
         import torch.distributed as dist
 
+        if not torch.cuda.is_available():
+            raise KernelsError("P2PGroup: no CUDA device")
         self.lib = load_library(library)
         self.process_group = process_group
         self.world = dist.get_world_size(process_group)
@@ -387,8 +392,6 @@ class P2PGroup:
         if not lim.min_world <= self.world <= lim.max_world:
             raise KernelsError(f"P2PGroup: world size {self.world}, the kernels take "
                                f"{lim.min_world}..{lim.max_world}")
-        if not torch.cuda.is_available():
-            raise KernelsError("P2PGroup: no CUDA device")
         self.device = torch.device("cuda", torch.cuda.current_device()) if device is None \
             else torch.device(device)
         torch.cuda.set_device(self.device)
@@ -715,11 +718,24 @@ class Dispatcher:
         if p2p is None:
             # NCCL-only dispatch still needs the group the ops find.
             self._group_name = f"nccl-only:{id(self)}"
-            register_group(self._group_name, _NcclOnly(process_group))
+            register_group(self._group_name, _NcclOnly(process_group), default=False)
         else:
             self._group_name = p2p.name
         self._runs: list[Callable[[Any], Any]] = [self._make(s) for s in table.candidates]
         self._fallback = self._make(f"{self.collective}/nccl")
+        # A DispatchTable's sizes as plain ints: the pick traces in torch.compile.
+        sizes = list(getattr(table, "sizes", None) or [])
+        self._counts = tuple(s.count for s in sizes)
+        self._winners = tuple(s.winner_index for s in sizes)
+        if self._counts:
+            from autotuned.vllm import nearest_winner
+            self._nearest = nearest_winner
+
+    def pick_index(self, x: Any) -> int:
+        """The table's pick for x (index in table.candidates)."""
+        if not self._counts:
+            return self.table.pick_index(x)
+        return self._nearest(self._counts, self._winners, self.table.count_of(x))
 
     def _make(self, spec: str) -> Callable[[Any], Any]:
         import torch
@@ -742,14 +758,15 @@ class Dispatcher:
                                                             self.op)
 
     def pick(self, x: Any) -> str:
+        """The candidate spec that runs for x."""
         if self.p2p is not None and x.numel() * x.element_size() > self.p2p.max_bytes:
             return f"{self.collective}/nccl"
-        return self.table.pick(x)
+        return self.table.candidates[self.pick_index(x)]
 
     def __call__(self, x: Any) -> Any:
         if self.p2p is not None and x.numel() * x.element_size() > self.p2p.max_bytes:
             return self._fallback(x)
-        return self._runs[self.table.pick_index(x)](x)
+        return self._runs[self.pick_index(x)](x)
 
 
 class _NcclOnly:

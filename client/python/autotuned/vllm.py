@@ -7,6 +7,11 @@
     impl = table.pick(x)          # e.g. "all_reduce/one_shot" for this tensor's size
     i = table.pick_index(x)       # its position in `candidates`
 
+    # Run the winner itself, in this process (autotuned.kernels):
+    p2p = autotuned.kernels.P2PGroup(tp_group)   # CUDA IPC peer buffers
+    all_reduce = table.runner(p2p)
+    y = all_reduce(x)             # the kernel the daemon measured, on x's size
+
 Collective over the group: every rank calls it once, and every rank gets the
 same table (one per-rank Sweep, agreed through the group; see
 autotuned.group). Where the daemon is absent or fails on any rank, every rank
@@ -15,7 +20,6 @@ gets the same fallback table: the first candidate at every size, with
 """
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 from typing import Any, Optional, Sequence, Union
@@ -84,20 +88,23 @@ class DispatchTable:
         and above the largest measured size, the winner there."""
         if not self.sizes:
             return 0
-        n = max(1, self.count_of(tensor_or_count))
-        counts = [s.count for s in self.sizes]
-        i = bisect.bisect_left(counts, n)
-        if i == 0:
-            return self.sizes[0].winner_index
-        if i == len(counts):
-            return self.sizes[-1].winner_index
-        lo, hi = self.sizes[i - 1], self.sizes[i]
-        nearer = lo if math.log(n / lo.count) <= math.log(hi.count / n) else hi
-        return nearer.winner_index
+        return nearest_winner([s.count for s in self.sizes],
+                              [s.winner_index for s in self.sizes],
+                              self.count_of(tensor_or_count))
 
     def pick(self, tensor_or_count: Union[int, Any]) -> str:
         """The candidate spec (e.g. "all_reduce/one_shot") for this size."""
         return self.candidates[self.pick_index(tensor_or_count)]
+
+    def runner(self, p2p: Any = None, *, op: str = "sum",
+               others: Optional[dict] = None, process_group: Any = None) -> Any:
+        """A callable x -> Tensor running this table's pick for x: the daemon's
+        implementation itself, as a torch op of autotuned.kernels (P2P kernels
+        through `p2p`, an autotuned.kernels.P2PGroup; "<collective>/nccl"
+        through torch.distributed). `others` maps candidate specs or names to
+        the caller's own callables. See autotuned.kernels.Dispatcher."""
+        from autotuned.kernels import Dispatcher
+        return Dispatcher(self, p2p, op=op, others=others, process_group=process_group)
 
     def format(self) -> str:
         """The table as text: one line per range, then one per size."""
@@ -113,6 +120,20 @@ class DispatchTable:
             others = "  ".join(f"{k}={v:.1f}" for k, v in s.median_us.items())
             lines.append(f"    {_human(s.bytes):>8} {s.status:<8} {s.winner:<28} {others}")
         return "\n".join(lines)
+
+
+def nearest_winner(counts: Sequence[int], winners: Sequence[int], n: int) -> int:
+    """The winner at the measured count nearest to n on a log scale (ties to
+    the smaller), or at the end of the range beyond it. Plain comparisons of
+    ints, so torch.compile traces it (a Dispatcher calls it inside graphs)."""
+    n = max(1, n)
+    if n <= counts[0]:
+        return winners[0]
+    for i in range(1, len(counts)):
+        if n <= counts[i]:
+            # log(n / lo) <= log(hi / n)  <=>  n * n <= lo * hi
+            return winners[i - 1] if n * n <= counts[i - 1] * counts[i] else winners[i]
+    return winners[-1]
 
 
 def _human(n: int) -> str:

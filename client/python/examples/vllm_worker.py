@@ -4,18 +4,24 @@ dispatch table the daemon measured, the way a vLLM worker would at startup.
 At startup, once per tensor-parallel group (every rank of the group calls
 it): autotuned.vllm.tune_dispatch measures the candidates at sizes from 1 KiB
 to 64 MiB through the daemon and returns the same table on every rank. In the
-forward pass, table.pick(tensor) names the implementation for that tensor's
-size, and the worker calls its own function for it.
+forward pass, table.runner(...) runs the implementation the table picks for
+the tensor's size.
 
-  PYTHONPATH=client/python python -m torch.distributed.run --standalone \
-      --nproc_per_node=2 client/python/examples/vllm_worker.py [--socket PATH] [--cpu]
+  PYTHONPATH=client/python AUTOTUNED_KERNELS_LIB=bazel-bin/kernels/libautotuned_kernels_abi.so \
+      python -m torch.distributed.run --standalone --nproc_per_node=2 \
+      client/python/examples/vllm_worker.py [--socket PATH] [--cpu | --symm_mem]
 
-With --cpu it runs on gloo and the sim daemon's implementations
-(all_reduce/one_shot, two_shot, ring), all executed here as
-dist.all_reduce; on GPUs the candidates are NCCL and PyTorch's symmetric
-memory one-shot and two-shot all_reduce. Where the daemon is absent, every
-rank gets the same fallback table (the first candidate at every size) and
-the worker still runs.
+On GPUs the candidates are the cuda backend's all_reduce/nccl, one_shot and
+two_shot, and the winner runs in this process: the daemon's own P2P kernels
+(autotuned.kernels: the kernels library through its C ABI, peer buffers
+shared by CUDA IPC, torch ops), so the code measured is the code that runs.
+With --symm_mem the one-shot and two-shot candidates run as PyTorch's
+symmetric-memory ops instead (the worker's own functions, given to the
+runner as `others`). With --cpu it runs on gloo and the sim daemon's
+implementations (all_reduce/one_shot, two_shot, ring), all executed here as
+dist.all_reduce. Where the daemon is absent, every rank gets the same
+fallback table (the first candidate at every size) and the worker still
+runs.
 """
 import argparse
 import datetime
@@ -27,11 +33,16 @@ import torch
 import torch.distributed as dist
 
 from autotuned.group import describe_group
+from autotuned.kernels import P2PGroup
 from autotuned.vllm import tune_dispatch
 
 
-def implementations(cpu: bool, group_name: str) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
-    """The worker's own all_reduce for each daemon implementation name."""
+GPU_CANDIDATES = ["all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot"]
+
+
+def own_implementations(cpu: bool, group_name: str) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """The worker's own all_reduce for each daemon implementation name (--cpu,
+    --symm_mem); without them the runner runs the daemon's kernels."""
     def nccl(x: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(x)
         return x
@@ -53,19 +64,23 @@ def implementations(cpu: bool, group_name: str) -> dict[str, Callable[[torch.Ten
 class Worker:
     """One rank of a tensor-parallel group."""
 
-    def __init__(self, tp_group, socket: str, cpu: bool) -> None:
+    def __init__(self, tp_group, socket: str, cpu: bool, symm_mem: bool) -> None:
         self.group = tp_group
         self.dtype = torch.float32 if cpu else torch.bfloat16
         self.device = torch.device("cpu") if cpu else torch.device("cuda", torch.cuda.current_device())
         group_name = (tp_group or dist.group.WORLD).group_name
-        self.impls = implementations(cpu, group_name)
+        own = own_implementations(cpu, group_name) if cpu or symm_mem else {}
+        candidates = list(own) if cpu else GPU_CANDIDATES
         desc = describe_group(tp_group, target=socket)
-        # One call per TP group, at startup.
+        # At startup, once per TP group: the table, then the peer buffers the
+        # P2P kernels read (CUDA IPC; 64 MiB staging, the table's largest size).
         self.table = tune_dispatch(tp_group, desc=desc, collective="all_reduce",
-                                   dtype=self.dtype, candidates=list(self.impls))
+                                   dtype=self.dtype, candidates=candidates)
+        self.p2p = None if cpu or symm_mem else P2PGroup(tp_group, max_bytes=64 << 20)
+        self.run = self.table.runner(self.p2p, others=own, process_group=tp_group)
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
-        return self.impls[self.table.pick(x)](x)
+        return self.run(x)
 
     def forward(self, tokens: int, hidden: int) -> torch.Tensor:
         x = torch.ones(tokens, hidden, dtype=self.dtype, device=self.device)
@@ -76,6 +91,8 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--socket", default=os.environ.get("AUTOTUNED_SOCKET", "/run/autotuned/autotuned.sock"))
     p.add_argument("--cpu", action="store_true")
+    p.add_argument("--symm_mem", action="store_true",
+                   help="run one_shot/two_shot as PyTorch's symmetric-memory ops")
     args = p.parse_args()
     if args.cpu:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
@@ -83,17 +100,20 @@ def main() -> int:
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
         dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-        from torch.distributed._symmetric_memory import enable_symm_mem_for_group
-        enable_symm_mem_for_group(dist.group.WORLD.group_name)
-    worker = Worker(None, args.socket, args.cpu)
+        if args.symm_mem:
+            from torch.distributed._symmetric_memory import enable_symm_mem_for_group
+            enable_symm_mem_for_group(dist.group.WORLD.group_name)
+    worker = Worker(None, args.socket, args.cpu, args.symm_mem)
     if dist.get_rank() == 0:
         print(worker.table.format(), flush=True)
     for tokens in (1, 64, 4096):
         y = worker.forward(tokens, 1024)
         if dist.get_rank() == 0:
-            impl = worker.table.pick(y)
+            impl = worker.run.pick(y)
             print(f"tokens={tokens}: {impl}, result {float(y[0, 0])} (expected "
                   f"{dist.get_world_size()})", flush=True)
+    if worker.p2p is not None:
+        worker.p2p.close()
     dist.destroy_process_group()
     return 0
 

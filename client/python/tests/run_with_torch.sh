@@ -10,6 +10,11 @@ if [ ! -x "$py" ] || ! "$py" -c "import torch" >/dev/null 2>&1; then
   exit 1
 fi
 here=$TEST_SRCDIR/autotuned/client/python
+# A runfiles-relative library path (BUILD's $(rootpath)) stays valid after the cd.
+case ${AUTOTUNED_KERNELS_LIB:-} in
+  "" | /*) ;;
+  *) export AUTOTUNED_KERNELS_LIB="$TEST_SRCDIR/autotuned/$AUTOTUNED_KERNELS_LIB" ;;
+esac
 export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
 export AUTOTUNED_DAEMON="$TEST_SRCDIR/autotuned/daemon/autotuned"
 export TORCHINDUCTOR_CACHE_DIR="${TEST_TMPDIR:-/tmp}/inductor"
