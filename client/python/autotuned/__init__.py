@@ -6,9 +6,10 @@
     autotuned.group           describes a torch.distributed group to the daemon
     autotuned.vllm            dispatch table for a tensor-parallel group
     autotuned.inductor        daemon timings for Inductor's collective autotuning
+    autotuned.kernels         the daemon's P2P kernels in this process: torch ops over CUDA IPC
 
 The torch-dependent modules (group, vllm, inductor) import torch only when
-used.
+used; autotuned.kernels registers its ops when imported.
 """
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import (
