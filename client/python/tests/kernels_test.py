@@ -151,5 +151,27 @@ def test_specs_and_implementations():
         K.implementation("all_reduce/one_shot", "all_gather")
 
 
+def test_nearest_winner_matches_the_log_scale_rule():
+    import math
+
+    from autotuned.vllm import nearest_winner
+
+    counts = [256, 1024, 4096, 1 << 16, 3 << 16]
+    winners = [0, 1, 2, 1, 0]
+
+    def by_logs(n):
+        n = max(1, n)
+        if n <= counts[0]:
+            return winners[0]
+        if n > counts[-1]:
+            return winners[-1]
+        i = next(i for i, c in enumerate(counts) if c >= n)
+        lo, hi = counts[i - 1], counts[i]
+        return winners[i - 1] if math.log(n / lo) <= math.log(hi / n) else winners[i]
+
+    for n in list(range(0, 5000)) + [65535, 65536, 65537, 113511, 113512, 1 << 20]:
+        assert nearest_winner(counts, winners, n) == by_logs(n), n
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
