@@ -5,12 +5,16 @@
 # systemd: systemd-analyze, which //deploy:install_test runs on the unit;
 # passwd: useradd and groupadd for deploy/install.sh and the socket-group test.
 # (fuzz/run.sh installs clang for itself; the test suite does not need it.)
+# python3-venv, python3-pip, python3-pytest: the Python client's tests; PyTorch
+# 2.11 from PyPI goes into the venv /opt/autotuned/venv (about 2.5 min and
+# 4.6 GB with its CUDA wheels; it sees Debian's grpcio and protobuf), used by
+# the tests of the torch.distributed and Inductor integration.
 set -eu
 
 PACKAGES="bazel-bootstrap bazel-rules-java \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libspdlog-dev libabsl-dev catch2 zlib1g-dev \
-  python3-grpcio python3-protobuf \
+  python3-grpcio python3-protobuf python3-venv python3-pip python3-pytest \
   g++ git ca-certificates \
   systemd passwd"
 
@@ -29,6 +33,16 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 else
   echo "setup: all packages present"
+fi
+
+VENV=/opt/autotuned/venv
+TORCH_VERSION=2.11.0
+if ! "$VENV/bin/python" -c "import torch, numpy, pytest; assert torch.__version__.startswith('$TORCH_VERSION')" >/dev/null 2>&1; then
+  echo "setup: installing torch $TORCH_VERSION into $VENV"
+  $SUDO python3 -m venv --system-site-packages "$VENV"
+  $SUDO "$VENV/bin/pip" install -q --progress-bar off "torch==$TORCH_VERSION" numpy pytest
+else
+  echo "setup: torch $TORCH_VERSION present in $VENV"
 fi
 
 if [ ! -x /usr/local/cuda/bin/nvcc ]; then

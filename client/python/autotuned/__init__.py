@@ -1,0 +1,37 @@
+"""Python client of the autotuned daemon.
+
+    autotuned.Client          typed gRPC client (Unix socket by default, TCP optional)
+    autotuned.problem(...)    builds a Problem; autotuned.pb holds every message
+    autotuned.errors          exceptions (InvalidArgument.field, Unavailable, ...)
+    autotuned.group           describes a torch.distributed group to the daemon
+    autotuned.vllm            dispatch table for a tensor-parallel group
+    autotuned.inductor        daemon timings for Inductor's collective autotuning
+    autotuned.kernels         the daemon's P2P kernels in this process: torch ops over CUDA IPC
+
+The torch-dependent modules (group, vllm, inductor) import torch only when
+used; autotuned.kernels registers its ops when imported.
+"""
+from autotuned._proto import autotuned_pb2 as pb
+from autotuned.client import (
+    DEFAULT_SOCKET,
+    Client,
+    candidate,
+    candidate_spec,
+    default_target,
+    problem,
+    whole_node_group,
+)
+from autotuned.errors import (
+    AutotunedError,
+    DeadlineExceeded,
+    GroupMismatch,
+    InvalidArgument,
+    Unavailable,
+)
+
+__all__ = [
+    "DEFAULT_SOCKET", "AutotunedError", "Client", "DeadlineExceeded", "GroupMismatch",
+    "InvalidArgument", "Unavailable", "candidate", "candidate_spec", "default_target",
+    "pb", "problem", "whole_node_group",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,177 @@
+"""autotuned.kernels' library part, no GPU needed: libautotuned_kernels_abi.so
+opened with ctypes (cudart inside it starts only on a CUDA call), its ABI
+checked against the ctypes mirror, and at_p2p_check_args' pure host
+validation driven through that mirror, so a field out of place shows up as a
+valid launch rejected or an invalid one accepted. Skips where the library
+cannot be opened here.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+import pytest
+
+import autotuned.kernels as K
+
+
+@pytest.fixture(scope="module")
+def lib() -> K.Library:
+    path = os.environ.get(K.LIB_ENV)
+    if not path:
+        pytest.skip(f"${K.LIB_ENV} not set (the BUILD rule sets it)")
+    try:
+        return K.load_library(path)
+    except K.KernelsError as e:
+        if "cannot load" in str(e):
+            pytest.skip(f"library not loadable here: {e}")
+        raise
+
+
+def test_version_struct_size_and_limits(lib):
+    assert lib.version // 10000 == K.ABI_MAJOR
+    assert lib.lib.at_p2p_args_size() == ctypes.sizeof(K.AtP2PArgs)
+    # The C layout on LP64: 4 ints, then 8-byte fields.
+    assert K.AtP2PArgs.count.offset == 16
+    assert K.AtP2PArgs.spin_limit.offset + 8 == ctypes.sizeof(K.AtP2PArgs) == 88
+    lim = lib.limits
+    assert (lim.min_world, lim.max_world, lim.max_blocks, lim.max_threads) == (2, 8, 64, 1024)
+    assert (lim.alignment, lim.signal_alignment, lim.pipeline_depth) == (16, 128, 2)
+    assert lim.signal_bytes == lib.signal_bytes > 0
+    assert lib.algo_name(K.ALGO_ALL_REDUCE_ONE_SHOT) == "all_reduce_one_shot"
+    assert lib.algo_name(99) is None
+    assert lib.error_string(0)
+
+
+def _args(lib, algo=K.ALGO_ALL_REDUCE_ONE_SHOT, count=1000, scratch=0, **over):
+    """Valid arguments at made-up, suitably aligned addresses (never touched)."""
+    keep = []
+
+    def arr(*ptrs):
+        a = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        keep.append(a)
+        return ctypes.cast(a, ctypes.POINTER(ctypes.c_void_p))
+
+    a = K.AtP2PArgs()
+    a.world, a.rank, a.dtype, a.op, a.count = 2, 1, K.DTYPE_FLOAT32, K.OP_SUM, count
+    a.peer_inputs = arr(over.pop("in0", 0x10000000), 0x20000000)
+    a.output = 0x30000000
+    if scratch:
+        a.peer_scratch = arr(0x40000000, 0x50000000)
+        a.scratch_bytes = scratch
+    a.peer_signals = arr(0x60000000, 0x70000000)
+    a.blocks, a.threads = 32, 512
+    for k, v in over.items():
+        setattr(a, k, v)
+    a._keep = keep
+    return a
+
+
+def test_check_args_through_the_mirror(lib):
+    assert lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT, _args(lib)) is None
+    reason = lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT, _args(lib, blocks=0))
+    assert reason and "block" in reason
+    reason = lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT, _args(lib, threads=100))
+    assert reason and "thread" in reason
+    reason = lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT, _args(lib, in0=0x10000004))
+    assert reason and "align" in reason
+    reason = lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT, _args(lib, rank=2))
+    assert reason and "rank" in reason
+    # Two-shot: the scratch capacity the library asks for is enough, less is not.
+    need = lib.scratch_bytes(K.ALGO_ALL_REDUCE_TWO_SHOT, K.DTYPE_FLOAT32, 2, 1000)
+    assert need > 0
+    assert lib.check_args(K.ALGO_ALL_REDUCE_TWO_SHOT, _args(lib, scratch=need)) is None
+    reason = lib.check_args(K.ALGO_ALL_REDUCE_TWO_SHOT, _args(lib, scratch=need - 16))
+    assert reason and "scratch" in reason
+    # The chunked two-shot reads chunk_elems (the field after threads).
+    need = lib.scratch_bytes(K.ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, K.DTYPE_FLOAT32, 2,
+                             1 << 20, 4096)
+    assert lib.check_args(K.ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
+                          _args(lib, count=1 << 20, scratch=need, chunk_elems=4096)) is None
+    reason = lib.check_args(K.ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
+                            _args(lib, count=1 << 20, scratch=need, chunk_elems=3))
+    assert reason and "chunk" in reason
+    reason = lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT, _args(lib, spin_limit=-1))
+    assert reason and "spin" in reason
+
+
+def test_scratch_bytes(lib):
+    assert lib.scratch_bytes(K.ALGO_ALL_REDUCE_ONE_SHOT, K.DTYPE_FLOAT32, 2, 1000) == 0
+    assert lib.scratch_bytes(K.ALGO_ALL_REDUCE_TWO_SHOT, K.DTYPE_BFLOAT16, 2, 1 << 20) >= 1 << 20
+    assert lib.scratch_bytes(K.ALGO_ALL_REDUCE_TWO_SHOT, K.DTYPE_FLOAT32, 9, 1000) == -1
+
+
+def test_launch_of_rejected_arguments_raises_with_the_reason(lib):
+    # Rejected before any CUDA call, so this needs no GPU.
+    with pytest.raises(K.KernelsError, match="block"):
+        lib.launch(K.ALGO_ALL_REDUCE_ONE_SHOT, _args(lib, blocks=0), 0)
+
+
+def test_abi_mismatch_is_a_clear_error():
+    with pytest.raises(K.KernelsError, match=r"sizeof\(at_p2p_args\) is 80 in the library but 88"):
+        K.check_abi(10000, 80, "lib.so")
+    with pytest.raises(K.KernelsError, match="major 2"):
+        K.check_abi(20000, 88, "lib.so")
+    K.check_abi(10203, 88)
+
+
+def test_missing_and_foreign_libraries(tmp_path):
+    missing = str(tmp_path / "nope.so")
+    with pytest.raises(K.KernelsError, match=r"not found \(tried: .*nope.so\)"):
+        K.load_library(missing)
+    libm = next((p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib64/libm.so.6",
+                             "/lib64/libm.so.6") if os.path.exists(p)), None)
+    if libm:
+        with pytest.raises(K.KernelsError, match="no symbol at_kernels_version"):
+            K.load_library(libm)
+
+
+def test_library_search_order(monkeypatch):
+    monkeypatch.setenv(K.LIB_ENV, "/from/env.so")
+    assert K.library_candidates("/given.so") == ["/given.so"]
+    order = K.library_candidates()
+    assert order[0] == "/from/env.so"
+    assert order[1].endswith(os.path.join("autotuned", K.LIB_NAME))
+
+
+def test_specs_and_implementations():
+    c = K.parse_spec("all_reduce/one_shot:blocks=16,threads=256")
+    assert (c.impl, c.blocks, c.threads, c.chunk_kib) == ("all_reduce/one_shot", 16, 256, 0)
+    assert K.parse_spec("all_reduce/two_shot_chunked:chunk_kib=64").chunk_kib == 64
+    with pytest.raises(K.KernelsError, match="unknown parameters"):
+        K.parse_spec("all_reduce/one_shot:warps=2")
+    with pytest.raises(K.KernelsError, match="not name=int"):
+        K.parse_spec("all_reduce/one_shot:blocks")
+    assert K.implementation("all_reduce/two_shot").algo == K.ALGO_ALL_REDUCE_TWO_SHOT
+    assert K.implementation("reduce_scatter/p2p", "reduce_scatter").algo == K.ALGO_REDUCE_SCATTER
+    with pytest.raises(K.KernelsError, match="does not run in-process"):
+        K.implementation("all_reduce/ring")
+    with pytest.raises(K.KernelsError, match="is an all_reduce, not an all_gather"):
+        K.implementation("all_reduce/one_shot", "all_gather")
+
+
+def test_nearest_winner_matches_the_log_scale_rule():
+    import math
+
+    from autotuned.vllm import nearest_winner
+
+    counts = [256, 1024, 4096, 1 << 16, 3 << 16]
+    winners = [0, 1, 2, 1, 0]
+
+    def by_logs(n):
+        n = max(1, n)
+        if n <= counts[0]:
+            return winners[0]
+        if n > counts[-1]:
+            return winners[-1]
+        i = next(i for i, c in enumerate(counts) if c >= n)
+        lo, hi = counts[i - 1], counts[i]
+        return winners[i - 1] if math.log(n / lo) <= math.log(hi / n) else winners[i]
+
+    for n in list(range(0, 5000)) + [65535, 65536, 65537, 113511, 113512, 1 << 20]:
+        assert nearest_winner(counts, winners, n) == by_logs(n), n
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Runs a pytest file of this directory under the Python that has PyTorch
+# (deploy/setup.sh makes /opt/autotuned/venv; $AUTOTUNED_TORCH_PYTHON overrides),
+# with the package and its generated stubs from the runfiles on the path.
+#   run_with_torch.sh TEST_FILE.py
+set -eu
+py=${AUTOTUNED_TORCH_PYTHON:-/opt/autotuned/venv/bin/python}
+if [ ! -x "$py" ] || ! "$py" -c "import torch" >/dev/null 2>&1; then
+  echo "FAIL: no PyTorch at $py: run deploy/setup.sh (it installs torch 2.11 into /opt/autotuned/venv)" >&2
+  exit 1
+fi
+here=$TEST_SRCDIR/autotuned/client/python
+# A runfiles-relative library path (BUILD's $(rootpath)) stays valid after the cd.
+case ${AUTOTUNED_KERNELS_LIB:-} in
+  "" | /*) ;;
+  *) export AUTOTUNED_KERNELS_LIB="$TEST_SRCDIR/autotuned/$AUTOTUNED_KERNELS_LIB" ;;
+esac
+export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
+export AUTOTUNED_DAEMON="$TEST_SRCDIR/autotuned/daemon/autotuned"
+export TORCHINDUCTOR_CACHE_DIR="${TEST_TMPDIR:-/tmp}/inductor"
+export TRITON_CACHE_DIR="${TEST_TMPDIR:-/tmp}/triton"
+export HOME="${TEST_TMPDIR:-/tmp}"
+cd "$here/tests"
+exec "$py" -m pytest -v -p no:cacheprovider "$1"

@@ -1,0 +1,209 @@
+"""The torch.distributed helpers against a live sim daemon: 2 ranks, gloo, CPU.
+
+Every rank must end with the same decision; bad input raises the same
+exception on every rank; an absent or dying daemon gives every rank the same
+fallback.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_fixture import Daemon  # noqa: E402
+from ranks import RankError, run_ranks  # noqa: E402
+
+CANDIDATES = ["all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/ring:chunk_kib=64"]
+HANG_CONF = ('sim { gpus: 4 faults { name: "all_reduce/hangs" base: "all_reduce/ring" '
+             'kind: HANG rank: 1 } }')
+
+
+@pytest.fixture(autouse=True)
+def deadline():
+    def expire(signum, frame):
+        raise TimeoutError("test exceeded 240 s")
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(240)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    d = Daemon(config_text=HANG_CONF)
+    yield d
+    d.stop()
+
+
+def _options():
+    from autotuned import pb
+    return pb.Options(warmup=1, iterations=3)
+
+
+def describe_and_tune(rank, world, target):
+    from autotuned import problem
+    from autotuned.group import describe_group, tune_group
+
+    desc = describe_group(target=target)
+    p = problem("all_reduce", "float32", 16384, CANDIDATES)
+    first = tune_group(desc, [p], options=_options())
+    second = tune_group(desc, [p], options=_options())
+    return {"members": [(m.rank, m.local_gpu, m.daemon) for m in desc.proto().members],
+            "id": desc.id, "reachable": desc.reachable,
+            "first": (first.fallback, first.winners, [r.status for r in first.results]),
+            "second": (second.fallback, second.winners, [r.status for r in second.results])}
+
+
+def test_describe_and_tune_agree(daemon):
+    from autotuned import pb
+    a, b = run_ranks(describe_and_tune, args=(daemon.target,))
+    assert not isinstance(a, RankError), a
+    assert not isinstance(b, RankError), b
+    assert a["members"] == b["members"] == [(0, 0, ""), (1, 1, "")]
+    assert a["id"] == b["id"] and a["reachable"]
+    assert a["first"] == b["first"]
+    assert a["first"][0] is False and a["first"][2] == [pb.TUNED]
+    assert a["second"][1] == a["first"][1] and a["second"][2] == [pb.CACHED]
+
+
+def dispatch(rank, world, target):
+    import torch
+
+    from autotuned.group import describe_group
+    from autotuned.vllm import tune_dispatch
+
+    desc = describe_group(target=target)
+    table = tune_dispatch(candidates=CANDIDATES[:2], dtype=torch.float32, desc=desc,
+                          sizes_bytes=[4096, 65536, 1 << 20], options=_options())
+    picks = [table.pick(torch.empty(n)) for n in (1, 1024, 16384, 20000, 1 << 20)]
+    return {"ranges": [(r.min_bytes, r.max_bytes, r.winner) for r in table.ranges],
+            "sizes": [(s.count, s.winner) for s in table.sizes], "picks": picks,
+            "fallback": table.fallback, "text": table.format(),
+            "times": [s.median_us for s in table.sizes]}
+
+
+def test_vllm_dispatch_table_same_on_every_rank(daemon):
+    a, b = run_ranks(dispatch, args=(daemon.target,))
+    assert not isinstance(a, RankError), a
+    assert a["ranges"] == b["ranges"] and a["picks"] == b["picks"]
+    assert not a["fallback"]
+    assert [c for c, _ in a["sizes"]] == [1024, 16384, 262144]
+    assert a["picks"][0] == a["sizes"][0][1] and a["picks"][-1] == a["sizes"][-1][1]
+    assert all(all(v > 0 for v in t.values()) for t in a["times"])
+    print(a["text"])
+
+
+def mismatched(rank, world, target, how):
+    import torch.distributed as dist
+
+    from autotuned import problem
+    from autotuned.group import describe_group, tune_group
+
+    desc = describe_group(target=target)
+    pg = None
+    if how == "wrong_rank":
+        desc = dataclasses.replace(desc, rank=1 - desc.rank)
+    elif how == "subgroup":
+        singles = [dist.new_group([r]) for r in range(world)]
+        pg = singles[rank]
+    tune_group(desc, [problem("all_reduce", "float32", 1024, CANDIDATES)], process_group=pg,
+               options=_options())
+    return "no error"
+
+
+@pytest.mark.parametrize("how", ["wrong_rank", "subgroup"])
+def test_group_mismatch_raises_on_every_rank(daemon, how):
+    results = run_ranks(mismatched, args=(daemon.target, how))
+    for r in results:
+        assert isinstance(r, RankError) and r.kind == "GroupMismatch", r
+    assert "world_size 2" in results[0].message or "rank" in results[0].message
+
+
+def unknown_candidate(rank, world, target):
+    from autotuned import problem
+    from autotuned.errors import InvalidArgument
+    from autotuned.group import describe_group, tune_group
+
+    desc = describe_group(target=target)
+    try:
+        tune_group(desc, [problem("all_reduce", "float32", 1024,
+                                  ["all_reduce/one_shot", "all_reduce/nope"])])
+    except InvalidArgument as e:
+        return ("InvalidArgument", e.field, str(e))
+    return "no error"
+
+
+def test_unknown_candidate_raises_on_every_rank(daemon):
+    results = run_ranks(unknown_candidate, args=(daemon.target,))
+    for r in results:
+        assert r[0] == "InvalidArgument" and r[1] == "problems[0].candidates[1].impl", r
+        assert "all_reduce/nope" in r[2]
+
+
+def absent(rank, world, target, only_rank_1):
+    from autotuned import problem
+    from autotuned.group import describe_group, tune_group
+
+    bad = "/tmp/atpy-no-such-dir/none.sock"
+    desc = describe_group(target=bad if (rank == 1 or not only_rank_1) else target,
+                          connect_timeout=1.0)
+    d = tune_group(desc, [problem("all_reduce", "float32", 4096, CANDIDATES)],
+                   options=_options())
+    return (d.fallback, d.winners, d.reason)
+
+
+@pytest.mark.parametrize("only_rank_1", [False, True])
+def test_absent_daemon_same_fallback_everywhere(daemon, only_rank_1):
+    a, b = run_ranks(absent, args=(daemon.target, only_rank_1))
+    assert not isinstance(a, RankError), a
+    assert a == b
+    assert a[0] is True and a[1] == ["all_reduce/one_shot"]
+    assert "none.sock" in a[2] and "rank 1" in a[2]
+
+
+def dies(rank, world, target, marker):
+    from autotuned import pb, problem
+    from autotuned.group import describe_group, tune_group
+
+    desc = describe_group(target=target)
+    if rank == 0:
+        open(marker, "w").close()
+    d = tune_group(desc, [problem("all_reduce", "float32", 1024,
+                                  ["all_reduce/one_shot", "all_reduce/hangs"])],
+                   options=pb.Options(warmup=1, iterations=2, timeout_ms=60000), timeout=60)
+    return (d.fallback, d.winners, d.reason)
+
+
+def test_daemon_dies_mid_call_same_fallback_everywhere():
+    d = Daemon(config_text=HANG_CONF)
+    marker = os.path.join(d.dir, "asking")
+
+    def kill_once_asking():
+        # The ranks ask right after rank 0 writes the marker; the hanging
+        # candidate keeps the round open for 60 s, so 2 s later it is mid-call.
+        deadline = time.monotonic() + 100
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(2.0)
+        d.kill()
+
+    try:
+        threading.Thread(target=kill_once_asking, daemon=True).start()
+        a, b = run_ranks(dies, args=(d.target, marker), timeout=120)
+        assert not isinstance(a, RankError), a
+        assert a == b
+        assert a[0] is True and a[1] == ["all_reduce/one_shot"]
+        assert "UNAVAILABLE" in a[2]
+    finally:
+        d.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
