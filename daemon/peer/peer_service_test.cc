@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "config/config_loader.h"
+#include "daemon/server/health_service.h"
 #include "daemon/server/server.h"
 
 namespace autotuned {
@@ -177,11 +178,13 @@ grpc::Status GenericCall(std::shared_ptr<grpc::Channel> channel, const std::stri
 }
 
 TEST_CASE("nothing else answers on the peer port: no health, no reflection") {
-  // The client server turns on health checking and reflection process-wide.
+  // The client server serves health checking (the daemon's own service) and
+  // turns on reflection process-wide.
   config::DaemonConfig client_config = *config::DefaultConfig();
   client_config.set_unix_socket("");
   client_config.set_tcp_listen("127.0.0.1:0");
-  auto client_server = StartServer(client_config, {});
+  HealthService health([] { return true; });
+  auto client_server = StartServer(client_config, {&health});
   REQUIRE(client_server.ok());
   auto client_channel = grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(client_server->tcp_port),

@@ -36,7 +36,7 @@ def test_version_struct_size_and_limits(lib):
     assert K.AtP2PArgs.count.offset == 16
     assert K.AtP2PArgs.spin_limit.offset + 8 == ctypes.sizeof(K.AtP2PArgs) == 88
     lim = lib.limits
-    assert (lim.min_world, lim.max_world, lim.max_blocks, lim.max_threads) == (2, 8, 64, 1024)
+    assert (lim.min_world, lim.max_world, lim.max_blocks, lim.max_threads) == (2, 8, 132, 1024)
     assert (lim.alignment, lim.signal_alignment, lim.pipeline_depth) == (16, 128, 2)
     assert lim.signal_bytes == lib.signal_bytes > 0
     assert lib.algo_name(K.ALGO_ALL_REDUCE_ONE_SHOT) == "all_reduce_one_shot"
