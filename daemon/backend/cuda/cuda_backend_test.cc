@@ -3,6 +3,7 @@
 // deadline, crashes are survived, and the next run gets a fresh worker.
 #include "daemon/backend/cuda/cuda_backend.h"
 
+#include <memory>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -174,10 +175,10 @@ TEST_CASE("the worker gives a fresh NCCL unique id for each cross-daemon run") {
 TEST_CASE("a partial run sends the local ranks and the token to the worker") {
   auto b = CudaBackend::Create(Options());
   REQUIRE(b.ok());
-  RecordingTransport transport;
+  auto transport = std::make_shared<RecordingTransport>();
   PartialRun part;
   part.local_ranks = {1, 3};
-  part.transport = &transport;
+  part.transport = transport;
   part.backend_token = (*b)->CrossRunToken();
   ProblemSpec p = AllReduce();
   p.world_size = 4;  // more ranks than this node's 2 GPUs: the others are elsewhere
@@ -189,16 +190,16 @@ TEST_CASE("a partial run sends the local ranks and the token to the worker") {
     REQUIRE(out[i].iteration_us.size() == 4);
     CHECK(out[i].iteration_us[0] == part.local_ranks[i]);  // the fake's marker
   }
-  CHECK(transport.aborts().empty());
+  CHECK(transport->aborts().empty());
 }
 
 TEST_CASE("a P2P candidate is refused in a partial run, and the other daemons are told") {
   auto b = CudaBackend::Create(Options());
   REQUIRE(b.ok());
-  RecordingTransport transport;
+  auto transport = std::make_shared<RecordingTransport>();
   PartialRun part;
   part.local_ranks = {0};
-  part.transport = &transport;
+  part.transport = transport;
   part.backend_token = (*b)->CrossRunToken();
   auto out = (*b)->RunPartial(AllReduce(), {"all_reduce/one_shot", {}}, Quick(), part,
                               absl::Now() + absl::Seconds(10));
@@ -206,7 +207,7 @@ TEST_CASE("a P2P candidate is refused in a partial run, and the other daemons ar
   CHECK(out[0].status.code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(out[0].status.message()),
              Catch::Contains("needs all ranks on one daemon"));
-  const std::vector<absl::Status> aborts = transport.aborts();
+  const std::vector<absl::Status> aborts = transport->aborts();
   REQUIRE(aborts.size() == 1);
   CHECK(aborts[0] == out[0].status);
   CHECK((*b)->workers_started() == 1);
@@ -215,15 +216,15 @@ TEST_CASE("a P2P candidate is refused in a partial run, and the other daemons ar
 TEST_CASE("a partial run without a token or a transport is refused without the worker") {
   auto b = CudaBackend::Create(Options());
   REQUIRE(b.ok());
-  RecordingTransport transport;
+  auto transport = std::make_shared<RecordingTransport>();
   PartialRun part;
   part.local_ranks = {0};
-  part.transport = &transport;
+  part.transport = transport;
   auto out = (*b)->RunPartial(AllReduce(), {"all_reduce/nccl", {}}, Quick(), part,
                               absl::Now() + absl::Seconds(10));
   REQUIRE(out.size() == 1);
   CHECK(out[0].status.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(transport.aborts().size() == 1);
+  CHECK(transport->aborts().size() == 1);
   part.transport = nullptr;
   part.backend_token = (*b)->CrossRunToken();
   out = (*b)->RunPartial(AllReduce(), {"all_reduce/nccl", {}}, Quick(), part,
@@ -234,16 +235,16 @@ TEST_CASE("a partial run without a token or a transport is refused without the w
 TEST_CASE("a worker that dies during a partial run is replaced, and the run aborted") {
   auto b = CudaBackend::Create(Options());
   REQUIRE(b.ok());
-  RecordingTransport transport;
+  auto transport = std::make_shared<RecordingTransport>();
   PartialRun part;
   part.local_ranks = {1};
-  part.transport = &transport;
+  part.transport = transport;
   part.backend_token = (*b)->CrossRunToken();
   auto died = (*b)->RunPartial(AllReduce(), {"all_reduce/nccl", {{"blocks", 13}}}, Quick(),
                                part, absl::Now() + absl::Seconds(10));
   REQUIRE(died.size() == 1);
   CHECK(died[0].status.code() == absl::StatusCode::kUnavailable);
-  CHECK(transport.aborts().size() == 1);
+  CHECK(transport->aborts().size() == 1);
   CHECK((*b)->CrossRunToken().size() == 128);  // from a fresh worker
   CHECK((*b)->workers_started() == 2);
 }
