@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -14,6 +13,7 @@ from autotuned import Client, pb, problem
 from autotuned.errors import DeadlineExceeded, InvalidArgument, Unavailable
 
 sys.path.insert(0, os.path.dirname(__file__))
+from timeout_guard import guard  # noqa: E402
 from daemon_fixture import Daemon  # noqa: E402
 
 CANDIDATES = ["all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/ring:chunk_kib=64"]
@@ -22,14 +22,8 @@ FAST = pb.Options(warmup=1, iterations=3)
 
 @pytest.fixture(autouse=True)
 def deadline():
-    """No test may hang: each gets 120 s, then fails."""
-    def expire(signum, frame):
-        raise TimeoutError("test exceeded 120 s")
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(120)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with guard(120):
+        yield
 
 
 @pytest.fixture(scope="module")

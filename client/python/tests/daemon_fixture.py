@@ -27,6 +27,12 @@ def daemon_binary() -> str:
     return path
 
 
+# 4 sim GPUs and all_reduce/hangs, a ring that hangs on rank 1: for the
+# tests of a daemon that stops answering mid-round.
+HANG_CONF = ('sim { gpus: 4 faults { name: "all_reduce/hangs" base: "all_reduce/ring" '
+             'kind: HANG rank: 1 } }')
+
+
 class Daemon:
     """One daemon process with a private socket and cache under /tmp."""
 

@@ -9,7 +9,6 @@ deferred path, and fall back identically (or raise identically) on bad input.
 
 import os
 import re
-import signal
 import sys
 import tempfile
 import threading
@@ -18,24 +17,18 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon  # noqa: E402
+from timeout_guard import guard  # noqa: E402
+from daemon_fixture import HANG_CONF, Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 
-HANG_CONF = ('sim { gpus: 4 faults { name: "all_reduce/hangs" base: "all_reduce/ring" '
-             'kind: HANG rank: 1 } }')
 IMPLS = {"one_shot": "all_reduce/one_shot", "two_shot": "all_reduce/two_shot",
          "ring": "all_reduce/ring"}
 
 
 @pytest.fixture(autouse=True)
 def deadline():
-    def expire(signum, frame):
-        raise TimeoutError("test exceeded 500 s")
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(500)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with guard(500):
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -7,24 +7,19 @@ itself needs GPUs: tests/gpu_kernels_test.py.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from timeout_guard import guard  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def deadline():
-    def expire(signum, frame):
-        raise TimeoutError("test exceeded 240 s")
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(240)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with guard(240):
+        yield
 
 
 class _FakeGroup:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import sys
 import threading
 import time
@@ -16,23 +15,17 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon  # noqa: E402
+from timeout_guard import guard  # noqa: E402
+from daemon_fixture import HANG_CONF, Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 
 CANDIDATES = ["all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/ring:chunk_kib=64"]
-HANG_CONF = ('sim { gpus: 4 faults { name: "all_reduce/hangs" base: "all_reduce/ring" '
-             'kind: HANG rank: 1 } }')
 
 
 @pytest.fixture(autouse=True)
 def deadline():
-    def expire(signum, frame):
-        raise TimeoutError("test exceeded 240 s")
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(240)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with guard(240):
+        yield
 
 
 @pytest.fixture(scope="module")
