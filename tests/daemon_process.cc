@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -103,6 +105,20 @@ std::vector<std::string>& ShortTempDirs() {
 }
 
 }  // namespace
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  return ok ? ntohs(addr.sin_port) : 0;
+}
 
 std::string ShortTempDir() {
   char tmpl[] = "/tmp/atd-XXXXXX";

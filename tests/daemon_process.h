@@ -23,6 +23,10 @@ std::string FreshTempDir(const std::string& name);
 // with its contents when the test process exits.
 std::string ShortTempDir();
 
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read
+// back, closed), for a daemon's peer_listen; 0 when no socket could be had.
+int FreeLoopbackPort();
+
 // A file `runfile` of the workspace (e.g. "daemon/autotuned") in the test's
 // runfiles.
 std::string Runfile(const std::string& runfile);

@@ -46,16 +46,9 @@ constexpr int kWorld = kHosts * kRanksPerHost;
 constexpr int64_t kWindowUs = 150000;
 
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  close(fd);
-  return ntohs(addr.sin_port);
+  const int port = testing::FreeLoopbackPort();
+  REQUIRE(port > 0);
+  return port;
 }
 
 int64_t EnvInt(const char* name, int64_t fallback) {

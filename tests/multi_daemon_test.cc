@@ -36,16 +36,9 @@ constexpr int kHosts = 3;
 constexpr int kRanksPerHost = 2;
 
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  close(fd);
-  return ntohs(addr.sin_port);
+  const int port = testing::FreeLoopbackPort();
+  REQUIRE(port > 0);
+  return port;
 }
 
 struct Host {
@@ -176,6 +169,19 @@ void CheckIdentical(const std::vector<Answer>& answers) {
   }
 }
 
+// A round every rank of `asks` must get measured: each answer TUNED for its
+// first problem, all identical. Returns the answers for further checks.
+std::vector<Answer> ExpectTunedRound(const Cluster& c, const std::vector<v1::TuneRequest>& asks) {
+  std::vector<Answer> answers = AskAll(c, asks);
+  for (const Answer& a : answers) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::TUNED);
+  }
+  CheckIdentical(answers);
+  return answers;
+}
+
 TEST_CASE("3 daemons x 2 ranks, 5 problems: measured across the daemons, every rank gets "
           "the same answer with all 6 ranks' timings, then the same cached answer") {
   Cluster c("round");
@@ -262,14 +268,9 @@ TEST_CASE("a follower SIGKILLed during the measurement: the survivors get the sa
 
   std::vector<v1::TuneRequest> smaller;
   for (int r = 0; r < 4; ++r) smaller.push_back(RankAsk(c, "four", 4, r, 3000000));
-  std::vector<Answer> next = AskAll(c, smaller);
-  for (const Answer& a : next) {
-    INFO(a.status.error_message());
-    REQUIRE(a.status.ok());
-    CHECK(a.response.results(0).status() == v1::TUNED);
+  for (const Answer& a : ExpectTunedRound(c, smaller)) {
     CHECK(a.response.results(0).ranked(0).rank_mean_us_size() == 4);
   }
-  CheckIdentical(next);
 }
 
 TEST_CASE("a follower that stops answering during the measurement (SIGSTOP): the "
@@ -300,13 +301,7 @@ TEST_CASE("a follower that stops answering during the measurement (SIGSTOP): the
 
   asks.clear();
   for (int r = 0; r < 6; ++r) asks.push_back(RankAsk(c, "six-again", 6, r, 3000000));
-  std::vector<Answer> next = AskAll(c, asks);
-  for (const Answer& a : next) {
-    INFO(a.status.error_message());
-    REQUIRE(a.status.ok());
-    CHECK(a.response.results(0).status() == v1::TUNED);
-  }
-  CheckIdentical(next);
+  ExpectTunedRound(c, asks);
 }
 
 TEST_CASE("the leader SIGKILLed during the measurement: every follower rank gets the same "
@@ -334,13 +329,7 @@ TEST_CASE("the leader SIGKILLed during the measurement: every follower rank gets
 
   std::vector<v1::TuneRequest> next_asks;
   for (int r = 0; r < 4; ++r) next_asks.push_back(RankAsk(c, "hosts-1-2", 4, r, 3000000, 1));
-  std::vector<Answer> next = AskAll(c, next_asks);
-  for (const Answer& a : next) {
-    INFO(a.status.error_message());
-    REQUIRE(a.status.ok());
-    CHECK(a.response.results(0).status() == v1::TUNED);
-  }
-  CheckIdentical(next);
+  ExpectTunedRound(c, next_asks);
 }
 
 TEST_CASE("a follower SIGKILLed while the round waits for ranks: the others' ranks get "
@@ -370,13 +359,7 @@ TEST_CASE("a follower SIGKILLed while the round waits for ranks: the others' ran
 
   std::vector<v1::TuneRequest> smaller;
   for (int r = 0; r < 4; ++r) smaller.push_back(RankAsk(c, "four", 4, r, 3000000));
-  std::vector<Answer> next = AskAll(c, smaller);
-  for (const Answer& a : next) {
-    INFO(a.status.error_message());
-    REQUIRE(a.status.ok());
-    CHECK(a.response.results(0).status() == v1::TUNED);
-  }
-  CheckIdentical(next);
+  ExpectTunedRound(c, smaller);
 }
 
 TEST_CASE("the leader SIGKILLed while the round waits for ranks: every follower rank gets "

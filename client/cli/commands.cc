@@ -164,6 +164,19 @@ absl::Status RunTune(Client& client, const Plan& plan, const Output& output) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// With --plot: the chart of `sizes` into Output::plot, and a note on err.
+absl::Status MaybePlot(const std::vector<v1::ProblemResult>& sizes, const Output& output) {
+  if (output.plot.empty()) return absl::OkStatus();
+  absl::Status plotted = WriteSweepPlot(sizes, output.plot);
+  if (!plotted.ok()) return plotted;
+  *output.err << "plot: wrote " << output.plot << " (" << sizes.size() << " sizes)" << std::endl;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RunSweep(Client& client, const Plan& plan, const Output& output) {
   absl::StatusOr<Resolved> resolved = Resolve(client, plan, output);
   if (!resolved.ok()) return resolved.status();
@@ -183,10 +196,9 @@ absl::Status RunSweep(Client& client, const Plan& plan, const Output& output) {
       });
   if (output.json) return table.ok() ? print_status : table.status();
   if (!sizes.empty()) *output.out << FormatSweepTable(sizes);
-  if (!output.plot.empty() && !sizes.empty()) {
-    absl::Status plotted = WriteSweepPlot(sizes, output.plot);
+  if (!sizes.empty()) {
+    absl::Status plotted = MaybePlot(sizes, output);
     if (!plotted.ok()) return plotted;
-    *output.err << "plot: wrote " << output.plot << " (" << sizes.size() << " sizes)" << std::endl;
   }
   if (!table.ok()) return table.status();
   // The canonical problem (parameters filled in) when the daemon sent one.
@@ -248,13 +260,7 @@ absl::Status RunPlot(const std::string& input, const Output& output) {
   if (saved->has_table) {
     *output.out << "\n" << FormatDispatchTable(saved->table, saved->sizes[0].problem());
   }
-  if (!output.plot.empty()) {
-    absl::Status plotted = WriteSweepPlot(saved->sizes, output.plot);
-    if (!plotted.ok()) return plotted;
-    *output.err << "plot: wrote " << output.plot << " (" << saved->sizes.size() << " sizes)"
-                << std::endl;
-  }
-  return absl::OkStatus();
+  return MaybePlot(saved->sizes, output);
 }
 
 }  // namespace cli
