@@ -18,14 +18,22 @@
 # leader measures across the daemons too.
 #
 #   bench/rendezvous.sh [ROUNDS] [NS]      (30 "8 16 64")
+#
+# AUTOTUNED_BIN=DIR takes prebuilt binaries from DIR (autotuned, load_bench,
+# rendezvous_bench; for a machine without Bazel) instead of building them, and
+# AUTOTUNED_OUT=FILE writes the results there instead.
 set -eu
 cd "$(dirname "$0")/.."
 rounds=${1:-30}
 ns=${2:-"8 16 64"}
 token="peer-token-for-the-rendezvous-bench"
 
-bazel build //daemon:autotuned //bench:load_bench //bench:rendezvous_bench
-bench=bazel-bin/bench/rendezvous_bench
+if [ -n "${AUTOTUNED_BIN:-}" ]; then
+  daemon=$AUTOTUNED_BIN/autotuned load=$AUTOTUNED_BIN/load_bench bench=$AUTOTUNED_BIN/rendezvous_bench
+else
+  bazel build //daemon:autotuned //bench:load_bench //bench:rendezvous_bench
+  daemon=bazel-bin/daemon/autotuned load=bazel-bin/bench/load_bench bench=bazel-bin/bench/rendezvous_bench
+fi
 root=$(mktemp -d /tmp/autotuned-rdv-XXXXXX)
 pids=()
 stop_all() {
@@ -51,7 +59,7 @@ start() {
     printf 'peer_token: "%s"\npeer_advertise: "%s"\n' "$token" "$peer" > "$dir/conf"
     args+=(--config="$dir/conf" --peer_listen="$peer")
   fi
-  bazel-bin/daemon/autotuned "${args[@]}" > "$dir/log" 2>&1 &
+  "$daemon" "${args[@]}" > "$dir/log" 2>&1 &
   local p=$!
   pids+=("$p")
   local i=0
@@ -64,14 +72,14 @@ start() {
   done
 }
 
-out=bench/results/rendezvous_bench.txt
-mkdir -p bench/results
+out=${AUTOTUNED_OUT:-bench/results/rendezvous_bench.txt}
+mkdir -p "$(dirname "$out")"
 {
   echo "# command: bench/rendezvous.sh $rounds \"$ns\""
   echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB; clients and daemons share it"
-  echo "# date:    $(date -u +%Y-%m-%dT%H:%M:%SZ); load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (other builds may run on this machine)"
-  echo "# commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown) (plus uncommitted changes, if any)"
-  echo "# daemons: bazel-bin/daemon/autotuned --backend=sim, Unix sockets for clients, peer ports on 127.0.0.1;"
+  echo "# date:    $(date -u +%Y-%m-%dT%H:%M:%SZ); load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) "
+  echo "# commit:  ${AUTOTUNED_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} (plus uncommitted changes, if any)"
+  echo "# daemons: $daemon --backend=sim, Unix sockets for clients, peer ports on 127.0.0.1;"
   echo "#          all client latencies are taken client side (steady_clock around the gRPC Tune call)."
 } > "$out.tmp"
 status=0
@@ -82,7 +90,7 @@ section "1. cache hits over the Unix socket (daemon --sim_gpus=4, cache on; requ
 start hit 4
 $bench --mode=hit --sockets="$sock" --calls=5000 >> "$out.tmp" 2>&1 || status=1
 echo "-- 32 concurrent clients, 10 s, cache hits only (load_bench --clients=32 --duration=10s --miss_every=0 --hot=16; whole group of 4, all_reduce float32 4-64 KiB, 3 candidates):" >> "$out.tmp"
-bazel-bin/bench/load_bench --socket="$sock" --clients=32 --duration=10s --miss_every=0 \
+"$load" --socket="$sock" --clients=32 --duration=10s --miss_every=0 \
   --daemon_pid="${pids[0]}" >> "$out.tmp" 2>&1 || status=1
 stop_all
 
@@ -162,15 +170,14 @@ done
 #   (b) minus the leader's own measuring time for that round, from its log
 #       line "(ran it) ... ms=" (--log_level=info, 0.1 ms resolution; read after
 #       the daemon exits, when its log is flushed). (b) still includes the last
-#       rank's own gRPC call (a cache hit's round trip, about 0.2-0.4 ms here,
+#       rank's own gRPC call (a cache hit's round trip,
 #       see 1), so it is an upper bound on the rendezvous itself.
 # - 3: "round wall time" = first ask sent -> last answer received, 5 problems
 #   per ask (all_reduce float32 256 KiB-ish, 2 candidates each), measured.
 # - 4: "last ask sent -> last answer" is the figure asked for (time from the
 #   last ask to the last answer). With a leader of N sim GPUs it includes the
-#   leader measuring a world of N (its ms= line gives that part); 4b takes the
-#   measurement out: a leader of 1 sim GPU answers every rank the same
-#   FALLBACK once all N have asked, so 4b is rendezvous and fan-out alone.
+#   leader measuring a world of N across the N daemons (its ms= line gives
+#   that part; the pairing subtracts it).
 # - Caveat: everything shares this machine's cores (clients, N daemons, the sim
 #   backend's threads); with N = 16 or 64 daemons the 2 cores are heavily
 #   oversubscribed, so these are upper bounds for a host with real cores.

@@ -3,7 +3,10 @@
 
 The leader logs, for each per-rank round it measured, a line
   round=... group=G seq=S world=W rank=K (ran it) problems=P waited_ms=X ms=Y ...
-where ms is the time it spent measuring. The last rank's client-side latency
+where ms is the time it spent measuring; for a group spread over daemons,
+  round=... group=G seq=S world=W across N daemons run=... measured=P ms=Y ...
+where ms runs from its GO to the max-reduced timings: the measurement across
+the daemons, buffer exchanges through the leader included. The last rank's client-side latency
 minus that is the round's coordination overhead (it includes one gRPC call
 over the Unix socket, and for followers the Peer hop to the leader and back).
 
@@ -28,13 +31,14 @@ def main():
     group = lines[0].split()[1]
     lat = {int(l.split()[0]): float(l.split()[1]) for l in lines[1:] if l.strip()}
     # Rounds run one after another, so the n-th such line is round n.
-    pat = re.compile(r"group=%s seq=\d+ .*\(ran it\).* ms=([0-9.]+)" % re.escape(group))
+    pat = re.compile(r"group=%s seq=\d+ .*(?:\(ran it\)|across \d+ daemons).* ms=([0-9.]+)"
+                     % re.escape(group))
     ran = [float(m.group(1)) for m in map(pat.search, open(sys.argv[2], errors="replace")) if m]
     if not ran:
-        print("  leader's log: no '(ran it)' lines for this group; no pairing")
+        print("  leader's log: no '(ran it)' or 'across' lines for this group; no pairing")
         return
     if len(ran) != max(lat) + 1:
-        print("  leader's log: %d '(ran it)' lines for %d rounds; pairing by order anyway"
+        print("  leader's log: %d measured-round lines for %d rounds; pairing by order anyway"
               % (len(ran), max(lat) + 1))
     measure, over = [], []
     for i, ms in enumerate(ran):

@@ -6,7 +6,7 @@
 // rank. Prints the rounds run and the count per outcome.
 //
 // Environment (bazel test --test_env=...):
-//   AUTOTUNED_RANDOM_ROUNDS  rounds to run (default 250, about a minute, for CI time)
+//   AUTOTUNED_RANDOM_ROUNDS  rounds to run (default 1000, about four minutes)
 //   AUTOTUNED_RANDOM_SEED    the seed (default: time-based; printed)
 //   AUTOTUNED_RANDOM_REPORT  a file to write the figures to (optional)
 #include <netinet/in.h>
@@ -153,7 +153,7 @@ Answer Ask(const Host& host, const v1::TuneRequest& req) {
 
 TEST_CASE("random rounds across 3 daemons: no two surviving ranks ever get different "
           "answers") {
-  const int64_t rounds = EnvInt("AUTOTUNED_RANDOM_ROUNDS", 250);
+  const int64_t rounds = EnvInt("AUTOTUNED_RANDOM_ROUNDS", 1000);
   const uint64_t seed = static_cast<uint64_t>(
       EnvInt("AUTOTUNED_RANDOM_SEED", absl::ToUnixNanos(absl::Now()) % 1000000007));
   std::mt19937_64 rng(seed);
