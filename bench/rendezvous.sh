@@ -172,6 +172,14 @@ done
 #       the daemon exits, when its log is flushed). (b) still includes the last
 #       rank's own gRPC call (a cache hit's round trip,
 #       see 1), so it is an upper bound on the rendezvous itself.
+# - The daemon's own figure (2a, 3: overhead_us= on the runner's log line; the
+#   metric autotuned_round_overhead_seconds): the last rank's request reaching
+#   the daemon -> every rank's answer published, minus measuring. It leaves out
+#   the rank's own call transport, which (b) includes: with temporary
+#   timestamps at the handler on 16 cores, a per-rank call sent after 18 ms of
+#   quiet took 320-380 us from the client's send to the handler and 160-240 us
+#   back, where the whole_group call, sent right after other traffic, took
+#   140-150 us and 110-150 us.
 # - 3: "round wall time" = first ask sent -> last answer received, 5 problems
 #   per ask (all_reduce float32 256 KiB-ish, 2 candidates each), measured.
 # - 4: "last ask sent -> last answer" is the figure asked for (time from the

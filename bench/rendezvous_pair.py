@@ -2,8 +2,10 @@
 """Pairs rendezvous_bench --latencies_out with the leader's log (--log_level=info).
 
 The leader logs, for each per-rank round it measured, a line
-  round=... group=G seq=S world=W rank=K (ran it) problems=P waited_ms=X ms=Y ...
-where ms is the time it spent measuring; for a group spread over daemons,
+  round=... group=G seq=S world=W rank=K (ran it) problems=P waited_ms=X ms=Y overhead_us=Z ...
+where ms is the time it spent measuring and Z the rendezvous' own cost as the
+daemon sees it (the last rank's request in -> every answer published, minus
+ms); for a group spread over daemons,
   round=... group=G seq=S world=W across N daemons run=... measured=P ms=Y ...
 where ms runs from its GO to the max-reduced timings: the measurement across
 the daemons, buffer exchanges through the leader included. The last rank's client-side latency
@@ -40,6 +42,8 @@ def main():
     if len(ran) != max(lat) + 1:
         print("  leader's log: %d measured-round lines for %d rounds; pairing by order anyway"
               % (len(ran), max(lat) + 1))
+    own = re.compile(r"group=%s seq=\d+ .*\(ran it\).* overhead_us=([0-9.-]+)" % re.escape(group))
+    inside = [float(m.group(1)) for m in map(own.search, open(sys.argv[2], errors="replace")) if m]
     measure, over = [], []
     for i, ms in enumerate(ran):
         measure.append(ms * 1000)
@@ -49,6 +53,10 @@ def main():
     print("  overhead = last rank's latency - leader's measuring time, paired per round")
     print("  (includes the rank's own gRPC call; followers: also the Peer hop):")
     print("                                                       " + stats(over))
+    if inside:
+        print("  the daemon's own figure (its log, overhead_us=): the last rank's request")
+        print("  reaching the daemon -> every rank's answer published, minus measuring:")
+        print("                                                       " + stats(inside))
 
 
 main()

@@ -56,6 +56,12 @@ DaemonMetrics::DaemonMetrics(Registry* r)
           "Rounds from admission to the answer, cache hits included (a Sweep "
           "observes one per size).",
           LatencyBucketsSeconds())),
+      round_overhead(r->AddHistogram(
+          "autotuned_round_overhead_seconds",
+          "Per-rank rounds measured on this daemon's ranks alone: time from the "
+          "last rank's request reaching the daemon to the answer published to "
+          "every rank, minus the measuring; the rendezvous' own cost.",
+          LatencyBucketsSeconds())),
       gpu_memory_held_bytes(r->AddGauge(
           "autotuned_gpu_memory_held_bytes",
           "Device memory held for benchmark buffers, as the backend reports "

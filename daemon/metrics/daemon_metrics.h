@@ -12,6 +12,9 @@
 //   cache_lookups_total{result}         hit, miss
 //   rendezvous_latency_seconds          histogram; always 0 for now
 //   round_latency_seconds               histogram
+//   round_overhead_seconds              histogram: per-rank rounds this
+//                                       daemon measured, last arrival to
+//                                       answer minus measuring
 //   gpu_memory_held_bytes               gauge, set by the service from
 //                                       Backend::gpu_memory_held_bytes
 //   rounds_in_flight                    gauge
@@ -46,6 +49,7 @@ struct DaemonMetrics {
   Counter* cache_misses;
   Histogram* rendezvous_latency;
   Histogram* round_latency;
+  Histogram* round_overhead;
   Gauge* gpu_memory_held_bytes;
   Gauge* rounds_in_flight;
   Gauge* draining;

@@ -151,20 +151,27 @@ absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(
     measured.set_round_id(round_name);
     measured.set_backend(backend_->node().backend);
     measured.set_fingerprint(fingerprint_);
-    const absl::Duration waited = absl::Now() - start;
+    const absl::Time measuring_from = absl::Now();
     for (const ValidProblem& p : request.problems) {
       *measured.add_results() = Solve(p, request, arrival->decision.waited);
     }
+    const absl::Duration measuring = absl::Now() - measuring_from;
     decision = round_table_.Publish(*arrival, std::move(measured));
     if (decision.verdict == rendezvous::Verdict::kMeasured) {
+      // This rank arrived last (its arrival made the round GO): from its
+      // request reaching the daemon to every rank's answer published, less
+      // the measuring, is what the rendezvous itself cost.
+      const absl::Duration overhead =
+          absl::Now() -
+          (request.received == absl::InfinitePast() ? start : request.received) - measuring;
+      metrics_->round_overhead->Observe(absl::ToDoubleSeconds(overhead));
       spdlog::info(
           "round={} group={} seq={} world={} rank={} (ran it) problems={} waited_ms={:.1f} "
-          "ms={:.1f} winners=[{}]",
+          "ms={:.1f} overhead_us={:.0f} winners=[{}]",
           decision.response->round_id(), group, arrival->sequence, request.world_size,
           request.rank, request.problems.size(),
-          absl::ToDoubleMilliseconds(decision.waited),
-          absl::ToDoubleMilliseconds(absl::Now() - start - waited),
-          Winners(*decision.response));
+          absl::ToDoubleMilliseconds(decision.waited), absl::ToDoubleMilliseconds(measuring),
+          absl::ToDoubleMicroseconds(overhead), Winners(*decision.response));
     }
   } else if (arrival->decided_here) {
     if (decision.verdict == rendezvous::Verdict::kError) {

@@ -228,10 +228,12 @@ v1::TuneResponse AutotuneService::RunRound(const ValidRequest& request) {
 grpc::Status AutotuneService::Tune(grpc::ServerContext* context,
                                    const v1::TuneRequest* request,
                                    v1::TuneResponse* response) {
+  const absl::Time received = absl::Now();
   if (admission_.draining()) return Reject(Admission::DrainingError(), "tune");
   const std::shared_ptr<const Settings> now = settings();
   absl::StatusOr<ValidRequest> valid = ValidateTune(*request, Validation(*now));
   if (!valid.ok()) return Reject(valid.status(), "tune");
+  valid->received = received;
   absl::StatusOr<Admission::Ticket> ticket = admission_.Admit();
   if (!ticket.ok()) return Reject(ticket.status(), "tune");
   if (valid->per_rank) {
@@ -382,6 +384,7 @@ void AutotuneService::FillMetrics(v1::NodeMetrics* out) const {
   out->set_cache_misses(m.cache_misses->value());
   FillHistogram(*m.rendezvous_latency, out->mutable_rendezvous_latency());
   FillHistogram(*m.round_latency, out->mutable_round_latency());
+  FillHistogram(*m.round_overhead, out->mutable_round_overhead());
   out->set_gpu_memory_held_bytes(m.gpu_memory_held_bytes->value());
   out->set_rounds_in_flight(m.rounds_in_flight->value());
   out->set_draining(m.draining->value() != 0);

@@ -510,6 +510,11 @@ TEST_CASE("four ranks asking one by one: one measurement, identical answers") {
   CHECK(m.rounds() == 8);
   CHECK(m.results_tuned() == 4);
   CHECK(m.results_cached() == 4);
+  // One round was measured: its rendezvous overhead is on record, positive
+  // and a part of what the rounds took.
+  CHECK(m.round_overhead().count() == 1);
+  CHECK(m.round_overhead().sum_s() > 0);
+  CHECK(m.round_overhead().sum_s() < m.round_latency().sum_s());
 }
 
 TEST_CASE("a rank missing: FALLBACK for the three, the same for the fourth asking late") {

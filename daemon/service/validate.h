@@ -84,6 +84,9 @@ struct ValidRequest {
     return out;
   }
   absl::Duration presync_window = absl::Milliseconds(5);
+  // When the call reached the daemon (its handler began), for the
+  // rendezvous overhead figures; InfinitePast when not set.
+  absl::Time received = absl::InfinitePast();
 };
 
 absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
