@@ -37,9 +37,12 @@ fi
 
 VENV=/opt/autotuned/venv
 TORCH_VERSION=2.11.0
-if ! "$VENV/bin/python" -c "import torch, numpy, pytest; assert torch.__version__.startswith('$TORCH_VERSION')" >/dev/null 2>&1; then
+# Debian's interpreter, whatever else is first on PATH (pyenv, conda): the
+# venv must see the python3-grpcio and python3-protobuf installed above.
+if ! "$VENV/bin/python" -c "import torch, numpy, pytest, grpc, google.protobuf; assert torch.__version__.startswith('$TORCH_VERSION')" >/dev/null 2>&1; then
   echo "setup: installing torch $TORCH_VERSION into $VENV"
-  $SUDO python3 -m venv --system-site-packages "$VENV"
+  $SUDO rm -rf "$VENV"
+  $SUDO /usr/bin/python3 -m venv --system-site-packages "$VENV"
   $SUDO "$VENV/bin/pip" install -q --progress-bar off "torch==$TORCH_VERSION" numpy pytest
 else
   echo "setup: torch $TORCH_VERSION present in $VENV"

@@ -70,6 +70,10 @@ class DispatchTable:
     ranges: list[SizeRange]
     fallback: bool = False
     reason: str = ""
+    # The daemon's answer per size, as received (synthesized FALLBACK ones
+    # for a fallback table); left out of comparisons.
+    results: list[pb.ProblemResult] = dataclasses.field(default_factory=list, compare=False,
+                                                        repr=False)
 
     def count_of(self, tensor_or_count: Union[int, Any]) -> int:
         """The per-rank `count` of a tensor as the daemon measured it: numel
@@ -105,6 +109,19 @@ class DispatchTable:
         the caller's own callables. See autotuned.kernels.Dispatcher."""
         from autotuned.kernels import Dispatcher
         return Dispatcher(self, p2p, op=op, others=others, process_group=process_group)
+
+    def write_jsonl(self, path: str) -> None:
+        """Writes the per-size results as `autotunectl --json sweep` prints them (one
+        SweepUpdate per line), so that `autotunectl plot --input=PATH
+        --plot=FILE.png` draws the table: latency against size per candidate,
+        each size's winner marked."""
+        from google.protobuf import json_format
+
+        with open(path, "w") as f:
+            for r in self.results:
+                update = pb.SweepUpdate(size_result=r)
+                f.write(json_format.MessageToJson(update, indent=None,
+                                                  preserving_proto_field_name=True) + "\n")
 
     def format(self) -> str:
         """The table as text: one line per range, then one per size."""
@@ -152,7 +169,10 @@ def _table(collective: str, dtype: object, world: int, specs: list[str],
     size = dtype_bytes(dtype)
     sizes = []
     for r in results:
-        med = {candidate_spec(c.candidate): (c.median_us if c.ok else math.inf) for c in r.ranked}
+        # By position: the daemon names candidates canonically (defaults
+        # filled in, "all_reduce/ring:chunk_kib=256"), the caller maybe not.
+        med = {specs[c.index]: (c.median_us if c.ok else math.inf) for c in r.ranked
+               if 0 <= c.index < len(specs)}
         sizes.append(SizeTiming(count=r.problem.count, bytes=r.problem.count * size,
                                 winner=specs[r.winner_index], winner_index=r.winner_index,
                                 median_us={s: med.get(s, math.inf) for s in specs},
@@ -167,7 +187,8 @@ def _table(collective: str, dtype: object, world: int, specs: list[str],
         else:
             ranges.append(SizeRange(s.count, s.count, s.bytes, s.bytes, s.winner,
                                     s.winner_index, (us,)))
-    return DispatchTable(collective, _dtype_name(dtype), world, specs, sizes, ranges)
+    return DispatchTable(collective, _dtype_name(dtype), world, specs, sizes, ranges,
+                         results=list(results))
 
 
 def tune_dispatch(process_group: Any = None, *, candidates: Sequence[CandidateLike],

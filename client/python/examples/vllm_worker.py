@@ -9,7 +9,11 @@ the tensor's size.
 
   PYTHONPATH=client/python AUTOTUNED_KERNELS_LIB=bazel-bin/kernels/libautotuned_kernels_abi.so \
       python -m torch.distributed.run --standalone --nproc_per_node=2 \
-      client/python/examples/vllm_worker.py [--socket PATH] [--cpu | --symm_mem]
+      client/python/examples/vllm_worker.py [--socket PATH] [--cpu | --symm_mem] [--save PREFIX]
+
+--save PREFIX writes the table (rank 0) as PREFIX.txt and as sweep lines,
+PREFIX.jsonl, which `autotunectl plot --input=PREFIX.jsonl --plot=PREFIX.png`
+draws.
 
 On GPUs the candidates are the cuda backend's all_reduce/nccl, one_shot and
 two_shot, and the winner runs in this process: the daemon's own P2P kernels
@@ -93,6 +97,8 @@ def main() -> int:
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--symm_mem", action="store_true",
                    help="run one_shot/two_shot as PyTorch's symmetric-memory ops")
+    p.add_argument("--save", metavar="PREFIX",
+                   help="write the table as PREFIX.txt and PREFIX.jsonl (rank 0)")
     args = p.parse_args()
     if args.cpu:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=300))
@@ -106,6 +112,10 @@ def main() -> int:
     worker = Worker(None, args.socket, args.cpu, args.symm_mem)
     if dist.get_rank() == 0:
         print(worker.table.format(), flush=True)
+        if args.save:
+            with open(args.save + ".txt", "w") as f:
+                f.write(worker.table.format() + "\n")
+            worker.table.write_jsonl(args.save + ".jsonl")
     for tokens in (1, 64, 4096):
         y = worker.forward(tokens, 1024)
         if dist.get_rank() == 0:

@@ -17,6 +17,7 @@ case ${AUTOTUNED_KERNELS_LIB:-} in
 esac
 export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
 export AUTOTUNED_DAEMON="$TEST_SRCDIR/autotuned/daemon/autotuned"
+export AUTOTUNED_CTL="$TEST_SRCDIR/autotuned/client/cli/autotunectl"  # where a test has it
 export TORCHINDUCTOR_CACHE_DIR="${TEST_TMPDIR:-/tmp}/inductor"
 export TRITON_CACHE_DIR="${TEST_TMPDIR:-/tmp}/triton"
 export HOME="${TEST_TMPDIR:-/tmp}"

@@ -7,8 +7,10 @@ fallback.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
+import subprocess
 import threading
 import time
 
@@ -73,10 +75,15 @@ def dispatch(rank, world, target):
     from autotuned.vllm import tune_dispatch
 
     desc = describe_group(target=target)
-    table = tune_dispatch(candidates=CANDIDATES[:2], dtype=torch.float32, desc=desc,
+    # "all_reduce/ring" without its parameter: the daemon names it with the
+    # default filled in, and the table must still show its times.
+    table = tune_dispatch(candidates=[CANDIDATES[0], "all_reduce/ring"], dtype=torch.float32,
+                          desc=desc,
                           sizes_bytes=[4096, 65536, 1 << 20], options=_options())
     picks = [table.pick(torch.empty(n)) for n in (1, 1024, 16384, 20000, 1 << 20)]
-    return {"ranges": [(r.min_bytes, r.max_bytes, r.winner) for r in table.ranges],
+    jsonl = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), f"table-rank{rank}.jsonl")
+    table.write_jsonl(jsonl)
+    return {"jsonl": jsonl,"ranges": [(r.min_bytes, r.max_bytes, r.winner) for r in table.ranges],
             "sizes": [(s.count, s.winner) for s in table.sizes], "picks": picks,
             "fallback": table.fallback, "text": table.format(),
             "times": [s.median_us for s in table.sizes]}
@@ -89,8 +96,22 @@ def test_vllm_dispatch_table_same_on_every_rank(daemon):
     assert not a["fallback"]
     assert [c for c, _ in a["sizes"]] == [1024, 16384, 262144]
     assert a["picks"][0] == a["sizes"][0][1] and a["picks"][-1] == a["sizes"][-1][1]
-    assert all(all(v > 0 for v in t.values()) for t in a["times"])
+    assert all(all(0 < v < math.inf for v in t.values()) for t in a["times"]), a["times"]
     print(a["text"])
+    # The table as sweep lines: what it holds, and autotunectl draws it.
+    from google.protobuf import json_format
+
+    from autotuned import pb
+    lines = open(a["jsonl"]).read().splitlines()
+    updates = [json_format.Parse(line, pb.SweepUpdate()) for line in lines]
+    assert [(u.size_result.problem.count, u.size_result.winner) for u in updates] == \
+        [(c, w) for c, w in a["sizes"]]
+    assert open(a["jsonl"]).read() == open(b["jsonl"]).read()
+    png = a["jsonl"] + ".png"
+    done = subprocess.run([os.environ["AUTOTUNED_CTL"], "plot", f"--input={a['jsonl']}",
+                           f"--plot={png}"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def mismatched(rank, world, target, how):

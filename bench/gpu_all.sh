@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Everything this project checks on a 2-GPU host, in one command run from the
+# repository root there (the machine has no Bazel: binaries are built
+# elsewhere with --config=static and carried):
+#
+#   bash bench/gpu_all.sh BIN_DIR PY_DIR OUT_DIR
+#
+# BIN_DIR: autotuned, autotunectl, p2p_bench, p2p_gpu_test, gpu_node_gpu_test,
+#          gpu_watchdog_gpu_test, libautotuned_kernels_abi.so
+# PY_DIR:  client/python with its stubs (client/python/gen_stubs.sh PY_DIR)
+# OUT_DIR: created; receives
+#   steps.log                  every step's exit status and duration
+#   tests/*.txt                the Catch2 GPU tests' output
+#   sweep/                     bench/gpu_run.sh: daemon sweeps, p2p_bench (NCCL
+#                              measured independently), PyTorch NCCL and symm-mem,
+#                              gpu_report.md, PNG charts
+#   compile_acceptance.log     client/python/examples/gpu_compile_acceptance.py
+#                              (daemon immediate, daemon deferred, PyTorch's own)
+#   vllm_table.{txt,jsonl,png} the vLLM helper's all_reduce bf16 table on this
+#   vllm_worker.log            host (examples/vllm_worker.py --save), drawn by
+#                              autotunectl plot
+#   daemon.log                 the daemon serving the last two steps
+# Every step runs under `timeout`; a failing step is logged and the next runs.
+set -u
+if [ $# -ne 3 ]; then
+  echo "usage: bash bench/gpu_all.sh BIN_DIR PY_DIR OUT_DIR" >&2
+  exit 2
+fi
+T0=$SECONDS
+BIN=$(cd "$1" && pwd) || exit 2
+PY_DIR=$(cd "$2" && pwd) || exit 2
+mkdir -p "$3/tests" || exit 2
+OUT=$(cd "$3" && pwd)
+PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
+SOCK=${AT_SOCK:-/tmp/at-all.sock}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+nccl_lib=$("$PYTHON" -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' 2>/dev/null)
+[ -n "$nccl_lib" ] && export LD_LIBRARY_PATH="$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+step() {  # step NAME LIMIT_S OUTFILE CMD...
+  local name=$1 limit=$2 out=$3 s=$SECONDS rc
+  shift 3
+  timeout "$limit" "$@" > "$out" 2>&1
+  rc=$?
+  printf '%-24s rc=%-4s %4ss  %s\n' "$name" "$rc" "$((SECONDS - s))" \
+    "$([ $rc = 0 ] && echo ok || echo FAILED)" | tee -a "$OUT/steps.log"
+}
+
+{ date -u; nvidia-smi -L; "$PYTHON" -c 'import torch; print("torch", torch.__version__)'; } \
+  > "$OUT/env.txt" 2>&1
+
+step p2p_gpu_test 120 "$OUT/tests/p2p_gpu_test.txt" "$BIN/p2p_gpu_test"
+step gpu_node_gpu_test 240 "$OUT/tests/gpu_node_gpu_test.txt" "$BIN/gpu_node_gpu_test"
+step gpu_watchdog_gpu_test 240 "$OUT/tests/gpu_watchdog_gpu_test.txt" "$BIN/gpu_watchdog_gpu_test"
+step gpu_run 300 "$OUT/gpu_run.log" env PYTHON="$PYTHON" bash bench/gpu_run.sh "$BIN" "$OUT/sweep"
+
+# The Python clients against one daemon (cuda backend, cache off).
+rm -f "$SOCK"
+"$BIN/autotuned" --socket="$SOCK" --no_cache --log_level=info > "$OUT/daemon.log" 2>&1 &
+DPID=$!
+for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
+export PYTHONPATH="$PY_DIR" AUTOTUNED_KERNELS_LIB="$BIN/libautotuned_kernels_abi.so"
+run2=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2)
+step compile_acceptance 300 "$OUT/compile_acceptance.log" \
+  "${run2[@]}" "$PY_DIR/examples/gpu_compile_acceptance.py" --socket "$SOCK"
+step vllm_worker 240 "$OUT/vllm_worker.log" \
+  "${run2[@]}" "$PY_DIR/examples/vllm_worker.py" --socket "$SOCK" --save "$OUT/vllm_table"
+step vllm_plot 60 "$OUT/vllm_plot.log" \
+  "$BIN/autotunectl" plot --input="$OUT/vllm_table.jsonl" --plot="$OUT/vllm_table.png"
+kill -TERM "$DPID" 2>/dev/null
+for _ in $(seq 200); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+kill -KILL "$DPID" 2>/dev/null
+echo "total ${SECONDS}s (from ${T0}s)" >> "$OUT/steps.log"
+cat "$OUT/steps.log"
