@@ -20,6 +20,12 @@ every rank ends with the same decision:
     each problem, with the reason (or raises Unavailable on every rank with
     on_unavailable="raise").
 No rank ever measures alone.
+
+The collectives here may run inside torch.compile (Inductor asks at lowering
+or scheduling time), where PyTorch's Python dispatcher is on. They run with it
+off: through it, a gloo collective is enqueued while holding the GIL, and
+ProcessGroupGloo's worker thread, which frees a finished work's tensors under
+the same queue lock, then waits for the GIL: both ranks hang (seen in 2.11).
 """
 from __future__ import annotations
 
@@ -160,7 +166,7 @@ def describe_group(process_group: Any = None, *, target: Optional[str] = None,
             "reachable": reachable, "error": error,
             "id": group_id or f"torch:{host}:{os.getpid()}:{'-'.join(map(str, _global_ranks(process_group)))}"}
     everyone: list[Any] = [None] * world
-    dist.all_gather_object(everyone, mine, group=process_group)
+    _all_gather_object(everyone, mine, process_group)
     one_host = len({e["hostname"] for e in everyone}) == 1
     ranks = []
     for r, e in enumerate(everyone):
@@ -206,12 +212,22 @@ def _summary(results: Sequence[pb.ProblemResult]) -> list[tuple[str, int, str]]:
              ",".join(candidate_spec(c.candidate) for c in r.ranked)) for r in results]
 
 
+def _all_gather_object(out: list[Any], value: Any, process_group: Any) -> None:
+    """dist.all_gather_object with PyTorch's Python dispatcher off (see the
+    module docstring)."""
+    import torch.distributed as dist
+    from torch._dispatch.python import no_python_dispatcher
+
+    with no_python_dispatcher():
+        dist.all_gather_object(out, value, group=process_group)
+
+
 def agree(process_group: Any, value: Any) -> list[Any]:
     """Every rank's `value` (all_gather_object over the group), in rank order."""
     import torch.distributed as dist
 
     everyone: list[Any] = [None] * dist.get_world_size(process_group)
-    dist.all_gather_object(everyone, value, group=process_group)
+    _all_gather_object(everyone, value, process_group)
     return everyone
 
 

@@ -114,6 +114,26 @@ def test_vllm_dispatch_table_same_on_every_rank(daemon):
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def agree_under_dispatcher(rank, world):
+    from torch._dispatch.python import enable_python_dispatcher
+
+    from autotuned.group import agree
+
+    # As inside torch.compile, where Inductor asks the daemon: PyTorch's
+    # Python dispatcher on. A gloo collective made through it deadlocks
+    # within a few hundred calls (GIL vs ProcessGroupGloo's queue lock).
+    with enable_python_dispatcher():
+        last = None
+        for i in range(300):
+            last = agree(None, (rank, i))
+    return last
+
+
+def test_agreement_inside_compile_does_not_deadlock():
+    a, b = run_ranks(agree_under_dispatcher, timeout=120)
+    assert a == b == [(0, 299), (1, 299)], (a, b)
+
+
 def mismatched(rank, world, target, how):
     import torch.distributed as dist
 
