@@ -34,6 +34,7 @@ if [ $# -ne 2 ]; then
   exit 2
 fi
 T0=$SECONDS
+FAILED_STEPS=0
 BIN=$(cd "$1" && pwd) || { echo "gpu_run: no folder $1" >&2; exit 2; }
 mkdir -p "$2" || exit 2
 OUT=$(cd "$2" && pwd)
@@ -72,7 +73,7 @@ step() {
     what=FAILED
   fi
   printf '%-24s rc=%-3s %4ss  %s\n' "$name" "$rc" "$(( SECONDS - s ))" "$what" >> "$STEPS"
-  [ "$what" = ok ] || log "$name: $what (rc=$rc)"
+  [ "$what" = ok ] || { log "$name: $what (rc=$rc)"; FAILED_STEPS=$((FAILED_STEPS + 1)); }
   return "$rc"
 }
 
@@ -218,7 +219,7 @@ if ! step combine 10 "$PY" "${COMBINE[@]}"; then
   [ -x /usr/bin/python3 ] && step combine_again 10 /usr/bin/python3 "${COMBINE[@]}"
 fi
 
-log "done in $(( SECONDS - T0 ))s; outputs in $OUT"
+log "done in $(( SECONDS - T0 ))s; outputs in $OUT; $FAILED_STEPS step(s) failed"
 echo
 if [ -f "$OUT/gpu_report.md" ]; then
   cat "$OUT/gpu_report.md"
@@ -226,3 +227,5 @@ else
   echo "no report was written; steps:"
   cat "$STEPS"
 fi
+# Exit status: the number of failed steps (0: every step ran clean).
+exit $(( FAILED_STEPS > 100 ? 100 : FAILED_STEPS ))
