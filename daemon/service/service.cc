@@ -158,10 +158,6 @@ v1::ProblemResult AutotuneService::Solve(const ValidProblem& problem,
     hit->mutable_problem()->set_label(problem.canonical.label());
     return *std::move(hit);
   }
-  const std::string key_text =
-      CacheKeyText(fingerprint_, request.world_size, request.world_size,
-                   problem.canonical, request.timing_mode());
-  const std::string key = CacheKeyDigest(key_text);
   metrics_->rendezvous_latency->Observe(absl::ToDoubleSeconds(rendezvous));
   return Measured(problem, request,
                   engine_.Measure(problem.spec, problem.candidates, request.engine),
