@@ -31,6 +31,7 @@
 #include "absl/time/clock.h"
 #include "proto/autotuned.grpc.pb.h"
 #include "tests/daemon_process.h"
+#include "tests/round_answer.h"
 
 namespace autotuned {
 namespace {
@@ -113,16 +114,7 @@ struct Answer {
   grpc::Status status;
   v1::TuneResponse response;
 
-  std::string Shared() const {
-    if (!status.ok()) {
-      return absl::StrCat("error ", status.error_code(), ": ", status.error_message());
-    }
-    v1::TuneResponse r = response;
-    for (v1::ProblemResult& p : *r.mutable_results()) p.mutable_problem()->clear_label();
-    std::string out;
-    r.SerializeToString(&out);
-    return out;
-  }
+  std::string Shared() const { return testing::SharedAnswer(status, response); }
 
   std::string Outcome() const {
     if (!status.ok()) {

@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "proto/autotuned.grpc.pb.h"
 #include "tests/daemon_process.h"
+#include "tests/round_answer.h"
 
 namespace autotuned {
 namespace {
@@ -118,16 +119,7 @@ struct Answer {
   absl::Duration took;
 
   // The answer with this rank's labels removed: what every rank must share.
-  std::string Shared() const {
-    if (!status.ok()) {
-      return absl::StrCat("error ", status.error_code(), ": ", status.error_message());
-    }
-    v1::TuneResponse r = response;
-    for (v1::ProblemResult& p : *r.mutable_results()) p.mutable_problem()->clear_label();
-    std::string out;
-    REQUIRE(r.SerializeToString(&out));
-    return out;
-  }
+  std::string Shared() const { return testing::SharedAnswer(status, response); }
 };
 
 Answer Ask(const Host& host, const v1::TuneRequest& req) {
