@@ -33,9 +33,10 @@ def main():
     group = lines[0].split()[1]
     lat = {int(l.split()[0]): float(l.split()[1]) for l in lines[1:] if l.strip()}
     # Rounds run one after another, so the n-th such line is round n.
+    log = open(sys.argv[2], errors="replace").read().splitlines()
     pat = re.compile(r"group=%s seq=\d+ .*(?:\(ran it\)|across \d+ daemons).* ms=([0-9.]+)"
                      % re.escape(group))
-    ran = [float(m.group(1)) for m in map(pat.search, open(sys.argv[2], errors="replace")) if m]
+    ran = [float(m.group(1)) for m in map(pat.search, log) if m]
     if not ran:
         print("  leader's log: no '(ran it)' or 'across' lines for this group; no pairing")
         return
@@ -43,7 +44,7 @@ def main():
         print("  leader's log: %d measured-round lines for %d rounds; pairing by order anyway"
               % (len(ran), max(lat) + 1))
     own = re.compile(r"group=%s seq=\d+ .*\(ran it\).* overhead_us=([0-9.-]+)" % re.escape(group))
-    inside = [float(m.group(1)) for m in map(own.search, open(sys.argv[2], errors="replace")) if m]
+    inside = [float(m.group(1)) for m in map(own.search, log) if m]
     measure, over = [], []
     for i, ms in enumerate(ran):
         measure.append(ms * 1000)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import sys
 import subprocess
+import sys
 import threading
 import time
 
@@ -83,7 +83,7 @@ def dispatch(rank, world, target):
     picks = [table.pick(torch.empty(n)) for n in (1, 1024, 16384, 20000, 1 << 20)]
     jsonl = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), f"table-rank{rank}.jsonl")
     table.write_jsonl(jsonl)
-    return {"jsonl": jsonl,"ranges": [(r.min_bytes, r.max_bytes, r.winner) for r in table.ranges],
+    return {"jsonl": jsonl, "ranges": [(r.min_bytes, r.max_bytes, r.winner) for r in table.ranges],
             "sizes": [(s.count, s.winner) for s in table.sizes], "picks": picks,
             "fallback": table.fallback, "text": table.format(),
             "times": [s.median_us for s in table.sizes]}
