@@ -1,6 +1,7 @@
-// One round of per-rank asks for a group spread over several daemons: rank r
-// asks daemon r (its Unix socket), every member listed with its daemon's peer
-// address and local GPU 0, all ranks at once. Prints each rank's answer, one
+// One round of per-rank asks for a group spread over several daemons, K ranks
+// on each (--ranks_per_daemon): rank r asks daemon r / K (its Unix socket),
+// every member listed with its daemon's peer address and local GPU r % K, all
+// ranks at once. Prints each rank's answer, one
 // line per candidate, and exits 0 when every rank got the same answer with
 // status --expect (the same winner, the same ranking and reasons).
 //
@@ -29,6 +30,7 @@ ABSL_FLAG(std::string, dtype, "bf16", "bf16 or fp32");
 ABSL_FLAG(int64_t, count, 524288, "elements (524288 bf16 = 1 MiB)");
 ABSL_FLAG(int64_t, timeout_ms, 20000, "per candidate");
 ABSL_FLAG(std::string, expect, "TUNED", "the status every rank's answer must carry");
+ABSL_FLAG(int, ranks_per_daemon, 1, "ranks on each daemon (on its GPUs 0..K-1)");
 
 namespace v1 = autotuned::v1;
 
@@ -67,9 +69,12 @@ int main(int argc, char** argv) {
       absl::StrSplit(absl::GetFlag(FLAGS_peers), ',', absl::SkipEmpty());
   const std::vector<std::string> candidates =
       absl::StrSplit(absl::GetFlag(FLAGS_candidates), ',', absl::SkipEmpty());
-  const int world = static_cast<int>(sockets.size());
-  if (world < 2 || peers.size() != sockets.size()) {
-    fprintf(stderr, "cross_daemon_ask: need as many --peers as --sockets (at least 2)\n");
+  const int per_daemon = absl::GetFlag(FLAGS_ranks_per_daemon);
+  const int world = static_cast<int>(sockets.size()) * per_daemon;
+  if (sockets.size() < 2 || peers.size() != sockets.size() || per_daemon < 1) {
+    fprintf(stderr,
+            "cross_daemon_ask: need as many --peers as --sockets (at least 2) and "
+            "--ranks_per_daemon >= 1\n");
     return 2;
   }
   std::vector<v1::TuneRequest> asks(world);
@@ -81,8 +86,8 @@ int main(int argc, char** argv) {
     for (int m = 0; m < world; ++m) {
       v1::Member* mem = g->add_members();
       mem->set_rank(m);
-      mem->set_daemon(peers[m]);
-      mem->set_local_gpu(0);
+      mem->set_daemon(peers[m / per_daemon]);
+      mem->set_local_gpu(m % per_daemon);
     }
     v1::Problem* p = asks[r].add_problems();
     p->set_collective(v1::ALL_REDUCE);
@@ -100,7 +105,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       auto stub = v1::Autotune::NewStub(
-          grpc::CreateChannel("unix:" + sockets[r], grpc::InsecureChannelCredentials()));
+          grpc::CreateChannel("unix:" + sockets[r / per_daemon],
+                              grpc::InsecureChannelCredentials()));
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(300));
       const auto t0 = std::chrono::steady_clock::now();
@@ -120,7 +126,8 @@ int main(int argc, char** argv) {
       continue;
     }
     const std::string d = Describe(resp[r]);
-    printf("rank %d (%s, backend %s, answered in %.0f ms):\n%s", r, sockets[r].c_str(),
+    printf("rank %d (%s, backend %s, answered in %.0f ms):\n%s", r,
+           sockets[r / per_daemon].c_str(),
            resp[r].backend().c_str(), ms[r], d.c_str());
     if (r == 0) first = d;
     if (d != first) {

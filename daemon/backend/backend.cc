@@ -6,6 +6,32 @@
 
 namespace autotuned {
 
+int DeviceOf(const ScheduleOptions& options, int i) {
+  return options.devices.empty() ? i : options.devices[i];
+}
+
+absl::Status CheckPlacement(const ScheduleOptions& options, int ranks_here,
+                            int devices_on_node) {
+  if (options.devices.empty()) return absl::OkStatus();
+  if (static_cast<int>(options.devices.size()) != ranks_here) {
+    return absl::InvalidArgumentError(absl::StrCat("devices: ", options.devices.size(),
+                                                   " for ", ranks_here, " ranks here"));
+  }
+  std::vector<bool> used(std::max(devices_on_node, 0), false);
+  for (int d : options.devices) {
+    if (d < 0 || d >= devices_on_node) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "devices: device ", d, " is not on this node (devices 0..", devices_on_node - 1, ")"));
+    }
+    if (used[d]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("devices: device ", d, " is given to two ranks"));
+    }
+    used[d] = true;
+  }
+  return absl::OkStatus();
+}
+
 std::vector<RankOutcome> Backend::RunPartial(const ProblemSpec&, const CandidateSpec&,
                                              const ScheduleOptions&, const PartialRun& part,
                                              absl::Time) {

@@ -70,7 +70,20 @@ struct ScheduleOptions {
   int warmup = 5;
   int iterations = 20;
   bool cuda_graph = false;
+  // Placement: devices[i] is the local device (GPU index on this node) of the
+  // i-th rank run here (rank i for RunCandidate, part.local_ranks[i] for
+  // RunPartial), from the group members' local_gpu. Empty: the i-th rank on
+  // device i.
+  std::vector<int> devices;
 };
+
+// The device of the i-th rank run here under `options` (see devices above).
+int DeviceOf(const ScheduleOptions& options, int i);
+
+// INVALID_ARGUMENT unless `options.devices` is empty or names `ranks_here`
+// distinct devices, each in [0, devices_on_node).
+absl::Status CheckPlacement(const ScheduleOptions& options, int ranks_here,
+                            int devices_on_node);
 
 // What one rank reports after the schedule.
 struct RankOutcome {

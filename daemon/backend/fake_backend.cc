@@ -55,6 +55,11 @@ FakeBackend::FakeBackend(int gpus, std::map<std::string, Script> scripts)
     : gpus_(gpus), scripts_(std::move(scripts)) {
   node_.backend = "fake";
   for (int i = 0; i < gpus; ++i) node_.gpus.push_back({i, "fake-gpu", 0, ""});
+  for (int i = 0; i < gpus; ++i) {
+    for (int j = 0; j < gpus; ++j) {
+      node_.topology.push_back(i == j ? "X" : i / 2 == j / 2 ? "NV4" : "SYS");
+    }
+  }
   for (const auto& [name, script] : scripts_) {
     ImplInfo info;
     info.name = name;
@@ -72,8 +77,9 @@ std::vector<RankOutcome> FakeBackend::RunCandidate(
     const ScheduleOptions& options, absl::Time deadline) {
   std::vector<RankOutcome> out(problem.world_size);
   auto it = scripts_.find(candidate.impl);
-  if (it == scripts_.end()) {
-    for (auto& o : out) o.status = absl::NotFoundError(candidate.impl);
+  const absl::Status placed = CheckPlacement(options, problem.world_size, gpus_);
+  if (it == scripts_.end() || !placed.ok()) {
+    for (auto& o : out) o.status = placed.ok() ? absl::NotFoundError(candidate.impl) : placed;
     return out;
   }
   std::vector<FakeRankRun> runs;
@@ -88,6 +94,7 @@ std::vector<RankOutcome> FakeBackend::RunCandidate(
   for (auto& t : threads) t.join();
   absl::MutexLock lock(&mu_);
   last_steps_ = runs[0].steps();
+  last_devices_ = options.devices;
   ++runs_;
   return out;
 }
@@ -113,8 +120,14 @@ std::vector<RankOutcome> FakeBackend::RunPartial(const ProblemSpec& problem,
   for (auto& t : threads) t.join();
   absl::MutexLock lock(&mu_);
   if (!runs.empty()) last_steps_ = runs[0].steps();
+  last_devices_ = options.devices;
   ++runs_;
   return out;
+}
+
+std::vector<int> FakeBackend::last_devices() const {
+  absl::MutexLock lock(&mu_);
+  return last_devices_;
 }
 
 std::vector<std::string> FakeBackend::last_steps() const {

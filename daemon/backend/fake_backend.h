@@ -29,8 +29,9 @@ class FakeBackend : public Backend {
     bool hang = false;
   };
 
-  // A fake node with `gpus` devices; every scripted implementation is added
-  // to the catalogue as an all_reduce float32 implementation.
+  // A fake node with `gpus` devices, linked in pairs (GPUs 2k and 2k+1 by
+  // "NV4", the others by "SYS"); every scripted implementation is added to
+  // the catalogue as an all_reduce float32 implementation.
   FakeBackend(int gpus, std::map<std::string, Script> scripts);
 
   const NodeDescription& node() const override { return node_; }
@@ -50,6 +51,8 @@ class FakeBackend : public Backend {
 
   // The steps rank 0 took in the last run, e.g. {"verify", "barrier", ...}.
   std::vector<std::string> last_steps() const;
+  // The placement of the last run (ScheduleOptions::devices, as given).
+  std::vector<int> last_devices() const;
   int runs() const;
 
  private:
@@ -59,6 +62,7 @@ class FakeBackend : public Backend {
   Catalogue catalogue_;
   mutable absl::Mutex mu_;
   std::vector<std::string> last_steps_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> last_devices_ ABSL_GUARDED_BY(mu_);
   int runs_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

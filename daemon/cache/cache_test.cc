@@ -332,6 +332,22 @@ TEST_CASE("CacheKey changes with every input that matters") {
   v1::Problem labelled = p;
   labelled.set_label("layer0.attn");
   CHECK(base == CacheKey(fp, 4, 4, labelled, v1::EVENT_LOOP));
+
+  CHECK(base != CacheKey(fp, 4, 4, p, v1::EVENT_LOOP, "links: NV18"));
+}
+
+TEST_CASE("PlacementText names the links between the ranks' GPUs") {
+  NodeDescription node = Node(4);
+  node.topology[0 * 4 + 2] = node.topology[2 * 4 + 0] = "SYS";
+  CHECK(PlacementText(node, {}, 2) == "links: NV18");  // GPUs 0 and 1
+  CHECK(PlacementText(node, {2, 3}, 2) == "links: NV18");
+  CHECK(PlacementText(node, {2, 0}, 2) == "links: SYS");
+  CHECK(PlacementText(node, {0, 1, 2}, 3) == "links: NV18 SYS NV18");
+  CHECK(PlacementText(node, {}, 1) == "links: ");
+  // Nothing to name: no topology, or a device the node does not have.
+  CHECK(PlacementText(node, {0, 4}, 2).empty());
+  node.topology.clear();
+  CHECK(PlacementText(node, {}, 2).empty());
 }
 
 TEST_CASE("CacheKey does not depend on map insertion order") {

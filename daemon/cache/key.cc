@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
@@ -21,7 +22,7 @@ constexpr uint64_t kFnvPrime = 1099511628211ull;
 // golden ratio), so the two halves are not the same function of the text.
 constexpr uint64_t kSecondBasis = 0x9e3779b97f4a7c15ull;
 
-constexpr char kKeyTextHeader[] = "autotuned-cache-key v1";
+constexpr char kKeyTextHeader[] = "autotuned-cache-key v2";
 constexpr char kWorldSizeField[] = "world_size: ";
 
 // FNV-1a, 64 bit, from `basis`: stable across processes and builds.
@@ -73,7 +74,7 @@ std::string NodeFingerprint(const NodeDescription& node,
 std::string CacheKeyText(const std::string& fingerprint, int world_size,
                          int ranks_per_host,
                          const v1::Problem& canonical_problem,
-                         int timing_mode) {
+                         int timing_mode, const std::string& placement) {
   v1::Problem problem = canonical_problem;
   problem.clear_label();
   // Single-line text format: fields in field-number order, map entries
@@ -89,7 +90,27 @@ std::string CacheKeyText(const std::string& fingerprint, int world_size,
                       kWorldSizeField, world_size, "\n",          //
                       "ranks_per_host: ", ranks_per_host, "\n",   //
                       "timing_mode: ", timing_mode, "\n",         //
+                      "placement: ", Quote(placement), "\n",      //
                       "problem: {", problem_text, "}\n");
+}
+
+std::string PlacementText(const NodeDescription& node, const std::vector<int>& devices,
+                          int ranks_here) {
+  const int gpus = static_cast<int>(node.gpus.size());
+  if (node.topology.size() != static_cast<size_t>(gpus) * gpus) return "";
+  std::vector<int> on;
+  for (int i = 0; i < ranks_here; ++i) {
+    const int d = devices.empty() ? i : devices[i];
+    if (d < 0 || d >= gpus) return "";
+    on.push_back(d);
+  }
+  std::vector<std::string> links;
+  for (size_t i = 0; i < on.size(); ++i) {
+    for (size_t j = i + 1; j < on.size(); ++j) {
+      links.push_back(node.topology[on[i] * gpus + on[j]]);
+    }
+  }
+  return absl::StrCat("links: ", absl::StrJoin(links, " "));
 }
 
 std::string CacheKeyDigest(const std::string& key_text) {
@@ -99,9 +120,9 @@ std::string CacheKeyDigest(const std::string& key_text) {
 
 std::string CacheKey(const std::string& fingerprint, int world_size,
                      int ranks_per_host, const v1::Problem& canonical_problem,
-                     int timing_mode) {
+                     int timing_mode, const std::string& placement) {
   return CacheKeyDigest(CacheKeyText(fingerprint, world_size, ranks_per_host,
-                                     canonical_problem, timing_mode));
+                                     canonical_problem, timing_mode, placement));
 }
 
 bool IsCacheKey(const std::string& key) {

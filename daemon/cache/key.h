@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "daemon/backend/backend.h"
 #include "proto/autotuned.pb.h"
@@ -41,9 +42,22 @@ std::string NodeFingerprint(const NodeDescription& node,
 // out: it only names the problem for the caller and does not change what is
 // measured. Callers pass the canonical problem (defaults filled in, every
 // candidate parameter present) so that equivalent requests share a key.
+// `placement` (PlacementText) tells apart groups of one shape placed on GPUs
+// with different links between them.
 std::string CacheKeyText(const std::string& fingerprint, int world_size,
                          int ranks_per_host,
-                         const v1::Problem& canonical_problem, int timing_mode);
+                         const v1::Problem& canonical_problem, int timing_mode,
+                         const std::string& placement = "");
+
+// What the placement of this node's ranks changes in a measurement: the link
+// kinds of `node`.topology between the GPUs of every pair of ranks run here,
+// in rank order ("links: NV18" for two ranks on NVLinked GPUs). `devices` as
+// ScheduleOptions::devices (empty: rank i on GPU i) for `ranks_here` ranks.
+// Two groups whose GPUs are linked alike (GPUs 0,1 and 2,3 of an NVSwitch
+// node) share a text, so they share cached results; others do not. Empty
+// when the node reports no topology.
+std::string PlacementText(const NodeDescription& node, const std::vector<int>& devices,
+                          int ranks_here);
 
 // The key of `key_text`: 32 lowercase hex digits, two FNV-1a 64-bit digests
 // of the text with different seeds. Also the entry's file name stem.
@@ -52,7 +66,7 @@ std::string CacheKeyDigest(const std::string& key_text);
 // CacheKeyDigest(CacheKeyText(...)).
 std::string CacheKey(const std::string& fingerprint, int world_size,
                      int ranks_per_host, const v1::Problem& canonical_problem,
-                     int timing_mode);
+                     int timing_mode, const std::string& placement = "");
 
 // True when `key` has the form of a CacheKeyDigest (32 lowercase hex digits).
 bool IsCacheKey(const std::string& key);

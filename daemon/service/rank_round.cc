@@ -35,16 +35,14 @@ rendezvous::RoundKey Key(const ValidRequest& request) {
 }
 
 // Not measured: the default (first) candidate. The table writes the reason.
-v1::ProblemResult FallbackResult(const ValidProblem& problem, const ValidRequest& request,
-                                 const std::string& fingerprint) {
+v1::ProblemResult FallbackResult(const ValidProblem& problem, const std::string& key) {
   v1::ProblemResult r;
   *r.mutable_problem() = problem.canonical;
   r.set_status(v1::FALLBACK);
   r.set_winner(problem.candidates[0].impl);
   r.set_winner_index(0);
   r.set_bytes(problem.spec.MessageBytes());
-  r.set_cache_key(CacheKey(fingerprint, request.world_size, request.world_size,
-                           problem.canonical, request.timing_mode()));
+  r.set_cache_key(key);
   return r;
 }
 
@@ -72,12 +70,18 @@ absl::Duration RoundRunBound(const ValidRequest& request) {
   return absl::Seconds(10) + 2 * candidates * request.engine.timeout;
 }
 
+std::string AutotuneService::KeyText(const ValidProblem& problem,
+                                     const ValidRequest& request) const {
+  const std::vector<int>& devices = request.engine.schedule.devices;
+  const int ranks_here = devices.empty() ? request.world_size : static_cast<int>(devices.size());
+  return CacheKeyText(fingerprint_, request.world_size, request.world_size, problem.canonical,
+                      request.timing_mode(), PlacementText(backend_->node(), devices, ranks_here));
+}
+
 std::optional<v1::ProblemResult> AutotuneService::Cached(const ValidProblem& problem,
                                                          const ValidRequest& request) {
   if (cache_ == nullptr || request.refresh) return std::nullopt;
-  const std::string key_text = CacheKeyText(fingerprint_, request.world_size,
-                                            request.world_size, problem.canonical,
-                                            request.timing_mode());
+  const std::string key_text = KeyText(problem, request);
   std::optional<v1::ProblemResult> hit = cache_->Lookup(CacheKeyDigest(key_text), key_text);
   if (!hit) {
     metrics_->cache_misses->Increment();
@@ -104,7 +108,7 @@ absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(
   for (const ValidProblem& p : request.problems) {
     std::optional<v1::ProblemResult> hit = Cached(p, request);
     if (hit) ++hits;
-    *fallback->add_results() = hit ? *std::move(hit) : FallbackResult(p, request, fingerprint_);
+    *fallback->add_results() = hit ? *std::move(hit) : FallbackResult(p, CacheKeyDigest(KeyText(p, request)));
   }
 
   rendezvous::ArriveRequest ask;

@@ -168,9 +168,7 @@ v1::ProblemResult AutotuneService::Measured(const ValidProblem& problem,
                                             const ValidRequest& request,
                                             const std::vector<CandidateOutcome>& ranked,
                                             bool may_store) {
-  const std::string key_text =
-      CacheKeyText(fingerprint_, request.world_size, request.world_size,
-                   problem.canonical, request.timing_mode());
+  const std::string key_text = KeyText(problem, request);
   const std::string key = CacheKeyDigest(key_text);
   for (const CandidateOutcome& o : ranked) {
     if (o.timed_out) metrics_->candidate_timeouts->Increment();

@@ -241,6 +241,9 @@ class AutotuneService final : public v1::Autotune::Service {
       ABSL_LOCKS_EXCLUDED(cross_mu_);
   absl::StatusOr<v1::Decision> RunFollowerPart(const ValidRequest& request,
                                                const v1::CrossRun& go);
+  // The cache key text of one problem of `request` on this node: its shape,
+  // timing mode and the links between its ranks' GPUs (PlacementText).
+  std::string KeyText(const ValidProblem& problem, const ValidRequest& request) const;
   // The cached answer of one problem, or none (counts the lookup).
   std::optional<v1::ProblemResult> Cached(const ValidProblem& problem,
                                           const ValidRequest& request);

@@ -656,6 +656,54 @@ TEST_CASE("inconsistent ranks: every rank involved gets the same clear error") {
   }
 }
 
+TEST_CASE("ranks run on their members' GPUs; alike links share cached results") {
+  // The fake node links GPUs 0-1 and 2-3 by "NV4", the other pairs by "SYS".
+  Fixture f("placement");
+  auto on = [](int gpu0, int gpu1) {
+    v1::TuneRequest req = RankRequest("pair", 0, 2);
+    req.mutable_group()->set_whole_group(true);
+    req.mutable_group()->mutable_members(0)->set_local_gpu(gpu0);
+    req.mutable_group()->mutable_members(1)->set_local_gpu(gpu1);
+    return req;
+  };
+  v1::TuneResponse r;
+  REQUIRE(f.Tune(on(3, 2), &r).ok());
+  CHECK(r.results(0).status() == v1::TUNED);
+  CHECK(f.backend().last_devices() == std::vector<int>{3, 2});
+  CHECK(f.backend().runs() == 3);
+
+  v1::TuneResponse again;
+  REQUIRE(f.Tune(on(0, 1), &again).ok());  // linked alike: the same answer
+  CHECK(again.results(0).status() == v1::CACHED);
+  CHECK(again.results(0).cache_key() == r.results(0).cache_key());
+  v1::TuneRequest no_members = Request({"all_reduce/a", "all_reduce/b", "all_reduce/c"});
+  no_members.mutable_group()->set_world_size(2);
+  REQUIRE(f.Tune(no_members, &again).ok());  // GPUs 0 and 1 by default
+  CHECK(again.results(0).status() == v1::CACHED);
+  CHECK(f.backend().runs() == 3);
+
+  REQUIRE(f.Tune(on(1, 2), &again).ok());  // other links: measured there
+  CHECK(again.results(0).status() == v1::TUNED);
+  CHECK(again.results(0).cache_key() != r.results(0).cache_key());
+  CHECK(f.backend().last_devices() == std::vector<int>{1, 2});
+  CHECK(f.backend().runs() == 6);
+
+  // Ranks asking one by one run on their GPUs too.
+  std::vector<v1::TuneRequest> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::TuneRequest req = on(2, 0);
+    req.mutable_group()->set_whole_group(false);
+    req.mutable_group()->set_rank(rank);
+    req.mutable_options()->set_refresh(true);
+    ranks.push_back(req);
+  }
+  for (const Answer& a : AskTogether(f, ranks)) {
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::TUNED);
+  }
+  CHECK(f.backend().last_devices() == std::vector<int>{2, 0});
+}
+
 TEST_CASE("members naming this daemon, or asked for the whole group, need no waiting") {
   Fixture f("advertised", [](config::DaemonConfig* c) { c->set_peer_advertise("here:7451"); });
   v1::TuneRequest req = RankRequest("w", 0, 2);

@@ -344,6 +344,14 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
       out.leader = m.daemon();
     }
   }
+  // Placement: this daemon's members on their local GPUs, in rank order.
+  std::vector<const v1::Member*> here;
+  for (const v1::Member& m : group.members()) {
+    if (m.daemon().empty() || m.daemon() == ctx.self_daemon) here.push_back(&m);
+  }
+  std::sort(here.begin(), here.end(),
+            [](const v1::Member* a, const v1::Member* b) { return a->rank() < b->rank(); });
+  for (const v1::Member* m : here) out.engine.schedule.devices.push_back(m->local_gpu());
   out.presync_window = absl::Microseconds(request.options().presync_window_us() > 0
                                               ? request.options().presync_window_us()
                                               : ctx.defaults->presync_window_us());

@@ -106,8 +106,10 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
 // world_size is not bounded by this node (the leader decides what it can
 // measure). A group with members and
 // whole_group false is served rank by rank and needs a group id. The
-// members' local_gpu is checked and is part of the round's identity, but the
-// backend still measures on GPUs 0..world_size-1. In a group spread over
+// members' local_gpu is checked and is part of the round's identity; the
+// ranks on this daemon run on them (ValidateTune sets
+// engine.schedule.devices, which also enters the cache key through
+// PlacementText). Without members, rank r runs on GPU r. In a group spread over
 // daemons, name every member's daemon: "" means "the daemon asked", which
 // differs between daemons, so the leader would see different member lists.
 absl::Status ValidateGroup(const v1::Group& group, const ValidationContext& context);

@@ -59,8 +59,8 @@ class CudaBackend : public Backend {
   // A fresh ncclGetUniqueId from the worker (which stays alive as NCCL's
   // bootstrap root); empty when the worker cannot give one (logged).
   std::string CrossRunToken() override ABSL_LOCKS_EXCLUDED(mu_);
-  // The local ranks of a group spread over daemons, on local GPUs 0, 1, ...
-  // in local rank order, connected to the other daemons' ranks by NCCL
+  // The local ranks of a group spread over daemons, on the local GPUs of
+  // options.devices (by default 0, 1, ... in local rank order), connected to the other daemons' ranks by NCCL
   // communicators made from part.backend_token (GpuNode::RunPartial). NCCL
   // candidates only: the P2P kernels answer FAILED_PRECONDITION ("... needs
   // all ranks on one daemon"). Any failed local rank aborts part.transport

@@ -19,11 +19,11 @@
 //
 // Run allocates every rank's buffers up front (the P2P kernels need all
 // ranks' input pointers before any rank launches), builds the launcher, then
-// runs RunRankSchedule on one std::thread per rank (thread r makes GPU r
-// current and uses only its own NCCL communicator, stream and events: one
+// runs RunRankSchedule on one std::thread per rank (thread r makes rank r's
+// GPU current and uses only its own NCCL communicator, stream and events: one
 // thread per GPU is NCCL's supported multi-threaded model). NCCL
-// communicators (ncclCommInitAll) and P2P groups are made on first use for a
-// world size and kept; a P2P group grows when a run needs more scratch, and
+// communicators and P2P groups are made on first use for a list of GPUs
+// (rank r on the r-th; ScheduleOptions::devices) and kept; a P2P group grows when a run needs more scratch, and
 // is reset (signal buffers zeroed) before its next use after a run in which a
 // rank failed, since its ranks' sequence numbers may then disagree.
 #include "daemon/backend/cuda/gpu_node.h"
@@ -126,13 +126,14 @@ class CudaGpuNode : public GpuNode {
   // allocated; otherwise how the candidate runs.
   absl::StatusOr<Method> Validate(const ProblemSpec& problem,
                                   const CandidateSpec& candidate) const;
-  // Communicators / group for `problem.world_size`, and the launcher over
-  // `buffers` (which checks the P2P kernels' arguments).
+  // Communicators / group for the ranks on `devices` (rank r on devices[r]),
+  // and the launcher over `buffers` (which checks the P2P kernels' arguments).
   absl::StatusOr<std::unique_ptr<CollectiveLauncher>> Prepare(
       const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
-      const std::vector<RankBuffers>& buffers, absl::Time deadline);
-  absl::StatusOr<const NcclComms*> Comms(int world, absl::Time deadline);
-  absl::StatusOr<P2pGroup*> Group(int world, int64_t scratch_bytes);
+      const std::vector<RankBuffers>& buffers, const std::vector<int>& devices,
+      absl::Time deadline);
+  absl::StatusOr<const NcclComms*> Comms(const std::vector<int>& devices, absl::Time deadline);
+  absl::StatusOr<P2pGroup*> Group(const std::vector<int>& devices, int64_t scratch_bytes);
   // The ranks `ranks` (global numbers) on the GPUs `devices`, every rank of
   // the group in this process unless `cross` (RunPartial).
   std::vector<RankOutcome> Execute(const ProblemSpec& problem, const CandidateSpec& candidate,
@@ -147,8 +148,8 @@ class CudaGpuNode : public GpuNode {
   // Waits until the streams of `devices` are idle, at most until `deadline`:
   // false when one still runs something (or its context reports an error).
   bool DrainStreams(const std::vector<int>& devices, absl::Time deadline);
-  // After a failed NCCL run: aborts the communicators of `world`.
-  void AbortComms(int world);
+  // After a failed NCCL run: aborts the communicators of `devices`.
+  void AbortComms(const std::vector<int>& devices);
   // Whether every rank thread of `st` finished by `until`.
   static bool WaitForRanks(RunState& st, absl::Time until);
 
@@ -156,13 +157,16 @@ class CudaGpuNode : public GpuNode {
   const NodeDescription node_;
   // [device]; during a run gpus_[r] is used by rank r's thread only.
   std::vector<GpuContext> gpus_;
-  // By world size. Declared after gpus_, so destroyed before the streams.
-  std::map<int, NcclComms> comms_;
-  std::map<int, P2pGroup> groups_;
-  // RunPartial's communicators, for cross_token_ and cross_ranks_; a token
+  // By the ranks' GPUs (rank r on key[r]). Declared after gpus_, so
+  // destroyed before the streams.
+  std::map<std::vector<int>, NcclComms> comms_;
+  std::map<std::vector<int>, P2pGroup> groups_;
+  // RunPartial's communicators, for cross_token_, cross_ranks_ and
+  // cross_devices_; a token
   // whose communicators were aborted is spent_token_.
   std::string cross_token_;
   std::vector<int> cross_ranks_;
+  std::vector<int> cross_devices_;
   std::unique_ptr<NcclComms> cross_comms_;
   std::string spent_token_;
   bool restart_required_ = false;
@@ -175,26 +179,28 @@ bool CudaGpuNode::WaitForRanks(RunState& st, absl::Time until) {
       absl::Condition(+[](int* running) { return *running == 0; }, &st.running), until);
 }
 
-absl::StatusOr<const NcclComms*> CudaGpuNode::Comms(int world, absl::Time deadline) {
-  auto it = comms_.find(world);
+absl::StatusOr<const NcclComms*> CudaGpuNode::Comms(const std::vector<int>& devices,
+                                                    absl::Time deadline) {
+  auto it = comms_.find(devices);
   if (it == comms_.end()) {
     AT_ASSIGN_OR_RETURN(NcclComms comms,
-                        NcclComms::Create(world, deadline, options_.nccl_nonblocking));
-    it = comms_.emplace(world, std::move(comms)).first;
+                        NcclComms::Create(devices, deadline, options_.nccl_nonblocking));
+    it = comms_.emplace(devices, std::move(comms)).first;
   }
   return &it->second;
 }
 
-absl::StatusOr<P2pGroup*> CudaGpuNode::Group(int world, int64_t scratch_bytes) {
-  auto it = groups_.find(world);
+absl::StatusOr<P2pGroup*> CudaGpuNode::Group(const std::vector<int>& devices,
+                                             int64_t scratch_bytes) {
+  auto it = groups_.find(devices);
   if (it != groups_.end() && it->second.scratch_bytes() < scratch_bytes) {
     groups_.erase(it);  // frees the old buffers before the larger ones exist
     it = groups_.end();
   }
   if (it == groups_.end()) {
     AT_ASSIGN_OR_RETURN(P2pGroup group,
-                        P2pGroup::Create(world, ScratchCapacity(scratch_bytes)));
-    it = groups_.emplace(world, std::move(group)).first;
+                        P2pGroup::Create(devices, ScratchCapacity(scratch_bytes)));
+    it = groups_.emplace(devices, std::move(group)).first;
   }
   AT_RETURN_IF_ERROR(it->second.ResetIfDirty());
   return &it->second;
@@ -236,7 +242,8 @@ absl::StatusOr<Method> CudaGpuNode::Validate(const ProblemSpec& problem,
 
 absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CudaGpuNode::Prepare(
     const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
-    const std::vector<RankBuffers>& buffers, absl::Time deadline) {
+    const std::vector<RankBuffers>& buffers, const std::vector<int>& devices,
+    absl::Time deadline) {
   CollectiveLauncher::Resources res;
   res.deadline = deadline;
   for (const RankBuffers& b : buffers) {
@@ -245,10 +252,10 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CudaGpuNode::Prepare(
   }
   res.spin_limit = options_.spin_limit;
   if (method.nccl()) {
-    AT_ASSIGN_OR_RETURN(res.comms, Comms(problem.world_size, deadline));
+    AT_ASSIGN_OR_RETURN(res.comms, Comms(devices, deadline));
   } else {
-    AT_ASSIGN_OR_RETURN(res.group, Group(problem.world_size,
-                                         P2pScratchBytes(problem, candidate, method)));
+    AT_ASSIGN_OR_RETURN(res.group,
+                        Group(devices, P2pScratchBytes(problem, candidate, method)));
   }
   return CollectiveLauncher::Create(problem, candidate, method, std::move(res));
 }
@@ -272,14 +279,15 @@ bool CudaGpuNode::DrainStreams(const std::vector<int>& devices, absl::Time deadl
 
 int64_t CudaGpuNode::held_bytes() const {
   int64_t bytes = 0;
-  for (const auto& [world, group] : groups_) {
-    bytes += world * (group.scratch_bytes() + at_p2p_signal_bytes());
+  for (const auto& [devices, group] : groups_) {
+    bytes += static_cast<int64_t>(devices.size()) *
+             (group.scratch_bytes() + at_p2p_signal_bytes());
   }
   return bytes;
 }
 
-void CudaGpuNode::AbortComms(int world) {
-  auto it = comms_.find(world);
+void CudaGpuNode::AbortComms(const std::vector<int>& devices) {
+  auto it = comms_.find(devices);
   if (it == comms_.end()) return;
   it->second.Abort();
   comms_.erase(it);
@@ -295,9 +303,18 @@ std::vector<RankOutcome> CudaGpuNode::Run(const ProblemSpec& problem,
     return std::vector<RankOutcome>(std::max(problem.world_size, 1),
                                     RankOutcome{method.status(), {}});
   }
+  const absl::Status placed =
+      CheckPlacement(options, problem.world_size, static_cast<int>(gpus_.size()));
+  if (!placed.ok()) {
+    return std::vector<RankOutcome>(problem.world_size, RankOutcome{placed, {}});
+  }
   std::vector<int> ranks;
-  for (int r = 0; r < problem.world_size; ++r) ranks.push_back(r);
-  return Execute(problem, candidate, *method, options, deadline, ranks, ranks, false);
+  std::vector<int> devices;
+  for (int r = 0; r < problem.world_size; ++r) {
+    ranks.push_back(r);
+    devices.push_back(DeviceOf(options, r));
+  }
+  return Execute(problem, candidate, *method, options, deadline, ranks, devices, false);
 }
 
 absl::StatusOr<std::string> CudaGpuNode::NewUniqueId() {
@@ -317,7 +334,7 @@ absl::StatusOr<const NcclComms*> CudaGpuNode::CrossComms(const ProblemSpec& prob
         "run; a new round makes new ones");
   }
   if (cross_comms_ != nullptr && token == cross_token_ && ranks == cross_ranks_ &&
-      cross_comms_->world() == problem.world_size) {
+      devices == cross_devices_ && cross_comms_->world() == problem.world_size) {
     return cross_comms_.get();
   }
   if (cross_comms_ != nullptr) {
@@ -359,6 +376,7 @@ absl::StatusOr<const NcclComms*> CudaGpuNode::CrossComms(const ProblemSpec& prob
   cross_comms_ = std::make_unique<NcclComms>(std::move(*init->comms));
   cross_token_ = token;
   cross_ranks_ = ranks;
+  cross_devices_ = devices;
   return cross_comms_.get();
 }
 
@@ -387,6 +405,8 @@ std::vector<RankOutcome> CudaGpuNode::RunPartial(const ProblemSpec& problem,
     return all(absl::InvalidArgumentError(absl::StrCat(
         "local_ranks: ", n, " ranks here, but this node has ", gpus_.size(), " GPUs")));
   }
+  const absl::Status placed = CheckPlacement(options, n, static_cast<int>(gpus_.size()));
+  if (!placed.ok()) return all(placed);
   std::vector<int> devices;
   for (int i = 0; i < n; ++i) {
     const int r = local_ranks[i];
@@ -395,7 +415,7 @@ std::vector<RankOutcome> CudaGpuNode::RunPartial(const ProblemSpec& problem,
           "local_ranks: rank ", r, " is outside [0, ", problem.world_size,
           ") or not ascending")));
     }
-    devices.push_back(i);
+    devices.push_back(DeviceOf(options, i));
   }
   if (restart_required_) {
     return all(absl::UnavailableError(
@@ -440,7 +460,7 @@ std::vector<RankOutcome> CudaGpuNode::Execute(const ProblemSpec& problem,
     res.comms = cross_comms_.get();
     launcher = CollectiveLauncher::Create(problem, candidate, method_value, std::move(res));
   } else {
-    launcher = Prepare(problem, candidate, *method, *buffers, deadline);
+    launcher = Prepare(problem, candidate, *method, *buffers, devices, deadline);
   }
   if (!launcher.ok()) {
     return std::vector<RankOutcome>(n, RankOutcome{launcher.status(), {}});
@@ -487,7 +507,7 @@ std::vector<RankOutcome> CudaGpuNode::Execute(const ProblemSpec& problem,
   std::vector<bool> stuck_in_call(n, false);
   auto abort_comms = [&] {
     if (!cross) {
-      AbortComms(world);
+      AbortComms(devices);
       return;
     }
     if (cross_comms_ == nullptr) return;
@@ -528,7 +548,7 @@ std::vector<RankOutcome> CudaGpuNode::Execute(const ProblemSpec& problem,
   // A failed NCCL run may leave a rank's kernel waiting for peers that will
   // never launch theirs, and the ranks' sequences out of step: abort.
   if (joined && failed && method->nccl() &&
-      (cross ? cross_comms_ != nullptr : comms_.count(world) > 0)) {
+      (cross ? cross_comms_ != nullptr : comms_.count(devices) > 0)) {
     abort_comms();
     aborted = true;
   }

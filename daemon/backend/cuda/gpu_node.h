@@ -1,5 +1,6 @@
 // GpuNode: the node's GPUs as one process sees them, and the execution of
-// one candidate on ranks 0..world-1 (GPU r is rank r). It runs inside the
+// one candidate on ranks 0..world-1, each on its GPU (ScheduleOptions::devices;
+// by default GPU r is rank r). It runs inside the
 // GPU worker process (gpu_worker.h), never in the daemon itself.
 //
 // Overruns. Every wait of a run is bounded by its deadline (poll_wait.h), so
@@ -63,7 +64,9 @@ class GpuNode {
   virtual const NodeDescription& node() const = 0;
 
   // Runs RunRankSchedule (daemon/engine/schedule.h) for `candidate` (canonical,
-  // from CudaCatalogue) on GPUs 0..problem.world_size-1 in parallel and
+  // from CudaCatalogue) on ranks 0..problem.world_size-1 in parallel, rank r
+  // on GPU DeviceOf(options, r) (INVALID_ARGUMENT for a placement that
+  // CheckPlacement rejects), and
   // returns one outcome per rank. Verification uses the predictable pattern
   // (kernels/pattern.h) on the device. Timing: CUDA events around batches of
   // back-to-back launches (cuda_rank_run.h). options.cuda_graph: the timed loop is
@@ -84,7 +87,8 @@ class GpuNode {
   }
 
   // This node's share of a group spread over several daemons: the ranks
-  // `local_ranks` (global rank numbers, ascending; local rank i uses GPU i)
+  // `local_ranks` (global rank numbers, ascending; the i-th on GPU
+  // DeviceOf(options, i))
   // of problem.world_size ranks, each running RunRankSchedule as in Run, one
   // outcome per local rank. Their NCCL communicators are made from `token`
   // (NewUniqueId on the leader's node) with ncclCommInitRank and kept until

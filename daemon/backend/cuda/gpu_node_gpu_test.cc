@@ -72,12 +72,14 @@ std::string Name(const ProblemSpec& p, const CandidateSpec& c, bool graph) {
 // Runs `impl` (defaults filled in, extra params applied) and requires every
 // rank to verify and report `iterations` positive samples.
 void ExpectRuns(GpuNode& node, const ProblemSpec& problem, const std::string& impl,
-                bool graph = false) {
+                bool graph = false, const std::vector<int>& devices = {}) {
   const Catalogue catalogue = CudaCatalogue(false);
   absl::StatusOr<CandidateSpec> c = catalogue.Canonicalize(problem, {impl, {}}, "test");
   if (!c.ok()) return;  // e.g. an alignment the implementation does not allow
   INFO(Name(problem, *c, graph));
-  const std::vector<RankOutcome> out = node.Run(problem, *c, Schedule(graph), Deadline());
+  ScheduleOptions schedule = Schedule(graph);
+  schedule.devices = devices;
+  const std::vector<RankOutcome> out = node.Run(problem, *c, schedule, Deadline());
   REQUIRE(static_cast<int>(out.size()) == problem.world_size);
   for (size_t r = 0; r < out.size(); ++r) {
     INFO("rank " << r << ": " << out[r].status.ToString());
@@ -94,6 +96,41 @@ ProblemSpec Problem(const ImplInfo& impl, int world, DType dtype, int64_t count)
   p.count = count;
   p.world_size = world;
   return p;
+}
+
+TEST_CASE("ranks run on the GPUs they are placed on", "[gpu]") {
+  std::unique_ptr<GpuNode> node = MakeNode();
+  if (!node) return;
+  const int gpus = Gpus(*node);
+  const Catalogue catalogue = CudaCatalogue(false);
+  const ImplInfo* nccl = catalogue.Find("all_reduce/nccl");
+  REQUIRE(nccl != nullptr);
+  // One rank on the last GPU; a GPU this node does not have is refused.
+  ExpectRuns(*node, Problem(*nccl, 1, DType::kBFloat16, 4096), "all_reduce/nccl", false,
+             {gpus - 1});
+  ScheduleOptions off_node = Schedule();
+  off_node.devices = {gpus};
+  const std::vector<RankOutcome> refused = node->Run(
+      Problem(*nccl, 1, DType::kBFloat16, 4096), {"all_reduce/nccl", {}}, off_node, Deadline());
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0].status.code() == absl::StatusCode::kInvalidArgument);
+  if (gpus < 2) {
+    std::fprintf(stderr, "SKIPPED: placing 2 ranks needs 2 GPUs, found %d\n", gpus);
+    return;
+  }
+  // Every GPU, in reverse order: NCCL and the P2P kernels.
+  std::vector<int> reversed;
+  for (int d = gpus - 1; d >= 0; --d) reversed.push_back(d);
+  for (const char* name : {"all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot"}) {
+    const ImplInfo* impl = catalogue.Find(name);
+    REQUIRE(impl != nullptr);
+    const int world = std::min(gpus, impl->max_world_size);
+    const std::vector<int> devices(reversed.end() - world, reversed.end());
+    for (bool graph : {false, true}) {
+      ExpectRuns(*node, Problem(*impl, world, DType::kBFloat16, 1 << 20), name, graph,
+                 devices);
+    }
+  }
 }
 
 TEST_CASE("the node describes its GPUs", "[gpu]") {

@@ -31,21 +31,22 @@ absl::Status WaitComm(ncclComm_t comm, absl::Time deadline, const char* what) {
 
 }  // namespace
 
-absl::StatusOr<NcclComms> NcclComms::Create(int world, absl::Time deadline,
-                                            bool nonblocking) {
+absl::StatusOr<NcclComms> NcclComms::Create(const std::vector<int>& devices,
+                                            absl::Time deadline, bool nonblocking) {
+  const int world = static_cast<int>(devices.size());
   ncclUniqueId id;
   absl::Status s = NcclToStatus(ncclGetUniqueId(&id), "ncclGetUniqueId");
   if (!s.ok()) return s;
   NcclComms c;
   c.comms_.assign(world, nullptr);
   {
-    ScopedDevice restore(0);  // the loop changes the current device
+    ScopedDevice restore(devices.empty() ? 0 : devices[0]);  // the loop changes it
     s = NcclToStatus(ncclGroupStart(), "ncclGroupStart");
     if (!s.ok()) return s;
     for (int r = 0; r < world && s.ok(); ++r) {
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = nonblocking ? 0 : 1;
-      s = CudaToStatus(cudaSetDevice(r), "cudaSetDevice");
+      s = CudaToStatus(cudaSetDevice(devices[r]), "cudaSetDevice");
       if (s.ok()) {
         const ncclResult_t rc = ncclCommInitRankConfig(&c.comms_[r], world, id, r, &config);
         if (rc != ncclSuccess && rc != ncclInProgress) {

@@ -1,5 +1,5 @@
-// The NCCL communicators of one process driving GPUs 0..world-1: rank r is
-// GPU r, made with ncclCommInitRankConfig for every rank inside one
+// The NCCL communicators of one process driving a list of GPUs: rank r on
+// the r-th, made with ncclCommInitRankConfig for every rank inside one
 // ncclGroupStart/End. Non-blocking (ncclConfig_t.blocking = 0) or blocking:
 // non-blocking, no NCCL call blocks, any of them may answer ncclInProgress,
 // and the caller polls the communicator's state (WaitReady) with a deadline;
@@ -38,7 +38,9 @@ class NcclComms {
   // Waits at most until `deadline` for the initialization of all of them
   // (non-blocking; blocking ones are ready when this returns):
   // DEADLINE_EXCEEDED then, or NCCL's error, after aborting what was made.
-  static absl::StatusOr<NcclComms> Create(int world, absl::Time deadline, bool nonblocking);
+  // Rank r on devices[r].
+  static absl::StatusOr<NcclComms> Create(const std::vector<int>& devices, absl::Time deadline,
+                                          bool nonblocking);
   // A share of a group spread over several processes (daemons): blocking
   // communicators for the global ranks `ranks` of `world`, rank ranks[i] on
   // device devices[i], made from `id` with ncclCommInitRank (inside one

@@ -1,6 +1,5 @@
 #include "daemon/backend/cuda/p2p_group.h"
 
-#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -21,12 +20,11 @@ const char* AwaitedFlag(uint32_t kind) {
 
 }  // namespace
 
-absl::StatusOr<P2pGroup> P2pGroup::Create(int world, int64_t scratch_bytes) {
-  std::vector<int> devices(world);
-  std::iota(devices.begin(), devices.end(), 0);
+absl::StatusOr<P2pGroup> P2pGroup::Create(const std::vector<int>& devices,
+                                          int64_t scratch_bytes) {
   P2pGroup g;
-  AT_CUDA_RETURN_IF_ERROR(
-      at_p2p_group_create(world, devices.data(), scratch_bytes, &g.group_));
+  AT_CUDA_RETURN_IF_ERROR(at_p2p_group_create(static_cast<int>(devices.size()), devices.data(),
+                                              scratch_bytes, &g.group_));
   return g;
 }
 

@@ -1,5 +1,5 @@
 // The P2P kernels' group (kernels/autotuned_kernels.h, at_p2p_group_*) for
-// GPUs 0..world-1 of this process: peer access, a signal buffer and a
+// a list of GPUs of this process (rank r on the r-th): peer access, a signal buffer and a
 // scratch buffer per GPU.
 //
 // After a launch that gave up (spin limit) or was left unfinished on some
@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -22,7 +23,8 @@ namespace autotuned::cuda {
 
 class P2pGroup {
  public:
-  static absl::StatusOr<P2pGroup> Create(int world, int64_t scratch_bytes);
+  static absl::StatusOr<P2pGroup> Create(const std::vector<int>& devices,
+                                         int64_t scratch_bytes);
   P2pGroup() = default;
   P2pGroup(P2pGroup&& other) noexcept;
   P2pGroup& operator=(P2pGroup&& other) noexcept;

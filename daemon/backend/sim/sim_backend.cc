@@ -90,6 +90,11 @@ std::vector<RankOutcome> SimBackend::RunCandidate(
   CandidateSpec canonical;
   absl::StatusOr<const Algorithm*> prepared =
       Prepare(problem, candidate, max_world_size(), &canonical);
+  if (prepared.ok()) {
+    const absl::Status placed =
+        CheckPlacement(options, problem.world_size, max_world_size());
+    if (!placed.ok()) prepared = placed;
+  }
   if (!prepared.ok()) {
     return std::vector<RankOutcome>(std::max(problem.world_size, 1),
                                     RankOutcome{prepared.status(), {}});
@@ -121,6 +126,10 @@ std::vector<RankOutcome> SimBackend::RunPartial(const ProblemSpec& problem,
     refused = absl::InvalidArgumentError(
         absl::StrCat("local_ranks: ", part.local_ranks.size(), " ranks here, but the sim has ",
                      max_world_size(), " GPUs"));
+  }
+  if (refused.ok()) {
+    refused = CheckPlacement(options, static_cast<int>(part.local_ranks.size()),
+                             max_world_size());
   }
   if (refused.ok() && (part.transport == nullptr || part.local_ranks.empty())) {
     refused = absl::InvalidArgumentError("a partial run needs local ranks and a transport");

@@ -66,8 +66,10 @@ class SimBackend : public Backend {
   // rank reports NOT_FOUND for an implementation missing from the catalogue
   // and INVALID_ARGUMENT for a problem or candidate the sim cannot run
   // (world size outside [1, max_world_size()], malformed splits, bad root,
-  // or anything Catalogue::Canonicalize rejects). ScheduleOptions::cuda_graph
-  // is ignored: on the sim it is the same as the event loop.
+  // or anything Catalogue::Canonicalize rejects, or a placement that
+  // CheckPlacement rejects). ScheduleOptions::cuda_graph is ignored: on the
+  // sim it is the same as the event loop; so is the placement once checked
+  // (the virtual GPUs are alike).
   std::vector<RankOutcome> RunCandidate(const ProblemSpec& problem,
                                         const CandidateSpec& candidate,
                                         const ScheduleOptions& options,

@@ -104,6 +104,17 @@ TEST_CASE("runs that cannot start fail on every rank") {
   ProblemSpec bc = Problem(Collective::kBroadcast, 2, 5);
   bc.root = 2;
   CHECK(codes(bc, {"broadcast/direct", {}}) == Codes(2, kInvalid));
+
+  // Placement: one device per rank, on this node, none twice.
+  auto placed = [&](std::vector<int> devices) {
+    ScheduleOptions o = Quick();
+    o.devices = std::move(devices);
+    return backend->RunCandidate(ar, {"all_reduce/ring", {}}, o, deadline)[0].status;
+  };
+  CHECK(placed({3, 1, 0}).ok());
+  CHECK(placed({0, 1}).message() == "devices: 2 for 3 ranks here");
+  CHECK(placed({0, 4, 1}).message() == "devices: device 4 is not on this node (devices 0..3)");
+  CHECK(placed({2, 0, 2}).message() == "devices: device 2 is given to two ranks");
 }
 
 TEST_CASE("a run whose deadline has passed is cut off at once") {
