@@ -123,7 +123,51 @@ def _global_ranks(process_group: Any) -> list[int]:
     return list(dist.get_process_group_ranks(process_group))
 
 
-def _default_local_gpu(rank: int) -> int:
+def parse_pci_bus_id(text: str) -> Optional[tuple[int, int, int]]:
+    """(domain, bus, device) of a PCI bus id as CUDA or nvidia-smi write it
+    ("0000:1b:00.0", "00000000:1B:00.0"); None when it is not one."""
+    parts = text.strip().split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        return int(parts[0], 16), int(parts[1], 16), int(parts[2].split(".")[0], 16)
+    except ValueError:
+        return None
+
+
+def daemon_gpu_index(pci: tuple[int, int, int], gpus: Sequence[pb.Gpu]) -> Optional[int]:
+    """The index, on the daemon's node, of the GPU at PCI address `pci`
+    (domain, bus, device), among NodeInfo's `gpus`; None when none is there."""
+    for g in gpus:
+        if parse_pci_bus_id(g.pci_bus_id) == pci:
+            return g.index
+    return None
+
+
+def _current_device_pci() -> Optional[tuple[int, int, int]]:
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    try:
+        return int(props.pci_domain_id), int(props.pci_bus_id), int(props.pci_device_id)
+    except AttributeError:
+        return None
+
+
+def _default_local_gpu(rank: int, gpus: Sequence[pb.Gpu]) -> int:
+    """This process's GPU as the daemon numbers it: the current CUDA device
+    found by its PCI address among the daemon's GPUs (so CUDA_VISIBLE_DEVICES
+    and device order do not matter), else the current device's index, else
+    $LOCAL_RANK, else the rank."""
+    pci = _current_device_pci()
+    if pci is not None:
+        index = daemon_gpu_index(pci, gpus)
+        if index is not None:
+            return index
     try:
         import torch
 
@@ -142,8 +186,9 @@ def describe_group(process_group: Any = None, *, target: Optional[str] = None,
 
     Collective: every rank of the group must call it. `target` is this rank's
     daemon (default: $AUTOTUNED_SOCKET or the default socket); `local_gpu`
-    its GPU on that daemon's node (default: the current CUDA device, else
-    $LOCAL_RANK, else its rank); `daemon` its daemon's peer name
+    its GPU on that daemon's node, where the daemon measures this rank
+    (default: the current CUDA device, found among the daemon's GPUs by its
+    PCI address; else $LOCAL_RANK, else its rank); `daemon` its daemon's peer name
     (peer_advertise, needed only when the group spans hosts; default "" on
     one host, else "<hostname>:<peer port>" from NodeInfo). `group_id` must
     be the same on every rank; by default rank 0's is taken.
@@ -153,14 +198,15 @@ def describe_group(process_group: Any = None, *, target: Optional[str] = None,
     rank = dist.get_rank(process_group)
     world = dist.get_world_size(process_group)
     tgt = normalize_target(target) if target else default_target()
-    gpu = _default_local_gpu(rank) if local_gpu is None else int(local_gpu)
     host = socket.gethostname()
-    reachable, error, peer = True, "", ""
+    reachable, error, peer, gpus = True, "", "", []
     try:
         with Client(tgt, connect_timeout=connect_timeout, query_timeout=connect_timeout) as c:
-            peer = c.node_info().peer_address
+            info = c.node_info()
+            peer, gpus = info.peer_address, list(info.gpus)
     except AutotunedError as e:
         reachable, error = False, str(e)
+    gpu = _default_local_gpu(rank, gpus) if local_gpu is None else int(local_gpu)
     mine = {"global_rank": dist.get_rank(), "hostname": host, "target": tgt,
             "local_gpu": gpu, "daemon": daemon, "peer": peer,
             "reachable": reachable, "error": error,

@@ -152,3 +152,20 @@ def test_daemon_killed_mid_call():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
+
+
+def test_local_gpu_found_by_pci_address(client):
+    """A process's GPU is named by the daemon's index for its PCI address,
+    whatever order or CUDA_VISIBLE_DEVICES the process sees its GPUs in."""
+    from autotuned.group import daemon_gpu_index, parse_pci_bus_id
+
+    assert parse_pci_bus_id("0000:1b:00.0") == (0, 0x1B, 0)
+    assert parse_pci_bus_id("00000000:1B:00.0") == (0, 0x1B, 0)
+    assert parse_pci_bus_id("") is None
+    assert parse_pci_bus_id("0000:zz:00.0") is None
+    gpus = [pb.Gpu(index=0, pci_bus_id="0000:00:06.0"), pb.Gpu(index=1, pci_bus_id="0000:00:07.0")]
+    assert daemon_gpu_index((0, 0, 7), gpus) == 1
+    assert daemon_gpu_index((0, 0, 6), gpus) == 0
+    assert daemon_gpu_index((0, 0, 8), gpus) is None
+    # The sim's virtual GPUs have no PCI address: nothing matches.
+    assert daemon_gpu_index((0, 0, 6), client.node_info().gpus) is None
