@@ -38,14 +38,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 nccl_lib=$("$PYTHON" -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' 2>/dev/null)
 [ -n "$nccl_lib" ] && export LD_LIBRARY_PATH="$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-step() {  # step NAME LIMIT_S OUTFILE CMD...
-  local name=$1 limit=$2 out=$3 s=$SECONDS rc
-  shift 3
-  timeout "$limit" "$@" > "$out" 2>&1
-  rc=$?
-  printf '%-24s rc=%-4s %4ss  %s\n' "$name" "$rc" "$((SECONDS - s))" \
-    "$([ $rc = 0 ] && echo ok || echo FAILED)" | tee -a "$OUT/steps.log"
-}
+STEPS_LOG=$OUT/steps.log
+# shellcheck source=bench/steps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 
 { date -u; nvidia-smi -L; "$PYTHON" -c 'import torch; print("torch", torch.__version__)'; } \
   > "$OUT/env.txt" 2>&1

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The GPU check in one command, run from the repository root on the GPU
-# machine (2 x H200, NVLink):
+# machine (2 x H200, NVLink; or more GPUs):
 #
 #   bash bench/gpu_run.sh BIN_DIR OUT_DIR
+#
+# It uses every GPU it can see: CUDA_VISIBLE_DEVICES=0,1,2,3 makes it a run on
+# 4 GPUs (the daemon, p2p_bench and torchrun all see those). The built-in
+# anchors (2 x H200) are printed only for a run on 2 GPUs.
 #
 # BIN_DIR holds the prebuilt binaries autotuned, autotunectl and p2p_bench;
 # OUT_DIR (created) receives:
@@ -48,6 +52,14 @@ export LD_LIBRARY_PATH="$NCCL_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Multicast stays off on this machine; keep what the environment says.
 export TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+
+# The GPUs of this run.
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  NGPU=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+else
+  NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+fi
+[ "${NGPU:-0}" -ge 1 ] || NGPU=2
 
 SOCK=${AT_SOCK:-/tmp/at.sock}
 BACKEND=${AT_BACKEND:-cuda}
@@ -200,7 +212,7 @@ step p2p_bench_graph 35 "${P2P[@]}" --graph >> "$OUT/nccl_tests.txt" 2>> "$OUT/p
   why "$OUT/p2p_bench.err"
 
 # shellcheck disable=SC2086  # TORCH_EXTRA_ARGS is a word list on purpose
-step torch 80 "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 \
+step torch 80 "$PY" -m torch.distributed.run --standalone "--nproc_per_node=$NGPU" \
   bench/torch_collectives.py --out "$OUT/torch.json" --factor 2 ${TORCH_EXTRA_ARGS:-} \
   > "$OUT/torch.log" 2>&1 || why "$OUT/torch.log" 5
 
@@ -208,13 +220,14 @@ step torch 80 "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 \
 GPUS=$(timeout 5 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | paste -sd ';' -)
 REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || cat "$BIN/REV" 2>/dev/null || echo unknown)
 HEADER="- command: \`bash bench/gpu_run.sh $1 $2\` (repository at $REV, $(( SECONDS - T0 )) s until the report)
-- GPUs (nvidia-smi name, driver): ${GPUS:-unknown}
+- GPUs (nvidia-smi name, driver): ${GPUS:-unknown}; this run: $NGPU (CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-all})
 - date: $(date -u)"
 COMBINE=(bench/combine_gpu.py
   --daemon "$OUT/daemon_allreduce.jsonl" --daemon "$OUT/daemon_allgather.jsonl"
   --daemon "$OUT/daemon_reducescatter.jsonl" --daemon_graph "$OUT/daemon_allreduce_graph.jsonl"
-  --torch "$OUT/torch.json" --nccl_tests "$OUT/nccl_tests.txt" --anchors
+  --torch "$OUT/torch.json" --nccl_tests "$OUT/nccl_tests.txt" --world "$NGPU"
   --notes "$STEPS" --header "$HEADER" --out "$OUT/gpu_report.md")
+[ "$NGPU" -eq 2 ] && COMBINE+=(--anchors)
 if ! step combine 10 "$PY" "${COMBINE[@]}"; then
   [ -x /usr/bin/python3 ] && step combine_again 10 /usr/bin/python3 "${COMBINE[@]}"
 fi
