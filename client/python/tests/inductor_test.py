@@ -1,4 +1,4 @@
-"""autotuned.inductor against real PyTorch: 2 ranks, gloo, CPU, a sim daemon.
+"""autotuned.inductor against real PyTorch: 2 ranks (and once 4), gloo, CPU, a sim daemon.
 
 A custom op whose collective candidates (register_custom_op_autotuning with
 CustomOpConfig) map to the daemon's all_reduce/one_shot, two_shot and ring is
@@ -97,7 +97,7 @@ def compile_and_run(rank, world, target, deferred, impls, mutate=None):
     start = time.monotonic()
     out = torch.compile(model)(x, z)
     wall = time.monotonic() - start
-    expected = (1.0 + 2.0) * 2 + 1024 * world
+    expected = world * (world + 1) / 2 * 2 + 1024 * world  # x of rank r is r + 1
     return {"correct": bool(torch.allclose(out, torch.full_like(out, expected))),
             "decisions": ai.decisions(), "wall_s": wall}
 
@@ -143,6 +143,22 @@ def test_both_ranks_pick_the_daemons_winner(daemon, deferred):
         assert any(problems(r) == 2 for r in rounds), rounds
     else:
         assert any(problems(r) == 1 for r in rounds), rounds
+
+
+def test_four_ranks_pick_the_same_winner(daemon):
+    """The deferred path on 4 ranks (the sim's 4 GPUs): one batch, one
+    decision, the same on every rank, the right sum."""
+    results = run_ranks(compile_and_run, world=4, args=(daemon.target, True, IMPLS),
+                        env=_fresh_cache_env(), timeout=450)
+    for r in results:
+        assert not isinstance(r, RankError), r
+        assert r["correct"]
+        assert r["decisions"] == results[0]["decisions"]
+    assert len(results[0]["decisions"]) == 2
+    for _, timings, winner, status, reason in results[0]["decisions"]:
+        assert status in ("TUNED", "CACHED"), (status, reason)
+        assert winner == min(timings, key=timings.get).split(":")[0]
+    assert any("world=4" in line for line in _rounds(daemon.log()))
 
 
 @pytest.mark.parametrize("deferred", [False, True], ids=["immediate", "deferred"])
