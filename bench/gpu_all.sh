@@ -6,11 +6,13 @@
 #   bash bench/gpu_all.sh BIN_DIR PY_DIR OUT_DIR
 #
 # BIN_DIR: autotuned, autotunectl, p2p_bench, p2p_gpu_test, gpu_node_gpu_test,
-#          gpu_watchdog_gpu_test, libautotuned_kernels_abi.so, nvlink_ceiling
+#          gpu_watchdog_gpu_test, libautotuned_kernels_abi.so, nvlink_ceiling,
+#          cross_daemon_ask
 # PY_DIR:  client/python with its stubs (client/python/gen_stubs.sh PY_DIR)
 # OUT_DIR: created; receives
 #   steps.log                  every step's exit status and duration
-#   tests/*.txt                the Catch2 GPU tests' output
+#   tests/*.txt                the Catch2 GPU tests' output, and
+#                              tests/cross_daemon_test.sh (two daemons, one GPU each)
 #   nvlink_ceiling.txt         what the two GPUs move over NVLink (bench/nvlink_ceiling.cu)
 #   sweep/                     bench/gpu_run.sh: daemon sweeps, p2p_bench (NCCL
 #                              measured independently), PyTorch NCCL and symm-mem,
@@ -48,6 +50,8 @@ STEPS_LOG=$OUT/steps.log
 step p2p_gpu_test 120 "$OUT/tests/p2p_gpu_test.txt" "$BIN/p2p_gpu_test"
 step gpu_node_gpu_test 240 "$OUT/tests/gpu_node_gpu_test.txt" "$BIN/gpu_node_gpu_test"
 step gpu_watchdog_gpu_test 240 "$OUT/tests/gpu_watchdog_gpu_test.txt" "$BIN/gpu_watchdog_gpu_test"
+step cross_daemon 180 "$OUT/tests/cross_daemon_test.txt" \
+  bash tests/cross_daemon_test.sh "$BIN/autotuned" "$BIN/autotunectl" "$BIN/cross_daemon_ask"
 step nvlink_ceiling 120 "$OUT/nvlink_ceiling.txt" "$BIN/nvlink_ceiling" 256 20
 step gpu_run 300 "$OUT/gpu_run.log" env PYTHON="$PYTHON" bash bench/gpu_run.sh "$BIN" "$OUT/sweep"
 
