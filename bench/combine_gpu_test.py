@@ -150,6 +150,16 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(t["graph"], {8192: {"us": 20.0, "bad": False}})
         self.assertEqual(len(t["headers"]), 4)
 
+    def test_nccl_tests_split_by_size(self):
+        # bench/gpu_run.sh appends small and large sizes as separate runs,
+        # each with its own header: eager, graph, eager, graph.
+        lines = NCCL_TESTS.splitlines()
+        eager_small, graph_small = lines[:4], lines[6:]
+        eager_large = lines[:2] + lines[4:6]
+        t = cg.parse_nccl_tests("\n".join(eager_small + graph_small + eager_large))
+        self.assertEqual(sorted(t["eager"]), [8192, MiB, 256 * MiB])
+        self.assertEqual(t["graph"], {8192: {"us": 20.0, "bad": False}})
+
     def test_nccl_tests_without_mode_is_eager(self):
         t = cg.parse_nccl_tests("bytes nccl_us x\n1024 3.5 1.0 (1x32)\n")
         self.assertEqual(t["eager"], {1024: {"us": 3.5, "bad": False}})

@@ -22,8 +22,9 @@
 #   steps.log                      every step's exit status and duration
 #   gpu_report.md                  bench/combine_gpu.py's report (printed at the end)
 #
-# Every step runs under `timeout`; all the limits together come to about
-# 7.7 minutes at the very worst (a normal run takes a minute or two). A
+# Every step runs under `timeout`; all the limits together (daemon start and
+# stop included) come to about 10 minutes at the very worst (a normal run on
+# 2 x H200 took under a minute). A
 # failing step is logged in steps.log and the script goes on with the next.
 # The daemon is stopped (SIGTERM) right after its sweeps, before p2p_bench and
 # torch run, so that its GPU worker cannot disturb the independent baselines.
@@ -169,13 +170,22 @@ daemon_steps() {
   AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot:blocks=128,threads=1024,all_reduce/two_shot_chunked,all_reduce/two_shot_chunked:blocks=128,threads=1024
   # (IMPL:NAME=INT,NAME=INT: a piece with '=' and no ':' continues the candidate
   # before it, so "one_shot:blocks=64,threads=1024" is one candidate.)
-  AR_SWEEP=(--json sweep --collective=all_reduce --dtype=bf16 --from=1KiB --to=256MiB --factor=2
-            --iters=50 --warmup=10 "--candidates=$AR_CANDIDATES")
-  step sweep_allreduce 80 "${CTL[@]}" "${AR_SWEEP[@]}" \
-    > "$OUT/daemon_allreduce.jsonl" 2> "$OUT/daemon_allreduce.err" || why "$OUT/daemon_allreduce.err"
-  step sweep_allreduce_graph 55 "${CTL[@]}" "${AR_SWEEP[@]}" --timing=cuda_graph \
-    > "$OUT/daemon_allreduce_graph.jsonl" 2> "$OUT/daemon_allreduce_graph.err" ||
-    why "$OUT/daemon_allreduce_graph.err"
+  # Up to 1 MiB a candidate takes a few microseconds: 500 timed iterations
+  # (as p2p_bench below) keep run-to-run noise under the 5 % the comparison
+  # with the independent NCCL needs; above, 50.
+  AR_SWEEP=(--json sweep --collective=all_reduce --dtype=bf16 --factor=2 "--candidates=$AR_CANDIDATES")
+  AR_SMALL=(--from=1KiB --to=1MiB --iters=500 --warmup=50)
+  AR_LARGE=(--from=2MiB --to=256MiB --iters=50 --warmup=10)
+  : > "$OUT/daemon_allreduce.jsonl"
+  : > "$OUT/daemon_allreduce_graph.jsonl"
+  for part in SMALL LARGE; do
+    range="AR_$part[@]"
+    step "sweep_allreduce_${part,,}" 60 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" \
+      >> "$OUT/daemon_allreduce.jsonl" 2>> "$OUT/daemon_allreduce.err" || why "$OUT/daemon_allreduce.err"
+    step "sweep_allreduce_graph_${part,,}" 45 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" --timing=cuda_graph \
+      >> "$OUT/daemon_allreduce_graph.jsonl" 2>> "$OUT/daemon_allreduce_graph.err" ||
+      why "$OUT/daemon_allreduce_graph.err"
+  done
   step sweep_allgather 25 "${CTL[@]}" --json sweep --collective=all_gather --dtype=bf16 \
     --from=64KiB --to=64MiB --factor=32 --iters=50 --warmup=10 \
     --candidates=all_gather/nccl,all_gather/p2p \
@@ -204,12 +214,17 @@ done
 # ---------------------------------------------------------------- baselines
 : > "$OUT/nccl_tests.txt"
 : > "$OUT/p2p_bench.err"
-P2P=("$BIN/p2p_bench" --min_bytes=1024 --max_bytes=268435456 --step=2 --iters=50 --warmup=10)
+# The same sizes and iteration counts as the daemon's sweeps.
+P2P_SMALL=("$BIN/p2p_bench" --min_bytes=1024 --max_bytes=1048576 --step=2 --iters=500 --warmup=50)
+P2P_LARGE=("$BIN/p2p_bench" --min_bytes=2097152 --max_bytes=268435456 --step=2 --iters=50 --warmup=10)
 # Exit status 3: some candidate's output was wrong (listed as "# BAD output").
-step p2p_bench_eager 35 "${P2P[@]}" --nccl_threads >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
-  why "$OUT/p2p_bench.err"
-step p2p_bench_graph 35 "${P2P[@]}" --graph >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
-  why "$OUT/p2p_bench.err"
+for part in SMALL LARGE; do
+  cmd="P2P_$part[@]"
+  step "p2p_bench_eager_${part,,}" 35 "${!cmd}" --nccl_threads >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
+    why "$OUT/p2p_bench.err"
+  step "p2p_bench_graph_${part,,}" 35 "${!cmd}" --graph >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
+    why "$OUT/p2p_bench.err"
+done
 
 # shellcheck disable=SC2086  # TORCH_EXTRA_ARGS is a word list on purpose
 step torch 80 "$PY" -m torch.distributed.run --standalone "--nproc_per_node=$NGPU" \
