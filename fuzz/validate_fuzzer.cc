@@ -75,8 +75,21 @@ void CheckError(const absl::Status& s) {
   Broken("message does not start with a field path: " + msg);
 }
 
+// The node the fuzzer validates for: 8 GPUs, no peers.
+constexpr int kGpus = 8;
+
 void CheckAccepted(const ValidRequest& r, const config::Limits& limits) {
   if (r.problems.empty()) Broken("accepted a request without problems");
+  // The placement a backend gets: one distinct GPU of this node per rank.
+  const std::vector<int>& devices = r.engine.schedule.devices;
+  std::vector<bool> used(kGpus, false);
+  for (int d : devices) {
+    if (d < 0 || d >= kGpus || used[d]) Broken("placement: a GPU off the node or given twice");
+    used[d] = true;
+  }
+  if (!devices.empty() && static_cast<int>(devices.size()) != r.world_size) {
+    Broken("placement: not one GPU per rank");
+  }
   for (const ValidProblem& p : r.problems) {
     if (p.spec.MaxRankBytes() > limits.max_buffer_bytes()) Broken("over the memory cap");
     if (p.candidates.empty()) Broken("accepted a problem without candidates");
@@ -99,7 +112,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   v1::TuneRequest request;
   if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
   const ValidationContext ctx{&FuzzCatalogue(), &config->limits(), &config->defaults(),
-                              8, "fuzz"};
+                              kGpus, "fuzz"};
 
   absl::StatusOr<ValidRequest> tune = ValidateTune(request, ctx);
   if (tune.ok()) {
