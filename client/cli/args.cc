@@ -37,10 +37,10 @@ const std::set<std::string>& GlobalFlags() {
 
 const std::set<std::string>& CommandFlags(Command command) {
   static const auto* tune = new std::set<std::string>{
-      "collective", "dtype", "bytes", "world", "candidates", "warmup", "iters",
+      "collective", "dtype", "bytes", "world", "gpus", "candidates", "warmup", "iters",
       "timeout_ms", "op", "root", "splits", "refresh", "timing"};
   static const auto* sweep = new std::set<std::string>{
-      "collective", "dtype", "from", "to", "factor", "world", "candidates",
+      "collective", "dtype", "from", "to", "factor", "world", "gpus", "candidates",
       "warmup", "iters", "timeout_ms", "op", "root", "refresh", "timing", "plot"};
   static const auto* list = new std::set<std::string>{"collective"};
   static const auto* plot = new std::set<std::string>{"input", "plot"};
@@ -101,6 +101,25 @@ absl::StatusOr<Plan> ParseCommon(const RawFlags& flags) {
 
   if (flags.world < 0) return absl::InvalidArgumentError("--world must be >= 0");
   plan.world = flags.world;
+  if (!flags.gpus.empty()) {
+    for (absl::string_view piece : absl::StrSplit(flags.gpus, ',')) {
+      int gpu = -1;
+      if (!absl::SimpleAtoi(piece, &gpu) || gpu < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--gpus: \"", piece, "\" is not a GPU index (>= 0)"));
+      }
+      if (std::find(plan.gpus.begin(), plan.gpus.end(), gpu) != plan.gpus.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("--gpus: GPU ", gpu, " is listed twice"));
+      }
+      plan.gpus.push_back(gpu);
+    }
+    const int n = static_cast<int>(plan.gpus.size());
+    if (plan.world != 0 && plan.world != n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--world=", plan.world, " but --gpus lists ", n, " GPUs; give one of them"));
+    }
+    plan.world = n;
+  }
   if (flags.warmup < 0) return absl::InvalidArgumentError("--warmup must be >= 0");
   if (flags.iters < 0) return absl::InvalidArgumentError("--iters must be >= 0");
   if (flags.timeout_ms < 0) {
@@ -343,18 +362,23 @@ absl::StatusOr<std::vector<v1::Candidate>> SelectCandidates(
   return out;
 }
 
-v1::Group LocalGroup(int world) {
+v1::Group LocalGroup(int world, const std::vector<int>& gpus) {
   v1::Group group;
   group.set_id("autotunectl");
   group.set_world_size(world);
   group.set_whole_group(true);
+  for (size_t r = 0; r < gpus.size(); ++r) {
+    v1::Member* m = group.add_members();
+    m->set_rank(static_cast<int>(r));
+    m->set_local_gpu(gpus[r]);
+  }
   return group;
 }
 
 v1::TuneRequest MakeTuneRequest(const Plan& plan, int world,
                                 const std::vector<v1::Candidate>& candidates) {
   v1::TuneRequest request;
-  *request.mutable_group() = LocalGroup(world);
+  *request.mutable_group() = LocalGroup(world, plan.gpus);
   v1::Problem* problem = request.add_problems();
   *problem = plan.problem;
   problem->clear_candidates();
@@ -366,7 +390,7 @@ v1::TuneRequest MakeTuneRequest(const Plan& plan, int world,
 v1::SweepRequest MakeSweepRequest(const Plan& plan, int world,
                                   const std::vector<v1::Candidate>& candidates) {
   v1::SweepRequest request;
-  *request.mutable_group() = LocalGroup(world);
+  *request.mutable_group() = LocalGroup(world, plan.gpus);
   *request.mutable_problem() = plan.problem;
   request.mutable_problem()->clear_candidates();
   for (const v1::Candidate& c : candidates) {

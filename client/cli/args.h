@@ -38,6 +38,7 @@ struct RawFlags {
   std::string to = "64MiB";
   int64_t factor = 2;
   int32_t world = 0;
+  std::string gpus;
   int32_t root = 0;
   int32_t warmup = 0;
   int32_t iters = 0;
@@ -57,12 +58,13 @@ struct Plan {
   // split_counts (tune), candidates as given (empty: every suitable one).
   v1::Problem problem;
   int world = 0;            // 0: the node's GPU count
+  std::vector<int> gpus;    // --gpus: rank r on GPU gpus[r]; empty: GPUs 0..world-1
   v1::Options options;
   std::vector<int64_t> counts;  // sweep only, ascending
 };
 
 // --collective (required), --dtype, --op, --root, --candidates (a bare name
-// "ring" means "<collective>/ring"), --world, --warmup, --iters,
+// "ring" means "<collective>/ring"), --world or --gpus, --warmup, --iters,
 // --timeout_ms, --timing, --refresh; for tune --bytes or (all_to_all only)
 // --splits; for sweep --from, --to, --factor.
 absl::StatusOr<Plan> ParseTuneFlags(const RawFlags& flags);
@@ -88,9 +90,10 @@ absl::StatusOr<std::vector<v1::Candidate>> SelectCandidates(
     const v1::ListImplementationsResponse& catalogue, const v1::Problem& problem,
     int world, std::vector<std::string>* skipped);
 
-// id "autotunectl", world_size `world`, whole_group, no members: the whole
-// group is this node's GPUs 0..world-1.
-v1::Group LocalGroup(int world);
+// id "autotunectl", world_size `world`, whole_group. Without `gpus`, no
+// members: the group is this node's GPUs 0..world-1; with them, one member
+// per rank on this daemon, rank r on GPU gpus[r].
+v1::Group LocalGroup(int world, const std::vector<int>& gpus = {});
 
 v1::TuneRequest MakeTuneRequest(const Plan& plan, int world,
                                 const std::vector<v1::Candidate>& candidates);

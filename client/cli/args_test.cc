@@ -99,6 +99,32 @@ TEST_CASE("tune flags become a problem in elements") {
   CHECK(request.options().iterations() == 50);
 }
 
+TEST_CASE("--gpus places the ranks on those GPUs") {
+  RawFlags f = Tune("all_reduce", "1MiB");
+  f.gpus = "3,1";
+  auto plan = ParseTuneFlags(f);
+  REQUIRE(plan.ok());
+  CHECK(plan->world == 2);
+  const v1::TuneRequest request = MakeTuneRequest(*plan, plan->world, {});
+  CHECK(request.group().world_size() == 2);
+  CHECK(request.group().whole_group());
+  REQUIRE(request.group().members_size() == 2);
+  CHECK(request.group().members(0).rank() == 0);
+  CHECK(request.group().members(0).local_gpu() == 3);
+  CHECK(request.group().members(1).local_gpu() == 1);
+
+  f.world = 3;
+  CHECK_THAT(ErrorOf(ParseTuneFlags(f).status()),
+             Catch::Contains("--world=3 but --gpus lists 2 GPUs"));
+  f.world = 0;
+  f.gpus = "1,x";
+  CHECK_THAT(ErrorOf(ParseTuneFlags(f).status()),
+             Catch::Contains("--gpus: \"x\" is not a GPU index"));
+  f.gpus = "1,1";
+  CHECK_THAT(ErrorOf(ParseTuneFlags(f).status()),
+             Catch::Contains("--gpus: GPU 1 is listed twice"));
+}
+
 TEST_CASE("bad tune flags are usage errors naming the flag") {
   CHECK_THAT(ErrorOf(ParseTuneFlags(Tune("", "1MiB")).status()),
              Catch::Contains("--collective is required"));

@@ -46,6 +46,7 @@ const char kUsage[] =
     "                       each peer (all_to_all). 4096, 64KiB, 1MiB, 1GiB; KB,\n"
     "                       MB, GB are powers of 1000. Required unless --splits.\n"
     "    --world=N          ranks = the node's GPUs 0..N-1 (default: all GPUs)\n"
+    "    --gpus=G,G,...     the ranks' GPUs instead (rank r on the r-th), e.g. 2,3\n"
     "    --candidates=LIST  comma-separated IMPL or IMPL:NAME=INT,NAME=INT, e.g.\n"
     "                       all_reduce/ring:chunk_kib=64,all_reduce/one_shot; a\n"
     "                       name without '/' gets the collective in front. Default:\n"

@@ -36,6 +36,7 @@ ABSL_FLAG(std::string, collective, "",
 ABSL_FLAG(std::string, dtype, "float32", "float32, bfloat16 or float16");
 ABSL_FLAG(std::string, bytes, "", "tune: per-rank size, e.g. 1MiB");
 ABSL_FLAG(int32_t, world, 0, "ranks (local GPUs 0..N-1); 0: every GPU");
+ABSL_FLAG(std::string, gpus, "", "the ranks' GPUs, e.g. 2,3 (rank r on the r-th); instead of --world");
 ABSL_FLAG(std::string, candidates, "",
           "IMPL[:NAME=INT,...],...; empty: every suitable implementation");
 ABSL_FLAG(std::string, op, "sum", "all_reduce/reduce_scatter: sum, max, min");
@@ -87,6 +88,7 @@ RawFlags ReadFlags(std::set<std::string> given) {
   f.to = absl::GetFlag(FLAGS_to);
   f.factor = absl::GetFlag(FLAGS_factor);
   f.world = absl::GetFlag(FLAGS_world);
+  f.gpus = absl::GetFlag(FLAGS_gpus);
   f.root = absl::GetFlag(FLAGS_root);
   f.warmup = absl::GetFlag(FLAGS_warmup);
   f.iters = absl::GetFlag(FLAGS_iters);
