@@ -32,6 +32,8 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <iterator>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -158,8 +160,16 @@ class CudaGpuNode : public GpuNode {
   // [device]; during a run gpus_[r] is used by rank r's thread only.
   std::vector<GpuContext> gpus_;
   // By the ranks' GPUs (rank r on key[r]). Declared after gpus_, so
-  // destroyed before the streams.
-  std::map<std::vector<int>, NcclComms> comms_;
+  // destroyed before the streams. At most options_.max_comm_sets
+  // communicator sets (the least recently used is released first);
+  // at most one P2P group per GPU (its scratch is the large part), so a
+  // group made for GPUs replaces any other on those GPUs.
+  struct CommsEntry {
+    NcclComms comms;
+    uint64_t last_use = 0;
+  };
+  std::map<std::vector<int>, CommsEntry> comms_;
+  uint64_t comms_uses_ = 0;
   std::map<std::vector<int>, P2pGroup> groups_;
   // RunPartial's communicators, for cross_token_, cross_ranks_ and
   // cross_devices_; a token
@@ -183,11 +193,19 @@ absl::StatusOr<const NcclComms*> CudaGpuNode::Comms(const std::vector<int>& devi
                                                     absl::Time deadline) {
   auto it = comms_.find(devices);
   if (it == comms_.end()) {
+    if (comms_.size() >= static_cast<size_t>(std::max(options_.max_comm_sets, 1))) {
+      auto oldest = comms_.begin();
+      for (auto c = comms_.begin(); c != comms_.end(); ++c) {
+        if (c->second.last_use < oldest->second.last_use) oldest = c;
+      }
+      comms_.erase(oldest);  // finalized and destroyed (bounded wait)
+    }
     AT_ASSIGN_OR_RETURN(NcclComms comms,
                         NcclComms::Create(devices, deadline, options_.nccl_nonblocking));
-    it = comms_.emplace(devices, std::move(comms)).first;
+    it = comms_.emplace(devices, CommsEntry{std::move(comms), 0}).first;
   }
-  return &it->second;
+  it->second.last_use = ++comms_uses_;
+  return &it->second.comms;
 }
 
 absl::StatusOr<P2pGroup*> CudaGpuNode::Group(const std::vector<int>& devices,
@@ -198,6 +216,12 @@ absl::StatusOr<P2pGroup*> CudaGpuNode::Group(const std::vector<int>& devices,
     it = groups_.end();
   }
   if (it == groups_.end()) {
+    for (auto g = groups_.begin(); g != groups_.end();) {
+      const bool shares_a_gpu = std::any_of(g->first.begin(), g->first.end(), [&](int d) {
+        return std::find(devices.begin(), devices.end(), d) != devices.end();
+      });
+      g = shares_a_gpu ? groups_.erase(g) : std::next(g);
+    }
     AT_ASSIGN_OR_RETURN(P2pGroup group,
                         P2pGroup::Create(devices, ScratchCapacity(scratch_bytes)));
     it = groups_.emplace(devices, std::move(group)).first;
@@ -289,7 +313,7 @@ int64_t CudaGpuNode::held_bytes() const {
 void CudaGpuNode::AbortComms(const std::vector<int>& devices) {
   auto it = comms_.find(devices);
   if (it == comms_.end()) return;
-  it->second.Abort();
+  it->second.comms.Abort();
   comms_.erase(it);
   ++nccl_aborts_;
 }

@@ -19,9 +19,11 @@
 //     supervisor (cuda_backend.h) starts a fresh one. The supervisor's kill at
 //     deadline + grace remains the last resort for anything else.
 //
-// Per GPU: a worker thread, a stream, timing events; per group of local GPUs:
-// NCCL communicators (nccl_comms.h) and a P2P group
-// (at_p2p_group_create) whose scratch grows on demand. Buffers for a run are
+// Per GPU: a worker thread, a stream, timing events; per list of local GPUs
+// a group ran on: NCCL communicators (nccl_comms.h; at most max_comm_sets
+// lists, the least recently used released first) and a P2P group
+// (at_p2p_group_create; at most one per GPU: a group for some GPUs replaces
+// the others on any of them) whose scratch grows on demand. Buffers for a run are
 // allocated for that run and freed after it, so nothing is held between
 // rounds beyond the P2P signal/scratch buffers (held_bytes; freed by
 // ReleaseIdle) and the communicators.
@@ -52,6 +54,9 @@ struct GpuNodeOptions {
   // timings. Blocking communicators are aborted the same way; a rank thread
   // stuck inside a blocking NCCL call is released by the abort.
   bool nccl_nonblocking = false;
+  // NCCL communicator sets kept between runs, one per list of GPUs a group
+  // ran on; past this many, the least recently used is finalized.
+  int max_comm_sets = 8;
 };
 
 class GpuNode {
