@@ -1,4 +1,4 @@
-"""GPU acceptance: a 2-rank torch.compile of a model with an autotuned
+"""GPU acceptance: a torch.compile on 2 (or more) ranks of a model with an autotuned
 collective custom op whose candidates are NCCL, one-shot and two-shot.
 
 Three runs of the same model, each a fresh compile (caches off):
@@ -169,7 +169,7 @@ def main() -> int:
         ok = ok and good
         if rank == 0:
             print(f"[{mode}] compile + first call: {wall:.2f} s wall; "
-                  f"both ranks chose the same: {'yes' if same else 'NO'}; "
+                  f"every rank chose the same: {'yes' if same else 'NO'}; "
                   f"output max |compiled - eager| = {diff:.4g} (eager max {scale:.4g}): "
                   f"{'OK' if good else 'FAIL'}", flush=True)
             for name, t, winner in rows:
