@@ -411,13 +411,14 @@ std::string FormatCacheList(const v1::ListCacheResponse& response) {
   if (response.entries_size() > 0) {
     TextTable table({{"problem"},
                      {"world", Align::kRight},
+                     {"links"},
                      {"winner"},
                      {"mean us", Align::kRight},
                      {"measured"},
                      {"key"}});
     for (const v1::CacheEntrySummary& e : response.entries()) {
       table.AddRow({DescribeProblem(e.problem()), absl::StrCat(e.world_size()),
-                    e.winner(), Us(e.winner_mean_us()),
+                    e.links().empty() ? "-" : e.links(), e.winner(), Us(e.winner_mean_us()),
                     UnixMillis(e.measured_unix_ms()), e.key()});
     }
     out = table.Render();

@@ -306,9 +306,11 @@ TEST_CASE("implementations, node info and cache render") {
   entry->set_winner("all_reduce/ring");
   entry->set_winner_mean_us(12.25);
   entry->set_world_size(8);
+  entry->set_links("NV18");
   cache.set_corrupt_files_ignored(2);
   const std::string entries = FormatCacheList(cache);
   CHECK_THAT(entries, Catch::Contains("all_reduce float32 sum, 4 KiB") &&
+                          Catch::Contains(" NV18 ") &&
                           Catch::Contains("12.2") && Catch::Contains("k1") &&
                           Catch::EndsWith("1 cache entries, 2 corrupt files ignored\n"));
   v1::ClearCacheResponse cleared;

@@ -182,6 +182,7 @@ std::vector<v1::CacheEntrySummary> ResultCache::List() const {
     }
     s.set_measured_unix_ms(e->result().measured_unix_ms());
     s.set_world_size(KeyTextWorldSize(e->key_text()));
+    s.set_links(KeyTextLinks(e->key_text()));
     out.push_back(std::move(s));
   }
   return out;

@@ -340,6 +340,10 @@ TEST_CASE("PlacementText names the links between the ranks' GPUs") {
   NodeDescription node = Node(4);
   node.topology[0 * 4 + 2] = node.topology[2 * 4 + 0] = "SYS";
   CHECK(PlacementText(node, {}, 2) == "links: NV18");  // GPUs 0 and 1
+  const v1::Problem p = AllReduce(1024);
+  CHECK(KeyTextLinks(CacheKeyText("f", 3, 3, p, v1::EVENT_LOOP,
+                                  PlacementText(node, {0, 1, 2}, 3))) == "NV18 SYS NV18");
+  CHECK(KeyTextLinks(CacheKeyText("f", 3, 3, p, v1::EVENT_LOOP)).empty());
   CHECK(PlacementText(node, {2, 3}, 2) == "links: NV18");
   CHECK(PlacementText(node, {2, 0}, 2) == "links: SYS");
   CHECK(PlacementText(node, {0, 1, 2}, 3) == "links: NV18 SYS NV18");

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/types/optional.h"
 #include "google/protobuf/text_format.h"
 
 namespace autotuned {
@@ -24,6 +25,8 @@ constexpr uint64_t kSecondBasis = 0x9e3779b97f4a7c15ull;
 
 constexpr char kKeyTextHeader[] = "autotuned-cache-key v2";
 constexpr char kWorldSizeField[] = "world_size: ";
+constexpr char kPlacementField[] = "placement: ";
+constexpr char kLinksPrefix[] = "links: ";
 
 // FNV-1a, 64 bit, from `basis`: stable across processes and builds.
 uint64_t Fnv1a64(absl::string_view s, uint64_t basis) {
@@ -90,7 +93,7 @@ std::string CacheKeyText(const std::string& fingerprint, int world_size,
                       kWorldSizeField, world_size, "\n",          //
                       "ranks_per_host: ", ranks_per_host, "\n",   //
                       "timing_mode: ", timing_mode, "\n",         //
-                      "placement: ", Quote(placement), "\n",      //
+                      kPlacementField, Quote(placement), "\n",    //
                       "problem: {", problem_text, "}\n");
 }
 
@@ -110,7 +113,7 @@ std::string PlacementText(const NodeDescription& node, const std::vector<int>& d
       links.push_back(node.topology[on[i] * gpus + on[j]]);
     }
   }
-  return absl::StrCat("links: ", absl::StrJoin(links, " "));
+  return absl::StrCat(kLinksPrefix, absl::StrJoin(links, " "));
 }
 
 std::string CacheKeyDigest(const std::string& key_text) {
@@ -133,14 +136,34 @@ bool IsCacheKey(const std::string& key) {
   return true;
 }
 
-int KeyTextWorldSize(const std::string& key_text) {
+namespace {
+
+// The rest of the first line of `key_text` that starts with `field`.
+absl::optional<absl::string_view> KeyTextField(absl::string_view key_text,
+                                               absl::string_view field) {
   for (absl::string_view line : absl::StrSplit(key_text, '\n')) {
-    if (absl::ConsumePrefix(&line, kWorldSizeField)) {
-      int world_size = 0;
-      return absl::SimpleAtoi(line, &world_size) ? world_size : 0;
-    }
+    if (absl::ConsumePrefix(&line, field)) return line;
   }
-  return 0;
+  return absl::nullopt;
+}
+
+}  // namespace
+
+int KeyTextWorldSize(const std::string& key_text) {
+  const absl::optional<absl::string_view> value = KeyTextField(key_text, kWorldSizeField);
+  int world_size = 0;
+  return value && absl::SimpleAtoi(*value, &world_size) ? world_size : 0;
+}
+
+std::string KeyTextLinks(const std::string& key_text) {
+  absl::optional<absl::string_view> value = KeyTextField(key_text, kPlacementField);
+  std::string placement;
+  if (!value || !absl::ConsumePrefix(&*value, "\"") || !absl::ConsumeSuffix(&*value, "\"") ||
+      !absl::CUnescape(*value, &placement)) {
+    return "";
+  }
+  absl::string_view links = placement;
+  return absl::ConsumePrefix(&links, kLinksPrefix) ? std::string(links) : "";
 }
 
 }  // namespace autotuned

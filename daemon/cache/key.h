@@ -73,5 +73,8 @@ bool IsCacheKey(const std::string& key);
 
 // The world size recorded in `key_text`, or 0 when it has none.
 int KeyTextWorldSize(const std::string& key_text);
+// The link kinds of the placement recorded in `key_text` ("NV18 NV18 SYS"),
+// or "" when it has none.
+std::string KeyTextLinks(const std::string& key_text);
 
 }  // namespace autotuned

@@ -2,6 +2,7 @@
 // (daemon/backend/fake_backend.h) and a real cache directory.
 #include "daemon/service/service.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -687,6 +688,15 @@ TEST_CASE("ranks run on their members' GPUs; alike links share cached results") 
   CHECK(again.results(0).cache_key() != r.results(0).cache_key());
   CHECK(f.backend().last_devices() == std::vector<int>{1, 2});
   CHECK(f.backend().runs() == 6);
+  {
+    grpc::ClientContext ctx;
+    v1::ListCacheResponse cached;
+    REQUIRE(f.stub().ListCache(&ctx, {}, &cached).ok());
+    std::vector<std::string> links;
+    for (const v1::CacheEntrySummary& e : cached.entries()) links.push_back(e.links());
+    std::sort(links.begin(), links.end());
+    CHECK(links == std::vector<std::string>{"NV4", "SYS"});
+  }
 
   // Ranks asking one by one run on their GPUs too.
   std::vector<v1::TuneRequest> ranks;
