@@ -149,9 +149,15 @@ def problem(collective: Union[str, int], dtype: object, count: int,
                       root=root, candidates=[candidate(c) for c in candidates], label=label)
 
 
-def whole_node_group(world_size: int, group_id: str = "") -> pb.Group:
-    """A group served by one daemon on behalf of every rank (its GPUs 0..world_size-1)."""
-    return pb.Group(id=group_id, world_size=world_size, rank=0, whole_group=True)
+def whole_node_group(world_size: int, group_id: str = "",
+                     gpus: Optional[Sequence[int]] = None) -> pb.Group:
+    """A group served by one daemon on behalf of every rank: on its GPUs
+    0..world_size-1, or rank r on GPU gpus[r] (len(gpus) == world_size)."""
+    if gpus is not None and len(gpus) != world_size:
+        raise InvalidArgument(f"gpus: {len(gpus)} GPUs for world_size {world_size}")
+    members = [pb.Member(rank=r, local_gpu=int(g)) for r, g in enumerate(gpus or [])]
+    return pb.Group(id=group_id, world_size=world_size, rank=0, whole_group=True,
+                    members=members)
 
 
 class Client:

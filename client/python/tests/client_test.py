@@ -103,6 +103,17 @@ def test_bad_parameter_and_world_size(client):
     assert e.value.field == "group.world_size"
 
 
+def test_whole_group_on_chosen_gpus(client):
+    p = [problem("all_reduce", "float32", 1024, CANDIDATES)]
+    r = client.tune(p, group=autotuned.whole_node_group(2, gpus=[3, 1]))
+    assert r.results[0].status in (pb.TUNED, pb.CACHED)
+    with pytest.raises(InvalidArgument) as e:
+        client.tune(p, group=autotuned.whole_node_group(2, gpus=[3, 4]))
+    assert e.value.field == "group.members[1].local_gpu"
+    with pytest.raises(InvalidArgument):
+        autotuned.whole_node_group(2, gpus=[0])
+
+
 def test_client_side_input_errors():
     with pytest.raises(InvalidArgument):
         problem("all_mix", "float32", 1, CANDIDATES)
