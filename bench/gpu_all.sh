@@ -7,13 +7,15 @@
 #
 # BIN_DIR: autotuned, autotunectl, p2p_bench, p2p_gpu_test, gpu_node_gpu_test,
 #          gpu_watchdog_gpu_test, libautotuned_kernels_abi.so, nvlink_ceiling,
-#          cross_daemon_ask
+#          launch_floor, cross_daemon_ask
 # PY_DIR:  client/python with its stubs (client/python/gen_stubs.sh PY_DIR)
 # OUT_DIR: created; receives
 #   steps.log                  every step's exit status and duration
 #   tests/*.txt                the Catch2 GPU tests' output, and
 #                              tests/cross_daemon_test.sh (two daemons, one GPU each)
 #   nvlink_ceiling.txt         what the two GPUs move over NVLink (bench/nvlink_ceiling.cu)
+#   launch_floor.txt           the event loop's launch floor, eager against graph
+#                              (bench/launch_floor.cu)
 #   sweep/                     bench/gpu_run.sh: daemon sweeps, p2p_bench (NCCL
 #                              measured independently), PyTorch NCCL and symm-mem,
 #                              gpu_report.md, PNG charts
@@ -53,6 +55,7 @@ step gpu_watchdog_gpu_test 240 "$OUT/tests/gpu_watchdog_gpu_test.txt" "$BIN/gpu_
 step cross_daemon 180 "$OUT/tests/cross_daemon_test.txt" \
   bash tests/cross_daemon_test.sh "$BIN/autotuned" "$BIN/autotunectl" "$BIN/cross_daemon_ask"
 step nvlink_ceiling 120 "$OUT/nvlink_ceiling.txt" "$BIN/nvlink_ceiling" 256 20
+step launch_floor 120 "$OUT/launch_floor.txt" "$BIN/launch_floor"
 step gpu_run 300 "$OUT/gpu_run.log" env PYTHON="$PYTHON" bash bench/gpu_run.sh "$BIN" "$OUT/sweep"
 
 # The Python clients against one daemon (cuda backend, cache off).

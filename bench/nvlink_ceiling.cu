@@ -16,15 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHECK(x)                                                                 \
-  do {                                                                           \
-    cudaError_t e_ = (x);                                                        \
-    if (e_ != cudaSuccess) {                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,             \
-                   cudaGetErrorString(e_));                                      \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
+#include "cuda_check.h"
 
 __global__ void Copy16(const int4* __restrict__ src, int4* __restrict__ dst, size_t n) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;

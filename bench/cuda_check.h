@@ -1,0 +1,19 @@
+// CHECK(call): the standalone CUDA benchmarks' error check (bench/*.cu, built
+// by nvcc without the project's libraries): a failed CUDA runtime call prints
+// where and why, and the program exits 1.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#define CHECK(x)                                                                 \
+  do {                                                                           \
+    cudaError_t e_ = (x);                                                        \
+    if (e_ != cudaSuccess) {                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,             \
+                   cudaGetErrorString(e_));                                      \
+      std::exit(1);                                                              \
+    }                                                                            \
+  } while (0)
