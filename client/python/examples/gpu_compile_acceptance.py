@@ -61,8 +61,6 @@ def main() -> int:
                             timeout=datetime.timedelta(seconds=600))
     rank, world = dist.get_rank(), dist.get_world_size()
     group_name = dist.group.WORLD.group_name
-    from torch.distributed._symmetric_memory import enable_symm_mem_for_group
-    enable_symm_mem_for_group(group_name)
     logging.basicConfig(level=logging.WARNING, format=f"[rank{rank}] %(name)s: %(message)s")
     torch._inductor.config.force_disable_caches = True
 
@@ -80,19 +78,42 @@ def main() -> int:
         c10d = torch.ops._c10d_functional
         return c10d.wait_tensor(c10d.all_reduce(x, "sum", group_name))
 
+    # The symmetric-memory candidates run as opaque ops over one symmetric
+    # buffer made here, once, on every rank (a rendezvous is collective):
+    # Inductor in PyTorch 2.11 has no lowering for symm_mem.two_shot_all_reduce_
+    # ("UnsupportedOperatorException"), and cannot place a graph input in
+    # symmetric memory (the deferred path's subgraphs), so each candidate
+    # copies its input into the buffer and reduces from there into a fresh
+    # output, as vLLM's and PyTorch's own symm-mem all-reduce paths do.
+    import torch.distributed._symmetric_memory as symm_mem
+    symm_mem.enable_symm_mem_for_group(group_name)
+    symm = symm_mem.empty(max(args.tokens) * args.hidden, dtype=torch.bfloat16, device="cuda")
+    symm_mem.rendezvous(symm, group_name)
+
+    @torch.library.custom_op("acceptance::symm_one_shot", mutates_args=())
+    def symm_one_shot(x: torch.Tensor) -> torch.Tensor:
+        view = symm[: x.numel()].view_as(x)
+        view.copy_(x)
+        out = torch.empty_like(x)
+        torch.ops.symm_mem.one_shot_all_reduce_out(view, "sum", group_name, out)
+        return out
+
+    @torch.library.custom_op("acceptance::symm_two_shot", mutates_args=())
+    def symm_two_shot(x: torch.Tensor) -> torch.Tensor:
+        view = symm[: x.numel()].view_as(x)
+        view.copy_(x)
+        out = torch.empty_like(x)
+        torch.ops.symm_mem.two_shot_all_reduce_out(view, "sum", group_name, out)
+        return out
+
+    for op in (symm_one_shot, symm_two_shot):
+        op.register_fake(lambda x: torch.empty_like(x))
+
     def one_shot(x):
-        # Inductor places the input in symmetric memory where it allocates it
-        # (here the matmul's output, when the winner is inlined: the immediate
-        # path). The deferred path compiles the winner as a subgraph whose
-        # input is a graph input, which it cannot place so: Inductor logs
-        # "Failed to realize the input as a symmetric memory buffer" and the
-        # call may fail; this run reports that rather than hiding it.
-        return torch.ops.symm_mem.one_shot_all_reduce(x, "sum", group_name)
+        return symm_one_shot(x)
 
     def two_shot(x):
-        y = x.clone()
-        torch.ops.symm_mem.two_shot_all_reduce_(y, "sum", group_name)
-        return y
+        return symm_two_shot(x)
 
     register_custom_op_autotuning(
         all_reduce, name="acceptance_all_reduce",
