@@ -42,6 +42,7 @@ from autotuned.vllm import tune_dispatch
 
 
 GPU_CANDIDATES = ["all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot"]
+MAX_BYTES = 64 << 20  # the largest all-reduce the worker stages (bf16)
 
 
 def own_implementations(cpu: bool, group_name: str) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
@@ -54,15 +55,25 @@ def own_implementations(cpu: bool, group_name: str) -> dict[str, Callable[[torch
     if cpu:
         return {"all_reduce/one_shot": nccl, "all_reduce/two_shot": nccl, "all_reduce/ring": nccl}
 
-    def one_shot(x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.symm_mem.one_shot_all_reduce(x, "sum", group_name)
+    # The symm-mem ops read their input from symmetric memory: one buffer,
+    # allocated and rendezvoused once on every rank (collective), that each
+    # call copies its tensor into before reducing back into the tensor.
+    import torch.distributed._symmetric_memory as symm_mem
+    symm_mem.enable_symm_mem_for_group(group_name)
+    buf = symm_mem.empty(MAX_BYTES // 2, dtype=torch.bfloat16, device="cuda")
+    symm_mem.rendezvous(buf, group_name)
 
-    def two_shot(x: torch.Tensor) -> torch.Tensor:
-        torch.ops.symm_mem.two_shot_all_reduce_(x, "sum", group_name)
-        return x
+    def staged(op: Callable[..., torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+        def run(x: torch.Tensor) -> torch.Tensor:
+            view = buf[: x.numel()].view_as(x)
+            view.copy_(x)
+            op(view, "sum", group_name, x)
+            return x
+        return run
 
-    return {"all_reduce/nccl": nccl, "all_reduce/one_shot": one_shot,
-            "all_reduce/two_shot": two_shot}
+    return {"all_reduce/nccl": nccl,
+            "all_reduce/one_shot": staged(torch.ops.symm_mem.one_shot_all_reduce_out),
+            "all_reduce/two_shot": staged(torch.ops.symm_mem.two_shot_all_reduce_out)}
 
 
 class Worker:
@@ -80,7 +91,7 @@ class Worker:
         # P2P kernels read (CUDA IPC; 64 MiB staging, the table's largest size).
         self.table = tune_dispatch(tp_group, desc=desc, collective="all_reduce",
                                    dtype=self.dtype, candidates=candidates)
-        self.p2p = None if cpu or symm_mem else P2PGroup(tp_group, max_bytes=64 << 20)
+        self.p2p = None if cpu or symm_mem else P2PGroup(tp_group, max_bytes=MAX_BYTES)
         self.run = self.table.runner(self.p2p, others=own, process_group=tp_group)
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
