@@ -67,6 +67,10 @@ for part in "${PARTS[@]}"; do
         PYTHON="$PYTHON" AT_SOCK="/tmp/at-$part.sock" bash bench/gpu_run.sh "$BIN" "$OUT/$part"
       ;;
     cross)
+      if [ "$GPUS" -lt 2 ]; then
+        echo "cross: SKIPPED, $GPUS GPUs" | tee -a "$STEPS_LOG"
+        continue
+      fi
       shapes=("2 $((GPUS / 2))")
       [ "$GPUS" -ge 8 ] && shapes=("2 4" "4 2")
       for shape in "${shapes[@]}"; do
@@ -76,6 +80,10 @@ for part in "${PARTS[@]}"; do
       done
       ;;
     compile)
+      if [ "$GPUS" -lt 4 ]; then
+        echo "compile: SKIPPED, $GPUS GPUs" | tee -a "$STEPS_LOG"
+        continue
+      fi
       sock=/tmp/at-scale.sock
       rm -f "$sock"
       "$BIN/autotuned" --socket="$sock" --no_cache --log_level=info > "$OUT/compile_daemon.log" 2>&1 &
