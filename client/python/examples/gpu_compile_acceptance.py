@@ -155,6 +155,16 @@ def main() -> int:
                 pytorch_timings.append((name, {getattr(c, "name", str(c)): t
                                                for c, t in timings.items()}))
             sa.add_feedback_saver(saver)
+            # The feedback savers are not called when PyTorch falls back (a
+            # choice failed); every collective benchmark is recorded here too.
+            benchmarked: list = []
+            original = sa.AlgorithmSelectorCache.__dict__.get("benchmark_collective_choice")
+            if isinstance(original, classmethod):
+                def recording(cls, choice, *a, **k):
+                    t = original.__func__(cls, choice, *a, **k)
+                    benchmarked.append((getattr(choice, "name", str(choice)), t))
+                    return t
+                sa.AlgorithmSelectorCache.benchmark_collective_choice = classmethod(recording)
         else:
             ai.enable(impls=IMPLS, deferred=(mode == "daemon-deferred"), group=desc,
                       options=options)
@@ -167,12 +177,19 @@ def main() -> int:
             ok = False
             if mode == "pytorch":
                 sa.clear_feedback_savers()
+                if isinstance(original, classmethod):
+                    sa.AlgorithmSelectorCache.benchmark_collective_choice = original
             print(f"[{mode}] rank {rank} FAILED after {time.monotonic() - start:.2f} s: "
                   f"{type(e).__name__}: {str(e)[:2000]}", flush=True)
             continue
         wall = time.monotonic() - start
         if mode == "pytorch":
             sa.clear_feedback_savers()
+            if isinstance(original, classmethod):
+                sa.AlgorithmSelectorCache.benchmark_collective_choice = original
+            if not pytorch_timings and benchmarked:
+                pytorch_timings.append(("collective benchmarks (no selection recorded)",
+                                        dict(benchmarked)))
             rows = []
             for name, t in pytorch_timings:
                 finite = {k: v for k, v in t.items() if v == v and v != float("inf")}
