@@ -68,6 +68,7 @@ FakeBackend::FakeBackend(int gpus, std::map<std::string, Script> scripts)
     info.dtypes = {DType::kFloat32};
     info.ops = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin};
     info.params = {{"knob", 1, 0, 100, "a parameter that changes nothing"}};
+    info.min_world_size = script.min_world_size;
     catalogue_.Add(info);
   }
 }

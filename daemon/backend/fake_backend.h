@@ -27,6 +27,8 @@ class FakeBackend : public Backend {
     absl::Status failure = absl::InternalError("scripted failure");
     // When true, `fail_rank` blocks until the run's deadline instead.
     bool hang = false;
+    // The catalogue entry's smallest world size.
+    int min_world_size = 1;
   };
 
   // A fake node with `gpus` devices, linked in pairs (GPUs 2k and 2k+1 by

@@ -68,20 +68,12 @@ std::string Catalogue::Version() const {
   return buf;
 }
 
-absl::StatusOr<CandidateSpec> Catalogue::Canonicalize(
-    const ProblemSpec& problem, const CandidateSpec& candidate,
-    const std::string& field) const {
-  const ImplInfo* info = Find(candidate.impl);
+absl::Status Catalogue::Supports(const ProblemSpec& problem, const std::string& impl,
+                                 const std::string& field) const {
+  const ImplInfo* info = Find(impl);
   if (info == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ".impl: unknown implementation \"",
-                     candidate.impl, "\" (see ListImplementations)"));
-  }
-  if (info->collective != problem.collective) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".impl: \"", info->name, "\" implements ",
-        CollectiveName(info->collective), ", not ",
-        CollectiveName(problem.collective)));
+        absl::StrCat(field, ".impl: unknown implementation \"", impl, "\""));
   }
   if (!Contains(info->dtypes, problem.dtype)) {
     return absl::InvalidArgumentError(
@@ -110,6 +102,28 @@ absl::StatusOr<CandidateSpec> Catalogue::Canonicalize(
             info->alignment_bytes, " bytes; rank ", r, " has ", bytes));
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CandidateSpec> Catalogue::Canonicalize(
+    const ProblemSpec& problem, const CandidateSpec& candidate,
+    const std::string& field, bool check_support) const {
+  const ImplInfo* info = Find(candidate.impl);
+  if (info == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".impl: unknown implementation \"",
+                     candidate.impl, "\" (see ListImplementations)"));
+  }
+  if (info->collective != problem.collective) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".impl: \"", info->name, "\" implements ",
+        CollectiveName(info->collective), ", not ",
+        CollectiveName(problem.collective)));
+  }
+  if (check_support) {
+    absl::Status supported = Supports(problem, candidate.impl, field);
+    if (!supported.ok()) return supported;
   }
   CandidateSpec out{candidate.impl, {}};
   for (const auto& [name, value] : candidate.params) {

@@ -55,11 +55,18 @@ class Catalogue {
   // Checks `candidate` for `problem` and returns it with every declared
   // parameter present (defaults filled in). INVALID_ARGUMENT names `field`
   // (e.g. "problems[0].candidates[2]") and the reason: unknown
-  // implementation, wrong collective, unsupported dtype / op / world size,
-  // misaligned size, unknown or out-of-range parameter.
+  // implementation, wrong collective, unknown or out-of-range parameter;
+  // with `check_support`, also what Supports checks.
   absl::StatusOr<CandidateSpec> Canonicalize(const ProblemSpec& problem,
                                              const CandidateSpec& candidate,
-                                             const std::string& field) const;
+                                             const std::string& field,
+                                             bool check_support = true) const;
+
+  // Whether the implementation `impl` (in the catalogue, for
+  // problem.collective) can run `problem`: its dtype, reduce op, world size
+  // and buffer alignment. INVALID_ARGUMENT naming `field` otherwise.
+  absl::Status Supports(const ProblemSpec& problem, const std::string& impl,
+                        const std::string& field) const;
 
  private:
   std::vector<ImplInfo> entries_;

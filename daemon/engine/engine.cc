@@ -106,6 +106,17 @@ std::vector<CandidateOutcome> Engine::Measure(
   outcomes.reserve(candidates.size());
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < candidates.size(); ++i) {
+    const absl::Status supported =
+        backend_->catalogue().Supports(problem, candidates[i].impl, "candidate");
+    if (!supported.ok()) {
+      CandidateOutcome out;
+      out.index = static_cast<int>(i);
+      out.candidate = candidates[i];
+      out.reason = std::string(supported.message());
+      out.stats = ComputeStats({});
+      outcomes.push_back(std::move(out));
+      continue;
+    }
     const absl::Time deadline = absl::Now() + options.timeout;
     std::vector<RankOutcome> ranks = backend_->RunCandidate(
         problem, candidates[i], options.schedule, deadline);
@@ -136,6 +147,15 @@ std::vector<std::vector<RankOutcome>> Engine::MeasurePart(
     part.local_ranks = local_ranks;
     part.transport = transport(static_cast<int>(i));
     part.backend_token = backend_token;
+    const absl::Status supported =
+        backend_->catalogue().Supports(problem, candidates[i].impl, "candidate");
+    if (!supported.ok()) {
+      // As a backend refusing the run: the other daemons' ranks stop too.
+      if (part.transport != nullptr) part.transport->Abort(supported);
+      out.push_back(std::vector<RankOutcome>(std::max<size_t>(local_ranks.size(), 1),
+                                             RankOutcome{supported, {}}));
+      continue;
+    }
     const absl::Time deadline = absl::Now() + options.timeout;
     out.push_back(
         backend_->RunPartial(problem, candidates[i], options.schedule, part, deadline));

@@ -85,7 +85,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Measures every candidate (canonical, validated by the caller) and returns
-  // them ranked. Blocks for at most about candidates x timeout.
+  // them ranked. A candidate the backend's catalogue says cannot run the
+  // problem (Catalogue::Supports) is ruled out with that reason without
+  // running. Blocks for at most about candidates x timeout.
   std::vector<CandidateOutcome> Measure(const ProblemSpec& problem,
                                         const std::vector<CandidateSpec>& candidates,
                                         const EngineOptions& options)

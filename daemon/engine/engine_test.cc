@@ -156,6 +156,18 @@ TEST_CASE("the engine ranks measured candidates and rules out failures") {
   CHECK_FALSE(ranked[2].timed_out);
 }
 
+TEST_CASE("a candidate its implementation cannot run is ruled out without running") {
+  FakeBackend backend(4, {{"fp32_only", {}}});  // the fake's entries are float32 only
+  Engine engine(&backend);
+  ProblemSpec bf16 = AllReduce(2);
+  bf16.dtype = DType::kBFloat16;
+  auto ranked = engine.Measure(bf16, {{"fp32_only", {}}}, Quick());
+  REQUIRE(ranked.size() == 1);
+  CHECK_FALSE(ranked[0].ok);
+  CHECK(ranked[0].reason == "candidate.impl: \"fp32_only\" does not support dtype bfloat16");
+  CHECK(backend.runs() == 0);
+}
+
 TEST_CASE("a hanging candidate is cut off at its timeout") {
   FakeBackend::Script hang;
   hang.fail_rank = 1;

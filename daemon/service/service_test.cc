@@ -49,8 +49,11 @@ class Fixture {
     FakeBackend::Script hang;
     hang.fail_rank = 1;
     hang.hang = true;
+    FakeBackend::Script four = Timed(1);
+    four.min_world_size = 4;
     backend_ = std::make_unique<FakeBackend>(
         4, std::map<std::string, FakeBackend::Script>{
+               {"all_reduce/four_or_more", four},
                {"all_reduce/a", Timed(30)},
                {"all_reduce/b", Timed(10)},
                {"all_reduce/c", Timed(20)},
@@ -174,6 +177,31 @@ TEST_CASE("every candidate failing is FAILED, not an error") {
   REQUIRE(f.Tune(Request({"all_reduce/broken"}), &resp).ok());
   CHECK(resp.results(0).status() == v1::FAILED);
   CHECK(resp.results(0).winner().empty());
+}
+
+TEST_CASE("a candidate that cannot run the problem is ruled out; none runnable is invalid") {
+  Fixture f("unrunnable");
+  v1::TuneRequest req = Request({"all_reduce/four_or_more", "all_reduce/a"});
+  req.mutable_group()->set_world_size(2);
+  v1::TuneResponse r;
+  REQUIRE(f.Tune(req, &r).ok());
+  const v1::ProblemResult& p = r.results(0);
+  CHECK(p.status() == v1::TUNED);
+  CHECK(p.winner() == "all_reduce/a");
+  REQUIRE(p.ranked_size() == 2);
+  CHECK_FALSE(p.ranked(1).ok());
+  CHECK(p.ranked(1).reason() == "candidate.impl: \"all_reduce/four_or_more\" runs on 4 to "
+                                "1048576 ranks, not 2");
+  CHECK(f.backend().runs() == 1);  // only all_reduce/a ran
+  req.mutable_group()->set_world_size(4);  // now both run
+  REQUIRE(f.Tune(req, &r).ok());
+  CHECK(r.results(0).winner() == "all_reduce/four_or_more");
+
+  v1::TuneRequest none = Request({"all_reduce/four_or_more"});
+  none.mutable_group()->set_world_size(2);
+  CHECK(f.TuneError(none) ==
+        "problems[0].candidates[0].impl: \"all_reduce/four_or_more\" runs on 4 to 1048576 "
+        "ranks, not 2");
 }
 
 TEST_CASE("bad input is INVALID_ARGUMENT naming the field") {
@@ -301,7 +329,7 @@ TEST_CASE("implementations and node info describe the backend") {
   grpc::ClientContext c1;
   v1::ListImplementationsResponse impls;
   REQUIRE(f.stub().ListImplementations(&c1, {}, &impls).ok());
-  CHECK(impls.implementations_size() == 5);
+  CHECK(impls.implementations_size() == 6);
   CHECK(impls.implementations(0).params(0).name() == "knob");
   grpc::ClientContext c2;
   v1::NodeInfoResponse node;

@@ -154,12 +154,23 @@ absl::StatusOr<ValidProblem> ValidateProblem(const v1::Problem& p,
   if (reducing) out.canonical.set_op(static_cast<v1::ReduceOp>(spec.op));
   out.canonical.set_root(spec.root);
   out.canonical.set_label(p.label());
+  int runnable = 0;
+  absl::Status first_unsupported;
   for (int i = 0; i < p.candidates_size(); ++i) {
     const std::string cf = absl::StrCat(f, ".candidates[", i, "]");
     const v1::Candidate& c = p.candidates(i);
     CandidateSpec raw{c.impl(), {c.params().begin(), c.params().end()}};
+    // What the implementation cannot run (dtype, op, world size, alignment)
+    // does not make the request invalid: the engine rules that candidate out
+    // with the reason, unless no candidate of the problem can run at all.
     AT_ASSIGN_OR_RETURN(CandidateSpec canonical,
-                        ctx.catalogue->Canonicalize(spec, raw, cf));
+                        ctx.catalogue->Canonicalize(spec, raw, cf, /*check_support=*/false));
+    const absl::Status supported = ctx.catalogue->Supports(spec, canonical.impl, cf);
+    if (supported.ok()) {
+      ++runnable;
+    } else if (first_unsupported.ok()) {
+      first_unsupported = supported;
+    }
     for (size_t j = 0; j < out.candidates.size(); ++j) {
       if (out.candidates[j].impl == canonical.impl &&
           out.candidates[j].params == canonical.params) {
@@ -173,6 +184,7 @@ absl::StatusOr<ValidProblem> ValidateProblem(const v1::Problem& p,
                                    canonical.params.end());
     out.candidates.push_back(std::move(canonical));
   }
+  if (runnable == 0 && !first_unsupported.ok()) return first_unsupported;
   return out;
 }
 

@@ -6,6 +6,12 @@
 // Every error is INVALID_ARGUMENT (UNIMPLEMENTED for a group shape this daemon
 // version does not serve) with a message that starts with the offending
 // field's path, e.g. "problems[0].count: must be positive, got 0".
+//
+// A candidate its implementation cannot run on the problem (dtype, reduce
+// op, world size, buffer alignment: Catalogue::Supports) is not an error
+// while another candidate of the problem can run: the engine rules it out
+// with that reason, so one candidate list serves every world size and size
+// of a sweep. When none can run, the first one's reason is the error.
 #pragma once
 
 #include <string>

@@ -103,6 +103,15 @@ def test_bad_parameter_and_world_size(client):
     assert e.value.field == "group.world_size"
 
 
+def test_no_candidate_can_run_is_invalid(client):
+    """The sim's algorithms are float32 only: a bfloat16 problem none of whose
+    candidates can run is INVALID_ARGUMENT naming the first (one that cannot
+    run beside one that can is ruled out instead: service_test)."""
+    with pytest.raises(InvalidArgument) as e:
+        client.tune([problem("all_reduce", "bfloat16", 4096, ["all_reduce/ring"])])
+    assert e.value.field == "problems[0].candidates[0].impl"
+
+
 def test_whole_group_on_chosen_gpus(client):
     p = [problem("all_reduce", "float32", 1024, CANDIDATES)]
     r = client.tune(p, group=autotuned.whole_node_group(2, gpus=[3, 1]))
