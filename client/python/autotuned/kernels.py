@@ -721,10 +721,15 @@ class Dispatcher:
             register_group(self._group_name, _NcclOnly(process_group), default=False)
         else:
             self._group_name = p2p.name
-        self._runs: list[Callable[[Any], Any]] = [self._make(s) for s in table.candidates]
-        self._fallback = self._make(f"{self.collective}/nccl")
         # A DispatchTable's sizes as plain ints: the pick traces in torch.compile.
         sizes = list(getattr(table, "sizes", None) or [])
+        # Candidates that win no size (e.g. the P2P kernels on one rank, ruled
+        # out) need not be runnable here: calling one says why it cannot run.
+        winners = {s.winner_index for s in sizes} if sizes else None
+        self._runs: list[Callable[[Any], Any]] = [
+            self._make(s) if winners is None or i in winners else self._make_or_refuse(s)
+            for i, s in enumerate(table.candidates)]
+        self._fallback = self._make(f"{self.collective}/nccl")
         self._counts = tuple(s.count for s in sizes)
         self._winners = tuple(s.winner_index for s in sizes)
         if self._counts:
@@ -736,6 +741,16 @@ class Dispatcher:
         if not self._counts:
             return self.table.pick_index(x)
         return self._nearest(self._counts, self._winners, self.table.count_of(x))
+
+    def _make_or_refuse(self, spec: str) -> Callable[[Any], Any]:
+        try:
+            return self._make(spec)
+        except KernelsError as e:
+            why = str(e)
+
+            def refuse(x: Any) -> Any:
+                raise KernelsError(f"{why} (it wins no size of the table)")
+            return refuse
 
     def _make(self, spec: str) -> Callable[[Any], Any]:
         import torch

@@ -91,7 +91,10 @@ class Worker:
         # P2P kernels read (CUDA IPC; 64 MiB staging, the table's largest size).
         self.table = tune_dispatch(tp_group, desc=desc, collective="all_reduce",
                                    dtype=self.dtype, candidates=candidates)
-        self.p2p = None if cpu or symm_mem else P2PGroup(tp_group, max_bytes=MAX_BYTES)
+        # One rank has no peers: the table holds NCCL only (the P2P kernels
+        # are ruled out below 2 ranks), and there is nothing to share.
+        alone = dist.get_world_size(tp_group) < 2
+        self.p2p = None if cpu or symm_mem or alone else P2PGroup(tp_group, max_bytes=MAX_BYTES)
         self.run = self.table.runner(self.p2p, others=own, process_group=tp_group)
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:

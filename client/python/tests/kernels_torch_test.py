@@ -106,6 +106,21 @@ def dispatch_on_gloo(rank, world):
         out["p2p_without_group"] = "accepted"
     except K.KernelsError as e:
         out["p2p_without_group"] = str(e)
+    # ... unless it wins no size (ruled out, e.g. on one rank): then the
+    # runner is made, and only calling that candidate says why it cannot run.
+    from autotuned.vllm import SizeTiming
+    nccl_wins = [SizeTiming(count=16, bytes=64, winner="all_reduce/nccl", winner_index=0,
+                            median_us={"all_reduce/nccl": 5.0,
+                                       "all_reduce/one_shot": float("inf")},
+                            status="TUNED")]
+    only_nccl = DispatchTable("all_reduce", "float32", world,
+                              ["all_reduce/nccl", "all_reduce/one_shot"], nccl_wins, []).runner()
+    out["nccl_winner"] = only_nccl(torch.full((16,), float(rank + 1)))[0].item()
+    try:
+        only_nccl._runs[1](small)
+        out["non_winner"] = "ran"
+    except K.KernelsError as e:
+        out["non_winner"] = str(e)
     # An implementation the ops do not know, without `others`, likewise.
     try:
         table.runner()
@@ -134,6 +149,8 @@ def test_dispatcher_on_gloo():
         assert r["small_unchanged"] in (1.0, 2.0)     # the op returns a new tensor
         assert r["compiled"] == 7.0                    # (1*2 + 2*2) + 1
         assert "runs on the P2P kernels: pass a P2PGroup" in r["p2p_without_group"]
+        assert r["nccl_winner"] == 3.0
+        assert "wins no size of the table" in r["non_winner"]
         assert "'all_reduce/ring' does not run in-process" in r["unknown"]
         if "p2p_group" in r:
             assert r["p2p_group"] == "P2PGroup: no CUDA device"
