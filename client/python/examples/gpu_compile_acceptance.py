@@ -90,24 +90,20 @@ def main() -> int:
     symm = symm_mem.empty(max(args.tokens) * args.hidden, dtype=torch.bfloat16, device="cuda")
     symm_mem.rendezvous(symm, group_name)
 
-    @torch.library.custom_op("acceptance::symm_one_shot", mutates_args=())
-    def symm_one_shot(x: torch.Tensor) -> torch.Tensor:
-        view = symm[: x.numel()].view_as(x)
-        view.copy_(x)
-        out = torch.empty_like(x)
-        torch.ops.symm_mem.one_shot_all_reduce_out(view, "sum", group_name, out)
-        return out
+    def staged(name, reduce_out):
+        @torch.library.custom_op(f"acceptance::{name}", mutates_args=())
+        def op(x: torch.Tensor) -> torch.Tensor:
+            view = symm[: x.numel()].view_as(x)
+            view.copy_(x)
+            out = torch.empty_like(x)
+            reduce_out(view, "sum", group_name, out)
+            return out
 
-    @torch.library.custom_op("acceptance::symm_two_shot", mutates_args=())
-    def symm_two_shot(x: torch.Tensor) -> torch.Tensor:
-        view = symm[: x.numel()].view_as(x)
-        view.copy_(x)
-        out = torch.empty_like(x)
-        torch.ops.symm_mem.two_shot_all_reduce_out(view, "sum", group_name, out)
-        return out
-
-    for op in (symm_one_shot, symm_two_shot):
         op.register_fake(lambda x: torch.empty_like(x))
+        return op
+
+    symm_one_shot = staged("symm_one_shot", torch.ops.symm_mem.one_shot_all_reduce_out)
+    symm_two_shot = staged("symm_two_shot", torch.ops.symm_mem.two_shot_all_reduce_out)
 
     def one_shot(x):
         return symm_one_shot(x)
