@@ -6,9 +6,11 @@
 
 namespace autotuned {
 
-int DeviceOf(const ScheduleOptions& options, int i) {
-  return options.devices.empty() ? i : options.devices[i];
+int DeviceOf(const std::vector<int>& devices, int i) {
+  return devices.empty() ? i : devices[i];
 }
+
+int DeviceOf(const ScheduleOptions& options, int i) { return DeviceOf(options.devices, i); }
 
 absl::Status CheckPlacement(const ScheduleOptions& options, int ranks_here,
                             int devices_on_node) {

@@ -77,7 +77,9 @@ struct ScheduleOptions {
   std::vector<int> devices;
 };
 
-// The device of the i-th rank run here under `options` (see devices above).
+// The device of the i-th rank run here under `options` (see devices above),
+// or under a placement `devices` given alone.
+int DeviceOf(const std::vector<int>& devices, int i);
 int DeviceOf(const ScheduleOptions& options, int i);
 
 // INVALID_ARGUMENT unless `options.devices` is empty or names `ranks_here`

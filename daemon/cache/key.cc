@@ -103,7 +103,7 @@ std::string PlacementText(const NodeDescription& node, const std::vector<int>& d
   if (node.topology.size() != static_cast<size_t>(gpus) * gpus) return "";
   std::vector<int> on;
   for (int i = 0; i < ranks_here; ++i) {
-    const int d = devices.empty() ? i : devices[i];
+    const int d = DeviceOf(devices, i);
     if (d < 0 || d >= gpus) return "";
     on.push_back(d);
   }

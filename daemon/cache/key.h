@@ -52,7 +52,7 @@ std::string CacheKeyText(const std::string& fingerprint, int world_size,
 // What the placement of this node's ranks changes in a measurement: the link
 // kinds of `node`.topology between the GPUs of every pair of ranks run here,
 // in rank order ("links: NV18" for two ranks on NVLinked GPUs). `devices` as
-// ScheduleOptions::devices (empty: rank i on GPU i) for `ranks_here` ranks.
+// ScheduleOptions::devices (DeviceOf) for `ranks_here` ranks.
 // Two groups whose GPUs are linked alike (GPUs 0,1 and 2,3 of an NVSwitch
 // node) share a text, so they share cached results; others do not. Empty
 // when the node reports no topology.
