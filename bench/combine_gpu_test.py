@@ -303,13 +303,64 @@ class MainTest(unittest.TestCase):
         self.assertIn("all_reduce bf16 8 KiB, event-loop timing: **met**", md)
         self.assertIn("all_reduce bf16 1 MiB, event-loop timing: **NOT met**", md)
         self.assertIn("all_reduce bf16 256 MiB, event-loop timing: **met**", md)
-        self.assertIn("(eager): 2 of 3 sizes (off at 1 MiB)", md)
+        self.assertIn("(eager), one run each: 2 of 3 sizes (off at 1 MiB)", md)
+        self.assertNotIn("NCCL, repeated", md)  # no --nccl_repeats
         self.assertIn("daemon winner at or below torch's best: 2 of 3 sizes", md)
         self.assertIn("| all_gather | 64 KiB | 20.0 | 8.00 | p2p:blocks=32,threads=512 |", md)
         self.assertIn("torch all_reduce/symm_one_shot 1 MiB: RuntimeError: boom", md)
         self.assertIn("DEADLINE_EXCEEDED", md)
         self.assertIn("p2p_bench eager NCCL 256 MiB: BAD output", md)
         self.assertIn("step sweep rc=0", md)
+
+    def test_nccl_repeats(self):
+        # 8 KiB: both sides jump between ~6.5 and ~9 us from run to run (one
+        # run each can differ by 40 %), but their medians agree. 1 MiB: the
+        # daemon is 10 % slower in the median. 64 MiB: only the daemon ran;
+        # one daemon run failed NCCL (left out), one p2p_bench run was BAD.
+        daemon_8k = [9.0, 6.5, 9.1, 6.4, 9.2]
+        indep_8k = [6.5, 9.0, 6.6, 9.1, 8.9]
+        with tempfile.TemporaryDirectory() as d:
+            rep = os.path.join(d, "nccl_repeats")
+            os.mkdir(rep)
+            for n in range(5):
+                lines = [size_result(AR, 4096, [C_NCCL], [ranked(C_NCCL, 0, daemon_8k[n])]),
+                         size_result(AR, MiB // 2, [C_NCCL], [ranked(C_NCCL, 0, 22.0)])]
+                lines.append(size_result(AR, 32 * MiB, [C_NCCL], [
+                    ranked(C_NCCL, 0, 250.0 + n, ok=(n != 2), reason="nccl: timeout")]))
+                with open(os.path.join(rep, "daemon_nccl_%d.jsonl" % (n + 1)), "w") as f:
+                    f.write("\n".join(json.dumps(m) for m in lines) + "\n")
+                with open(os.path.join(rep, "indep_nccl_%d.txt" % (n + 1)), "w") as f:
+                    f.write("# p2p_bench: 2 x NVIDIA H200, eager mode, NCCL only\n"
+                            "       bytes        nccl_us  one_shot_us\n"
+                            "        8192  %.2f  -\n"
+                            "     1048576  20.00%s  -\n" % (
+                                indep_8k[n], " BAD" if n == 4 else ""))
+            out = os.path.join(d, "report.md")
+            self.assertEqual(cg.main(["--nccl_repeats", rep, "--out", out]), 0)
+            with open(out) as f:
+                md = f.read()
+            rows = {r["bytes"]: r for r in cg.repeat_rows(
+                cg.load_nccl_repeats(rep, []))}
+        self.assertIn("5 daemon runs, 5 independent runs", md)
+        self.assertEqual(rows[8 * KiB]["daemon_median"], 9.0)
+        self.assertEqual(rows[8 * KiB]["indep_median"], 8.9)
+        self.assertTrue(rows[8 * KiB]["within"])
+        self.assertEqual(len(rows[MiB]["indep"]), 4)  # the BAD run left out
+        self.assertAlmostEqual(rows[MiB]["ratio"], 1.1)
+        self.assertFalse(rows[MiB]["within"])
+        self.assertEqual(rows[64 * MiB]["daemon"], [250.0, 251.0, 253.0, 254.0])
+        self.assertIsNone(rows[64 * MiB]["within"])
+        self.assertIn("| 8 KiB | 5 | 9.00 | 6.40-9.20 | 5 | 8.90 | 6.50-9.10 | 1.011 ok |", md)
+        self.assertIn("| 1 MiB | 5 | 22.0 | 22.0-22.0 | 4 | 20.0 | 20.0-20.0 | 1.100 OFF |", md)
+        self.assertIn("medians of the repeats: 1 of 2 sizes (off at 1 MiB)", md)
+
+    def test_nccl_repeats_missing_folder(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "report.md")
+            self.assertEqual(cg.main(["--nccl_repeats", os.path.join(d, "no"),
+                                      "--out", out]), 0)
+            with open(out) as f:
+                self.assertIn("no such folder", f.read())
 
     def test_nothing_at_all(self):
         with tempfile.TemporaryDirectory() as d:

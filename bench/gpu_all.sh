@@ -24,6 +24,8 @@
 #   vllm_table.{txt,jsonl,png} the vLLM helper's all_reduce bf16 table on this
 #   vllm_worker.log            host (examples/vllm_worker.py --save), drawn by
 #                              autotunectl plot
+#   vllm_worker_symm_mem.log   the same worker with PyTorch's symm-mem ops as
+#                              its one-shot / two-shot (--symm_mem)
 #   daemon.log                 the daemon serving the last two steps
 # Every step runs under `timeout`; a failing step is logged and the next runs.
 set -u
@@ -56,7 +58,7 @@ step cross_daemon 180 "$OUT/tests/cross_daemon_test.txt" \
   bash tests/cross_daemon_test.sh "$BIN/autotuned" "$BIN/autotunectl" "$BIN/cross_daemon_ask"
 step nvlink_ceiling 120 "$OUT/nvlink_ceiling.txt" "$BIN/nvlink_ceiling" 256 20
 step launch_floor 120 "$OUT/launch_floor.txt" "$BIN/launch_floor"
-step gpu_run 300 "$OUT/gpu_run.log" env PYTHON="$PYTHON" bash bench/gpu_run.sh "$BIN" "$OUT/sweep"
+step gpu_run 420 "$OUT/gpu_run.log" env PYTHON="$PYTHON" bash bench/gpu_run.sh "$BIN" "$OUT/sweep"
 
 # The Python clients against one daemon (cuda backend, cache off).
 rm -f "$SOCK"
@@ -69,6 +71,8 @@ step compile_acceptance 300 "$OUT/compile_acceptance.log" \
   "${run2[@]}" "$PY_DIR/examples/gpu_compile_acceptance.py" --socket "$SOCK"
 step vllm_worker 240 "$OUT/vllm_worker.log" \
   "${run2[@]}" "$PY_DIR/examples/vllm_worker.py" --socket "$SOCK" --save "$OUT/vllm_table"
+step vllm_worker_symm_mem 240 "$OUT/vllm_worker_symm_mem.log" \
+  "${run2[@]}" "$PY_DIR/examples/vllm_worker.py" --socket "$SOCK" --symm_mem
 step vllm_plot 60 "$OUT/vllm_plot.log" \
   "$BIN/autotunectl" plot --input="$OUT/vllm_table.jsonl" --plot="$OUT/vllm_table.png"
 kill -TERM "$DPID" 2>/dev/null

@@ -19,19 +19,23 @@
 #   *.err                          autotunectl's stderr (progress, errors)
 #   nccl_tests.txt                 p2p_bench eager table, then graph table
 #   torch.json, torch.log          bench/torch_collectives.py under torchrun
+#   nccl_repeats/                  daemon_nccl_N.jsonl and indep_nccl_N.txt:
+#                                  NCCL alone, daemon and p2p_bench in turn,
+#                                  N = 1..NCCL_REPEATS (see "NCCL, repeated")
 #   steps.log                      every step's exit status and duration
 #   gpu_report.md                  bench/combine_gpu.py's report (printed at the end)
 #
-# Every step runs under `timeout`; all the limits together (daemon start and
-# stop included) come to about 10 minutes at the very worst (a normal run on
-# 2 x H200 took under a minute). A
-# failing step is logged in steps.log and the script goes on with the next.
+# Every step runs under `timeout`, and the NCCL repeats stop starting new
+# rounds after NCCL_REPEATS_S seconds; a normal run on 2 x H200 takes 2-3
+# minutes. A failing step is logged in steps.log and the script goes on with
+# the next.
 # The daemon is stopped (SIGTERM) right after its sweeps, before p2p_bench and
 # torch run, so that its GPU worker cannot disturb the independent baselines.
 #
 # Environment (defaults in brackets; meant for testing elsewhere):
 #   PYTHON [/opt/torch/.venv/bin/python3]   AT_SOCK [/tmp/at.sock]
 #   AT_BACKEND [cuda]   TORCH_EXTRA_ARGS []  NCCL_LIB_DIR [torch's NCCL]
+#   NCCL_REPEATS [7]    NCCL_REPEATS_S [150]
 set -u
 
 if [ $# -ne 2 ]; then
@@ -135,47 +139,51 @@ stop_daemon() {
 trap stop_daemon EXIT
 trap 'log "interrupted"; exit 130' INT TERM
 
-rm -f "$SOCK"
-log "starting $BIN/autotuned --backend=$BACKEND --socket=$SOCK --no_cache --log_level=info"
-"$BIN/autotuned" "--backend=$BACKEND" "--socket=$SOCK" --no_cache --log_level=info \
-  > "$OUT/daemon.log" 2>&1 &
-DPID=$!
+# start_daemon LOG: starts the daemon (log to LOG), waits up to 60 s for it
+# to answer; DPID is empty when it did not come up.
+start_daemon() {
+  rm -f "$SOCK"
+  log "starting $BIN/autotuned --backend=$BACKEND --socket=$SOCK --no_cache --log_level=info"
+  "$BIN/autotuned" "--backend=$BACKEND" "--socket=$SOCK" --no_cache --log_level=info \
+    > "$1" 2>&1 &
+  DPID=$!
+  local s=$SECONDS ready=0
+  while [ $(( SECONDS - s )) -lt 60 ]; do
+    if ! kill -0 "$DPID" 2>/dev/null; then
+      wait "$DPID" 2>/dev/null
+      note "daemon start" "the daemon exited (rc=$?) before answering; see $(basename "$1")"
+      why "$1"
+      DPID=""
+      break
+    fi
+    if timeout 5 "${CTL[@]}" info > /dev/null 2>&1; then
+      ready=1
+      break
+    fi
+    sleep 1
+  done
+  if [ "$ready" -eq 1 ]; then
+    note "daemon start" "answering after $(( SECONDS - s ))s (pid $DPID)"
+  else
+    [ -z "$DPID" ] || note "daemon start" "not answering after $(( SECONDS - s ))s; the steps that need it go on and fail"
+  fi
+}
 
-s=$SECONDS
-ready=0
-while [ $(( SECONDS - s )) -lt 60 ]; do
-  if ! kill -0 "$DPID" 2>/dev/null; then
-    wait "$DPID" 2>/dev/null
-    note "daemon start" "the daemon exited (rc=$?) before answering; see daemon.log"
-    why "$OUT/daemon.log"
-    DPID=""
-    break
-  fi
-  if timeout 5 "${CTL[@]}" info > /dev/null 2>&1; then
-    ready=1
-    break
-  fi
-  sleep 1
-done
-if [ "$ready" -eq 1 ]; then
-  note "daemon start" "answering after $(( SECONDS - s ))s (pid $DPID)"
-else
-  [ -z "$DPID" ] || note "daemon start" "not answering after $(( SECONDS - s ))s; the steps that need it go on and fail"
-fi
+start_daemon "$OUT/daemon.log"
+
+AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot:blocks=128,threads=1024,all_reduce/two_shot_chunked,all_reduce/two_shot_chunked:blocks=128,threads=1024
+# (IMPL:NAME=INT,NAME=INT: a piece with '=' and no ':' continues the candidate
+# before it, so "one_shot:blocks=64,threads=1024" is one candidate.)
+# Up to 1 MiB a candidate takes a few microseconds: 500 timed iterations
+# (as p2p_bench below); above, 50.
+AR_SWEEP=(--json sweep --collective=all_reduce --dtype=bf16 --factor=2 "--candidates=$AR_CANDIDATES")
+AR_SMALL=(--from=1KiB --to=1MiB --iters=500 --warmup=50)
+AR_LARGE=(--from=2MiB --to=256MiB --iters=50 --warmup=10)
 
 daemon_steps() {
   step info 10 "${CTL[@]}" info > "$OUT/info.txt" 2>&1 || why "$OUT/info.txt"
   step list 5 "${CTL[@]}" list > "$OUT/list.txt" 2>&1 || why "$OUT/list.txt"
 
-  AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot:blocks=128,threads=1024,all_reduce/two_shot_chunked,all_reduce/two_shot_chunked:blocks=128,threads=1024
-  # (IMPL:NAME=INT,NAME=INT: a piece with '=' and no ':' continues the candidate
-  # before it, so "one_shot:blocks=64,threads=1024" is one candidate.)
-  # Up to 1 MiB a candidate takes a few microseconds: 500 timed iterations
-  # (as p2p_bench below) keep run-to-run noise under the 5 % the comparison
-  # with the independent NCCL needs; above, 50.
-  AR_SWEEP=(--json sweep --collective=all_reduce --dtype=bf16 --factor=2 "--candidates=$AR_CANDIDATES")
-  AR_SMALL=(--from=1KiB --to=1MiB --iters=500 --warmup=50)
-  AR_LARGE=(--from=2MiB --to=256MiB --iters=50 --warmup=10)
   : > "$OUT/daemon_allreduce.jsonl"
   : > "$OUT/daemon_allreduce_graph.jsonl"
   for part in SMALL LARGE; do
@@ -231,6 +239,53 @@ step torch 80 "$PY" -m torch.distributed.run --standalone "--nproc_per_node=$NGP
   bench/torch_collectives.py --out "$OUT/torch.json" --factor 2 ${TORCH_EXTRA_ARGS:-} \
   > "$OUT/torch.log" 2>&1 || why "$OUT/torch.log" 5
 
+# ---------------------------------------------------------------- NCCL, repeated
+# The daemon's NCCL against the independent NCCL, NCCL_REPEATS (7) times in
+# turn: a fresh daemon sweeping all_reduce/nccl alone, then p2p_bench
+# --nccl_only with the same sizes and iterations, alternating which goes
+# first. Eager NCCL calls of 1-256 KiB are bound by host launches and move by
+# 10-30 % from one run to the next on either side (on 2 x H200 they sit near
+# 6.5 or near 9 us), so one run of each cannot settle a 5 % comparison;
+# combine_gpu.py compares the medians of the repeats. No new repeat starts
+# once NCCL_REPEATS_S (150) seconds have gone into them (about 10 s each on
+# 2 x H200).
+REPEATS=${NCCL_REPEATS:-7}
+REPEATS_S=${NCCL_REPEATS_S:-150}
+RDIR=$OUT/nccl_repeats
+mkdir -p "$RDIR"
+repeat_daemon() {
+  start_daemon "$RDIR/daemon_$1.log"
+  [ -n "$DPID" ] || return 0
+  local part range
+  for part in SMALL LARGE; do
+    range="AR_$part[@]"
+    step "repeat_${1}_daemon_${part,,}" 20 "${CTL[@]}" --json sweep --collective=all_reduce \
+      --dtype=bf16 --factor=2 --candidates=all_reduce/nccl "${!range}" \
+      >> "$RDIR/daemon_nccl_$1.jsonl" 2>> "$RDIR/daemon_nccl_$1.err" || why "$RDIR/daemon_nccl_$1.err"
+  done
+  stop_daemon
+}
+repeat_indep() {
+  local part cmd
+  for part in SMALL LARGE; do
+    cmd="P2P_$part[@]"
+    step "repeat_${1}_indep_${part,,}" 20 "${!cmd}" --nccl_threads --nccl_only \
+      >> "$RDIR/indep_nccl_$1.txt" 2>> "$RDIR/indep_nccl_$1.err" || why "$RDIR/indep_nccl_$1.err"
+  done
+}
+s_rep=$SECONDS
+for r in $(seq 1 "$REPEATS"); do
+  if [ $(( SECONDS - s_rep )) -ge "$REPEATS_S" ]; then
+    note "nccl repeats" "stopped after $(( r - 1 )) of $REPEATS: ${REPEATS_S}s used"
+    break
+  fi
+  if (( r % 2 )); then
+    repeat_daemon "$r"; repeat_indep "$r"
+  else
+    repeat_indep "$r"; repeat_daemon "$r"
+  fi
+done
+
 # ---------------------------------------------------------------- report
 GPUS=$(timeout 5 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | paste -sd ';' -)
 REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || cat "$BIN/REV" 2>/dev/null || echo unknown)
@@ -240,7 +295,8 @@ HEADER="- command: \`bash bench/gpu_run.sh $1 $2\` (repository at $REV, $(( SECO
 COMBINE=(bench/combine_gpu.py
   --daemon "$OUT/daemon_allreduce.jsonl" --daemon "$OUT/daemon_allgather.jsonl"
   --daemon "$OUT/daemon_reducescatter.jsonl" --daemon_graph "$OUT/daemon_allreduce_graph.jsonl"
-  --torch "$OUT/torch.json" --nccl_tests "$OUT/nccl_tests.txt" --world "$NGPU"
+  --torch "$OUT/torch.json" --nccl_tests "$OUT/nccl_tests.txt" --nccl_repeats "$RDIR"
+  --world "$NGPU"
   --notes "$STEPS" --header "$HEADER" --out "$OUT/gpu_report.md")
 [ "$NGPU" -eq 2 ] && COMBINE+=(--anchors)
 if ! step combine 10 "$PY" "${COMBINE[@]}"; then

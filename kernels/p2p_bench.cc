@@ -13,7 +13,10 @@
 //   p2p_bench [--min_bytes=1024] [--max_bytes=268435456] [--step=2]
 //             [--iters=20] [--warmup=5] [--graph]
 //             [--shapes=8x512,16x512,32x512,64x512,64x1024]
-//             [--chunk_elems=131072,1048576]
+//             [--chunk_elems=131072,1048576] [--nccl_only]
+//
+// --nccl_only times NCCL alone (the P2P columns print "-"): the quick
+// independent NCCL measurement that bench/gpu_run.sh repeats.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -70,6 +73,7 @@ struct Flags {
   // NCCL timed with one host thread per GPU (nccl-tests' -t N -g 1) instead
   // of grouped launches from one thread; eager mode only.
   bool nccl_threads = false;
+  bool nccl_only = false;  // skip the P2P implementations
   std::vector<Shape> shapes = {{8, 512}, {16, 512}, {32, 512}, {64, 512}, {64, 1024}};
   std::vector<int64_t> chunks = {int64_t{1} << 17, int64_t{1} << 20};
 };
@@ -78,7 +82,7 @@ struct Flags {
   std::fprintf(stderr,
                "bad flag: %s\nusage: p2p_bench [--min_bytes=N] [--max_bytes=N] [--step=2|4] "
                "[--iters=N] [--warmup=N] [--graph] [--nccl_threads] [--shapes=BxT,...] "
-               "[--chunk_elems=N,...]\n",
+               "[--chunk_elems=N,...] [--nccl_only]\n",
                bad);
   std::exit(2);
 }
@@ -112,7 +116,7 @@ Flags ParseFlags(int argc, char** argv) {
     if (eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
-    } else if (name == "graph" || name == "nccl_threads") {
+    } else if (name == "graph" || name == "nccl_threads" || name == "nccl_only") {
       value = "1";
     } else if (i + 1 < argc) {
       value = argv[++i];
@@ -121,6 +125,8 @@ Flags ParseFlags(int argc, char** argv) {
     }
     if (name == "nccl_threads") {
       f.nccl_threads = value == "1";
+    } else if (name == "nccl_only") {
+      f.nccl_only = value == "1";
     } else if (name == "min_bytes") {
       f.min_bytes = ParseInt(value, argv[i]);
     } else if (name == "max_bytes") {
@@ -429,11 +435,11 @@ int Main(int argc, char** argv) {
   int nccl_version = 0;
   BENCH_NCCL(ncclGetVersion(&nccl_version));
   std::printf("# p2p_bench: %d x %s, NCCL %d, autotuned kernels %d, %s mode%s, iters %d, "
-              "warmup %d, bf16 sum\n",
+              "warmup %d, bf16 sum%s\n",
               world, prop.name, nccl_version, at_kernels_version(),
               flags.graph ? "graph" : "eager",
               flags.nccl_threads && !flags.graph ? " (nccl: one thread per GPU)" : "",
-              flags.iters, flags.warmup);
+              flags.iters, flags.warmup, flags.nccl_only ? ", NCCL only" : "");
   Bench bench(flags, world);
   bench.Setup();
   std::printf("%12s %14s %26s %26s %34s %12s %s\n", "bytes", "nccl_us", "one_shot_us",
@@ -444,7 +450,7 @@ int Main(int argc, char** argv) {
     Best nccl, one, two, chunked;
     nccl.how = "nccl";
     nccl.us = bench.Nccl(count, &nccl.ok);
-    for (const Shape& s : flags.shapes) {
+    for (const Shape& s : flags.nccl_only ? std::vector<Shape>{} : flags.shapes) {
       char how[64];
       std::snprintf(how, sizeof(how), "%dx%d", s.blocks, s.threads);
       // Keeps the fastest correct candidate per column; a wrong one is listed.
@@ -478,7 +484,7 @@ int Main(int argc, char** argv) {
     }
     const double busbw = static_cast<double>(bytes) / (winner->us * 1e3) * 2.0 * (world - 1) / world;
     char nccl_cell[32];
-    std::snprintf(nccl_cell, sizeof(nccl_cell), "%.1f%s", nccl.us, nccl.ok ? "" : " BAD");
+    std::snprintf(nccl_cell, sizeof(nccl_cell), "%.2f%s", nccl.us, nccl.ok ? "" : " BAD");
     std::printf("%12lld %14s %26s %26s %34s %12.1f %s\n", static_cast<long long>(bytes),
                 nccl_cell, Cell(one).c_str(), Cell(two).c_str(), Cell(chunked).c_str(), busbw,
                 winner_name);
