@@ -8,7 +8,8 @@
  * collective with the same arguments (except `rank`, `output` and its own
  * entries) in the same order: a collective call. Every rank reads its peers'
  * memory directly (loads over NVLink; nothing is written to a peer except
- * signal flags). So everything a kernel reads from a peer is passed as a peer
+ * signal flags, and, for the push two-shot only, the peers' scratch). So
+ * everything a kernel reads from (or writes to) a peer is passed as a peer
  * pointer valid in the calling process: either one process owns all GPUs and
  * enabled peer access (see at_p2p_group_create), or the pointers were opened
  * from CUDA IPC handles (cudaIpcOpenMemHandle). The kernels are the same.
@@ -16,8 +17,9 @@
  * Per rank the caller provides, in peer-visible device memory:
  *   - a signal buffer of at_p2p_signal_bytes() bytes, zeroed once
  *     (at_p2p_signal_init) before first use;
- *   - for the two-shot all-reduces, a scratch buffer of at least
- *     at_p2p_scratch_bytes(...) bytes (contents need no initialization).
+ *   - for the two-shot all-reduces (pull, chunked and push), a scratch
+ *     buffer of at least at_p2p_scratch_bytes(...) bytes (contents need no
+ *     initialization).
  * Launches that share a signal buffer must be serialized on that rank (one
  * stream, or otherwise ordered); different ranks run concurrently. Block b of
  * a rank waits for block b of its peers, so all `blocks` of a launch must be
@@ -58,8 +60,9 @@ extern "C" {
 #endif
 
 /* Version of this ABI: major * 10000 + minor * 100 + patch. A change of major
- * means an incompatible change of a struct or signature. */
-#define AT_KERNELS_VERSION 10000
+ * means an incompatible change of a struct or signature; a change of minor,
+ * an addition (an algo, a function). */
+#define AT_KERNELS_VERSION 10100
 int at_kernels_version(void);
 
 /* Return codes: 0 or a cudaError_t value. */
@@ -122,6 +125,16 @@ void at_p2p_get_limits(at_p2p_limits* out);
   /* Rank r reduces block r of every input into its output. In place allowed
    * (output == own input + rank * count). No scratch. Vectorized only when
    * count is a multiple of the vector width. */
+#define AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH 6
+  /* Two-shot that pushes instead of pulling the gathered slices: start
+   * barrier; rank r reduces slice r (reading every input) into its output
+   * AND stores it into slot r of every peer's scratch (remote stores over
+   * NVLink); barrier; then copies slots s != r of its own (local) scratch
+   * into its output. One NVLink load round trip fewer than
+   * AT_ALGO_ALL_REDUCE_TWO_SHOT, no end barrier. Scratch: `world` slots of
+   * one slice each (slot r unused), about the whole message, so every
+   * rank's scratch buffer is written by its peers. In place allowed (output
+   * == own input). */
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */
 const char* at_p2p_algo_name(int algo);
@@ -175,6 +188,7 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_one_shot(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_two_shot(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_two_shot_chunked(const at_p2p_args* args, void* stream);
+int at_p2p_all_reduce_two_shot_push(const at_p2p_args* args, void* stream);
 int at_p2p_all_gather(const at_p2p_args* args, void* stream);
 int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream);
 
@@ -185,10 +199,12 @@ int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream);
  * rank's buffer with st.release.sys and waits on its own slots with
  * ld.acquire.sys until every peer's value is >= the awaited one. Each launch
  * starts with a barrier (peers' inputs are ready; the peers' previous launch
- * has completed, so nobody still reads this rank's scratch); kernels that
- * read peer inputs until their end finish with a barrier (so, once a launch
- * completes on a rank, no peer reads its input anymore and the caller may
- * overwrite it). See kernels/p2p_layout.h.
+ * has completed, so nobody still reads this rank's scratch, and a peer may
+ * write it); kernels that read peer inputs until their end finish with a
+ * barrier (so, once a launch completes on a rank, no peer reads its input
+ * anymore and the caller may overwrite it; the push two-shot's second
+ * barrier, after its last peer access, plays that part). See
+ * kernels/p2p_layout.h.
  *
  * After an error (spin limit reached) the ranks' counters disagree: with no
  * kernel running on any rank, zero every rank's signal buffer again. */

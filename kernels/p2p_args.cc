@@ -45,7 +45,7 @@ int Fail(char* reason, size_t reason_len, const char* fmt, ...) {
 }
 
 bool ValidAlgo(int algo) {
-  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_REDUCE_SCATTER;
+  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH;
 }
 bool ValidDtype(int dtype) {
   return dtype == AT_DTYPE_FLOAT32 || dtype == AT_DTYPE_BFLOAT16 ||
@@ -54,7 +54,8 @@ bool ValidDtype(int dtype) {
 bool IsReduction(int algo) { return algo != AT_ALGO_ALL_GATHER; }
 bool IsTwoShot(int algo) {
   return algo == AT_ALGO_ALL_REDUCE_TWO_SHOT ||
-         algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED;
+         algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ||
+         algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH;
 }
 
 uintptr_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
@@ -78,7 +79,9 @@ int64_t ScratchBytes(int algo, int dtype, int world, int64_t count,
   const TwoShotGeometry g = TwoShotLayout(
       count, world, dtype,
       algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ? chunk_elems : 0);
-  return g.slots * g.slot_elems * ElemBytes(dtype);
+  // Push: slot s holds slice s, pushed by rank s (own slot unused).
+  const int64_t slots = algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH ? world : g.slots;
+  return slots * g.slot_elems * ElemBytes(dtype);
 }
 
 }  // namespace autotuned::kernels::p2p
@@ -108,6 +111,7 @@ const char* at_p2p_algo_name(int algo) {
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED: return "all_reduce_two_shot_chunked";
     case AT_ALGO_ALL_GATHER: return "all_gather";
     case AT_ALGO_REDUCE_SCATTER: return "reduce_scatter";
+    case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return "all_reduce_two_shot_push";
     default: return nullptr;
   }
 }
@@ -199,6 +203,9 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   switch (algo) {
     case AT_ALGO_ALL_REDUCE_TWO_SHOT:
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED:
+    // Push: peers load only their own slice of this input, before the
+    // barrier after which this rank overwrites it (p2p_kernels.cu).
+    case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH:
       in_place_ok = in == a->output;
       break;
     case AT_ALGO_ALL_GATHER:

@@ -52,13 +52,17 @@ std::string Reason(int algo, const at_p2p_args& args) {
 
 constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
                           AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_GATHER,
-                          AT_ALGO_REDUCE_SCATTER};
+                          AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH};
 
 TEST_CASE("version, names, limits and struct size") {
   CHECK(at_kernels_version() == AT_KERNELS_VERSION);
   CHECK(at_p2p_args_size() == sizeof(at_p2p_args));
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_TWO_SHOT)) == "all_reduce_two_shot");
+  CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH)) ==
+        "all_reduce_two_shot_push");
+  for (int algo : kAlgos) CHECK(at_p2p_algo_name(algo) != nullptr);
   CHECK(at_p2p_algo_name(0) == nullptr);
+  CHECK(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH + 1) == nullptr);
   CHECK(at_p2p_algo_name(99) == nullptr);
   at_p2p_limits l;
   at_p2p_get_limits(&l);
@@ -119,6 +123,13 @@ TEST_CASE("world, rank, dtype, op, count, spin limit") {
   for (int world = 2; world <= 8; ++world) {
     Setup s(world, world - 1);
     CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args) == "OK");
+    CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, s.args) == "OK");
+  }
+  {
+    Setup s;
+    CHECK(at_p2p_check_args(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH + 1, &s.args, nullptr, 0) ==
+          AT_ERR_INVALID_VALUE);
+    CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH + 1, s.args), Catch::Contains("unknown algo 7"));
   }
   Setup s;
   s.args.world = 1;
@@ -158,6 +169,8 @@ TEST_CASE("declared alignment: every data pointer 16 bytes, signals 128") {
   s.scratch[1] = Fake(0x24000004u);
   CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args),
              Catch::Contains("peer_scratch[1] not 16-byte"));
+  CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, s.args),
+             Catch::Contains("peer_scratch[1] not 16-byte"));
   CHECK(Reason(AT_ALGO_ALL_REDUCE_ONE_SHOT, s.args) == "OK");  // no scratch used
   s.scratch[1] = Fake(0x24000000u);
   s.signals[0] = Fake(0x18000040u);
@@ -171,12 +184,14 @@ TEST_CASE("declared alignment: every data pointer 16 bytes, signals 128") {
 
 TEST_CASE("any count is accepted; vectorization as declared") {
   Setup s;
+  s.args.scratch_bytes = int64_t{1} << 24;  // the push two-shot's, for 2^20 elements
   for (int64_t count : {1, 7, 8, 1000, 4099, 1 << 20}) {
     s.args.count = count;
     s.args.dtype = AT_DTYPE_BFLOAT16;
     for (int algo : kAlgos) CHECK(Reason(algo, s.args) == "OK");
     CHECK(at_p2p_is_vectorized(AT_ALGO_ALL_REDUCE_ONE_SHOT, &s.args) == 1);
     CHECK(at_p2p_is_vectorized(AT_ALGO_ALL_REDUCE_TWO_SHOT, &s.args) == 1);
+    CHECK(at_p2p_is_vectorized(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, &s.args) == 1);
     CHECK(at_p2p_is_vectorized(AT_ALGO_REDUCE_SCATTER, &s.args) == (count % 8 == 0 ? 1 : 0));
     s.args.dtype = AT_DTYPE_FLOAT32;
     s.args.chunk_elems = 256;
@@ -213,6 +228,50 @@ TEST_CASE("scratch sizes") {
   CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args), Catch::Contains("peer_scratch is NULL"));
 }
 
+TEST_CASE("push two-shot scratch: world slots of one slice, all required") {
+  // world slots of SliceElems(count, world, vec) elements (own slot unused).
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_DTYPE_BFLOAT16, 2, 1000, 0) ==
+        2 * 504 * 2);
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_DTYPE_BFLOAT16, 2, 1, 0) ==
+        2 * 8 * 2);
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_DTYPE_FLOAT32, 8, 4099, 0) ==
+        8 * 516 * 4);
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_DTYPE_FLOAT32, 3, 1 << 20, 0) ==
+        3 * 349528 * 4);
+  // The whole message, not a chunk: chunk_elems is ignored (any value).
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_DTYPE_BFLOAT16, 2, 1 << 28, 7) ==
+        int64_t{1} << 29);
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_DTYPE_BFLOAT16, 4, 0, 0) == 0);
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_DTYPE_BFLOAT16, 9, 100, 0) == -1);
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, 7, 2, 100, 0) == -1);
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_DTYPE_BFLOAT16, 2, -1, 0) == -1);
+
+  constexpr int kPush = AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH;
+  Setup s;  // bf16, 1000 elements, 2 ranks: 2016 bytes
+  s.args.scratch_bytes = 2016;
+  CHECK(Reason(kPush, s.args) == "OK");
+  s.args.scratch_bytes = 2015;
+  CHECK(at_p2p_check_args(kPush, &s.args, nullptr, 0) == AT_ERR_INVALID_VALUE);
+  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("scratch_bytes 2015 < 2016 needed"));
+  // The pull two-shot's one slice is not enough for the push one.
+  s.args.scratch_bytes = 1008;
+  CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args) == "OK");
+  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("scratch_bytes 1008 < 2016 needed"));
+  s.args.scratch_bytes = 2016;
+  s.args.chunk_elems = 0;  // ignored, as by the plain two-shot
+  CHECK(Reason(kPush, s.args) == "OK");
+  // Peers' scratch is written: every pointer must be there.
+  s.scratch[1] = nullptr;
+  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("peer_scratch[1] is NULL"));
+  s.scratch[1] = Fake(0x24000000u);
+  s.args.peer_scratch = nullptr;
+  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("peer_scratch is NULL"));
+  // count 0 is a no-op: no scratch needed.
+  s.args.count = 0;
+  s.args.scratch_bytes = 0;
+  CHECK(Reason(kPush, s.args) == "OK");
+}
+
 TEST_CASE("chunk must be a positive multiple of the vector width") {
   Setup s;
   for (int64_t chunk : {0, -8, 7, 12}) {
@@ -234,10 +293,13 @@ TEST_CASE("in place and overlap rules") {
   s.args.output = const_cast<void*>(s.inputs[1]);
   CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args) == "OK");
   CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, s.args) == "OK");
+  CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, s.args) == "OK");
   CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_ONE_SHOT, s.args), Catch::Contains("in place"));
   // Partial overlap: never.
   s.args.output = static_cast<char*>(const_cast<void*>(s.inputs[1])) + 64;
   CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args), Catch::Contains("overlaps"));
+  CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, s.args),
+             Catch::Contains("only the exact in-place layout"));
   // All-gather in place: own input at output + rank * count.
   char* out = static_cast<char*>(Fake(0x90000000u));
   s.args.output = out;
@@ -256,6 +318,11 @@ TEST_CASE("in place and overlap rules") {
   s.inputs[1] = Fake(0x20000000u);
   s.scratch[1] = Fake(0x90000000u);
   CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args), Catch::Contains("scratch overlaps"));
+  // Push: its scratch is world slices long (4 x 250 fp32 = 4000 bytes, the
+  // pull two-shot's 1000), so 2000 bytes before the output it overlaps it.
+  s.scratch[1] = Fake(0x90000000u - 2000);
+  CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args) == "OK");
+  CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, s.args), Catch::Contains("scratch overlaps"));
 }
 
 TEST_CASE("reason buffer is optional and truncated") {

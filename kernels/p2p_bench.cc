@@ -1,5 +1,6 @@
 // p2p_bench: one process drives every visible GPU (2..8) and times bf16
-// all-reduce with NCCL and with each P2P implementation of
+// all-reduce with NCCL and with each P2P implementation (one-shot, two-shot,
+// push two-shot, chunked two-shot) of
 // autotuned_kernels.h over a few launch shapes, for sizes from --min_bytes
 // to --max_bytes.
 //
@@ -171,6 +172,8 @@ class Bench {
     const int64_t max_count = flags_.max_bytes / 2;
     int64_t scratch = at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT, AT_DTYPE_BFLOAT16,
                                            world_, max_count, 0);
+    scratch = std::max(scratch, at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
+                                                     AT_DTYPE_BFLOAT16, world_, max_count, 0));
     for (int64_t chunk : flags_.chunks) {
       scratch = std::max(scratch, at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                                                        AT_DTYPE_BFLOAT16, world_, max_count,
@@ -442,12 +445,13 @@ int Main(int argc, char** argv) {
               flags.iters, flags.warmup, flags.nccl_only ? ", NCCL only" : "");
   Bench bench(flags, world);
   bench.Setup();
-  std::printf("%12s %14s %26s %26s %34s %12s %s\n", "bytes", "nccl_us", "one_shot_us",
-              "two_shot_us", "two_shot_chunked_us", "busbw_GB/s", "winner");
+  std::printf("%12s %14s %26s %26s %26s %34s %12s %s\n", "bytes", "nccl_us", "one_shot_us",
+              "two_shot_us", "two_shot_push_us", "two_shot_chunked_us", "busbw_GB/s",
+              "winner");
   std::vector<std::string> bad;  // candidates whose output was wrong
   for (int64_t bytes = flags.min_bytes; bytes <= flags.max_bytes; bytes *= flags.step) {
     const int64_t count = bytes / 2;
-    Best nccl, one, two, chunked;
+    Best nccl, one, two, push, chunked;
     nccl.how = "nccl";
     nccl.us = bench.Nccl(count, &nccl.ok);
     for (const Shape& s : flags.nccl_only ? std::vector<Shape>{} : flags.shapes) {
@@ -466,6 +470,7 @@ int Main(int argc, char** argv) {
       };
       run(AT_ALGO_ALL_REDUCE_ONE_SHOT, 0, how, &one);
       run(AT_ALGO_ALL_REDUCE_TWO_SHOT, 0, how, &two);
+      run(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, 0, how, &push);
       for (int64_t chunk : flags.chunks) {
         if (chunk >= count) continue;  // one chunk: the plain two-shot
         run(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, chunk,
@@ -475,7 +480,8 @@ int Main(int argc, char** argv) {
     const Best* winner = &nccl;
     const char* winner_name = "nccl";
     const std::pair<const Best*, const char*> candidates[] = {
-        {&one, "one_shot"}, {&two, "two_shot"}, {&chunked, "two_shot_chunked"}};
+        {&one, "one_shot"}, {&two, "two_shot"}, {&push, "two_shot_push"},
+        {&chunked, "two_shot_chunked"}};
     for (const auto& c : candidates) {
       if (c.first->us >= 0 && (!winner->ok || c.first->us < winner->us)) {
         winner = c.first;
@@ -485,9 +491,9 @@ int Main(int argc, char** argv) {
     const double busbw = static_cast<double>(bytes) / (winner->us * 1e3) * 2.0 * (world - 1) / world;
     char nccl_cell[32];
     std::snprintf(nccl_cell, sizeof(nccl_cell), "%.2f%s", nccl.us, nccl.ok ? "" : " BAD");
-    std::printf("%12lld %14s %26s %26s %34s %12.1f %s\n", static_cast<long long>(bytes),
-                nccl_cell, Cell(one).c_str(), Cell(two).c_str(), Cell(chunked).c_str(), busbw,
-                winner_name);
+    std::printf("%12lld %14s %26s %26s %26s %34s %12.1f %s\n", static_cast<long long>(bytes),
+                nccl_cell, Cell(one).c_str(), Cell(two).c_str(), Cell(push).c_str(),
+                Cell(chunked).c_str(), busbw, winner_name);
     std::fflush(stdout);
     if (!nccl.ok) bad.push_back(std::to_string(bytes) + " nccl");
   }

@@ -24,7 +24,11 @@ constexpr int64_t kMaxCount = 1 << 20;
 constexpr int64_t kCounts[] = {1, 7, 8, 1000, 4096 + 3, 1 << 20};
 constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
                           AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_GATHER,
-                          AT_ALGO_REDUCE_SCATTER};
+                          AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH};
+// The all-reduces, which share one scratch buffer per rank.
+constexpr int kAllReduces[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
+                               AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
+                               AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH};
 constexpr int kDtypes[] = {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16};
 struct Shape {
   int blocks;
@@ -37,6 +41,9 @@ constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
 // Generous: a wait that is this long is a bug, and the test fails (error
 // word set) instead of hanging.
 constexpr int64_t kSpinLimit = int64_t{1} << 24;
+// Scratch per rank: the push two-shot's world slices of kMaxCount fp32
+// elements (a little over 4 MiB for world 3, 5, 6, 7).
+constexpr int64_t kScratchBytes = int64_t{8} << 20;
 
 int64_t ElemBytes(int dtype) { return dtype == AT_DTYPE_FLOAT32 ? 4 : 2; }
 
@@ -67,7 +74,13 @@ class Env {
     std::unique_ptr<Env> env(new Env);
     env->world = n < AT_P2P_MAX_WORLD ? n : AT_P2P_MAX_WORLD;
     for (int r = 0; r < env->world; ++r) env->dev.push_back(r);
-    REQUIRE_CUDA(at_p2p_group_create(env->world, env->dev.data(), 4 << 20, &env->group));
+    REQUIRE_CUDA(at_p2p_group_create(env->world, env->dev.data(), kScratchBytes, &env->group));
+    for (int algo : kAlgos) {
+      for (int dtype : kDtypes) {
+        REQUIRE(at_p2p_scratch_bytes(algo, dtype, env->world, kMaxCount, 1 << 17) <=
+                kScratchBytes);
+      }
+    }
     const size_t bytes = AT_P2P_MAX_WORLD * kMaxCount * 4;
     env->stream.resize(env->world);
     env->in.resize(env->world);
@@ -350,6 +363,40 @@ TEST_CASE("p2p collectives back to back", "[gpu]") {
       }
     }
     env->ExpectClean();
+  }
+}
+
+// The all-reduces one after the other, each launch a different algo and
+// shape: they share the signal buffer (epochs) and the scratch (the push
+// two-shot writes the peers' scratch, the pull ones read it), so a launch that
+// wrote or read scratch while a peer's previous launch still used it shows
+// up as a mismatch. In place on odd launches.
+TEST_CASE("p2p all-reduces interleaved back to back", "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  constexpr int kN = sizeof(kAllReduces) / sizeof(kAllReduces[0]);
+  for (int dtype : {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16}) {
+    for (int64_t count : {int64_t{4096 + 3}, int64_t{1} << 20}) {
+      env->ResetCounters();
+      for (int i = 0; i < 60; ++i) {
+        Case c;
+        c.algo = kAllReduces[(i * 3 + i / kN) % kN];
+        c.dtype = dtype;
+        c.count = count;
+        c.in_place = i % 2 == 1 && c.algo != AT_ALGO_ALL_REDUCE_ONE_SHOT;
+        INFO(c.Name() << " launch " << i);
+        const Layout l = MakeLayout(*env, c);
+        for (int r = 0; r < env->world; ++r) {
+          REQUIRE_CUDA(cudaSetDevice(r));
+          REQUIRE_CUDA(Fill(*env, c, l, r));
+          REQUIRE_CUDA(Launch(*env, c, l, r, kShapes[i % kNumShapes]));
+          REQUIRE_CUDA(Check(*env, c, l, r));
+          REQUIRE_CUDA(Fill(*env, c, l, r, /*garbage=*/true));
+        }
+      }
+      INFO("dtype " << dtype << " count " << count);
+      env->ExpectClean();
+    }
   }
 }
 

@@ -1,7 +1,7 @@
-// P2P collective kernels (all-reduce one-shot / two-shot / chunked two-shot,
-// all-gather, reduce-scatter) and their launch functions. Contract and
-// protocol: autotuned_kernels.h and p2p_layout.h. Kernels only: validation is
-// at_p2p_check_args (p2p_args.cc), setup is p2p_group.cc.
+// P2P collective kernels (all-reduce one-shot / two-shot / chunked two-shot /
+// push two-shot, all-gather, reduce-scatter) and their launch functions.
+// Contract and protocol: autotuned_kernels.h and p2p_layout.h. Kernels only:
+// validation is at_p2p_check_args (p2p_args.cc), setup is p2p_group.cc.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -136,11 +136,55 @@ __device__ __forceinline__ int64_t GridThreads() {
 
 // ---- Data movement ---------------------------------------------------------
 
-// Vector j of every rank's input at src_off reduced into dst0[j] (and
-// dst1[j]).
-template <int W, int DT, int OP>
+// Where ReduceRange stores vector j / element i of its range: dst0 (and dst1
+// when not null), both local.
+struct LocalDst {
+  void* dst0;
+  void* dst1;
+  template <typename Raw>
+  __device__ __forceinline__ void Vec(int64_t j, uint4 v) const {
+    reinterpret_cast<uint4*>(dst0)[j] = v;
+    if (dst1 != nullptr) reinterpret_cast<uint4*>(dst1)[j] = v;
+  }
+  template <typename Raw>
+  __device__ __forceinline__ void Elem(int64_t i, Raw v) const {
+    static_cast<Raw*>(dst0)[i] = v;
+    if (dst1 != nullptr) static_cast<Raw*>(dst1)[i] = v;
+  }
+};
+
+// The push two-shot's destinations: this rank's output and every peer's
+// scratch, each at the same element offset `off` (slice r of the output is
+// slot r of a scratch). The peer stores are plain st.global over NVLink; the
+// Post that follows them (__syncthreads, then st.release.sys) publishes them.
+template <int W>
+struct PushDst {
+  const P2pKernelArgs& a;
+  int64_t off;
+  template <typename Raw>
+  __device__ __forceinline__ void Vec(int64_t j, uint4 v) const {
+    reinterpret_cast<uint4*>(static_cast<Raw*>(a.out) + off)[j] = v;
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      if (p < a.world && p != a.rank) {
+        reinterpret_cast<uint4*>(static_cast<Raw*>(a.scratch[p]) + off)[j] = v;
+      }
+    }
+  }
+  template <typename Raw>
+  __device__ __forceinline__ void Elem(int64_t i, Raw v) const {
+    static_cast<Raw*>(a.out)[off + i] = v;
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      if (p < a.world && p != a.rank) static_cast<Raw*>(a.scratch[p])[off + i] = v;
+    }
+  }
+};
+
+// Vector j of every rank's input reduced into dst (vector j).
+template <int W, int DT, int OP, typename Dst>
 __device__ __forceinline__ void ReduceVector(const Pack<DT> (&in)[W], int world, int64_t j,
-                                             void* dst0, void* dst1) {
+                                             const Dst& dst) {
   using T = Traits<DT>;
   constexpr int V = kVec<DT>;
   float acc[V];
@@ -156,8 +200,7 @@ __device__ __forceinline__ void ReduceVector(const Pack<DT> (&in)[W], int world,
   Pack<DT> out;
 #pragma unroll
   for (int k = 0; k < V; ++k) out.e[k] = T::FromF(acc[k]);
-  reinterpret_cast<uint4*>(dst0)[j] = out.u;
-  if (dst1 != nullptr) reinterpret_cast<uint4*>(dst1)[j] = out.u;
+  dst.template Vec<typename T::Raw>(j, out.u);
 }
 
 // Vectors a thread loads before it reduces any (all U x W loads in flight at
@@ -167,16 +210,16 @@ __device__ __forceinline__ void ReduceVector(const Pack<DT> (&in)[W], int world,
 // cap of 1024-thread blocks).
 template <int W> constexpr int kUnroll = W >= 8 ? 1 : 8 / W;
 
-// dst0[i] (and dst1[i] when not null) = reduce over ranks p of
-// in[p][src_off + i], i in [0, n). Peer loads are ld.global.cg (L2, never a
-// stale L1 line). Vector path: vector j (elements [j*V, j*V+V)) belongs to
+// dst[i] (LocalDst: dst0[i], and dst1[i] when not null) = reduce over ranks
+// p of in[p][src_off + i], i in [0, n). Peer loads are ld.global.cg (L2,
+// never a stale L1 line). Vector path: vector j (elements [j*V, j*V+V)) belongs to
 // global thread j % grid, which takes its vectors U at a time; the
 // partial last vector belongs to the thread owning its index. The scalar
 // path (vec == false, reduce-scatter with misaligned blocks) maps element i
 // to thread i % grid.
-template <int W, int DT, int OP, int U>
-__device__ __forceinline__ void ReduceRange(const P2pKernelArgs& a, int64_t src_off, int64_t n,
-                                            void* dst0, void* dst1, bool vec) {
+template <int W, int DT, int OP, int U, typename Dst>
+__device__ __forceinline__ void ReduceRangeTo(const P2pKernelArgs& a, int64_t src_off, int64_t n,
+                                              const Dst& dst, bool vec) {
   using T = Traits<DT>;
   using Raw = typename T::Raw;
   constexpr int V = kVec<DT>;
@@ -197,7 +240,7 @@ __device__ __forceinline__ void ReduceRange(const P2pKernelArgs& a, int64_t src_
       }
     }
 #pragma unroll
-    for (int u = 0; u < U; ++u) ReduceVector<W, DT, OP>(in[u], a.world, j + u * grid, dst0, dst1);
+    for (int u = 0; u < U; ++u) ReduceVector<W, DT, OP>(in[u], a.world, j + u * grid, dst);
   }
   for (; j < nvec; j += grid) {
     Pack<DT> in[W];
@@ -207,7 +250,7 @@ __device__ __forceinline__ void ReduceRange(const P2pKernelArgs& a, int64_t src_
         in[p].u = __ldcg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.in[p]) + src_off) + j);
       }
     }
-    ReduceVector<W, DT, OP>(in, a.world, j, dst0, dst1);
+    ReduceVector<W, DT, OP>(in, a.world, j, dst);
   }
   // Scalar elements: the vector path's partial last vector (one thread), or
   // everything (grid-stride).
@@ -225,10 +268,14 @@ __device__ __forceinline__ void ReduceRange(const P2pKernelArgs& a, int64_t src_
     for (int p = 1; p < W; ++p) {
       if (p < a.world) acc = Apply<OP>(acc, T::ToF(in[p]));
     }
-    const Raw r = T::FromF(acc);
-    static_cast<Raw*>(dst0)[i] = r;
-    if (dst1 != nullptr) static_cast<Raw*>(dst1)[i] = r;
+    dst.template Elem<Raw>(i, T::FromF(acc));
   }
+}
+
+template <int W, int DT, int OP, int U>
+__device__ __forceinline__ void ReduceRange(const P2pKernelArgs& a, int64_t src_off, int64_t n,
+                                            void* dst0, void* dst1, bool vec) {
+  ReduceRangeTo<W, DT, OP, U>(a, src_off, n, LocalDst{dst0, dst1}, vec);
 }
 
 // ---- Kernels ---------------------------------------------------------------
@@ -253,11 +300,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1) ReduceScatterKernel(const __gr
   EndEpoch(a, e);
 }
 
-// Copies the slices s != rank of chunk k from the peers' scratch slot into
-// the output, with the vector-to-thread mapping of ReduceRange. Sources are
-// taken G at a time (all loads of a group in flight, then the stores), which
-// bounds the registers for W = 8.
-template <int W, int DT>
+// Copies the slices s != rank of chunk k from scratch into the output, with
+// the vector-to-thread mapping of ReduceRange. kPushed false (pull two-shot):
+// slice s is in slot k % D of rank s's scratch (a peer load). kPushed true
+// (push two-shot, one chunk): rank s stored slice s into slot s of this
+// rank's own scratch (a local load). Sources are taken G at a time (all loads
+// of a group in flight, then the stores), which bounds the registers for
+// W = 8.
+template <int W, int DT, bool kPushed = false>
 __device__ __forceinline__ void GatherChunk(const P2pKernelArgs& a, int64_t k) {
   using Raw = typename Traits<DT>::Raw;
   constexpr int V = kVec<DT>;
@@ -267,6 +317,10 @@ __device__ __forceinline__ void GatherChunk(const P2pKernelArgs& a, int64_t k) {
   const int64_t slice = SliceElems(len, a.world, V);
   const int64_t slot_off = (k % kPipelineDepth) * a.slot_elems;
   const int64_t gid = GlobalThread(), grid = GridThreads();
+  auto source = [&](int s) -> const Raw* {
+    return kPushed ? static_cast<const Raw*>(a.scratch[a.rank]) + s * a.slot_elems
+                   : static_cast<const Raw*>(a.scratch[s]) + slot_off;
+  };
 #pragma unroll
   for (int s0 = 0; s0 < W; s0 += G) {
     if (s0 >= a.world) break;
@@ -276,7 +330,7 @@ __device__ __forceinline__ void GatherChunk(const P2pKernelArgs& a, int64_t k) {
       for (int g = 0; g < G; ++g) {
         const int s = s0 + g;
         if (s < a.world && s != a.rank && (j + 1) * V <= SliceLen(len, slice, s)) {
-          v[g] = __ldcg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.scratch[s]) + slot_off) + j);
+          v[g] = __ldcg(reinterpret_cast<const uint4*>(source(s)) + j);
         }
       }
 #pragma unroll
@@ -288,7 +342,7 @@ __device__ __forceinline__ void GatherChunk(const P2pKernelArgs& a, int64_t k) {
         if ((j + 1) * V <= ns) {
           reinterpret_cast<uint4*>(out)[j] = v[g];
         } else {
-          const Raw* src = static_cast<const Raw*>(a.scratch[s]) + slot_off;
+          const Raw* src = source(s);
           for (int64_t i = j * V; i < ns; ++i) out[i] = __ldcg(src + i);
         }
       }
@@ -331,6 +385,57 @@ __global__ void __launch_bounds__(kMaxThreads, 1) TwoShotKernel(const __grid_con
   EndEpoch(a, e);
 }
 
+// Two-shot, push variant (one chunk, the whole message; slice = slot_elems):
+//   1. start barrier: every input is ready, and every rank has completed
+//      its previous launch (launches on a rank are serialized, and a block of
+//      this launch arrives only once the previous one finished), whatever
+//      algo and shape it had: nothing still reads the peers' scratch we are
+//      about to write (neither the peer's own step 4 of a previous push nor
+//      anyone's gather of a previous pull two-shot).
+//   2. reduce own slice r (loads from every input) into output slice r AND
+//      into slot r of every peer's scratch (remote stores).
+//   3. barrier (per block): block b of every peer s has stored its share of
+//      slice s into slot s of our scratch, and has finished loading its
+//      share of slice s from our input.
+//   4. copy slots s != r of our own scratch into output slices s.
+// One load round trip fewer than TwoShotKernel (which, after "reduced",
+// loads the slices from the peers' scratch over NVLink).
+//
+// Block b of every rank handles the same elements of a slice (ReduceRange's
+// and GatherChunk's mapping, same grid on every rank), so the per-block
+// barrier of step 3 orders everything that blocks b share: in step 4 block b
+// reads only what block b of the peers stored in step 2.
+//
+// Ordering: the remote stores of step 2 are plain st.global; the Post of step
+// 3 (__syncthreads, then st.release.sys by threads < world) releases every
+// prior store of the block, and the waiter's ld.acquire.sys then
+// __syncthreads_or orders its step 4 loads (ld.global.cg, from L2, where the
+// NVLink stores land) after them.
+//
+// No end barrier: once step 3 is passed on every block, no peer reads our
+// input any more (peers load it only in step 2) and no peer writes our
+// scratch any more (peers store into it only in step 2); peers never touch
+// our output. The next launch's writes into our scratch come after its start
+// barrier, so after this launch (our step 4 reads) has completed here.
+//
+// In place (output == own input) is safe. Peers load only slice p (their
+// own) of our input. Step 2 writes output slice r = input slice r, which no
+// peer loads, and each element is loaded (all ranks) and stored by the same
+// thread, load first. Step 4 writes output slices s != r = input slices s,
+// which peer s loads in its step 2; the step 3 barrier orders those loads
+// (block b's share) before our block b's stores of the same elements.
+template <int W, int DT, int OP>
+__global__ void __launch_bounds__(kMaxThreads, 1) TwoShotPushKernel(const __grid_constant__ P2pKernelArgs a) {
+  const uint32_t e = BeginEpoch(a);
+  if (!Barrier(a, Flag(e, 1))) return;
+  const int64_t slice = a.slot_elems;
+  const int64_t lo = a.rank * slice;
+  ReduceRangeTo<W, DT, OP, 1>(a, lo, SliceLen(a.count, slice, a.rank), PushDst<W>{a, lo}, true);
+  if (!Barrier(a, Flag(e, 2))) return;
+  GatherChunk<W, DT, true>(a, 0);
+  EndEpoch(a, e);
+}
+
 // All-gather: copy units of U bytes (the largest power of two <= 16 dividing
 // a rank's bytes, so every rank's place in the output stays aligned).
 template <int W, typename U>
@@ -364,6 +469,7 @@ template <int W, int DT, int OP> KernelFn PickAlgo(int algo) {
   switch (algo) {
     case AT_ALGO_ALL_REDUCE_ONE_SHOT: return OneShotKernel<W, DT, OP>;
     case AT_ALGO_REDUCE_SCATTER: return ReduceScatterKernel<W, DT, OP>;
+    case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return TwoShotPushKernel<W, DT, OP>;
     default: return TwoShotKernel<W, DT, OP>;
   }
 }
@@ -422,7 +528,10 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
   k.spin_limit = args->spin_limit;
   k.world = args->world;
   k.rank = args->rank;
-  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT || algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED) {
+  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT || algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ||
+      algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH) {
+    // The push two-shot: one chunk; slot_elems is its slice (scratch slot s
+    // holds slice s).
     const p2p::TwoShotGeometry g = p2p::TwoShotLayout(
         args->count, args->world, args->dtype,
         algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ? args->chunk_elems : 0);
@@ -442,6 +551,9 @@ int at_p2p_all_reduce_two_shot(const at_p2p_args* args, void* stream) {
 }
 int at_p2p_all_reduce_two_shot_chunked(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, args, stream);
+}
+int at_p2p_all_reduce_two_shot_push(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, args, stream);
 }
 int at_p2p_all_gather(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_ALL_GATHER, args, stream);

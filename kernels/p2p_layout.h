@@ -16,7 +16,9 @@
 //   - arrive: point 1 = launch started (peers' inputs ready; their previous
 //     launch completed, as launches on a rank are serialized, so no block of
 //     it still reads this rank's scratch); point 2 = end barrier (no peer
-//     block reads this rank's input anymore).
+//     block reads this rank's input anymore; for the push two-shot, the
+//     second and last barrier: also, the peer block's stores into this
+//     rank's scratch are done).
 //   - reduced / gathered (two-shot): point k + 1 = chunk k reduced into the
 //     poster's scratch slot / gathered from everyone's slot.
 // Block b of every rank handles the same elements of a slice (element j of a
@@ -83,8 +85,9 @@ AT_P2P_HD inline int64_t SliceLen(int64_t len, int64_t slice, int s) {
   return n < 0 ? 0 : (n > slice ? slice : n);
 }
 
-// The two-shot variants: chunk length (whole message for the plain two-shot,
-// rounded up to a vector), scratch slot elements and slots.
+// The two-shot variants: chunk length (whole message for the plain and push
+// two-shots, rounded up to a vector), scratch slot elements and slots (the
+// pipeline's; the push two-shot has `world` slots of slot_elems instead).
 struct TwoShotGeometry {
   int64_t chunk = 0;
   int64_t chunks = 0;

@@ -29,10 +29,11 @@ Ops (namespace `autotuned`, with fake implementations for torch.compile):
     reduce_scatter(Tensor x, str impl, str group, int blocks, int threads,
                    str op) -> Tensor
 `impl` is the daemon's implementation name ("all_reduce/one_shot",
-"all_reduce/two_shot", "all_reduce/two_shot_chunked", "all_gather/p2p",
-"reduce_scatter/p2p"; "<collective>/nccl" runs torch.distributed's own
-collective); `group` is P2PGroup.name ("" = the last group made); blocks,
-threads and chunk_kib 0 = the daemon catalogue's defaults. Each call copies x
+"all_reduce/two_shot", "all_reduce/two_shot_push",
+"all_reduce/two_shot_chunked", "all_gather/p2p", "reduce_scatter/p2p";
+"<collective>/nccl" runs torch.distributed's own collective); `group` is
+P2PGroup.name ("" = the last group made); blocks, threads and chunk_kib 0 =
+the daemon catalogue's defaults. Each call copies x
 into the staging buffer and launches on the current stream; the result is a
 new tensor (all_gather: dim 0 times world; reduce_scatter: dim 0 / world).
 Calls on one rank must be ordered (one stream, as the signal buffer is
@@ -62,6 +63,7 @@ ALGO_ALL_REDUCE_TWO_SHOT = 2
 ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED = 3
 ALGO_ALL_GATHER = 4
 ALGO_REDUCE_SCATTER = 5
+ALGO_ALL_REDUCE_TWO_SHOT_PUSH = 6  # since ABI 1.1 (AT_KERNELS_VERSION 10100)
 
 _OPS = {"sum": OP_SUM, "max": OP_MAX, "min": OP_MIN}
 _VOIDPP = ctypes.POINTER(ctypes.c_void_p)
@@ -124,6 +126,8 @@ IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (
     Implementation("all_reduce/nccl", "all_reduce", 0),
     Implementation("all_reduce/one_shot", "all_reduce", ALGO_ALL_REDUCE_ONE_SHOT, 32, 512),
     Implementation("all_reduce/two_shot", "all_reduce", ALGO_ALL_REDUCE_TWO_SHOT, 32, 512),
+    Implementation("all_reduce/two_shot_push", "all_reduce", ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
+                   32, 512),
     Implementation("all_reduce/two_shot_chunked", "all_reduce",
                    ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, 64, 1024, 2048),
     Implementation("all_gather/nccl", "all_gather", 0),
@@ -400,13 +404,14 @@ class P2PGroup:
         self.spin_limit = int(spin_limit)
         self.name = name or ("p2p:" + (getattr(process_group, "group_name", None)
                                        or dist.group.WORLD.group_name))
-        # Scratch for the two-shots up to max_bytes (either element size) and
-        # the chunked two-shot with chunks up to chunk_kib.
+        # Scratch for the two-shots up to max_bytes (either element size; the
+        # push two-shot's is about max_bytes, `world` slices) and the chunked
+        # two-shot with chunks up to chunk_kib.
         scratch = 0
         for dt, size in ((DTYPE_FLOAT32, 4), (DTYPE_BFLOAT16, 2)):
             n = self.max_bytes // size
-            scratch = max(scratch, self.lib.scratch_bytes(ALGO_ALL_REDUCE_TWO_SHOT, dt,
-                                                          self.world, n))
+            for algo in (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_PUSH):
+                scratch = max(scratch, self.lib.scratch_bytes(algo, dt, self.world, n))
             vec = 16 // size
             chunk = max(vec, chunk_kib * 1024 // size // vec * vec)
             scratch = max(scratch, self.lib.scratch_bytes(ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
@@ -482,7 +487,8 @@ class P2PGroup:
         a.world, a.rank, a.dtype, a.op, a.count = self.world, self.rank, dtype, op, count
         a.peer_inputs = ctypes.cast(self._peer_inputs, _VOIDPP)
         a.output = output_ptr
-        if algo in (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED):
+        if algo in (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
+                    ALGO_ALL_REDUCE_TWO_SHOT_PUSH):
             a.peer_scratch = ctypes.cast(self._peer_scratch, _VOIDPP)
             a.scratch_bytes = self.scratch_bytes
         a.peer_signals = ctypes.cast(self._peer_signals, _VOIDPP)

@@ -6,7 +6,7 @@ against torch.distributed's NCCL collectives. One process per GPU:
       python -m torch.distributed.run --standalone --nproc_per_node=2 \\
       client/python/tests/gpu_kernels_test.py
 
-Checks: all_reduce one_shot, two_shot, two_shot_chunked at fp32 (bitwise
+Checks: all_reduce one_shot, two_shot, two_shot_push, two_shot_chunked at fp32 (bitwise
 equal to NCCL with 2 ranks) and bf16 (within tolerance) at sizes including
 ones that are not a multiple of 16 bytes; all_gather/p2p and
 reduce_scatter/p2p; 50 launches back to back without a sync; replays of a
@@ -37,6 +37,7 @@ except ImportError:  # the package's gRPC/protobuf deps absent: the module stand
         "autotuned_kernels", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                           "autotuned", "kernels.py"))
     K = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = K  # dataclasses look the module up while it executes
     _spec.loader.exec_module(K)
 
 FAILS: list[str] = []
@@ -139,7 +140,7 @@ def main() -> int:
     # 1. all_reduce vs dist.all_reduce.
     sizes = [1, 7, 1000, 1001, 4099, 65541, 1 << 20]
     for impl, chunk in (("all_reduce/one_shot", 0), ("all_reduce/two_shot", 0),
-                        ("all_reduce/two_shot_chunked", 16)):
+                        ("all_reduce/two_shot_push", 0), ("all_reduce/two_shot_chunked", 16)):
         for dtype in (torch.float32, torch.bfloat16):
             for n in sizes:
                 name = f"{impl} {str(dtype)[6:]} n={n} ({n * (4 if dtype == torch.float32 else 2)} B)"
@@ -179,7 +180,7 @@ def main() -> int:
             compare(name, got, want)
 
     # 3. Back to back, no sync in between; exact inputs, so exact sums.
-    for impl in ("all_reduce/one_shot", "all_reduce/two_shot"):
+    for impl in ("all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/two_shot_push"):
         for n in (1001, 65541):
             name = f"{impl} 50 back to back n={n}"
             dog.beat(name)
@@ -194,7 +195,8 @@ def main() -> int:
             check(name, bad == 0, f"{bad} of 50 results differ")
 
     # 4. CUDA graph: capture, replay with new inputs.
-    for impl in ("all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/two_shot_chunked"):
+    for impl in ("all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/two_shot_push",
+                 "all_reduce/two_shot_chunked"):
         name = f"{impl} CUDA graph, 5 replays"
         dog.beat(name)
         n = 65541
@@ -266,7 +268,8 @@ def main() -> int:
     for nbytes in (4096, 256 << 10, 4 << 20):
         x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
         line = []
-        for impl in ("all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot"):
+        for impl in ("all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
+                     "all_reduce/two_shot_push"):
             for _ in range(3):
                 ar(x, impl, g)
             torch.cuda.synchronize()

@@ -40,6 +40,9 @@ def test_version_struct_size_and_limits(lib):
     assert (lim.alignment, lim.signal_alignment, lim.pipeline_depth) == (16, 128, 2)
     assert lim.signal_bytes == lib.signal_bytes > 0
     assert lib.algo_name(K.ALGO_ALL_REDUCE_ONE_SHOT) == "all_reduce_one_shot"
+    assert lib.algo_name(K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH) == "all_reduce_two_shot_push"
+    for impl in K.IMPLEMENTATIONS.values():  # every algo the module launches is the library's
+        assert impl.algo == 0 or lib.algo_name(impl.algo), impl.name
     assert lib.algo_name(99) is None
     assert lib.error_string(0)
 
@@ -84,6 +87,14 @@ def test_check_args_through_the_mirror(lib):
     assert lib.check_args(K.ALGO_ALL_REDUCE_TWO_SHOT, _args(lib, scratch=need)) is None
     reason = lib.check_args(K.ALGO_ALL_REDUCE_TWO_SHOT, _args(lib, scratch=need - 16))
     assert reason and "scratch" in reason
+    # The push two-shot: `world` slices of scratch, so the pull one's is too little.
+    push = lib.scratch_bytes(K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH, K.DTYPE_FLOAT32, 2, 1000)
+    assert push == 2 * need
+    assert lib.check_args(K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH, _args(lib, scratch=push)) is None
+    reason = lib.check_args(K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH, _args(lib, scratch=need))
+    assert reason and f"scratch_bytes {need} < {push} needed" in reason
+    reason = lib.check_args(K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH, _args(lib))
+    assert reason and "scratch" in reason
     # The chunked two-shot reads chunk_elems (the field after threads).
     need = lib.scratch_bytes(K.ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, K.DTYPE_FLOAT32, 2,
                              1 << 20, 4096)
@@ -100,6 +111,8 @@ def test_scratch_bytes(lib):
     assert lib.scratch_bytes(K.ALGO_ALL_REDUCE_ONE_SHOT, K.DTYPE_FLOAT32, 2, 1000) == 0
     assert lib.scratch_bytes(K.ALGO_ALL_REDUCE_TWO_SHOT, K.DTYPE_BFLOAT16, 2, 1 << 20) >= 1 << 20
     assert lib.scratch_bytes(K.ALGO_ALL_REDUCE_TWO_SHOT, K.DTYPE_FLOAT32, 9, 1000) == -1
+    assert lib.scratch_bytes(K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH, K.DTYPE_BFLOAT16, 4, 1 << 20) == \
+        4 * (1 << 18) * 2
 
 
 def test_launch_of_rejected_arguments_raises_with_the_reason(lib):
@@ -144,6 +157,8 @@ def test_specs_and_implementations():
     with pytest.raises(K.KernelsError, match="not name=int"):
         K.parse_spec("all_reduce/one_shot:blocks")
     assert K.implementation("all_reduce/two_shot").algo == K.ALGO_ALL_REDUCE_TWO_SHOT
+    push = K.implementation("all_reduce/two_shot_push", "all_reduce")
+    assert (push.algo, push.blocks, push.threads) == (K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH, 32, 512)
     assert K.implementation("reduce_scatter/p2p", "reduce_scatter").algo == K.ALGO_REDUCE_SCATTER
     with pytest.raises(K.KernelsError, match="does not run in-process"):
         K.implementation("all_reduce/ring")

@@ -26,6 +26,8 @@ constexpr Entry kEntries[] = {
      AT_ALGO_ALL_REDUCE_ONE_SHOT, false},
     {"all_reduce/two_shot", Collective::kAllReduce, Method::kP2p,
      AT_ALGO_ALL_REDUCE_TWO_SHOT, false},
+    {"all_reduce/two_shot_push", Collective::kAllReduce, Method::kP2p,
+     AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, false},
     {"all_reduce/two_shot_chunked", Collective::kAllReduce, Method::kP2p,
      AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, false},
     {"all_gather/nccl", Collective::kAllGather, Method::kNccl, 0, false},

@@ -46,6 +46,10 @@ Catalogue CudaCatalogue(bool test_faults) {
             512));
   c.Add(P2p(Collective::kAllReduce, "all_reduce/two_shot",
             "reduce-scatter then all-gather over NVLink P2P", 32, 512));
+  c.Add(P2p(Collective::kAllReduce, "all_reduce/two_shot_push",
+            "two-shot that stores each reduced slice into every peer's scratch "
+            "over NVLink (no load round trip for the gather)",
+            32, 512));
   ImplInfo chunked = P2p(Collective::kAllReduce, "all_reduce/two_shot_chunked",
                          "two-shot pipelined in chunks", 64, 1024);
   chunked.params.push_back(

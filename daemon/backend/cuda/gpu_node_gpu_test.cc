@@ -120,7 +120,8 @@ TEST_CASE("ranks run on the GPUs they are placed on", "[gpu]") {
   // Every GPU, in reverse order: NCCL and the P2P kernels.
   std::vector<int> reversed;
   for (int d = gpus - 1; d >= 0; --d) reversed.push_back(d);
-  for (const char* name : {"all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot"}) {
+  for (const char* name : {"all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
+                           "all_reduce/two_shot_push"}) {
     const ImplInfo* impl = catalogue.Find(name);
     REQUIRE(impl != nullptr);
     const int world = std::min(gpus, impl->max_world_size);
