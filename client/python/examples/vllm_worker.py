@@ -41,7 +41,11 @@ from autotuned.kernels import P2PGroup
 from autotuned.vllm import tune_dispatch
 
 
-GPU_CANDIDATES = ["all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot"]
+# The daemon's kernels (run here through P2PGroup); --symm_mem has PyTorch's
+# one-shot and two-shot only.
+GPU_CANDIDATES = ["all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
+                  "all_reduce/two_shot_push"]
+SYMM_MEM_CANDIDATES = ["all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot"]
 MAX_BYTES = 64 << 20  # the largest all-reduce the worker stages (bf16)
 
 
@@ -85,7 +89,7 @@ class Worker:
         self.device = torch.device("cpu") if cpu else torch.device("cuda", torch.cuda.current_device())
         group_name = (tp_group or dist.group.WORLD).group_name
         own = own_implementations(cpu, group_name) if cpu or symm_mem else {}
-        candidates = list(own) if cpu else GPU_CANDIDATES
+        candidates = list(own) if cpu else (SYMM_MEM_CANDIDATES if symm_mem else GPU_CANDIDATES)
         desc = describe_group(tp_group, target=socket)
         # At startup, once per TP group: the table, then the peer buffers the
         # P2P kernels read (CUDA IPC; 64 MiB staging, the table's largest size).
