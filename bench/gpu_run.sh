@@ -288,8 +288,10 @@ done
 
 # ---------------------------------------------------------------- report
 GPUS=$(timeout 5 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | paste -sd ';' -)
-REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || cat "$BIN/REV" 2>/dev/null || echo unknown)
-HEADER="- command: \`bash bench/gpu_run.sh $1 $2\` (repository at $REV, $(( SECONDS - T0 )) s until the report)
+# The binaries' commit when the builder left one (a copied tree may carry a
+# stale .git), else the tree's.
+REV=$(cat "$BIN/REV" 2>/dev/null || git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+HEADER="- command: \`bash bench/gpu_run.sh $1 $2\` (binaries built at $REV, $(( SECONDS - T0 )) s until the report)
 - GPUs (nvidia-smi name, driver): ${GPUS:-unknown}; this run: $NGPU (CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-all})
 - date: $(date -u)"
 COMBINE=(bench/combine_gpu.py
