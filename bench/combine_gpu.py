@@ -18,6 +18,8 @@ Inputs (each optional; a missing or broken file is reported, not fatal):
                   timing. Repeat for the all_gather / reduce_scatter sweeps.
   --daemon_graph  the same, measured with --timing=cuda_graph (all_reduce).
   --torch         bench/torch_collectives.py's JSON.
+  --torch_graph   the same, run with --graph (CUDA-graph replays), shown
+                  beside the daemon's CUDA-graph timing.
   --nccl_tests    stdout of p2p_bench (one process, NCCL + P2P kernels): one
                   table per mode; the '#' line above it says "eager mode" or
                   "graph mode". The bytes and nccl_us columns are used.
@@ -440,7 +442,7 @@ def allreduce_rows(daemon, torch_data, nccl_tests, anchors, world=2):
     return rows
 
 
-def graph_rows(daemon_graph, nccl_tests, world=2):
+def graph_rows(daemon_graph, nccl_tests, world=2, torch_graph=None):
     sizes = daemon_graph["sizes"].get("all_reduce", {})
     labels = daemon_graph["order"].get("all_reduce", [])
     nlabel = nccl_label(labels)
@@ -458,6 +460,12 @@ def graph_rows(daemon_graph, nccl_tests, world=2):
         row["nccl_within"] = (abs(row["nccl_ratio"] - 1.0) <= NCCL_TOLERANCE
                               if row["nccl_ratio"] is not None else None)
         row["busbw"] = busbw_gbps(b, row["winner_us"], world)
+        tg = torch_graph or parse_torch(None)
+        for key in TORCH_OPS:
+            row["torch_%s_us" % key] = torch_us(tg, key, b)
+        figs = [row["torch_%s_us" % k] for k in TORCH_OPS if finite(row["torch_%s_us" % k])]
+        row["torch_best_us"] = min(figs) if figs else None
+        row["win_vs_torch"] = ratio(row["winner_us"], row["torch_best_us"])
         rows.append(row)
     return rows
 
@@ -556,8 +564,14 @@ def group_failures(fails):
     return out
 
 
+def not_won(rows):
+    lost = ["%s %s" % (fmt_bytes(r["bytes"]), fmt_ratio(r["win_vs_torch"]))
+            for r in rows if r["win_vs_torch"] > 1.0]
+    return " (above at " + ", ".join(lost) + ")" if lost else ""
+
+
 def render_report(header, inputs, daemon, daemon_graph, torch_data, nccl_tests,
-                  anchors, notes="", world=2, repeats=None):
+                  anchors, notes="", world=2, repeats=None, torch_graph=None):
     out = []
     out.append("# autotuned GPU check")
     out.append("")
@@ -665,21 +679,33 @@ def render_report(header, inputs, daemon, daemon_graph, torch_data, nccl_tests,
         out.append("")
 
     # all_reduce, CUDA graph.
-    grows = graph_rows(daemon_graph, nccl_tests, world)
+    grows = graph_rows(daemon_graph, nccl_tests, world, torch_graph)
+    with_tg = bool(torch_graph and torch_graph["ops"])
     if grows:
         glabels = daemon_graph["order"].get("all_reduce", [])
         out.append("## all_reduce: daemon candidates (CUDA-graph timing)")
         out.append("")
+        if with_tg:
+            out.append("torch graph: bench/torch_collectives.py --graph, the same ops "
+                       "captured in one CUDA graph per loop.")
+            out.append("")
         body = []
         for r in grows:
-            body.append([fmt_bytes(r["bytes"])] +
-                        [fmt_us(r["candidates"].get(l)) for l in glabels] +
-                        [r["winner"] or "-", fmt_us(r["winner_us"]),
-                         fmt_us(r["indep_nccl_graph_us"]),
-                         fmt_ratio(r["nccl_ratio"]) + within_mark(r["nccl_within"])])
-        out.append(md_table(["size"] + glabels +
-                            ["winner", "winner us", "indep. nccl graph",
-                             "nccl / indep. graph"], body))
+            cells = ([fmt_bytes(r["bytes"])] +
+                     [fmt_us(r["candidates"].get(l)) for l in glabels] +
+                     [r["winner"] or "-", fmt_us(r["winner_us"]),
+                      fmt_us(r["indep_nccl_graph_us"]),
+                      fmt_ratio(r["nccl_ratio"]) + within_mark(r["nccl_within"])])
+            if with_tg:
+                cells += [fmt_us(r["torch_nccl_us"]), fmt_us(r["torch_one_shot_us"]),
+                          fmt_us(r["torch_two_shot_us"]), fmt_ratio(r["win_vs_torch"])]
+            body.append(cells)
+        head = ["size"] + glabels + ["winner", "winner us", "indep. nccl graph",
+                                     "nccl / indep. graph"]
+        if with_tg:
+            head += ["torch graph nccl", "torch graph one_shot", "torch graph two_shot",
+                     "winner / torch graph best"]
+        out.append(md_table(head, body))
         out.append("")
 
     # all_gather / reduce_scatter.
@@ -742,7 +768,13 @@ def render_report(header, inputs, daemon, daemon_graph, torch_data, nccl_tests,
             (" (off at " + ", ".join(goff) + ")") if goff else ""))
     vs = [r for r in rows if r["win_vs_torch"] is not None]
     wins = [r for r in vs if r["win_vs_torch"] <= 1.0]
-    out.append("- daemon winner at or below torch's best: %d of %d sizes" % (len(wins), len(vs)))
+    out.append("- daemon winner at or below torch's best: %d of %d sizes%s" % (
+        len(wins), len(vs), not_won(vs)))
+    gvs = [r for r in grows if r["win_vs_torch"] is not None]
+    if gvs:
+        gwins = [r for r in gvs if r["win_vs_torch"] <= 1.0]
+        out.append("- under CUDA graphs on both sides: daemon winner at or below torch's "
+                   "best: %d of %d sizes%s" % (len(gwins), len(gvs), not_won(gvs)))
     out.append("")
 
     # Failures.
@@ -807,6 +839,7 @@ def main(argv=None):
     p.add_argument("--daemon_graph", action="append", default=[],
                    help="the same with --timing=cuda_graph (repeatable)")
     p.add_argument("--torch", help="torch_collectives.py JSON")
+    p.add_argument("--torch_graph", help="torch_collectives.py --graph JSON")
     p.add_argument("--nccl_tests", help="p2p_bench stdout")
     p.add_argument("--nccl_repeats", help="folder of daemon_nccl_N.jsonl / indep_nccl_N.txt")
     p.add_argument("--anchors", nargs="?", const="builtin", default="builtin",
@@ -835,16 +868,23 @@ def main(argv=None):
     daemon = daemon_files(a.daemon, "daemon")
     daemon_graph = daemon_files(a.daemon_graph, "daemon (cuda_graph)")
 
-    torch_data = parse_torch(None)
-    if a.torch:
-        text = read_text(a.torch, inputs, "torch")
-        if text is not None:
-            try:
-                torch_data = parse_torch(json.loads(text))
-                inputs.append("torch %s: %d results" % (
-                    a.torch, sum(len(v) for v in torch_data["ops"].values())))
-            except ValueError as e:
-                inputs.append("torch %s: not JSON (%s)" % (a.torch, e))
+    def torch_file(path, what):
+        if not path:
+            return parse_torch(None)
+        text = read_text(path, inputs, what)
+        if text is None:
+            return parse_torch(None)
+        try:
+            data = parse_torch(json.loads(text))
+        except ValueError as e:
+            inputs.append("%s %s: not JSON (%s)" % (what, path, e))
+            return parse_torch(None)
+        inputs.append("%s %s: %d results" % (
+            what, path, sum(len(v) for v in data["ops"].values())))
+        return data
+
+    torch_data = torch_file(a.torch, "torch")
+    torch_graph = torch_file(a.torch_graph, "torch graph")
 
     nccl_tests = parse_nccl_tests("")
     if a.nccl_tests:
@@ -873,7 +913,7 @@ def main(argv=None):
         notes = read_text(a.notes, inputs, "notes") or ""
 
     report = render_report(a.header, inputs, daemon, daemon_graph, torch_data,
-                           nccl_tests, anchors, notes, a.world, repeats)
+                           nccl_tests, anchors, notes, a.world, repeats, torch_graph)
     with open(a.out, "w") as f:
         f.write(report + "\n")
     return 0

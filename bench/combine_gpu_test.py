@@ -280,11 +280,16 @@ class MainTest(unittest.TestCase):
             arg = put("arg.jsonl", "\n".join(daemon_allreduce_lines(0.8)) + "\n")
             co = put("co.jsonl", "\n".join(daemon_collective_lines()) + "\n")
             tj = put("torch.json", json.dumps(TORCH_DOC))
+            tg_doc = json.loads(json.dumps(TORCH_DOC))
+            for r in tg_doc["results"]:
+                if r.get("us") is not None:
+                    r["us"] = r["us"] * 0.5
+            tg = put("torch_graph.json", json.dumps(tg_doc))
             nt = put("nccl.txt", NCCL_TESTS)
             notes = put("steps.log", "step sweep rc=0\n")
             out = os.path.join(d, "report.md")
             rc = cg.main(["--daemon", ar, "--daemon", co, "--daemon_graph", arg,
-                          "--torch", tj, "--nccl_tests", nt, "--anchors",
+                          "--torch", tj, "--torch_graph", tg, "--nccl_tests", nt, "--anchors",
                           "--notes", notes, "--header", "HEADER TEXT",
                           "--daemon", os.path.join(d, "missing.jsonl"), "--out", out])
             self.assertEqual(rc, 0)
@@ -305,12 +310,19 @@ class MainTest(unittest.TestCase):
         self.assertIn("all_reduce bf16 256 MiB, event-loop timing: **met**", md)
         self.assertIn("(eager), one run each: 2 of 3 sizes (off at 1 MiB)", md)
         self.assertNotIn("NCCL, repeated", md)  # no --nccl_repeats
-        self.assertIn("daemon winner at or below torch's best: 2 of 3 sizes", md)
         self.assertIn("| all_gather | 64 KiB | 20.0 | 8.00 | p2p:blocks=32,threads=512 |", md)
         self.assertIn("torch all_reduce/symm_one_shot 1 MiB: RuntimeError: boom", md)
         self.assertIn("DEADLINE_EXCEEDED", md)
         self.assertIn("p2p_bench eager NCCL 256 MiB: BAD output", md)
         self.assertIn("step sweep rc=0", md)
+        # --torch_graph: torch's figures halved, beside the graph timing.
+        self.assertIn("| one_shot:blocks=64,threads=1024 | 4.40 | 20.0 | 0.996 ok | 12.0 | "
+                      "5.00 | 3.75 | 1.173 |", md)
+        self.assertIn("under CUDA graphs on both sides: daemon winner at or below torch's "
+                      "best: 0 of 3 sizes (above at 8 KiB 1.173, 1 MiB 1.745, "
+                      "256 MiB 1.258)", md)
+        self.assertIn("daemon winner at or below torch's best: 2 of 3 sizes (above at "
+                      "1 MiB 1.091)", md)
 
     def test_nccl_repeats(self):
         # 8 KiB: both sides jump between ~6.5 and ~9 us from run to run (one

@@ -19,6 +19,7 @@
 #   *.err                          autotunectl's stderr (progress, errors)
 #   nccl_tests.txt                 p2p_bench eager table, then graph table
 #   torch.json, torch.log          bench/torch_collectives.py under torchrun
+#   torch_graph.json, torch_graph.log  the same all_reduce ops with --graph
 #   nccl_repeats/                  daemon_nccl_N.jsonl and indep_nccl_N.txt:
 #                                  NCCL alone, daemon and p2p_bench in turn,
 #                                  N = 1..NCCL_REPEATS (see "NCCL, repeated")
@@ -238,6 +239,12 @@ done
 step torch 80 "$PY" -m torch.distributed.run --standalone "--nproc_per_node=$NGPU" \
   bench/torch_collectives.py --out "$OUT/torch.json" --factor 2 ${TORCH_EXTRA_ARGS:-} \
   > "$OUT/torch.log" 2>&1 || why "$OUT/torch.log" 5
+# The same all_reduce ops captured in CUDA graphs, beside the daemon's graph
+# timing.
+# shellcheck disable=SC2086
+step torch_graph 120 "$PY" -m torch.distributed.run --standalone "--nproc_per_node=$NGPU" \
+  bench/torch_collectives.py --out "$OUT/torch_graph.json" --factor 2 --graph --coll_sizes= \
+  ${TORCH_EXTRA_ARGS:-} > "$OUT/torch_graph.log" 2>&1 || why "$OUT/torch_graph.log" 5
 
 # ---------------------------------------------------------------- NCCL, repeated
 # The daemon's NCCL against the independent NCCL, NCCL_REPEATS (7) times in
@@ -297,7 +304,7 @@ HEADER="- command: \`bash bench/gpu_run.sh $1 $2\` (binaries built at $REV, $(( 
 COMBINE=(bench/combine_gpu.py
   --daemon "$OUT/daemon_allreduce.jsonl" --daemon "$OUT/daemon_allgather.jsonl"
   --daemon "$OUT/daemon_reducescatter.jsonl" --daemon_graph "$OUT/daemon_allreduce_graph.jsonl"
-  --torch "$OUT/torch.json" --nccl_tests "$OUT/nccl_tests.txt" --nccl_repeats "$RDIR"
+  --torch "$OUT/torch.json" --torch_graph "$OUT/torch_graph.json" --nccl_tests "$OUT/nccl_tests.txt" --nccl_repeats "$RDIR"
   --world "$NGPU"
   --notes "$STEPS" --header "$HEADER" --out "$OUT/gpu_report.md")
 [ "$NGPU" -eq 2 ] && COMBINE+=(--anchors)

@@ -26,9 +26,14 @@ mismatch or an exception is recorded as ok=false with an error text instead
 of stopping the run. In-place ops are timed on zero-filled buffers so that
 repeated sums stay finite.
 
+With --graph the loop of `iters` ops is captured into one CUDA graph
+(torch.cuda.graph), replayed once untimed, then timed over a second replay:
+the figure without launch gaps, as autotuned's --timing=cuda_graph.
+
 Only rank 0 writes the JSON, and it rewrites it after every result, so a run
 cut off by a timeout still leaves what it measured:
-  {"torch": ..., "nccl": ..., "device": ..., "world": ..., "complete": bool,
+  {"torch": ..., "nccl": ..., "device": ..., "world": ..., "mode": "eager" | "graph",
+   "complete": bool,
    "results": [{"op", "bytes", "us", "ok", "error", "iters", "warmup"}]}
 
 The environment keeps TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and
@@ -70,6 +75,9 @@ def parse_args():
     p.add_argument("--coll_sizes", default="65536,2097152,4194304,67108864",
                    help="per-rank bytes for all_gather / reduce_scatter "
                         "(comma-separated; empty = skip)")
+    p.add_argument("--graph", action="store_true",
+                   help="capture the timed loop into one CUDA graph and time a "
+                        "replay (no launch gaps), as autotuned's --timing=cuda_graph")
     p.add_argument("--skip_symm", action="store_true",
                    help="do not try torch symmetric memory")
     p.add_argument("--dry_run_cpu", action="store_true",
@@ -179,6 +187,8 @@ class Bench:
             return self.all_max((time.perf_counter() - t) * 1e6 / iters)
         start = torch.cuda.Event(enable_timing=True)
         stop = torch.cuda.Event(enable_timing=True)
+        if self.args.graph:
+            return self.all_max(self.time_graph(fn, iters, start, stop))
         start.record()
         for _ in range(iters):
             fn()
@@ -186,6 +196,27 @@ class Bench:
         stop.synchronize()
         us = start.elapsed_time(stop) * 1000.0 / iters
         return self.all_max(us)
+
+    def time_graph(self, fn, iters, start, stop):
+        """--graph: `iters` calls captured into one CUDA graph; one untimed
+        replay, then a timed one. Every rank captures before any replays."""
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(iters):
+                fn()
+        torch.cuda.synchronize()
+        self.barrier()
+        graph.replay()
+        torch.cuda.synchronize()
+        self.barrier()
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        us = start.elapsed_time(stop) * 1000.0 / iters
+        del graph
+        return us
 
     def pattern(self, n, rank, offset=0):
         idx = torch.arange(offset, offset + n, device=self.dev, dtype=torch.int32)
@@ -416,8 +447,12 @@ def main():
             "%Y-%m-%dT%H:%M:%SZ"),
         "env": {k: os.environ.get(k, "") for k in (
             "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NCCL_NVLS_ENABLE")},
-        "timing": "barrier, warmup, CUDA events around iters back-to-back ops; "
-                  "mean per op; max over ranks",
+        "timing": ("barrier, warmup, the loop of iters back-to-back ops captured in "
+                   "one CUDA graph, CUDA events around its second replay; mean per op; "
+                   "max over ranks" if args.graph else
+                   "barrier, warmup, CUDA events around iters back-to-back ops; "
+                   "mean per op; max over ranks"),
+        "mode": "graph" if args.graph else "eager",
     }
     b.write(complete=False)
     b.setup_symm()
