@@ -42,7 +42,8 @@ export NCCL_NVLS_ENABLE=0
 export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 dir=$(mktemp -d /tmp/atxd-XXXXXX)
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; [ -n "${KEEP_LOGS:-}" ] && cp "$dir"/*.log "$KEEP_LOGS"/ 2>/dev/null; rm -rf "$dir"' EXIT
+# (wait: reaps each daemon quietly, without the shell's "Killed" job notice)
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; [ -n "${KEEP_LOGS:-}" ] && cp "$dir"/*.log "$KEEP_LOGS"/ 2>/dev/null; rm -rf "$dir"' EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
 peers=()
 sockets=()
