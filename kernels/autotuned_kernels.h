@@ -8,7 +8,7 @@
  * collective with the same arguments (except `rank`, `output` and its own
  * entries) in the same order: a collective call. Every rank reads its peers'
  * memory directly (loads over NVLink; nothing is written to a peer except
- * signal flags, and, for the push two-shot only, the peers' scratch). So
+ * signal flags, and, for the push variants only, the peers' scratch). So
  * everything a kernel reads from (or writes to) a peer is passed as a peer
  * pointer valid in the calling process: either one process owns all GPUs and
  * enabled peer access (see at_p2p_group_create), or the pointers were opened
@@ -19,7 +19,11 @@
  *     (at_p2p_signal_init) before first use;
  *   - for the two-shot all-reduces (pull, chunked and push), a scratch
  *     buffer of at least at_p2p_scratch_bytes(...) bytes (contents need no
- *     initialization).
+ *     initialization);
+ *   - for the push one-shot, a buffer of its own (no other algo may use it)
+ *     of at least at_p2p_scratch_bytes(...) bytes, the same size on every
+ *     rank, prepared by at_p2p_scratch_init before first use and again after
+ *     an error.
  * Launches that share a signal buffer must be serialized on that rank (one
  * stream, or otherwise ordered); different ranks run concurrently. Block b of
  * a rank waits for block b of its peers, so all `blocks` of a launch must be
@@ -62,7 +66,7 @@ extern "C" {
 /* Version of this ABI: major * 10000 + minor * 100 + patch. A change of major
  * means an incompatible change of a struct or signature; a change of minor,
  * an addition (an algo, a function). */
-#define AT_KERNELS_VERSION 10100
+#define AT_KERNELS_VERSION 10200
 int at_kernels_version(void);
 
 /* Return codes: 0 or a cudaError_t value. */
@@ -135,6 +139,17 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * one slice each (slot r unused), about the whole message, so every
    * rank's scratch buffer is written by its peers. In place allowed (output
    * == own input). */
+#define AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH 7
+  /* One-shot with no barrier: every rank stores its input into its slot of
+   * every peer's buffer (remote stores over NVLink), then waits, element by
+   * element, for the peers' data to arrive in its own buffer (an element is
+   * there when it is no longer the empty marker, -0.0) and reduces. One
+   * NVLink crossing, no round trip. bfloat16 and float16 only (the empty
+   * marker is the 16-bit -0.0; an input -0.0 is sent as +0.0). Reads only
+   * this rank's own input, which need not be peer-visible (peer_inputs[p]
+   * for p != rank may be NULL). Buffer (`peer_scratch`, `scratch_bytes`):
+   * 3 x world slots of the message, see at_p2p_scratch_init. In place
+   * allowed. Since ABI 1.2. */
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */
 const char* at_p2p_algo_name(int algo);
@@ -172,7 +187,8 @@ int at_p2p_check_args(int algo, const at_p2p_args* args, char* reason,
                       size_t reason_len);
 
 /* Scratch bytes each rank needs for `algo` (0 for those without scratch), or
- * -1 for invalid arguments. chunk_elems is used by the chunked algo only. */
+ * -1 for invalid arguments. chunk_elems is used by the chunked algo only.
+ * For the push one-shot: the bytes of its own buffer. */
 int64_t at_p2p_scratch_bytes(int algo, int dtype, int world, int64_t count,
                              int64_t chunk_elems);
 
@@ -189,6 +205,7 @@ int at_p2p_all_reduce_one_shot(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_two_shot(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_two_shot_chunked(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_two_shot_push(const at_p2p_args* args, void* stream);
+int at_p2p_all_reduce_one_shot_push(const at_p2p_args* args, void* stream);
 int at_p2p_all_gather(const at_p2p_args* args, void* stream);
 int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream);
 
@@ -216,7 +233,7 @@ int at_p2p_signal_init(void* signal, void* stream);
 /* Error word of a signal buffer: 0 = none, else the first error recorded:
  *   bits 0-7:   AT_SIGNAL_ERR_TIMEOUT (a spin limit was reached)
  *   bits 8-15:  the flag awaited: 1 = barrier, 2 = chunk reduced, 3 = chunk
- *               gathered
+ *               gathered, 4 = the push one-shot's data
  *   bits 16-23: the peer rank that did not arrive
  *   bits 24-31: the block index. */
 #define AT_SIGNAL_ERR_TIMEOUT 1u
@@ -224,10 +241,21 @@ int at_p2p_signal_init(void* signal, void* stream);
  * cudaStreamSynchronize(stream)). */
 int at_p2p_signal_error(const void* signal, void* stream, uint32_t* error);
 
+/* Prepares a scratch buffer of `scratch_bytes` for `algo`, asynchronously on
+ * `stream`: for the push one-shot, fills it with the empty marker and zeroes
+ * its launch counters (needed before first use, and on every rank again
+ * after an error, with no kernel of the group running; every rank's
+ * preparation must be complete before any rank launches); for the other
+ * algos, nothing. AT_ERR_INVALID_VALUE for a NULL buffer, an unknown algo or
+ * a buffer too small for one slot. */
+int at_p2p_scratch_init(int algo, void* scratch, int64_t scratch_bytes, void* stream);
+
 /* ---- One process, `world` local GPUs ----------------------------------------
  * Enables peer access between all pairs, allocates a zeroed signal buffer and
  * a scratch buffer of scratch_bytes (may be 0) on each device, and keeps the
- * pointer arrays. Restores the current device. */
+ * pointer arrays. Restores the current device. Ranks may share a GPU (the
+ * same device listed twice: for tests on one GPU); the blocks of every rank
+ * on a GPU must then fit on it at once. */
 typedef struct at_p2p_group at_p2p_group;
 int at_p2p_group_create(int world, const int* devices, int64_t scratch_bytes,
                         at_p2p_group** out);
@@ -241,7 +269,17 @@ void* const* at_p2p_group_signals(const at_p2p_group* group); /* [world] */
  * (leaves the other fields alone). */
 int at_p2p_group_init_args(const at_p2p_group* group, int rank,
                            at_p2p_args* args);
-/* Synchronizes every device of the group, then zeroes all signal buffers. */
+/* The push one-shot's own buffers: allocates them, `bytes` on each device
+ * (replacing smaller ones; 0 frees them), prepared with at_p2p_scratch_init
+ * and synchronized. Since ABI 1.2. */
+int at_p2p_group_set_push_bytes(at_p2p_group* group, int64_t bytes);
+int64_t at_p2p_group_push_bytes(const at_p2p_group* group);
+/* at_p2p_group_init_args with the scratch `algo` uses: the push buffers for
+ * the push one-shot, the scratch for the others. Since ABI 1.2. */
+int at_p2p_group_init_algo_args(const at_p2p_group* group, int algo, int rank,
+                                at_p2p_args* args);
+/* Synchronizes every device of the group, then zeroes all signal buffers and
+ * prepares the push buffers again. */
 int at_p2p_group_reset(at_p2p_group* group);
 /* Error word of `rank`'s signal buffer (read through a non-blocking stream of
  * the group, so it does not wait for the caller's streams). */

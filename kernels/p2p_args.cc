@@ -45,7 +45,7 @@ int Fail(char* reason, size_t reason_len, const char* fmt, ...) {
 }
 
 bool ValidAlgo(int algo) {
-  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH;
+  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH;
 }
 bool ValidDtype(int dtype) {
   return dtype == AT_DTYPE_FLOAT32 || dtype == AT_DTYPE_BFLOAT16 ||
@@ -57,6 +57,8 @@ bool IsTwoShot(int algo) {
          algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ||
          algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH;
 }
+bool IsOneShotPush(int algo) { return algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH; }
+bool UsesScratch(int algo) { return IsTwoShot(algo) || IsOneShotPush(algo); }
 
 uintptr_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 bool Aligned(const void* p, uintptr_t a) { return Addr(p) % a == 0; }
@@ -75,6 +77,7 @@ void Extents(int algo, int world, int64_t count, int64_t* in, int64_t* out) {
 
 int64_t ScratchBytes(int algo, int dtype, int world, int64_t count,
                      int64_t chunk_elems) {
+  if (IsOneShotPush(algo)) return PushBufferBytes(count, world, dtype);
   if (!IsTwoShot(algo)) return 0;
   const TwoShotGeometry g = TwoShotLayout(
       count, world, dtype,
@@ -112,6 +115,7 @@ const char* at_p2p_algo_name(int algo) {
     case AT_ALGO_ALL_GATHER: return "all_gather";
     case AT_ALGO_REDUCE_SCATTER: return "reduce_scatter";
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return "all_reduce_two_shot_push";
+    case AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH: return "all_reduce_one_shot_push";
     default: return nullptr;
   }
 }
@@ -147,6 +151,10 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
     return Fail(r, n, "rank %d outside [0, %d)", a->rank, a->world);
   }
   if (!ValidDtype(a->dtype)) return Fail(r, n, "unknown dtype %d", a->dtype);
+  if (IsOneShotPush(algo) && a->dtype == AT_DTYPE_FLOAT32) {
+    return Fail(r, n, "one_shot_push takes bfloat16 and float16 only (its empty "
+                "marker is the 16-bit -0.0)");
+  }
   if (IsReduction(algo) && (a->op < AT_OP_SUM || a->op > AT_OP_MIN)) {
     return Fail(r, n, "unknown reduce op %d", a->op);
   }
@@ -184,6 +192,8 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   const int64_t esize = ElemBytes(a->dtype);
   if (a->peer_inputs == nullptr) return Fail(r, n, "peer_inputs is NULL");
   for (int p = 0; p < a->world; ++p) {
+    // The push one-shot reads its own input only.
+    if (IsOneShotPush(algo) && p != a->rank) continue;
     if (a->peer_inputs[p] == nullptr) return Fail(r, n, "peer_inputs[%d] is NULL", p);
     if (!Aligned(a->peer_inputs[p], kVecBytes)) {
       return Fail(r, n, "peer_inputs[%d] not %d-byte aligned", p, kVecBytes);
@@ -206,6 +216,9 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
     // Push: peers load only their own slice of this input, before the
     // barrier after which this rank overwrites it (p2p_kernels.cu).
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH:
+    // One-shot push: each element of the input is loaded before the same
+    // thread stores that element of the output; peers never read it.
+    case AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH:
       in_place_ok = in == a->output;
       break;
     case AT_ALGO_ALL_GATHER:
@@ -222,7 +235,7 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
                     ? "one_shot cannot run in place"
                     : "only the exact in-place layout is allowed");
   }
-  if (IsTwoShot(algo)) {
+  if (UsesScratch(algo)) {
     const int64_t need = ScratchBytes(algo, a->dtype, a->world, a->count, a->chunk_elems);
     if (a->scratch_bytes < need) {
       return Fail(r, n, "scratch_bytes %lld < %lld needed",

@@ -52,7 +52,9 @@ std::string Reason(int algo, const at_p2p_args& args) {
 
 constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
                           AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_GATHER,
-                          AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH};
+                          AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
+                          AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH};
+constexpr int kLastAlgo = AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH;
 
 TEST_CASE("version, names, limits and struct size") {
   CHECK(at_kernels_version() == AT_KERNELS_VERSION);
@@ -60,9 +62,11 @@ TEST_CASE("version, names, limits and struct size") {
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_TWO_SHOT)) == "all_reduce_two_shot");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH)) ==
         "all_reduce_two_shot_push");
+  CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH)) ==
+        "all_reduce_one_shot_push");
   for (int algo : kAlgos) CHECK(at_p2p_algo_name(algo) != nullptr);
   CHECK(at_p2p_algo_name(0) == nullptr);
-  CHECK(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH + 1) == nullptr);
+  CHECK(at_p2p_algo_name(kLastAlgo + 1) == nullptr);
   CHECK(at_p2p_algo_name(99) == nullptr);
   at_p2p_limits l;
   at_p2p_get_limits(&l);
@@ -127,9 +131,8 @@ TEST_CASE("world, rank, dtype, op, count, spin limit") {
   }
   {
     Setup s;
-    CHECK(at_p2p_check_args(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH + 1, &s.args, nullptr, 0) ==
-          AT_ERR_INVALID_VALUE);
-    CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH + 1, s.args), Catch::Contains("unknown algo 7"));
+    CHECK(at_p2p_check_args(kLastAlgo + 1, &s.args, nullptr, 0) == AT_ERR_INVALID_VALUE);
+    CHECK_THAT(Reason(kLastAlgo + 1, s.args), Catch::Contains("unknown algo 8"));
   }
   Setup s;
   s.args.world = 1;
@@ -270,6 +273,51 @@ TEST_CASE("push two-shot scratch: world slots of one slice, all required") {
   s.args.count = 0;
   s.args.scratch_bytes = 0;
   CHECK(Reason(kPush, s.args) == "OK");
+}
+
+TEST_CASE("push one-shot: 16-bit types, own input only, a buffer of 3 x world slots") {
+  constexpr int kPush = AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH;
+  // Header, then 3 phases x world slots of the message rounded up to 16 bytes.
+  CHECK(kPushHeaderBytes == 128);
+  CHECK(at_p2p_scratch_bytes(kPush, AT_DTYPE_BFLOAT16, 2, 1000, 0) == 128 + 3 * 2 * 2000);
+  CHECK(at_p2p_scratch_bytes(kPush, AT_DTYPE_FLOAT16, 2, 1, 0) == 128 + 3 * 2 * 16);
+  CHECK(at_p2p_scratch_bytes(kPush, AT_DTYPE_BFLOAT16, 8, 4099, 0) == 128 + 3 * 8 * 8208);
+  CHECK(at_p2p_scratch_bytes(kPush, AT_DTYPE_BFLOAT16, 9, 100, 0) == -1);
+  // A slot is what the buffer holds, whatever size it was given.
+  CHECK(PushSlotBytes(128 + 3 * 2 * 2000, 2) == 2000);
+  CHECK(PushSlotBytes(128 + 3 * 2 * 2000 + 95, 2) == 2000);
+  CHECK(PushSlotBytes(128 + 3 * 4 * 2000, 2) == 4000);
+  CHECK(PushSlotBytes(100, 2) == 0);
+
+  Setup s;  // bf16, 1000 elements, 2 ranks
+  s.args.scratch_bytes = 128 + 3 * 2 * 2000;
+  CHECK(Reason(kPush, s.args) == "OK");
+  s.args.scratch_bytes -= 1;
+  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("scratch_bytes 12127 < 12128 needed"));
+  s.args.scratch_bytes += 1;
+  s.args.dtype = AT_DTYPE_FLOAT32;
+  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("bfloat16 and float16 only"));
+  s.args.dtype = AT_DTYPE_FLOAT16;
+  CHECK(Reason(kPush, s.args) == "OK");
+  // Peers' inputs are never read: they may be missing, this rank's may not.
+  s.inputs[1] = nullptr;
+  CHECK(Reason(kPush, s.args) == "OK");
+  CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_ONE_SHOT, s.args), Catch::Contains("peer_inputs[1] is NULL"));
+  s.inputs[0] = nullptr;
+  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("peer_inputs[0] is NULL"));
+  s.inputs[0] = Fake(0x10000000u);
+  // In place is allowed, a partial overlap is not.
+  s.args.output = const_cast<void*>(s.inputs[0]);
+  CHECK(Reason(kPush, s.args) == "OK");
+  s.args.output = static_cast<char*>(const_cast<void*>(s.inputs[0])) + 16;
+  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("only the exact in-place layout"));
+  s.args.output = Fake(0x90000000u);
+  // Every peer's buffer is written.
+  s.scratch[1] = nullptr;
+  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("peer_scratch[1] is NULL"));
+  s.scratch[1] = Fake(0x24000000u);
+  s.scratch[0] = Fake(0x90000000u - 4000);
+  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("scratch overlaps"));
 }
 
 TEST_CASE("chunk must be a positive multiple of the vector width") {

@@ -180,6 +180,9 @@ class Bench {
                                                        chunk));
     }
     BENCH_CUDA(at_p2p_group_create(world_, devs.data(), scratch, &group_));
+    BENCH_CUDA(at_p2p_group_set_push_bytes(
+        group_, at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_DTYPE_BFLOAT16, world_,
+                                     max_count, 0)));
     comms_.resize(world_);
     BENCH_NCCL(ncclCommInitAll(comms_.data(), world_, devs.data()));
     stream_.resize(world_);
@@ -376,7 +379,7 @@ class Bench {
     std::vector<const void*> inputs(in_.begin(), in_.end());
     for (int r = 0; r < world_; ++r) {
       at_p2p_args& a = args[r];
-      BENCH_CUDA(at_p2p_group_init_args(group_, r, &a));
+      BENCH_CUDA(at_p2p_group_init_algo_args(group_, algo, r, &a));
       a.dtype = AT_DTYPE_BFLOAT16;
       a.op = AT_OP_SUM;
       a.count = count;
@@ -445,13 +448,13 @@ int Main(int argc, char** argv) {
               flags.iters, flags.warmup, flags.nccl_only ? ", NCCL only" : "");
   Bench bench(flags, world);
   bench.Setup();
-  std::printf("%12s %14s %26s %26s %26s %34s %12s %s\n", "bytes", "nccl_us", "one_shot_us",
-              "two_shot_us", "two_shot_push_us", "two_shot_chunked_us", "busbw_GB/s",
-              "winner");
+  std::printf("%12s %14s %26s %26s %26s %26s %34s %12s %s\n", "bytes", "nccl_us",
+              "one_shot_us", "one_shot_push_us", "two_shot_us", "two_shot_push_us",
+              "two_shot_chunked_us", "busbw_GB/s", "winner");
   std::vector<std::string> bad;  // candidates whose output was wrong
   for (int64_t bytes = flags.min_bytes; bytes <= flags.max_bytes; bytes *= flags.step) {
     const int64_t count = bytes / 2;
-    Best nccl, one, two, push, chunked;
+    Best nccl, one, one_push, two, push, chunked;
     nccl.how = "nccl";
     nccl.us = bench.Nccl(count, &nccl.ok);
     for (const Shape& s : flags.nccl_only ? std::vector<Shape>{} : flags.shapes) {
@@ -469,6 +472,7 @@ int Main(int argc, char** argv) {
         if (best->us < 0 || us < best->us) *best = {us, label, ok};
       };
       run(AT_ALGO_ALL_REDUCE_ONE_SHOT, 0, how, &one);
+      run(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, 0, how, &one_push);
       run(AT_ALGO_ALL_REDUCE_TWO_SHOT, 0, how, &two);
       run(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, 0, how, &push);
       for (int64_t chunk : flags.chunks) {
@@ -480,7 +484,8 @@ int Main(int argc, char** argv) {
     const Best* winner = &nccl;
     const char* winner_name = "nccl";
     const std::pair<const Best*, const char*> candidates[] = {
-        {&one, "one_shot"}, {&two, "two_shot"}, {&push, "two_shot_push"},
+        {&one, "one_shot"}, {&one_push, "one_shot_push"}, {&two, "two_shot"},
+        {&push, "two_shot_push"},
         {&chunked, "two_shot_chunked"}};
     for (const auto& c : candidates) {
       if (c.first->us >= 0 && (!winner->ok || c.first->us < winner->us)) {
@@ -491,8 +496,9 @@ int Main(int argc, char** argv) {
     const double busbw = static_cast<double>(bytes) / (winner->us * 1e3) * 2.0 * (world - 1) / world;
     char nccl_cell[32];
     std::snprintf(nccl_cell, sizeof(nccl_cell), "%.2f%s", nccl.us, nccl.ok ? "" : " BAD");
-    std::printf("%12lld %14s %26s %26s %26s %34s %12.1f %s\n", static_cast<long long>(bytes),
-                nccl_cell, Cell(one).c_str(), Cell(two).c_str(), Cell(push).c_str(),
+    std::printf("%12lld %14s %26s %26s %26s %26s %34s %12.1f %s\n",
+                static_cast<long long>(bytes), nccl_cell, Cell(one).c_str(),
+                Cell(one_push).c_str(), Cell(two).c_str(), Cell(push).c_str(),
                 Cell(chunked).c_str(), busbw, winner_name);
     std::fflush(stdout);
     if (!nccl.ok) bad.push_back(std::to_string(bytes) + " nccl");

@@ -1,8 +1,10 @@
 // GPU test of the P2P collectives: one process drives every visible GPU
 // (world = all of them, 2..8) through at_p2p_group. Inputs come from the
 // predictable pattern (pattern.h), outputs are checked on the device with
-// LaunchCheckPattern. Without 2 GPUs with peer access it reports that it
-// skipped and passes.
+// LaunchCheckPattern. With one GPU, two ranks share it (each its own stream
+// and buffers, launch shapes capped so that both ranks' blocks fit at once):
+// the protocols and the data are checked, NVLink is not. Without a GPU it
+// reports that it skipped and passes.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -24,11 +26,14 @@ constexpr int64_t kMaxCount = 1 << 20;
 constexpr int64_t kCounts[] = {1, 7, 8, 1000, 4096 + 3, 1 << 20};
 constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
                           AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_GATHER,
-                          AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH};
-// The all-reduces, which share one scratch buffer per rank.
+                          AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
+                          AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH};
+// The all-reduces: they share the signal buffer, and all but the push
+// one-shot (its own buffers) one scratch buffer per rank.
 constexpr int kAllReduces[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
                                AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
-                               AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH};
+                               AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
+                               AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH};
 constexpr int kDtypes[] = {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16};
 struct Shape {
   int blocks;
@@ -46,6 +51,11 @@ constexpr int64_t kSpinLimit = int64_t{1} << 24;
 constexpr int64_t kScratchBytes = int64_t{8} << 20;
 
 int64_t ElemBytes(int dtype) { return dtype == AT_DTYPE_FLOAT32 ? 4 : 2; }
+
+// What an algo runs: the push one-shot takes 16-bit types only.
+bool Runs(int algo, int dtype) {
+  return algo != AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH || dtype != AT_DTYPE_FLOAT32;
+}
 
 #define REQUIRE_CUDA(expr)                                       \
   do {                                                           \
@@ -67,16 +77,33 @@ class Env {
         if (i != j && (cudaDeviceCanAccessPeer(&can, i, j) != cudaSuccess || !can)) p2p = false;
       }
     }
-    if (!p2p) {
-      std::fprintf(stderr, "SKIPPED: needs 2 GPUs with P2P, found %d\n", n);
+    std::unique_ptr<Env> env(new Env);
+    if (p2p) {
+      env->world = n < AT_P2P_MAX_WORLD ? n : AT_P2P_MAX_WORLD;
+      for (int r = 0; r < env->world; ++r) env->dev.push_back(r);
+    } else if (n == 1) {
+      env->world = 2;
+      env->dev = {0, 0};
+      int sms = 0;
+      REQUIRE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+      env->max_blocks = sms / env->world;
+      static bool said = false;
+      if (!said) {
+        std::fprintf(stderr, "NOTE: one GPU: 2 ranks share GPU 0 (at most %d blocks each); "
+                     "protocols and data checked, not NVLink\n", env->max_blocks);
+        said = true;
+      }
+    } else {
+      std::fprintf(stderr, "SKIPPED: needs a GPU (2 with P2P for NVLink), found %d\n", n);
       return nullptr;
     }
-    std::unique_ptr<Env> env(new Env);
-    env->world = n < AT_P2P_MAX_WORLD ? n : AT_P2P_MAX_WORLD;
-    for (int r = 0; r < env->world; ++r) env->dev.push_back(r);
     REQUIRE_CUDA(at_p2p_group_create(env->world, env->dev.data(), kScratchBytes, &env->group));
+    const int64_t push_bytes = at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
+                                                    AT_DTYPE_BFLOAT16, env->world, kMaxCount, 0);
+    REQUIRE_CUDA(at_p2p_group_set_push_bytes(env->group, push_bytes));
     for (int algo : kAlgos) {
       for (int dtype : kDtypes) {
+        if (!Runs(algo, dtype) || algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH) continue;
         REQUIRE(at_p2p_scratch_bytes(algo, dtype, env->world, kMaxCount, 1 << 17) <=
                 kScratchBytes);
       }
@@ -88,7 +115,7 @@ class Env {
     env->bad.resize(env->world);
     env->first.resize(env->world);
     for (int r = 0; r < env->world; ++r) {
-      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
       REQUIRE_CUDA(cudaStreamCreateWithFlags(&env->stream[r], cudaStreamNonBlocking));
       REQUIRE_CUDA(cudaMalloc(&env->in[r], bytes));
       REQUIRE_CUDA(cudaMalloc(&env->out[r], bytes));
@@ -100,7 +127,7 @@ class Env {
 
   ~Env() {
     for (int r = 0; r < world; ++r) {
-      cudaSetDevice(r);
+      cudaSetDevice(dev[r]);
       cudaStreamSynchronize(stream[r]);
       cudaStreamDestroy(stream[r]);
       cudaFree(in[r]);
@@ -113,7 +140,7 @@ class Env {
 
   void SyncAll() {
     for (int r = 0; r < world; ++r) {
-      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaSetDevice(dev[r]));
       REQUIRE_CUDA(cudaStreamSynchronize(stream[r]));
     }
   }
@@ -121,7 +148,7 @@ class Env {
   void ResetCounters() {
     static const long long kNone = INT64_MAX;
     for (int r = 0; r < world; ++r) {  // on the stream the checks run on
-      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaSetDevice(dev[r]));
       REQUIRE_CUDA(cudaMemsetAsync(bad[r], 0, sizeof(unsigned long long), stream[r]));
       REQUIRE_CUDA(cudaMemcpyAsync(first[r], &kNone, sizeof(kNone), cudaMemcpyHostToDevice,
                                    stream[r]));
@@ -135,7 +162,7 @@ class Env {
       unsigned long long n = 0;
       long long first_bad = 0;
       uint32_t error = 0;
-      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaSetDevice(dev[r]));
       REQUIRE_CUDA(cudaMemcpy(&n, bad[r], sizeof(n), cudaMemcpyDeviceToHost));
       REQUIRE_CUDA(cudaMemcpy(&first_bad, first[r], sizeof(first_bad), cudaMemcpyDeviceToHost));
       REQUIRE_CUDA(at_p2p_group_error(group, r, &error));
@@ -146,8 +173,15 @@ class Env {
     }
   }
 
+  // A launch shape with at most max_blocks blocks (ranks sharing a GPU).
+  Shape Fit(Shape s) const {
+    if (s.blocks > max_blocks) s.blocks = max_blocks;
+    return s;
+  }
+
   int world = 0;
   std::vector<int> dev;
+  int max_blocks = AT_P2P_MAX_BLOCKS;
   at_p2p_group* group = nullptr;
   std::vector<cudaStream_t> stream;
   std::vector<void*> in, out;
@@ -239,12 +273,13 @@ int Check(Env& env, const Case& c, const Layout& l, int r) {
 at_p2p_args Args(Env& env, const Case& c, const Layout& l, int r, Shape shape,
                  int64_t spin_limit = kSpinLimit) {
   at_p2p_args a = {};
-  at_p2p_group_init_args(env.group, r, &a);
+  at_p2p_group_init_algo_args(env.group, c.algo, r, &a);
   a.dtype = c.dtype;
   a.op = c.op;
   a.count = c.count;
   a.peer_inputs = l.inputs.data();
   a.output = l.outputs[r];
+  shape = env.Fit(shape);
   a.blocks = shape.blocks;
   a.threads = shape.threads;
   a.chunk_elems = c.Chunk();
@@ -261,7 +296,7 @@ int Launch(Env& env, const Case& c, const Layout& l, int r, Shape shape) {
 void RunOnce(Env& env, const Case& c, Shape shape) {
   const Layout l = MakeLayout(env, c);
   for (int r = 0; r < env.world; ++r) {
-    REQUIRE_CUDA(cudaSetDevice(r));
+    REQUIRE_CUDA(cudaSetDevice(env.dev[r]));
     REQUIRE_CUDA(Fill(env, c, l, r));
     REQUIRE_CUDA(Launch(env, c, l, r, shape));
     REQUIRE_CUDA(Check(env, c, l, r));
@@ -272,6 +307,7 @@ std::vector<Case> AllCases() {
   std::vector<Case> cases;
   for (int algo : kAlgos) {
     for (int dtype : kDtypes) {
+      if (!Runs(algo, dtype)) continue;
       for (int64_t count : kCounts) {
         Case c;
         c.algo = algo;
@@ -338,24 +374,24 @@ TEST_CASE("p2p collectives back to back", "[gpu]") {
     env->ResetCounters();
     // 200 launches with nothing in between, then check the last output.
     for (int r = 0; r < env->world; ++r) {
-      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
       REQUIRE_CUDA(Fill(*env, c, l, r));
     }
     for (int i = 0; i < 200; ++i) {
       for (int r = 0; r < env->world; ++r) {
-        REQUIRE_CUDA(cudaSetDevice(r));
+        REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
         REQUIRE_CUDA(Launch(*env, c, l, r, kShapes[i % kNumShapes]));
       }
     }
     for (int r = 0; r < env->world; ++r) {
-      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
       REQUIRE_CUDA(Check(*env, c, l, r));
     }
     // Each rank overwrites its input right after its launch completes: a
     // peer still reading it would produce a mismatch.
     for (int i = 0; i < 50; ++i) {
       for (int r = 0; r < env->world; ++r) {
-        REQUIRE_CUDA(cudaSetDevice(r));
+        REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
         REQUIRE_CUDA(Fill(*env, c, l, r));
         REQUIRE_CUDA(Launch(*env, c, l, r, kShapes[i % kNumShapes]));
         REQUIRE_CUDA(Check(*env, c, l, r));
@@ -381,13 +417,14 @@ TEST_CASE("p2p all-reduces interleaved back to back", "[gpu]") {
       for (int i = 0; i < 60; ++i) {
         Case c;
         c.algo = kAllReduces[(i * 3 + i / kN) % kN];
+        if (!Runs(c.algo, dtype)) continue;
         c.dtype = dtype;
         c.count = count;
         c.in_place = i % 2 == 1 && c.algo != AT_ALGO_ALL_REDUCE_ONE_SHOT;
         INFO(c.Name() << " launch " << i);
         const Layout l = MakeLayout(*env, c);
         for (int r = 0; r < env->world; ++r) {
-          REQUIRE_CUDA(cudaSetDevice(r));
+          REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
           REQUIRE_CUDA(Fill(*env, c, l, r));
           REQUIRE_CUDA(Launch(*env, c, l, r, kShapes[i % kNumShapes]));
           REQUIRE_CUDA(Check(*env, c, l, r));
@@ -409,7 +446,7 @@ TEST_CASE("p2p collectives under CUDA graph capture and replay", "[gpu]") {
     env->ResetCounters();
     std::vector<cudaGraphExec_t> exec(env->world, nullptr);
     for (int r = 0; r < env->world; ++r) {
-      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
       REQUIRE_CUDA(cudaStreamBeginCapture(env->stream[r], cudaStreamCaptureModeThreadLocal));
       for (int i = 0; i < 10; ++i) {
         REQUIRE_CUDA(Fill(*env, c, l, r));
@@ -424,7 +461,7 @@ TEST_CASE("p2p collectives under CUDA graph capture and replay", "[gpu]") {
     }
     for (int replay = 0; replay < 20; ++replay) {
       for (int r = 0; r < env->world; ++r) {
-        REQUIRE_CUDA(cudaSetDevice(r));
+        REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
         REQUIRE_CUDA(cudaGraphLaunch(exec[r], env->stream[r]));
       }
     }
@@ -433,9 +470,51 @@ TEST_CASE("p2p collectives under CUDA graph capture and replay", "[gpu]") {
     RunOnce(*env, c, kShapes[2]);
     env->ExpectClean();
     for (int r = 0; r < env->world; ++r) {
-      REQUIRE_CUDA(cudaSetDevice(r));
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
       REQUIRE_CUDA(cudaGraphExecDestroy(exec[r]));
     }
+  }
+}
+
+// -0.0 is the push one-shot's empty marker: an input of -0.0 must still
+// arrive (sent as +0.0) rather than leave its reader waiting.
+TEST_CASE("push one-shot: inputs of -0.0 arrive as +0.0", "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  for (int dtype : {AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16}) {
+    Case c;
+    c.algo = AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH;
+    c.dtype = dtype;
+    c.count = 4096 + 3;  // whole vectors and a tail
+    INFO(c.Name());
+    const Layout l = MakeLayout(*env, c);
+    const std::vector<uint16_t> minus_zero(c.count, 0x8000);
+    for (int r = 0; r < env->world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
+      REQUIRE_CUDA(cudaMemcpy(const_cast<void*>(l.inputs[r]), minus_zero.data(), c.count * 2,
+                              cudaMemcpyHostToDevice));
+      REQUIRE_CUDA(cudaMemset(l.outputs[r], 0xff, c.count * 2));
+    }
+    for (int r = 0; r < env->world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
+      REQUIRE_CUDA(Launch(*env, c, l, r, kShapes[0]));
+    }
+    env->SyncAll();
+    for (int r = 0; r < env->world; ++r) {
+      std::vector<uint16_t> out(c.count, 1);
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
+      REQUIRE_CUDA(cudaMemcpy(out.data(), l.outputs[r], c.count * 2, cudaMemcpyDeviceToHost));
+      int64_t wrong = 0;
+      for (uint16_t v : out) wrong += v != 0;
+      INFO("rank " << r);
+      CHECK(wrong == 0);
+      uint32_t error = 0;
+      REQUIRE_CUDA(at_p2p_group_error(env->group, r, &error));
+      CHECK(error == 0);
+    }
+    env->ResetCounters();
+    RunOnce(*env, c, kShapes[1]);
+    env->ExpectClean();
   }
 }
 
@@ -445,7 +524,7 @@ TEST_CASE("bad launch shapes are rejected without a launch", "[gpu]") {
   Case c;
   c.count = 1000;
   const Layout l = MakeLayout(*env, c);
-  REQUIRE_CUDA(cudaSetDevice(0));
+  REQUIRE_CUDA(cudaSetDevice(env->dev[0]));
   for (int algo : kAlgos) {
     for (Shape s : {Shape{0, 256}, Shape{AT_P2P_MAX_BLOCKS + 1, 256}, Shape{8, 0}, Shape{8, 48}, Shape{8, 2048},
                     Shape{-1, 32}}) {
@@ -468,16 +547,18 @@ TEST_CASE("a rank launched alone gives up after the spin limit", "[gpu]") {
     INFO(at_p2p_algo_name(algo));
     Case c;
     c.algo = algo;
+    c.dtype = AT_DTYPE_BFLOAT16;
     c.count = 4099;
     const Layout l = MakeLayout(*env, c);
-    REQUIRE_CUDA(cudaSetDevice(0));
+    REQUIRE_CUDA(cudaSetDevice(env->dev[0]));
     at_p2p_args a = Args(*env, c, l, 0, Shape{4, 128}, /*spin_limit=*/1 << 16);
     REQUIRE_CUDA(at_p2p_launch(algo, &a, env->stream[0]));
     REQUIRE_CUDA(cudaStreamSynchronize(env->stream[0]));  // returns: no hang
     uint32_t error = 0;
     REQUIRE_CUDA(at_p2p_group_error(env->group, 0, &error));
     CHECK((error & 0xffu) == AT_SIGNAL_ERR_TIMEOUT);
-    CHECK(((error >> 8) & 0xffu) == 1);  // the start barrier
+    // The start barrier, or the push one-shot's data.
+    CHECK(((error >> 8) & 0xffu) == (algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH ? 4u : 1u));
     const uint32_t peer = (error >> 16) & 0xffu;
     CHECK(peer >= 1);
     CHECK(peer < static_cast<uint32_t>(env->world));

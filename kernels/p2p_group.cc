@@ -17,6 +17,8 @@ struct at_p2p_group {
   int devices[autotuned::kernels::p2p::kMaxWorld] = {};
   int64_t scratch_bytes = 0;
   void* scratch[autotuned::kernels::p2p::kMaxWorld] = {};
+  int64_t push_bytes = 0;  // the push one-shot's own buffers
+  void* push[autotuned::kernels::p2p::kMaxWorld] = {};
   void* signals[autotuned::kernels::p2p::kMaxWorld] = {};
   // Non-blocking, so an error read does not wait for the caller's streams.
   cudaStream_t control[autotuned::kernels::p2p::kMaxWorld] = {};
@@ -47,6 +49,7 @@ void FreeGroup(at_p2p_group* g) {
   for (int r = 0; r < g->world; ++r) {
     if (cudaSetDevice(g->devices[r]) != cudaSuccess) continue;
     if (g->scratch[r] != nullptr) cudaFree(g->scratch[r]);
+    if (g->push[r] != nullptr) cudaFree(g->push[r]);
     if (g->signals[r] != nullptr) cudaFree(g->signals[r]);
     if (g->control[r] != nullptr) cudaStreamDestroy(g->control[r]);
   }
@@ -58,7 +61,7 @@ int EnablePeers(int world, const int* devices) {
     cudaError_t e = cudaSetDevice(devices[i]);
     if (e != cudaSuccess) return e;
     for (int j = 0; j < world; ++j) {
-      if (i == j) continue;
+      if (devices[i] == devices[j]) continue;  // itself, or ranks sharing a GPU
       int can = 0;
       e = cudaDeviceCanAccessPeer(&can, devices[i], devices[j]);
       if (e != cudaSuccess) return e;
@@ -102,11 +105,6 @@ int at_p2p_group_create(int world, const int* devices, int64_t scratch_bytes,
   *out = nullptr;
   if (world < kMinWorld || world > kMaxWorld || devices == nullptr || scratch_bytes < 0) {
     return cudaErrorInvalidValue;
-  }
-  for (int i = 0; i < world; ++i) {
-    for (int j = 0; j < i; ++j) {
-      if (devices[i] == devices[j]) return cudaErrorInvalidValue;
-    }
   }
   DeviceGuard guard;
   int rc = EnablePeers(world, devices);
@@ -173,6 +171,51 @@ int at_p2p_group_init_args(const at_p2p_group* group, int rank, at_p2p_args* arg
   return cudaSuccess;
 }
 
+int at_p2p_group_set_push_bytes(at_p2p_group* group, int64_t bytes) {
+  if (group == nullptr || bytes < 0 || (bytes > 0 && bytes < at_p2p_scratch_bytes(
+                                                        AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
+                                                        AT_DTYPE_BFLOAT16, group->world, 1, 0))) {
+    return cudaErrorInvalidValue;
+  }
+  DeviceGuard guard;
+  for (int r = 0; r < group->world; ++r) {
+    cudaError_t e = cudaSetDevice(group->devices[r]);
+    if (e == cudaSuccess && group->push[r] != nullptr) e = cudaFree(group->push[r]);
+    group->push[r] = nullptr;
+    if (e != cudaSuccess) return e;
+  }
+  group->push_bytes = 0;
+  if (bytes == 0) return cudaSuccess;
+  for (int r = 0; r < group->world; ++r) {
+    cudaError_t e = cudaSetDevice(group->devices[r]);
+    if (e == cudaSuccess) e = cudaMalloc(&group->push[r], static_cast<size_t>(bytes));
+    if (e == cudaSuccess) {
+      e = static_cast<cudaError_t>(
+          at_p2p_scratch_init(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, group->push[r], bytes, nullptr));
+    }
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+      at_p2p_group_set_push_bytes(group, 0);
+      return e;
+    }
+  }
+  group->push_bytes = bytes;
+  return cudaSuccess;
+}
+
+int64_t at_p2p_group_push_bytes(const at_p2p_group* group) {
+  return group == nullptr ? 0 : group->push_bytes;
+}
+
+int at_p2p_group_init_algo_args(const at_p2p_group* group, int algo, int rank,
+                                at_p2p_args* args) {
+  const int rc = at_p2p_group_init_args(group, rank, args);
+  if (rc != cudaSuccess || algo != AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH) return rc;
+  args->peer_scratch = group->push_bytes > 0 ? group->push : nullptr;
+  args->scratch_bytes = group->push_bytes;
+  return cudaSuccess;
+}
+
 int at_p2p_group_reset(at_p2p_group* group) {
   if (group == nullptr) return cudaErrorInvalidValue;
   DeviceGuard guard;
@@ -184,6 +227,10 @@ int at_p2p_group_reset(at_p2p_group* group) {
   for (int r = 0; r < group->world; ++r) {
     cudaError_t e = cudaSetDevice(group->devices[r]);
     if (e == cudaSuccess) e = cudaMemset(group->signals[r], 0, sizeof(Signal));
+    if (e == cudaSuccess && group->push[r] != nullptr) {
+      e = static_cast<cudaError_t>(at_p2p_scratch_init(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
+                                                       group->push[r], group->push_bytes, nullptr));
+    }
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) return e;
   }

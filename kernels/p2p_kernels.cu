@@ -1,82 +1,18 @@
 // P2P collective kernels (all-reduce one-shot / two-shot / chunked two-shot /
-// push two-shot, all-gather, reduce-scatter) and their launch functions.
-// Contract and protocol: autotuned_kernels.h and p2p_layout.h. Kernels only:
-// validation is at_p2p_check_args (p2p_args.cc), setup is p2p_group.cc.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// push two-shot, all-gather, reduce-scatter; the push one-shot is in
+// one_shot_push.cuh) and their launch functions. Contract and protocol:
+// autotuned_kernels.h and p2p_layout.h. Kernels only: validation is
+// at_p2p_check_args (p2p_args.cc), setup is p2p_group.cc.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 #include "kernels/autotuned_kernels.h"
+#include "kernels/one_shot_push.cuh"
+#include "kernels/p2p_device.cuh"
 #include "kernels/p2p_layout.h"
 
 namespace autotuned::kernels::p2p {
 namespace {
-
-// Everything a kernel needs, by value: a CUDA graph captures the pointer
-// arrays themselves, and the kernel never dereferences host memory.
-struct P2pKernelArgs {
-  const void* in[kMaxWorld];
-  void* scratch[kMaxWorld];
-  Signal* sig[kMaxWorld];
-  void* out;
-  int64_t count;        // elements (all-gather: copy units per rank)
-  int64_t chunk_elems;  // two-shot: chunk length in elements
-  int64_t slot_elems;   // two-shot: elements of one scratch slot
-  int64_t spin_limit;
-  int world;
-  int rank;
-};
-
-// ---- Element types: raw bits in registers, arithmetic in fp32 -------------
-
-template <int DT> struct Traits;
-template <> struct Traits<AT_DTYPE_FLOAT32> {
-  using Raw = unsigned int;
-  static __device__ __forceinline__ float ToF(Raw v) { return __uint_as_float(v); }
-  static __device__ __forceinline__ Raw FromF(float v) { return __float_as_uint(v); }
-};
-template <> struct Traits<AT_DTYPE_BFLOAT16> {
-  using Raw = unsigned short;
-  static __device__ __forceinline__ float ToF(Raw v) {
-    return __uint_as_float(static_cast<unsigned int>(v) << 16);
-  }
-  static __device__ __forceinline__ Raw FromF(float v) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  }
-};
-template <> struct Traits<AT_DTYPE_FLOAT16> {
-  using Raw = unsigned short;
-  static __device__ __forceinline__ float ToF(Raw v) { return __half2float(__ushort_as_half(v)); }
-  static __device__ __forceinline__ Raw FromF(float v) {
-    return __half_as_ushort(__float2half_rn(v));
-  }
-};
-
-template <int DT> constexpr int kVec = kVecBytes / static_cast<int>(sizeof(typename Traits<DT>::Raw));
-
-template <int DT> union Pack {
-  uint4 u;
-  typename Traits<DT>::Raw e[kVec<DT>];
-};
-
-template <int OP> __device__ __forceinline__ float Apply(float a, float b) {
-  if (OP == AT_OP_MAX) return fmaxf(a, b);
-  if (OP == AT_OP_MIN) return fminf(a, b);
-  return a + b;
-}
-
-// ---- Signals ---------------------------------------------------------------
-
-__device__ __forceinline__ void StoreRelease(uint64_t* p, uint64_t v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-__device__ __forceinline__ uint64_t LoadAcquire(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
 
 __device__ __forceinline__ uint64_t* Slot(Signal* s, int kind, int from) {
   FlagRow* rows = kind == kArrive ? s->arrive : (kind == kReduced ? s->reduced : s->gathered);
@@ -112,9 +48,7 @@ __device__ __forceinline__ bool WaitAll(const P2pKernelArgs& a, int kind, uint64
     while (static_cast<int64_t>(LoadAcquire(slot) - value) < 0) {
       if (a.spin_limit > 0 && ++spins >= a.spin_limit) {
         failed = 1;
-        const unsigned int code = AT_SIGNAL_ERR_TIMEOUT | (static_cast<unsigned int>(kind) << 8) |
-                                  (threadIdx.x << 16) | (blockIdx.x << 24);
-        atomicCAS_system(&a.sig[a.rank]->error, 0u, code);
+        RecordTimeout(a, static_cast<unsigned int>(kind), threadIdx.x);
         break;
       }
     }
@@ -127,31 +61,7 @@ __device__ __forceinline__ bool Barrier(const P2pKernelArgs& a, uint64_t value) 
   return WaitAll(a, kArrive, value);
 }
 
-__device__ __forceinline__ int64_t GlobalThread() {
-  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-}
-__device__ __forceinline__ int64_t GridThreads() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
 // ---- Data movement ---------------------------------------------------------
-
-// Where ReduceRange stores vector j / element i of its range: dst0 (and dst1
-// when not null), both local.
-struct LocalDst {
-  void* dst0;
-  void* dst1;
-  template <typename Raw>
-  __device__ __forceinline__ void Vec(int64_t j, uint4 v) const {
-    reinterpret_cast<uint4*>(dst0)[j] = v;
-    if (dst1 != nullptr) reinterpret_cast<uint4*>(dst1)[j] = v;
-  }
-  template <typename Raw>
-  __device__ __forceinline__ void Elem(int64_t i, Raw v) const {
-    static_cast<Raw*>(dst0)[i] = v;
-    if (dst1 != nullptr) static_cast<Raw*>(dst1)[i] = v;
-  }
-};
 
 // The push two-shot's destinations: this rank's output and every peer's
 // scratch, each at the same element offset `off` (slice r of the output is
@@ -180,28 +90,6 @@ struct PushDst {
     }
   }
 };
-
-// Vector j of every rank's input reduced into dst (vector j).
-template <int W, int DT, int OP, typename Dst>
-__device__ __forceinline__ void ReduceVector(const Pack<DT> (&in)[W], int world, int64_t j,
-                                             const Dst& dst) {
-  using T = Traits<DT>;
-  constexpr int V = kVec<DT>;
-  float acc[V];
-#pragma unroll
-  for (int k = 0; k < V; ++k) acc[k] = T::ToF(in[0].e[k]);
-#pragma unroll
-  for (int p = 1; p < W; ++p) {
-    if (p < world) {
-#pragma unroll
-      for (int k = 0; k < V; ++k) acc[k] = Apply<OP>(acc[k], T::ToF(in[p].e[k]));
-    }
-  }
-  Pack<DT> out;
-#pragma unroll
-  for (int k = 0; k < V; ++k) out.e[k] = T::FromF(acc[k]);
-  dst.template Vec<typename T::Raw>(j, out.u);
-}
 
 // Vectors a thread loads before it reduces any (all U x W loads in flight at
 // once): NVLink latency times bandwidth is more than one 16-byte load per
@@ -465,9 +353,17 @@ __global__ void __launch_bounds__(kMaxThreads, 1) AllGatherKernel(const __grid_c
 using KernelFn = void (*)(const P2pKernelArgs);
 
 // W: the world size the code is unrolled for (2, 4 or 8); world <= W.
+// nullptr for what the algo does not run (the push one-shot in fp32, which
+// at_p2p_check_args rejects first).
 template <int W, int DT, int OP> KernelFn PickAlgo(int algo) {
   switch (algo) {
     case AT_ALGO_ALL_REDUCE_ONE_SHOT: return OneShotKernel<W, DT, OP>;
+    case AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH:
+      if constexpr (DT == AT_DTYPE_FLOAT32) {
+        return nullptr;
+      } else {
+        return OneShotPushKernel<W, DT, OP>;
+      }
     case AT_ALGO_REDUCE_SCATTER: return ReduceScatterKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return TwoShotPushKernel<W, DT, OP>;
     default: return TwoShotKernel<W, DT, OP>;
@@ -538,7 +434,11 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
     k.chunk_elems = g.chunk;
     k.slot_elems = g.slot_elems;
   }
+  if (algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH) {
+    k.slot_elems = p2p::PushSlotBytes(args->scratch_bytes, args->world) / p2p::ElemBytes(args->dtype);
+  }
   const p2p::KernelFn fn = p2p::Pick(algo, args->world, args->dtype, args->op, &k.count);
+  if (fn == nullptr) return AT_ERR_INVALID_VALUE;
   fn<<<args->blocks, args->threads, 0, static_cast<cudaStream_t>(stream)>>>(k);
   return static_cast<int>(cudaGetLastError());
 }
@@ -555,11 +455,34 @@ int at_p2p_all_reduce_two_shot_chunked(const at_p2p_args* args, void* stream) {
 int at_p2p_all_reduce_two_shot_push(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, args, stream);
 }
+int at_p2p_all_reduce_one_shot_push(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, args, stream);
+}
 int at_p2p_all_gather(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_ALL_GATHER, args, stream);
 }
 int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_REDUCE_SCATTER, args, stream);
+}
+
+
+int at_p2p_scratch_init(int algo, void* scratch, int64_t scratch_bytes, void* stream) {
+  namespace p2p = autotuned::kernels::p2p;
+  if (at_p2p_algo_name(algo) == nullptr || scratch == nullptr ||
+      reinterpret_cast<uintptr_t>(scratch) % p2p::kVecBytes != 0) {
+    return AT_ERR_INVALID_VALUE;
+  }
+  if (algo != AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH) return AT_OK;
+  if (scratch_bytes < p2p::kPushHeaderBytes + p2p::kVecBytes) return AT_ERR_INVALID_VALUE;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const cudaError_t e = cudaMemsetAsync(scratch, 0, p2p::kPushHeaderBytes, s);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  const int64_t vecs = (scratch_bytes - p2p::kPushHeaderBytes) / p2p::kVecBytes;
+  constexpr int kThreads = 512;
+  const int64_t blocks = (vecs + kThreads - 1) / kThreads;
+  p2p::PushFillKernel<<<static_cast<int>(blocks < 1024 ? blocks : 1024), kThreads, 0, s>>>(
+      reinterpret_cast<uint4*>(static_cast<char*>(scratch) + p2p::kPushHeaderBytes), vecs);
+  return static_cast<int>(cudaGetLastError());
 }
 
 }  // extern "C"

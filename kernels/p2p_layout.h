@@ -108,4 +108,45 @@ AT_P2P_HD inline TwoShotGeometry TwoShotLayout(int64_t count, int world,
   return g;
 }
 
+// ---- The push one-shot's buffer (AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH) ---------
+// Data that carries its own arrival: a slot word nobody has written yet holds
+// kPushEmpty (0x8000, -0.0 in bfloat16 and float16), and senders turn their
+// -0.0 into +0.0, so a reader knows a 16-bit element has arrived when it is
+// not kPushEmpty. No flags and no barrier.
+//
+// Rank r's buffer (used by this algo only): a PushHeader, then kPushPhases x
+// world slots of PushSlotBytes each; slot (phase, p) receives rank p's input
+// in the launches of that phase (launch n has phase n % 3). Launch n stores
+// into slot (n % 3, r) of every peer, waits for its own slots (n % 3, p), and
+// refills with kPushEmpty the slots of phase (n + 2) % 3 that launch n - 1
+// read (header.extent says how many elements it wrote). A peer is at most one
+// launch ahead (it cannot finish launch n + 1 without this rank's data of
+// launch n + 1), so it writes only phase (n + 1) % 3, which launch n - 1 of
+// this rank emptied before this rank sent anything of launch n.
+constexpr int kPushPhases = 3;
+constexpr uint16_t kPushEmpty = 0x8000;
+
+struct alignas(kSignalAlignment) PushHeader {
+  uint32_t launches;  // completed launches on this rank
+  uint32_t exited;    // blocks of the running launch that have finished
+  int64_t extent[kPushPhases];  // elements per slot written by the last
+                                // launch of each phase
+};
+constexpr int64_t kPushHeaderBytes = sizeof(PushHeader);
+static_assert(sizeof(PushHeader) == kSignalAlignment, "one line");
+
+// Bytes of one slot in a buffer of `buffer_bytes` (every rank must pass the
+// same size): whole 16-byte vectors.
+AT_P2P_HD inline int64_t PushSlotBytes(int64_t buffer_bytes, int world) {
+  const int64_t body = buffer_bytes - kPushHeaderBytes;
+  if (body <= 0 || world <= 0) return 0;
+  return body / (kPushPhases * world) / kVecBytes * kVecBytes;
+}
+
+// Buffer bytes that hold slots of `count` elements.
+AT_P2P_HD inline int64_t PushBufferBytes(int64_t count, int world, int dtype) {
+  const int64_t slot = (count * ElemBytes(dtype) + kVecBytes - 1) / kVecBytes * kVecBytes;
+  return kPushHeaderBytes + kPushPhases * world * slot;
+}
+
 }  // namespace autotuned::kernels::p2p

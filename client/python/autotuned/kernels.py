@@ -17,7 +17,8 @@ equals the ctypes mirror below; a mismatch raises KernelsError naming both.
 Group. P2PGroup(process_group) is collective over a torch.distributed group
 (NCCL or gloo; one GPU per rank, all ranks on one host). Each rank makes one
 cudaMalloc holding its signal buffer (zeroed with at_p2p_signal_init), the
-two-shot scratch and a staging input buffer of `max_bytes`; exports it with
+two-shot scratch, the push one-shot's buffer (prepared with
+at_p2p_scratch_init) and a staging input buffer of `max_bytes`; exports it with
 cudaIpcGetMemHandle, exchanges the handles with dist.all_gather_object and
 opens the peers' with cudaIpcOpenMemHandle (cudaIpcMemLazyEnablePeerAccess).
 cudart is the libcudart that torch loaded (found in /proc/self/maps).
@@ -29,12 +30,13 @@ Ops (namespace `autotuned`, with fake implementations for torch.compile):
     reduce_scatter(Tensor x, str impl, str group, int blocks, int threads,
                    str op) -> Tensor
 `impl` is the daemon's implementation name ("all_reduce/one_shot",
-"all_reduce/two_shot", "all_reduce/two_shot_push",
+"all_reduce/two_shot", "all_reduce/two_shot_push", "all_reduce/one_shot_push",
 "all_reduce/two_shot_chunked", "all_gather/p2p", "reduce_scatter/p2p";
 "<collective>/nccl" runs torch.distributed's own collective); `group` is
 P2PGroup.name ("" = the last group made); blocks, threads and chunk_kib 0 =
 the daemon catalogue's defaults. Each call copies x
-into the staging buffer and launches on the current stream; the result is a
+into the staging buffer (the push one-shot reads x itself, when 16-byte
+aligned) and launches on the current stream; the result is a
 new tensor (all_gather: dim 0 times world; reduce_scatter: dim 0 / world).
 Calls on one rank must be ordered (one stream, as the signal buffer is
 shared); every rank makes the same calls in the same order; a CUDA graph may
@@ -64,6 +66,7 @@ ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED = 3
 ALGO_ALL_GATHER = 4
 ALGO_REDUCE_SCATTER = 5
 ALGO_ALL_REDUCE_TWO_SHOT_PUSH = 6  # since ABI 1.1 (AT_KERNELS_VERSION 10100)
+ALGO_ALL_REDUCE_ONE_SHOT_PUSH = 7  # since ABI 1.2 (bfloat16 and float16 only)
 
 _OPS = {"sum": OP_SUM, "max": OP_MAX, "min": OP_MIN}
 _VOIDPP = ctypes.POINTER(ctypes.c_void_p)
@@ -128,6 +131,8 @@ IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (
     Implementation("all_reduce/two_shot", "all_reduce", ALGO_ALL_REDUCE_TWO_SHOT, 32, 512),
     Implementation("all_reduce/two_shot_push", "all_reduce", ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
                    32, 512),
+    Implementation("all_reduce/one_shot_push", "all_reduce", ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
+                   32, 512),
     Implementation("all_reduce/two_shot_chunked", "all_reduce",
                    ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, 64, 1024, 2048),
     Implementation("all_gather/nccl", "all_gather", 0),
@@ -166,6 +171,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "at_p2p_signal_bytes": (c_i64, []),
         "at_p2p_signal_init": (c_int, [c_vp, c_vp]),
         "at_p2p_signal_error": (c_int, [c_vp, c_vp, ctypes.POINTER(ctypes.c_uint32)]),
+        "at_p2p_scratch_init": (c_int, [c_int, c_vp, c_i64, c_vp]),
     }
     for name, (restype, argtypes) in sig.items():
         try:
@@ -417,9 +423,14 @@ class P2PGroup:
             scratch = max(scratch, self.lib.scratch_bytes(ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                                                           dt, self.world, n, chunk))
         self.scratch_bytes = _align(scratch)
+        # The push one-shot's own buffer, for 16-bit messages up to max_bytes.
+        self.push_bytes = _align(self.lib.scratch_bytes(ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
+                                                        DTYPE_BFLOAT16, self.world,
+                                                        self.max_bytes // 2))
         self.signal_offset = 0
         self.scratch_offset = _align(self.lib.signal_bytes)
-        self.staging_offset = self.scratch_offset + self.scratch_bytes
+        self.push_offset = self.scratch_offset + self.scratch_bytes
+        self.staging_offset = self.push_offset + self.push_bytes
         self.total_bytes = self.staging_offset + self.max_bytes
 
         rt = cudart()
@@ -436,6 +447,11 @@ class P2PGroup:
                                                  ctypes.c_void_p(stream.cuda_stream or None))
             if rc != AT_OK:
                 raise KernelsError(f"at_p2p_signal_init: {self.lib.error_string(rc)}")
+            rc = self.lib.lib.at_p2p_scratch_init(
+                ALGO_ALL_REDUCE_ONE_SHOT_PUSH, ctypes.c_void_p(self._base + self.push_offset),
+                self.push_bytes, ctypes.c_void_p(stream.cuda_stream or None))
+            if rc != AT_OK:
+                raise KernelsError(f"at_p2p_scratch_init: {self.lib.error_string(rc)}")
             stream.synchronize()
             handle = _IpcHandle()
             _cuda_check(rt.cudaIpcGetMemHandle(ctypes.byref(handle), ctypes.c_void_p(self._base)),
@@ -444,14 +460,14 @@ class P2PGroup:
                     "device": self.device.index,
                     "handle": ctypes.string_at(ctypes.addressof(handle), 64),
                     "total": self.total_bytes, "max_bytes": self.max_bytes,
-                    "scratch": self.scratch_bytes}
+                    "scratch": self.scratch_bytes, "push": self.push_bytes}
             everyone: list[Any] = [None] * self.world
             dist.all_gather_object(everyone, mine, group=process_group)
             hosts = {e["host"] for e in everyone}
             if len(hosts) != 1:
                 raise KernelsError(f"P2PGroup: ranks on several hosts ({sorted(hosts)}); "
                                    "CUDA IPC needs one host")
-            layout = {(e["total"], e["max_bytes"], e["scratch"]) for e in everyone}
+            layout = {(e["total"], e["max_bytes"], e["scratch"], e["push"]) for e in everyone}
             if len(layout) != 1:
                 raise KernelsError(f"P2PGroup: ranks disagree on max_bytes/chunk_kib: {layout}")
             bases = []
@@ -473,6 +489,7 @@ class P2PGroup:
         arr = ctypes.c_void_p * self.world
         self._peer_signals = arr(*[b + self.signal_offset for b in bases])
         self._peer_scratch = arr(*[b + self.scratch_offset for b in bases])
+        self._peer_push = arr(*[b + self.push_offset for b in bases])
         self._peer_inputs = arr(*[b + self.staging_offset for b in bases])
         register_group(self.name, self)
         # Everyone has opened everyone's buffer before anyone launches.
@@ -481,16 +498,27 @@ class P2PGroup:
     # -- launching --
 
     def args(self, algo: int, dtype: int, count: int, output_ptr: int, *, op: int = OP_SUM,
-             blocks: int, threads: int, chunk_elems: int = 0) -> AtP2PArgs:
-        """at_p2p_args for a launch reading the staging buffers."""
+             blocks: int, threads: int, chunk_elems: int = 0,
+             input_ptr: Optional[int] = None) -> AtP2PArgs:
+        """at_p2p_args for a launch reading the staging buffers, or, for the
+        push one-shot given `input_ptr`, this rank's own input there (the only
+        one it reads)."""
         a = AtP2PArgs()
         a.world, a.rank, a.dtype, a.op, a.count = self.world, self.rank, dtype, op, count
-        a.peer_inputs = ctypes.cast(self._peer_inputs, _VOIDPP)
+        if input_ptr is None:
+            a.peer_inputs = ctypes.cast(self._peer_inputs, _VOIDPP)
+        else:
+            own = (ctypes.c_void_p * self.world)()
+            own[self.rank] = input_ptr
+            a.peer_inputs = ctypes.cast(own, _VOIDPP)  # keeps `own` alive with `a`
         a.output = output_ptr
         if algo in (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                     ALGO_ALL_REDUCE_TWO_SHOT_PUSH):
             a.peer_scratch = ctypes.cast(self._peer_scratch, _VOIDPP)
             a.scratch_bytes = self.scratch_bytes
+        elif algo == ALGO_ALL_REDUCE_ONE_SHOT_PUSH:
+            a.peer_scratch = ctypes.cast(self._peer_push, _VOIDPP)
+            a.scratch_bytes = self.push_bytes
         a.peer_signals = ctypes.cast(self._peer_signals, _VOIDPP)
         a.blocks, a.threads, a.chunk_elems, a.spin_limit = blocks, threads, chunk_elems, \
             self.spin_limit
@@ -524,12 +552,14 @@ class P2PGroup:
         chunk_elems = 0
         if impl.algo == ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED:
             chunk_elems = max(vec, (chunk_kib or impl.chunk_kib) * 1024 // size // vec * vec)
+        x = x.contiguous()
+        # The push one-shot reads only its own input: x itself, unless misaligned.
+        direct = impl.algo == ALGO_ALL_REDUCE_ONE_SHOT_PUSH and x.data_ptr() % 16 == 0
         a = self.args(impl.algo, dtype, count, out.data_ptr(), op=op_code,
                       blocks=blocks or impl.blocks, threads=threads or impl.threads,
-                      chunk_elems=chunk_elems)
+                      chunk_elems=chunk_elems, input_ptr=x.data_ptr() if direct else None)
         stream = torch.cuda.current_stream(self.device).cuda_stream
-        if nbytes:
-            x = x.contiguous()
+        if nbytes and not direct:
             _cuda_check(cudart().cudaMemcpyAsync(
                 ctypes.c_void_p(self._base + self.staging_offset), ctypes.c_void_p(x.data_ptr()),
                 nbytes, _CUDA_MEMCPY_DEVICE_TO_DEVICE, ctypes.c_void_p(stream or None)),

@@ -44,7 +44,7 @@ from autotuned.vllm import tune_dispatch
 # The daemon's kernels (run here through P2PGroup); --symm_mem has PyTorch's
 # one-shot and two-shot only.
 GPU_CANDIDATES = ["all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
-                  "all_reduce/two_shot_push"]
+                  "all_reduce/two_shot_push", "all_reduce/one_shot_push"]
 SYMM_MEM_CANDIDATES = ["all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot"]
 MAX_BYTES = 64 << 20  # the largest all-reduce the worker stages (bf16)
 

@@ -7,7 +7,8 @@ against torch.distributed's NCCL collectives. One process per GPU:
       client/python/tests/gpu_kernels_test.py
 
 Checks: all_reduce one_shot, two_shot, two_shot_push, two_shot_chunked at fp32 (bitwise
-equal to NCCL with 2 ranks) and bf16 (within tolerance) at sizes including
+equal to NCCL with 2 ranks) and bf16 (within tolerance), one_shot_push at bf16 and fp16
+(16-bit types only), at sizes including
 ones that are not a multiple of 16 bytes; all_gather/p2p and
 reduce_scatter/p2p; 50 launches back to back without a sync; replays of a
 CUDA graph that captured the ops; torch.compile(fullgraph=True) through the
@@ -70,6 +71,15 @@ def check(name: str, ok: bool, detail: str = "") -> None:
     else:
         FAILS.append(name)
         print(f"FAIL rank {RANK} {name} {detail}", flush=True)
+
+
+# The push one-shot takes 16-bit types only: its exact checks run in bf16
+# (small integers, exact sums), the others' in fp32.
+PUSH1 = "all_reduce/one_shot_push"
+
+
+def exact_dtype(impl: str) -> torch.dtype:
+    return torch.bfloat16 if impl == PUSH1 else torch.float32
 
 
 def pattern(n: int, dtype: torch.dtype, salt: int, exact: bool) -> torch.Tensor:
@@ -140,8 +150,12 @@ def main() -> int:
     # 1. all_reduce vs dist.all_reduce.
     sizes = [1, 7, 1000, 1001, 4099, 65541, 1 << 20]
     for impl, chunk in (("all_reduce/one_shot", 0), ("all_reduce/two_shot", 0),
-                        ("all_reduce/two_shot_push", 0), ("all_reduce/two_shot_chunked", 16)):
-        for dtype in (torch.float32, torch.bfloat16):
+                        ("all_reduce/two_shot_push", 0), ("all_reduce/two_shot_chunked", 16),
+                        (PUSH1, 0)):
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            if (dtype == torch.float32 and impl == PUSH1) or \
+                    (dtype == torch.float16 and impl != PUSH1):
+                continue  # PUSH1 takes 16-bit types only; fp16 is checked on it alone
             for n in sizes:
                 name = f"{impl} {str(dtype)[6:]} n={n} ({n * (4 if dtype == torch.float32 else 2)} B)"
                 dog.beat(name)
@@ -180,11 +194,12 @@ def main() -> int:
             compare(name, got, want)
 
     # 3. Back to back, no sync in between; exact inputs, so exact sums.
-    for impl in ("all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/two_shot_push"):
+    for impl in ("all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/two_shot_push",
+                 PUSH1):
         for n in (1001, 65541):
             name = f"{impl} 50 back to back n={n}"
             dog.beat(name)
-            xs = [pattern(n, torch.float32, i, exact=True) for i in range(50)]
+            xs = [pattern(n, exact_dtype(impl), i, exact=True) for i in range(50)]
             outs = [ar(x, impl, g, 0, 0, 0, "sum") for x in xs]
             torch.cuda.synchronize()
             bad = 0
@@ -196,11 +211,11 @@ def main() -> int:
 
     # 4. CUDA graph: capture, replay with new inputs.
     for impl in ("all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/two_shot_push",
-                 "all_reduce/two_shot_chunked"):
+                 "all_reduce/two_shot_chunked", PUSH1):
         name = f"{impl} CUDA graph, 5 replays"
         dog.beat(name)
         n = 65541
-        static_x = pattern(n, torch.float32, 0, exact=True)
+        static_x = pattern(n, exact_dtype(impl), 0, exact=True)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up, as torch recommends before capture
@@ -212,7 +227,7 @@ def main() -> int:
             static_y = ar(static_x, impl, g, 0, 0, 16, "sum")
         bad = 0
         for i in range(5):
-            static_x.copy_(pattern(n, torch.float32, 100 + i, exact=True))
+            static_x.copy_(pattern(n, exact_dtype(impl), 100 + i, exact=True))
             graph.replay()
             torch.cuda.synchronize()
             want = static_x.clone()
@@ -269,7 +284,7 @@ def main() -> int:
         x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
         line = []
         for impl in ("all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
-                     "all_reduce/two_shot_push"):
+                     "all_reduce/two_shot_push", PUSH1):
             for _ in range(3):
                 ar(x, impl, g)
             torch.cuda.synchronize()

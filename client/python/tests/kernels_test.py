@@ -41,6 +41,7 @@ def test_version_struct_size_and_limits(lib):
     assert lim.signal_bytes == lib.signal_bytes > 0
     assert lib.algo_name(K.ALGO_ALL_REDUCE_ONE_SHOT) == "all_reduce_one_shot"
     assert lib.algo_name(K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH) == "all_reduce_two_shot_push"
+    assert lib.algo_name(K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH) == "all_reduce_one_shot_push"
     for impl in K.IMPLEMENTATIONS.values():  # every algo the module launches is the library's
         assert impl.algo == 0 or lib.algo_name(impl.algo), impl.name
     assert lib.algo_name(99) is None
@@ -105,6 +106,17 @@ def test_check_args_through_the_mirror(lib):
     assert reason and "chunk" in reason
     reason = lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT, _args(lib, spin_limit=-1))
     assert reason and "spin" in reason
+    # The push one-shot: 16-bit types, its own buffer of 3 x world slots.
+    one_push = lib.scratch_bytes(K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH, K.DTYPE_BFLOAT16, 2, 1000)
+    assert one_push == 128 + 3 * 2 * 2000
+    assert lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
+                          _args(lib, scratch=one_push, dtype=K.DTYPE_BFLOAT16)) is None
+    reason = lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
+                            _args(lib, scratch=one_push, dtype=K.DTYPE_FLOAT32))
+    assert reason and "bfloat16 and float16 only" in reason
+    reason = lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
+                            _args(lib, scratch=one_push - 1, dtype=K.DTYPE_FLOAT16))
+    assert reason and "scratch_bytes" in reason
 
 
 def test_scratch_bytes(lib):
@@ -159,6 +171,7 @@ def test_specs_and_implementations():
     assert K.implementation("all_reduce/two_shot").algo == K.ALGO_ALL_REDUCE_TWO_SHOT
     push = K.implementation("all_reduce/two_shot_push", "all_reduce")
     assert (push.algo, push.blocks, push.threads) == (K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH, 32, 512)
+    assert K.implementation("all_reduce/one_shot_push").algo == K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH
     assert K.implementation("reduce_scatter/p2p", "reduce_scatter").algo == K.ALGO_REDUCE_SCATTER
     with pytest.raises(K.KernelsError, match="does not run in-process"):
         K.implementation("all_reduce/ring")

@@ -28,6 +28,8 @@ constexpr Entry kEntries[] = {
      AT_ALGO_ALL_REDUCE_TWO_SHOT, false},
     {"all_reduce/two_shot_push", Collective::kAllReduce, Method::kP2p,
      AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, false},
+    {"all_reduce/one_shot_push", Collective::kAllReduce, Method::kP2p,
+     AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, false},
     {"all_reduce/two_shot_chunked", Collective::kAllReduce, Method::kP2p,
      AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, false},
     {"all_gather/nccl", Collective::kAllGather, Method::kNccl, 0, false},
@@ -129,7 +131,7 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CollectiveLauncher::Create(
   for (int r = 0; r < world; ++r) {
     at_p2p_args& a = l->p2p_args_[r];
     a = at_p2p_args{};
-    AT_RETURN_IF_ERROR(l->resources_.group->InitArgs(r, &a));
+    AT_RETURN_IF_ERROR(l->resources_.group->InitArgs(method.algo, r, &a));
     a.dtype = static_cast<int>(problem.dtype);
     a.op = static_cast<int>(problem.op);
     a.count = problem.count;

@@ -43,7 +43,8 @@ absl::StatusOr<Method> ResolveMethod(const std::string& impl, Collective collect
                                      bool test_faults);
 
 // The P2P scratch each rank needs for `candidate` (0 for the others, and for
-// arguments the kernels reject: Create reports those).
+// arguments the kernels reject: Create reports those); for the push
+// one-shot, the bytes of its own buffer (P2pGroup::push_bytes).
 int64_t P2pScratchBytes(const ProblemSpec& problem, const CandidateSpec& candidate,
                         Method method);
 

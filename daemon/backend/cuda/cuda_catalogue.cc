@@ -50,6 +50,13 @@ Catalogue CudaCatalogue(bool test_faults) {
             "two-shot that stores each reduced slice into every peer's scratch "
             "over NVLink (no load round trip for the gather)",
             32, 512));
+  ImplInfo push = P2p(Collective::kAllReduce, "all_reduce/one_shot_push",
+                      "one-shot with no barrier: every rank stores its input into "
+                      "every peer's buffer over NVLink, the data marks its own "
+                      "arrival (16-bit types: -0.0 is the empty marker, sent as +0.0)",
+                      32, 512);
+  push.dtypes = {DType::kBFloat16, DType::kFloat16};
+  c.Add(push);
   ImplInfo chunked = P2p(Collective::kAllReduce, "all_reduce/two_shot_chunked",
                          "two-shot pipelined in chunks", 64, 1024);
   chunked.params.push_back(

@@ -10,7 +10,8 @@
 namespace autotuned::cuda {
 
 // Names: "all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
-// "all_reduce/two_shot_push", "all_reduce/two_shot_chunked",
+// "all_reduce/two_shot_push", "all_reduce/one_shot_push" (bfloat16 and
+// float16 only), "all_reduce/two_shot_chunked",
 // "all_gather/nccl", "all_gather/p2p",
 // "reduce_scatter/nccl", "reduce_scatter/p2p", "all_to_all/nccl",
 // "broadcast/nccl". P2P entries take "blocks" and "threads" (and

@@ -135,7 +135,8 @@ class CudaGpuNode : public GpuNode {
       const std::vector<RankBuffers>& buffers, const std::vector<int>& devices,
       absl::Time deadline);
   absl::StatusOr<const NcclComms*> Comms(const std::vector<int>& devices, absl::Time deadline);
-  absl::StatusOr<P2pGroup*> Group(const std::vector<int>& devices, int64_t scratch_bytes);
+  // The group on `devices` with at least `bytes` of the scratch `algo` uses.
+  absl::StatusOr<P2pGroup*> Group(const std::vector<int>& devices, int algo, int64_t bytes);
   // The ranks `ranks` (global numbers) on the GPUs `devices`, every rank of
   // the group in this process unless `cross` (RunPartial).
   std::vector<RankOutcome> Execute(const ProblemSpec& problem, const CandidateSpec& candidate,
@@ -208,8 +209,10 @@ absl::StatusOr<const NcclComms*> CudaGpuNode::Comms(const std::vector<int>& devi
   return &it->second.comms;
 }
 
-absl::StatusOr<P2pGroup*> CudaGpuNode::Group(const std::vector<int>& devices,
-                                             int64_t scratch_bytes) {
+absl::StatusOr<P2pGroup*> CudaGpuNode::Group(const std::vector<int>& devices, int algo,
+                                             int64_t bytes) {
+  const bool push = algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH;
+  const int64_t scratch_bytes = push ? 0 : bytes;
   auto it = groups_.find(devices);
   if (it != groups_.end() && it->second.scratch_bytes() < scratch_bytes) {
     groups_.erase(it);  // frees the old buffers before the larger ones exist
@@ -227,6 +230,9 @@ absl::StatusOr<P2pGroup*> CudaGpuNode::Group(const std::vector<int>& devices,
     it = groups_.emplace(devices, std::move(group)).first;
   }
   AT_RETURN_IF_ERROR(it->second.ResetIfDirty());
+  if (push && it->second.push_bytes() < bytes) {
+    AT_RETURN_IF_ERROR(it->second.SetPushBytes(ScratchCapacity(bytes)));
+  }
   return &it->second;
 }
 
@@ -279,7 +285,7 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CudaGpuNode::Prepare(
     AT_ASSIGN_OR_RETURN(res.comms, Comms(devices, deadline));
   } else {
     AT_ASSIGN_OR_RETURN(res.group,
-                        Group(devices, P2pScratchBytes(problem, candidate, method)));
+                        Group(devices, method.algo, P2pScratchBytes(problem, candidate, method)));
   }
   return CollectiveLauncher::Create(problem, candidate, method, std::move(res));
 }
@@ -305,7 +311,7 @@ int64_t CudaGpuNode::held_bytes() const {
   int64_t bytes = 0;
   for (const auto& [devices, group] : groups_) {
     bytes += static_cast<int64_t>(devices.size()) *
-             (group.scratch_bytes() + at_p2p_signal_bytes());
+             (group.scratch_bytes() + group.push_bytes() + at_p2p_signal_bytes());
   }
   return bytes;
 }

@@ -14,6 +14,7 @@ const char* AwaitedFlag(uint32_t kind) {
     case 1: return "the barrier";
     case 2: return "a reduced chunk";
     case 3: return "a gathered chunk";
+    case 4: return "the push one-shot's data";
     default: return "an unknown flag";
   }
 }
@@ -46,9 +47,16 @@ int P2pGroup::world() const { return at_p2p_group_world(group_); }
 
 int64_t P2pGroup::scratch_bytes() const { return at_p2p_group_scratch_bytes(group_); }
 
-absl::Status P2pGroup::InitArgs(int rank, at_p2p_args* args) const {
-  return CudaToStatus(at_p2p_group_init_args(group_, rank, args),
-                      "at_p2p_group_init_args");
+int64_t P2pGroup::push_bytes() const { return at_p2p_group_push_bytes(group_); }
+
+absl::Status P2pGroup::SetPushBytes(int64_t bytes) {
+  return CudaToStatus(at_p2p_group_set_push_bytes(group_, bytes),
+                      "at_p2p_group_set_push_bytes");
+}
+
+absl::Status P2pGroup::InitArgs(int algo, int rank, at_p2p_args* args) const {
+  return CudaToStatus(at_p2p_group_init_algo_args(group_, algo, rank, args),
+                      "at_p2p_group_init_algo_args");
 }
 
 absl::Status P2pGroup::CheckError(int rank, int64_t spin_limit) {
