@@ -250,10 +250,20 @@ int at_p2p_signal_error(const void* signal, void* stream, uint32_t* error);
  * a buffer too small for one slot. */
 int at_p2p_scratch_init(int algo, void* scratch, int64_t scratch_bytes, void* stream);
 
+/* Loads every kernel of the library into the current device's context.
+ * CUDA loads a kernel lazily, at its first launch, and that load waits for
+ * the kernels already running in the context: two ranks sharing one GPU (one
+ * context) would deadlock on a first launch, one rank's kernel waiting for a
+ * peer whose launch waits for it. at_p2p_group_create calls this for every
+ * device it uses; callers that make their own buffers and share a GPU
+ * between ranks call it once per device. Since ABI 1.2. */
+int at_p2p_preload_kernels(void);
+
 /* ---- One process, `world` local GPUs ----------------------------------------
- * Enables peer access between all pairs, allocates a zeroed signal buffer and
- * a scratch buffer of scratch_bytes (may be 0) on each device, and keeps the
- * pointer arrays. Restores the current device. Ranks may share a GPU (the
+ * Enables peer access between all pairs, loads the kernels on each device,
+ * allocates a zeroed signal buffer and a scratch buffer of scratch_bytes (may
+ * be 0) on each device, and keeps the pointer arrays. Restores the current
+ * device. Ranks may share a GPU (the
  * same device listed twice: for tests on one GPU); the blocks of every rank
  * on a GPU must then fit on it at once. */
 typedef struct at_p2p_group at_p2p_group;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,10 @@ class Env {
  public:
   // nullptr (after printing why) when this machine cannot run the test.
   static std::unique_ptr<Env> Create() {
+    // Ranks sharing a GPU share its context: a kernel loaded lazily at its
+    // first launch (the pattern kernels) would wait for a running collective
+    // that waits for the other rank (the library preloads its own kernels).
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
     bool p2p = n >= 2;
@@ -173,9 +178,10 @@ class Env {
     }
   }
 
-  // A launch shape with at most max_blocks blocks (ranks sharing a GPU).
+  // A valid launch shape capped at max_blocks blocks (ranks sharing a GPU);
+  // an invalid one as it is, for the kernels to reject.
   Shape Fit(Shape s) const {
-    if (s.blocks > max_blocks) s.blocks = max_blocks;
+    if (s.blocks > max_blocks && s.blocks <= AT_P2P_MAX_BLOCKS) s.blocks = max_blocks;
     return s;
   }
 

@@ -108,6 +108,10 @@ int at_p2p_group_create(int world, const int* devices, int64_t scratch_bytes,
   }
   DeviceGuard guard;
   int rc = EnablePeers(world, devices);
+  for (int r = 0; r < world && rc == cudaSuccess; ++r) {
+    rc = cudaSetDevice(devices[r]);
+    if (rc == cudaSuccess) rc = at_p2p_preload_kernels();
+  }
   if (rc != cudaSuccess) return rc;
   at_p2p_group* g = new (std::nothrow) at_p2p_group;
   if (g == nullptr) return cudaErrorMemoryAllocation;

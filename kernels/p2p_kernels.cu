@@ -466,6 +466,27 @@ int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream) {
 }
 
 
+int at_p2p_preload_kernels(void) {
+  namespace p2p = autotuned::kernels::p2p;
+  cudaFuncAttributes attr;
+  for (int algo = AT_ALGO_ALL_REDUCE_ONE_SHOT; algo <= AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH; ++algo) {
+    for (int world : {2, 4, p2p::kMaxWorld}) {
+      for (int dtype : {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16}) {
+        for (int op : {AT_OP_SUM, AT_OP_MAX, AT_OP_MIN}) {
+          // Counts of 1, 2, 4, 8 elements reach every all-gather copy unit.
+          for (int64_t count : {1, 2, 4, 8}) {
+            const p2p::KernelFn fn = p2p::Pick(algo, world, dtype, op, &count);
+            if (fn == nullptr) continue;
+            const cudaError_t e = cudaFuncGetAttributes(&attr, fn);
+            if (e != cudaSuccess) return static_cast<int>(e);
+          }
+        }
+      }
+    }
+  }
+  return static_cast<int>(cudaFuncGetAttributes(&attr, p2p::PushFillKernel));
+}
+
 int at_p2p_scratch_init(int algo, void* scratch, int64_t scratch_bytes, void* stream) {
   namespace p2p = autotuned::kernels::p2p;
   if (at_p2p_algo_name(algo) == nullptr || scratch == nullptr ||
