@@ -114,7 +114,7 @@ __device__ __forceinline__ bool Arrived(const P2pKernelArgs& a, const U* src, in
   }
 }
 
-// Launch n of a rank (n = header.launches, phase n % 3):
+// Launch n of a rank (n = header.launches[block], phase n % 3):
 //   - the tail (count % V elements past the last whole vector), owned by one
 //     thread, is pushed first so that it travels while the vectors do;
 //   - round k of the grid: push vector j = gid + k * grid (own input, -0.0
@@ -123,9 +123,8 @@ __device__ __forceinline__ bool Arrived(const P2pKernelArgs& a, const U* src, in
 //     reduce in rank order (own input read again, locally) into the output,
 //     and empty vector j' of the slots of phase (n + 2) % 3;
 //   - the rest of phase (n + 2) % 3 is emptied, the tail waited for;
-//   - the last block to finish records extent[phase] = count and advances
-//     header.launches (an exit counter: every block read n before any block
-//     finished, since a block counts itself only at its end).
+//   - block 0 records extent[phase] = count, and every block advances its
+//     entries of header.launches (p2p_layout.h).
 // In place: element j of the input is loaded (push, then reduce) before the
 // same thread stores element j of the output, and nothing else reads it.
 template <int W, int DT, int OP>
@@ -136,7 +135,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   static_assert(sizeof(Raw) == 2, "16-bit element types only");
   constexpr int V = kVec<DT>;
   PushHeader* hdr = static_cast<PushHeader*>(a.scratch[a.rank]);
-  const uint32_t n = *reinterpret_cast<volatile uint32_t*>(&hdr->launches);
+  const uint32_t n = hdr->launches[blockIdx.x];
   const int phase = static_cast<int>(n % kPushPhases);
   const int stale = static_cast<int>((n + 2) % kPushPhases);
   const int64_t stale_vecs = (hdr->extent[stale] + V - 1) / V;
@@ -221,13 +220,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     }
   }
   if (__syncthreads_or(failed)) return;  // the caller resets the buffers
-  if (threadIdx.x == 0) {
-    if (blockIdx.x == 0) hdr->extent[phase] = a.count;
-    __threadfence();
-    if (atomicAdd(&hdr->exited, 1u) == gridDim.x - 1) {
-      hdr->exited = 0;
-      hdr->launches = n + 1;
-    }
+  // Read by the next launch on this rank only (the kernel boundary orders it).
+  if (blockIdx.x == 0 && threadIdx.x == 0) hdr->extent[phase] = a.count;
+  for (int64_t i = blockIdx.x + static_cast<int64_t>(threadIdx.x) * gridDim.x; i < kMaxBlocks;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    hdr->launches[i] = n + 1;
   }
 }
 

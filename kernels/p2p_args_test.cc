@@ -278,22 +278,23 @@ TEST_CASE("push two-shot scratch: world slots of one slice, all required") {
 TEST_CASE("push one-shot: 16-bit types, own input only, a buffer of 3 x world slots") {
   constexpr int kPush = AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH;
   // Header, then 3 phases x world slots of the message rounded up to 16 bytes.
-  CHECK(kPushHeaderBytes == 128);
-  CHECK(at_p2p_scratch_bytes(kPush, AT_DTYPE_BFLOAT16, 2, 1000, 0) == 128 + 3 * 2 * 2000);
-  CHECK(at_p2p_scratch_bytes(kPush, AT_DTYPE_FLOAT16, 2, 1, 0) == 128 + 3 * 2 * 16);
-  CHECK(at_p2p_scratch_bytes(kPush, AT_DTYPE_BFLOAT16, 8, 4099, 0) == 128 + 3 * 8 * 8208);
+  constexpr int64_t kHeader = 640;  // 132 launch counters, 3 extents, whole lines
+  CHECK(kPushHeaderBytes == kHeader);
+  CHECK(at_p2p_scratch_bytes(kPush, AT_DTYPE_BFLOAT16, 2, 1000, 0) == kHeader + 3 * 2 * 2000);
+  CHECK(at_p2p_scratch_bytes(kPush, AT_DTYPE_FLOAT16, 2, 1, 0) == kHeader + 3 * 2 * 16);
+  CHECK(at_p2p_scratch_bytes(kPush, AT_DTYPE_BFLOAT16, 8, 4099, 0) == kHeader + 3 * 8 * 8208);
   CHECK(at_p2p_scratch_bytes(kPush, AT_DTYPE_BFLOAT16, 9, 100, 0) == -1);
   // A slot is what the buffer holds, whatever size it was given.
-  CHECK(PushSlotBytes(128 + 3 * 2 * 2000, 2) == 2000);
-  CHECK(PushSlotBytes(128 + 3 * 2 * 2000 + 95, 2) == 2000);
-  CHECK(PushSlotBytes(128 + 3 * 4 * 2000, 2) == 4000);
+  CHECK(PushSlotBytes(kHeader + 3 * 2 * 2000, 2) == 2000);
+  CHECK(PushSlotBytes(kHeader + 3 * 2 * 2000 + 95, 2) == 2000);
+  CHECK(PushSlotBytes(kHeader + 3 * 4 * 2000, 2) == 4000);
   CHECK(PushSlotBytes(100, 2) == 0);
 
   Setup s;  // bf16, 1000 elements, 2 ranks
-  s.args.scratch_bytes = 128 + 3 * 2 * 2000;
+  s.args.scratch_bytes = kHeader + 3 * 2 * 2000;
   CHECK(Reason(kPush, s.args) == "OK");
   s.args.scratch_bytes -= 1;
-  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("scratch_bytes 12127 < 12128 needed"));
+  CHECK_THAT(Reason(kPush, s.args), Catch::Contains("scratch_bytes 12639 < 12640 needed"));
   s.args.scratch_bytes += 1;
   s.args.dtype = AT_DTYPE_FLOAT32;
   CHECK_THAT(Reason(kPush, s.args), Catch::Contains("bfloat16 and float16 only"));

@@ -126,14 +126,17 @@ AT_P2P_HD inline TwoShotGeometry TwoShotLayout(int64_t count, int world,
 constexpr int kPushPhases = 3;
 constexpr uint16_t kPushEmpty = 0x8000;
 
+// launches[i]: the launches completed on this rank, one copy per block
+// index. Block b of a launch of G blocks reads launches[b] at its start and,
+// at its end, advances every entry i with i % G == b, so every entry counts
+// every launch whatever the grids were, and no block waits for another.
 struct alignas(kSignalAlignment) PushHeader {
-  uint32_t launches;  // completed launches on this rank
-  uint32_t exited;    // blocks of the running launch that have finished
+  uint32_t launches[kMaxBlocks];
   int64_t extent[kPushPhases];  // elements per slot written by the last
                                 // launch of each phase
 };
 constexpr int64_t kPushHeaderBytes = sizeof(PushHeader);
-static_assert(sizeof(PushHeader) == kSignalAlignment, "one line");
+static_assert(sizeof(PushHeader) % kSignalAlignment == 0, "whole lines");
 
 // Bytes of one slot in a buffer of `buffer_bytes` (every rank must pass the
 // same size): whole 16-byte vectors.

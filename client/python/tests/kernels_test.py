@@ -108,7 +108,7 @@ def test_check_args_through_the_mirror(lib):
     assert reason and "spin" in reason
     # The push one-shot: 16-bit types, its own buffer of 3 x world slots.
     one_push = lib.scratch_bytes(K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH, K.DTYPE_BFLOAT16, 2, 1000)
-    assert one_push == 128 + 3 * 2 * 2000
+    assert one_push == 640 + 3 * 2 * 2000  # a header of 640 bytes, 3 x world slots
     assert lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
                           _args(lib, scratch=one_push, dtype=K.DTYPE_BFLOAT16)) is None
     reason = lib.check_args(K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
