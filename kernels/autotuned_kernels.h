@@ -150,6 +150,20 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * for p != rank may be NULL). Buffer (`peer_scratch`, `scratch_bytes`):
    * 3 x world slots of the message, see at_p2p_scratch_init. In place
    * allowed. Since ABI 1.2. */
+#define AT_ALGO_ALL_REDUCE_COPY_ENGINE 8
+  /* The data moves by copy engine, not by SMs: after a start barrier, each
+   * rank's copy engine copies its input, in chunks of `chunk_elems`, into
+   * slot `rank` of every peer's scratch (cudaMemcpyAsync on a side stream
+   * the library keeps per device and caller stream, forked from and joined
+   * back to `stream`, so CUDA graphs capture it), each chunk followed by an
+   * 8-byte flag copy; meanwhile a kernel on `stream` waits for each chunk's
+   * flags and reduces it with the own input. For large messages. Reads
+   * only this rank's own input (peer_inputs[p], p != rank, may be NULL).
+   * Scratch: `world` slots of the message. chunk_elems: a positive
+   * multiple of the vector width, at most 1024 chunks. Not in place. The
+   * side stream, two events and the launch's host calls (2 x (world - 1)
+   * copies per chunk) make its fixed cost higher than the kernels'. Since
+   * ABI 1.2. */
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */
 const char* at_p2p_algo_name(int algo);
@@ -167,7 +181,7 @@ typedef struct at_p2p_args {
   void* const* peer_signals;     /* [world] signal buffers, peer-visible */
   int blocks;                    /* 1..AT_P2P_MAX_BLOCKS */
   int threads;                   /* 32..AT_P2P_MAX_THREADS, multiple of 32 */
-  int64_t chunk_elems;           /* chunked two-shot only */
+  int64_t chunk_elems;           /* chunked two-shot and copy engine only */
   int64_t spin_limit;            /* 0 = wait for peers forever; otherwise the
                                     number of polls of one flag after which
                                     the block gives up, records the error in
@@ -187,7 +201,8 @@ int at_p2p_check_args(int algo, const at_p2p_args* args, char* reason,
                       size_t reason_len);
 
 /* Scratch bytes each rank needs for `algo` (0 for those without scratch), or
- * -1 for invalid arguments. chunk_elems is used by the chunked algo only.
+ * -1 for invalid arguments. chunk_elems is used by the chunked two-shot
+ * only (the copy engine's scratch does not depend on it).
  * For the push one-shot: the bytes of its own buffer. */
 int64_t at_p2p_scratch_bytes(int algo, int dtype, int world, int64_t count,
                              int64_t chunk_elems);
@@ -206,6 +221,7 @@ int at_p2p_all_reduce_two_shot(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_two_shot_chunked(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_two_shot_push(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_one_shot_push(const at_p2p_args* args, void* stream);
+int at_p2p_all_reduce_copy_engine(const at_p2p_args* args, void* stream);
 int at_p2p_all_gather(const at_p2p_args* args, void* stream);
 int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream);
 
@@ -233,7 +249,8 @@ int at_p2p_signal_init(void* signal, void* stream);
 /* Error word of a signal buffer: 0 = none, else the first error recorded:
  *   bits 0-7:   AT_SIGNAL_ERR_TIMEOUT (a spin limit was reached)
  *   bits 8-15:  the flag awaited: 1 = barrier, 2 = chunk reduced, 3 = chunk
- *               gathered, 4 = the push one-shot's data
+ *               gathered, 4 = the push one-shot's data, 5 = a copy-engine
+ *               chunk
  *   bits 16-23: the peer rank that did not arrive
  *   bits 24-31: the block index. */
 #define AT_SIGNAL_ERR_TIMEOUT 1u

@@ -16,9 +16,6 @@ constexpr unsigned int kEmptyWord = 0x80008000u;  // two kPushEmpty
 static_assert(kEmptyWord == (static_cast<unsigned int>(kPushEmpty) << 16 | kPushEmpty),
               "two 16-bit empty markers");
 
-// Error word kind of a data wait that gave up (beside FlagKind's 1-3).
-constexpr unsigned int kPushDataWait = 4;
-
 // Bytes in flight per rank before a thread reads what its peers sent: the
 // data a round of the grid pushes is read `lag` rounds later, with lag
 // rounds covering at least this much, about what NVLink carries in the time

@@ -45,7 +45,7 @@ int Fail(char* reason, size_t reason_len, const char* fmt, ...) {
 }
 
 bool ValidAlgo(int algo) {
-  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH;
+  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_ALL_REDUCE_COPY_ENGINE;
 }
 bool ValidDtype(int dtype) {
   return dtype == AT_DTYPE_FLOAT32 || dtype == AT_DTYPE_BFLOAT16 ||
@@ -58,7 +58,10 @@ bool IsTwoShot(int algo) {
          algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH;
 }
 bool IsOneShotPush(int algo) { return algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH; }
-bool UsesScratch(int algo) { return IsTwoShot(algo) || IsOneShotPush(algo); }
+bool IsCopyEngine(int algo) { return algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE; }
+bool UsesScratch(int algo) { return IsTwoShot(algo) || IsOneShotPush(algo) || IsCopyEngine(algo); }
+// Algos that read this rank's own input only.
+bool ReadsOwnInputOnly(int algo) { return IsOneShotPush(algo) || IsCopyEngine(algo); }
 
 uintptr_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 bool Aligned(const void* p, uintptr_t a) { return Addr(p) % a == 0; }
@@ -78,6 +81,7 @@ void Extents(int algo, int world, int64_t count, int64_t* in, int64_t* out) {
 int64_t ScratchBytes(int algo, int dtype, int world, int64_t count,
                      int64_t chunk_elems) {
   if (IsOneShotPush(algo)) return PushBufferBytes(count, world, dtype);
+  if (IsCopyEngine(algo)) return world * CeSlotElems(count, dtype) * ElemBytes(dtype);
   if (!IsTwoShot(algo)) return 0;
   const TwoShotGeometry g = TwoShotLayout(
       count, world, dtype,
@@ -116,6 +120,7 @@ const char* at_p2p_algo_name(int algo) {
     case AT_ALGO_REDUCE_SCATTER: return "reduce_scatter";
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return "all_reduce_two_shot_push";
     case AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH: return "all_reduce_one_shot_push";
+    case AT_ALGO_ALL_REDUCE_COPY_ENGINE: return "all_reduce_copy_engine";
     default: return nullptr;
   }
 }
@@ -170,14 +175,16 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   }
   if (a->spin_limit < 0) return Fail(r, n, "spin_limit must be >= 0");
   const int64_t vec = VecElems(a->dtype);
-  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED) {
+  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED || IsCopyEngine(algo)) {
     if (a->chunk_elems <= 0 || a->chunk_elems % vec != 0) {
       return Fail(r, n, "chunk_elems %lld must be a positive multiple of %lld "
                   "elements (16 bytes)",
                   static_cast<long long>(a->chunk_elems), static_cast<long long>(vec));
     }
-    if ((a->count + a->chunk_elems - 1) / a->chunk_elems > kMaxChunks) {
-      return Fail(r, n, "more than 2^30 chunks: chunk_elems too small");
+    const int64_t most = IsCopyEngine(algo) ? kMaxCeChunks : kMaxChunks;
+    if ((a->count + a->chunk_elems - 1) / a->chunk_elems > most) {
+      return Fail(r, n, "more than %lld chunks: chunk_elems too small",
+                  static_cast<long long>(most));
     }
   }
   if (a->peer_signals == nullptr) return Fail(r, n, "peer_signals is NULL");
@@ -192,8 +199,7 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   const int64_t esize = ElemBytes(a->dtype);
   if (a->peer_inputs == nullptr) return Fail(r, n, "peer_inputs is NULL");
   for (int p = 0; p < a->world; ++p) {
-    // The push one-shot reads its own input only.
-    if (IsOneShotPush(algo) && p != a->rank) continue;
+    if (ReadsOwnInputOnly(algo) && p != a->rank) continue;
     if (a->peer_inputs[p] == nullptr) return Fail(r, n, "peer_inputs[%d] is NULL", p);
     if (!Aligned(a->peer_inputs[p], kVecBytes)) {
       return Fail(r, n, "peer_inputs[%d] not %d-byte aligned", p, kVecBytes);
@@ -231,9 +237,9 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   }
   if (!in_place_ok && Overlap(in, in_bytes, a->output, out_bytes)) {
     return Fail(r, n, "output overlaps this rank's input (%s)",
-                algo == AT_ALGO_ALL_REDUCE_ONE_SHOT
-                    ? "one_shot cannot run in place"
-                    : "only the exact in-place layout is allowed");
+                algo == AT_ALGO_ALL_REDUCE_ONE_SHOT   ? "one_shot cannot run in place"
+                : IsCopyEngine(algo) ? "copy_engine cannot run in place"
+                                     : "only the exact in-place layout is allowed");
   }
   if (UsesScratch(algo)) {
     const int64_t need = ScratchBytes(algo, a->dtype, a->world, a->count, a->chunk_elems);

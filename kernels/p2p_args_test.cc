@@ -53,8 +53,8 @@ std::string Reason(int algo, const at_p2p_args& args) {
 constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
                           AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_GATHER,
                           AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
-                          AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH};
-constexpr int kLastAlgo = AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH;
+                          AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE};
+constexpr int kLastAlgo = AT_ALGO_ALL_REDUCE_COPY_ENGINE;
 
 TEST_CASE("version, names, limits and struct size") {
   CHECK(at_kernels_version() == AT_KERNELS_VERSION);
@@ -64,6 +64,8 @@ TEST_CASE("version, names, limits and struct size") {
         "all_reduce_two_shot_push");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH)) ==
         "all_reduce_one_shot_push");
+  CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_COPY_ENGINE)) ==
+        "all_reduce_copy_engine");
   for (int algo : kAlgos) CHECK(at_p2p_algo_name(algo) != nullptr);
   CHECK(at_p2p_algo_name(0) == nullptr);
   CHECK(at_p2p_algo_name(kLastAlgo + 1) == nullptr);
@@ -132,7 +134,7 @@ TEST_CASE("world, rank, dtype, op, count, spin limit") {
   {
     Setup s;
     CHECK(at_p2p_check_args(kLastAlgo + 1, &s.args, nullptr, 0) == AT_ERR_INVALID_VALUE);
-    CHECK_THAT(Reason(kLastAlgo + 1, s.args), Catch::Contains("unknown algo 8"));
+    CHECK_THAT(Reason(kLastAlgo + 1, s.args), Catch::Contains("unknown algo 9"));
   }
   Setup s;
   s.args.world = 1;
@@ -191,6 +193,7 @@ TEST_CASE("any count is accepted; vectorization as declared") {
   for (int64_t count : {1, 7, 8, 1000, 4099, 1 << 20}) {
     s.args.count = count;
     s.args.dtype = AT_DTYPE_BFLOAT16;
+    s.args.chunk_elems = 4096;  // at most 1024 chunks (the copy engine's limit)
     for (int algo : kAlgos) CHECK(Reason(algo, s.args) == "OK");
     CHECK(at_p2p_is_vectorized(AT_ALGO_ALL_REDUCE_ONE_SHOT, &s.args) == 1);
     CHECK(at_p2p_is_vectorized(AT_ALGO_ALL_REDUCE_TWO_SHOT, &s.args) == 1);
@@ -319,6 +322,44 @@ TEST_CASE("push one-shot: 16-bit types, own input only, a buffer of 3 x world sl
   s.scratch[1] = Fake(0x24000000u);
   s.scratch[0] = Fake(0x90000000u - 4000);
   CHECK_THAT(Reason(kPush, s.args), Catch::Contains("scratch overlaps"));
+}
+
+TEST_CASE("copy engine: own input only, world slots of the message, at most 1024 chunks") {
+  constexpr int kCe = AT_ALGO_ALL_REDUCE_COPY_ENGINE;
+  // world slots of the message rounded up to whole vectors; any chunk.
+  CHECK(at_p2p_scratch_bytes(kCe, AT_DTYPE_BFLOAT16, 2, 1000, 0) == 2 * 1000 * 2);
+  CHECK(at_p2p_scratch_bytes(kCe, AT_DTYPE_BFLOAT16, 2, 1001, 256) == 2 * 1008 * 2);
+  CHECK(at_p2p_scratch_bytes(kCe, AT_DTYPE_FLOAT32, 8, 4099, 0) == 8 * 4100 * 4);
+  CHECK(at_p2p_scratch_bytes(kCe, AT_DTYPE_FLOAT32, 9, 4099, 0) == -1);
+
+  Setup s;  // bf16, 1000 elements, chunks of 256, 2 ranks
+  s.args.scratch_bytes = 4000;
+  CHECK(Reason(kCe, s.args) == "OK");
+  s.args.scratch_bytes = 3999;
+  CHECK_THAT(Reason(kCe, s.args), Catch::Contains("scratch_bytes 3999 < 4000 needed"));
+  s.args.scratch_bytes = 4000;
+  s.args.dtype = AT_DTYPE_FLOAT32;  // every dtype
+  s.args.scratch_bytes = 8000;
+  CHECK(Reason(kCe, s.args) == "OK");
+  // Chunks: whole vectors, at most 1024 of them.
+  s.args.chunk_elems = 6;
+  CHECK_THAT(Reason(kCe, s.args), Catch::Contains("positive multiple of 4"));
+  s.args.chunk_elems = 0;
+  CHECK_THAT(Reason(kCe, s.args), Catch::Contains("chunk_elems 0"));
+  s.args.count = 1024 * 4;
+  s.args.scratch_bytes = 2 * 4096 * 4;
+  s.args.chunk_elems = 4;
+  CHECK(Reason(kCe, s.args) == "OK");
+  s.args.count = 1024 * 4 + 1;
+  s.args.scratch_bytes = 2 * 4100 * 4;
+  CHECK_THAT(Reason(kCe, s.args), Catch::Contains("more than 1024 chunks"));
+  s.args.count = 1000;
+  s.args.chunk_elems = 256;
+  // Peers' inputs are never read; in place is not allowed.
+  s.inputs[1] = nullptr;
+  CHECK(Reason(kCe, s.args) == "OK");
+  s.args.output = const_cast<void*>(s.inputs[0]);
+  CHECK_THAT(Reason(kCe, s.args), Catch::Contains("copy_engine cannot run in place"));
 }
 
 TEST_CASE("chunk must be a positive multiple of the vector width") {

@@ -172,8 +172,10 @@ class Bench {
     const int64_t max_count = flags_.max_bytes / 2;
     int64_t scratch = at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT, AT_DTYPE_BFLOAT16,
                                            world_, max_count, 0);
-    scratch = std::max(scratch, at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
-                                                     AT_DTYPE_BFLOAT16, world_, max_count, 0));
+    for (int algo : {AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE}) {
+      scratch = std::max(scratch, at_p2p_scratch_bytes(algo, AT_DTYPE_BFLOAT16, world_, max_count,
+                                                       0));
+    }
     for (int64_t chunk : flags_.chunks) {
       scratch = std::max(scratch, at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                                                        AT_DTYPE_BFLOAT16, world_, max_count,
@@ -448,13 +450,13 @@ int Main(int argc, char** argv) {
               flags.iters, flags.warmup, flags.nccl_only ? ", NCCL only" : "");
   Bench bench(flags, world);
   bench.Setup();
-  std::printf("%12s %14s %26s %26s %26s %26s %34s %12s %s\n", "bytes", "nccl_us",
+  std::printf("%12s %14s %26s %26s %26s %26s %34s %34s %12s %s\n", "bytes", "nccl_us",
               "one_shot_us", "one_shot_push_us", "two_shot_us", "two_shot_push_us",
-              "two_shot_chunked_us", "busbw_GB/s", "winner");
+              "two_shot_chunked_us", "copy_engine_us", "busbw_GB/s", "winner");
   std::vector<std::string> bad;  // candidates whose output was wrong
   for (int64_t bytes = flags.min_bytes; bytes <= flags.max_bytes; bytes *= flags.step) {
     const int64_t count = bytes / 2;
-    Best nccl, one, one_push, two, push, chunked;
+    Best nccl, one, one_push, two, push, chunked, ce;
     nccl.how = "nccl";
     nccl.us = bench.Nccl(count, &nccl.ok);
     for (const Shape& s : flags.nccl_only ? std::vector<Shape>{} : flags.shapes) {
@@ -480,12 +482,16 @@ int Main(int argc, char** argv) {
         run(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, chunk,
             std::string(how) + " c" + std::to_string(chunk), &chunked);
       }
+      for (int64_t chunk : flags.chunks) {  // one chunk too: its own figure
+        run(AT_ALGO_ALL_REDUCE_COPY_ENGINE, chunk,
+            std::string(how) + " c" + std::to_string(chunk), &ce);
+      }
     }
     const Best* winner = &nccl;
     const char* winner_name = "nccl";
     const std::pair<const Best*, const char*> candidates[] = {
         {&one, "one_shot"}, {&one_push, "one_shot_push"}, {&two, "two_shot"},
-        {&push, "two_shot_push"},
+        {&push, "two_shot_push"}, {&ce, "copy_engine"},
         {&chunked, "two_shot_chunked"}};
     for (const auto& c : candidates) {
       if (c.first->us >= 0 && (!winner->ok || c.first->us < winner->us)) {
@@ -496,10 +502,10 @@ int Main(int argc, char** argv) {
     const double busbw = static_cast<double>(bytes) / (winner->us * 1e3) * 2.0 * (world - 1) / world;
     char nccl_cell[32];
     std::snprintf(nccl_cell, sizeof(nccl_cell), "%.2f%s", nccl.us, nccl.ok ? "" : " BAD");
-    std::printf("%12lld %14s %26s %26s %26s %26s %34s %12.1f %s\n",
+    std::printf("%12lld %14s %26s %26s %26s %26s %34s %34s %12.1f %s\n",
                 static_cast<long long>(bytes), nccl_cell, Cell(one).c_str(),
                 Cell(one_push).c_str(), Cell(two).c_str(), Cell(push).c_str(),
-                Cell(chunked).c_str(), busbw, winner_name);
+                Cell(chunked).c_str(), Cell(ce).c_str(), busbw, winner_name);
     std::fflush(stdout);
     if (!nccl.ok) bad.push_back(std::to_string(bytes) + " nccl");
   }

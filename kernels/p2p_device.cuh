@@ -24,7 +24,8 @@ struct P2pKernelArgs {
   int64_t count;        // elements (all-gather: copy units per rank)
   int64_t chunk_elems;  // two-shot: chunk length in elements
   int64_t slot_elems;   // two-shot: elements of one scratch slot; push
-                        // one-shot: of one slot of its buffer
+                        // one-shot: of one slot of its buffer; copy engine:
+                        // of one peer's slot (the message, whole vectors)
   int64_t spin_limit;
   int world;
   int rank;
@@ -80,13 +81,73 @@ __device__ __forceinline__ uint64_t LoadAcquire(const uint64_t* p) {
   return v;
 }
 
-// Records the first error of this rank: a wait for `kind` (FlagKind, or 4
-// for the push one-shot's data) on `peer` gave up.
+// Records the first error of this rank: a wait for `kind` (FlagKind, 4 for
+// the push one-shot's data, 5 for a copy-engine chunk) on `peer` gave up.
 __device__ __forceinline__ void RecordTimeout(const P2pKernelArgs& a, unsigned int kind,
                                               unsigned int peer) {
   const unsigned int code =
       AT_SIGNAL_ERR_TIMEOUT | (kind << 8) | (peer << 16) | (blockIdx.x << 24);
   atomicCAS_system(&a.sig[a.rank]->error, 0u, code);
+}
+
+// The flag protocol of p2p_layout.h: block b's row, epochs, posts and waits.
+
+__device__ __forceinline__ FlagRow* Row(Signal* s, int kind) {
+  FlagRow* rows = kind == kArrive ? s->arrive : (kind == kReduced ? s->reduced : s->gathered);
+  return &rows[blockIdx.x];
+}
+
+__device__ __forceinline__ uint64_t* Slot(Signal* s, int kind, int from) {
+  return &Row(s, kind)->from[from];
+}
+
+__device__ __forceinline__ uint32_t BeginEpoch(const P2pKernelArgs& a) {
+  return a.sig[a.rank]->epoch[blockIdx.x] + 1;
+}
+
+// At the successful end of the kernel: once every thread is past its last
+// use of the epoch, store it for the next launch (same device, so the kernel
+// boundary orders it before the next launch's read).
+__device__ __forceinline__ void EndEpoch(const P2pKernelArgs& a, uint32_t e) {
+  __syncthreads();
+  if (threadIdx.x == 0) a.sig[a.rank]->epoch[blockIdx.x] = e;
+}
+
+// Publishes `value` to every rank's slot for (this block, this rank), after
+// all of this block's prior loads and stores.
+__device__ __forceinline__ void Post(const P2pKernelArgs& a, int kind, uint64_t value) {
+  __syncthreads();
+  if (threadIdx.x < a.world) StoreRelease(Slot(a.sig[threadIdx.x], kind, a.rank), value);
+}
+
+// Waits until row->from[p] >= value for every rank p (this rank's own too
+// when `self`). False (error `kind` recorded, whole block agrees) when a
+// spin limit ran out.
+__device__ __forceinline__ bool WaitRow(const P2pKernelArgs& a, const FlagRow* row,
+                                        uint64_t value, unsigned int kind, bool self) {
+  int failed = 0;
+  if (threadIdx.x < a.world && (self || threadIdx.x != a.rank)) {
+    const uint64_t* slot = &row->from[threadIdx.x];
+    int64_t spins = 0;
+    while (static_cast<int64_t>(LoadAcquire(slot) - value) < 0) {
+      if (a.spin_limit > 0 && ++spins >= a.spin_limit) {
+        failed = 1;
+        RecordTimeout(a, kind, threadIdx.x);
+        break;
+      }
+    }
+  }
+  return __syncthreads_or(failed) == 0;
+}
+
+// Waits until every rank posted >= value for this block.
+__device__ __forceinline__ bool WaitAll(const P2pKernelArgs& a, int kind, uint64_t value) {
+  return WaitRow(a, Row(a.sig[a.rank], kind), value, static_cast<unsigned int>(kind), true);
+}
+
+__device__ __forceinline__ bool Barrier(const P2pKernelArgs& a, uint64_t value) {
+  Post(a, kArrive, value);
+  return WaitAll(a, kArrive, value);
 }
 
 __device__ __forceinline__ int64_t GlobalThread() {

@@ -28,13 +28,14 @@ constexpr int64_t kCounts[] = {1, 7, 8, 1000, 4096 + 3, 1 << 20};
 constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
                           AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_GATHER,
                           AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
-                          AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH};
+                          AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE};
 // The all-reduces: they share the signal buffer, and all but the push
 // one-shot (its own buffers) one scratch buffer per rank.
 constexpr int kAllReduces[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
                                AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                                AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
-                               AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH};
+                               AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
+                               AT_ALGO_ALL_REDUCE_COPY_ENGINE};
 constexpr int kDtypes[] = {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16};
 struct Shape {
   int blocks;
@@ -47,9 +48,9 @@ constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
 // Generous: a wait that is this long is a bug, and the test fails (error
 // word set) instead of hanging.
 constexpr int64_t kSpinLimit = int64_t{1} << 24;
-// Scratch per rank: the push two-shot's world slices of kMaxCount fp32
-// elements (a little over 4 MiB for world 3, 5, 6, 7).
-constexpr int64_t kScratchBytes = int64_t{8} << 20;
+// Scratch per rank: the copy engine's world copies of kMaxCount fp32
+// elements.
+constexpr int64_t kScratchBytes = AT_P2P_MAX_WORLD * kMaxCount * 4;
 
 int64_t ElemBytes(int dtype) { return dtype == AT_DTYPE_FLOAT32 ? 4 : 2; }
 
@@ -349,7 +350,8 @@ TEST_CASE("p2p collectives in place", "[gpu]") {
   std::unique_ptr<Env> env = Env::Create();
   if (!env) return;
   for (Case c : AllCases()) {
-    if (c.algo == AT_ALGO_ALL_REDUCE_ONE_SHOT) continue;  // not supported
+    // Not supported.
+    if (c.algo == AT_ALGO_ALL_REDUCE_ONE_SHOT || c.algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE) continue;
     c.in_place = true;
     const Layout l = MakeLayout(*env, c);
     bool valid = true;
@@ -426,7 +428,8 @@ TEST_CASE("p2p all-reduces interleaved back to back", "[gpu]") {
         if (!Runs(c.algo, dtype)) continue;
         c.dtype = dtype;
         c.count = count;
-        c.in_place = i % 2 == 1 && c.algo != AT_ALGO_ALL_REDUCE_ONE_SHOT;
+        c.in_place = i % 2 == 1 && c.algo != AT_ALGO_ALL_REDUCE_ONE_SHOT &&
+                     c.algo != AT_ALGO_ALL_REDUCE_COPY_ENGINE;
         INFO(c.Name() << " launch " << i);
         const Layout l = MakeLayout(*env, c);
         for (int r = 0; r < env->world; ++r) {

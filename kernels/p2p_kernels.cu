@@ -1,65 +1,24 @@
 // P2P collective kernels (all-reduce one-shot / two-shot / chunked two-shot /
 // push two-shot, all-gather, reduce-scatter; the push one-shot is in
-// one_shot_push.cuh) and their launch functions. Contract and protocol:
+// one_shot_push.cuh, the copy-engine all-reduce in copy_engine.cuh) and their
+// launch functions. Contract and protocol:
 // autotuned_kernels.h and p2p_layout.h. Kernels only: validation is
 // at_p2p_check_args (p2p_args.cc), setup is p2p_group.cc.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include "kernels/autotuned_kernels.h"
+#include "kernels/copy_engine.cuh"
 #include "kernels/one_shot_push.cuh"
 #include "kernels/p2p_device.cuh"
 #include "kernels/p2p_layout.h"
 
 namespace autotuned::kernels::p2p {
 namespace {
-
-__device__ __forceinline__ uint64_t* Slot(Signal* s, int kind, int from) {
-  FlagRow* rows = kind == kArrive ? s->arrive : (kind == kReduced ? s->reduced : s->gathered);
-  return &rows[blockIdx.x].from[from];
-}
-
-__device__ __forceinline__ uint32_t BeginEpoch(const P2pKernelArgs& a) {
-  return a.sig[a.rank]->epoch[blockIdx.x] + 1;
-}
-
-// At the successful end of the kernel: once every thread is past its last
-// use of the epoch, store it for the next launch (same device, so the kernel
-// boundary orders it before the next launch's read).
-__device__ __forceinline__ void EndEpoch(const P2pKernelArgs& a, uint32_t e) {
-  __syncthreads();
-  if (threadIdx.x == 0) a.sig[a.rank]->epoch[blockIdx.x] = e;
-}
-
-// Publishes `value` to every rank's slot for (this block, this rank), after
-// all of this block's prior loads and stores.
-__device__ __forceinline__ void Post(const P2pKernelArgs& a, int kind, uint64_t value) {
-  __syncthreads();
-  if (threadIdx.x < a.world) StoreRelease(Slot(a.sig[threadIdx.x], kind, a.rank), value);
-}
-
-// Waits until every rank posted >= value for this block. False (error
-// recorded, whole block agrees) when a spin limit ran out.
-__device__ __forceinline__ bool WaitAll(const P2pKernelArgs& a, int kind, uint64_t value) {
-  int failed = 0;
-  if (threadIdx.x < a.world) {
-    const uint64_t* slot = Slot(a.sig[a.rank], kind, threadIdx.x);
-    int64_t spins = 0;
-    while (static_cast<int64_t>(LoadAcquire(slot) - value) < 0) {
-      if (a.spin_limit > 0 && ++spins >= a.spin_limit) {
-        failed = 1;
-        RecordTimeout(a, static_cast<unsigned int>(kind), threadIdx.x);
-        break;
-      }
-    }
-  }
-  return __syncthreads_or(failed) == 0;
-}
-
-__device__ __forceinline__ bool Barrier(const P2pKernelArgs& a, uint64_t value) {
-  Post(a, kArrive, value);
-  return WaitAll(a, kArrive, value);
-}
 
 // ---- Data movement ---------------------------------------------------------
 
@@ -364,6 +323,7 @@ template <int W, int DT, int OP> KernelFn PickAlgo(int algo) {
       } else {
         return OneShotPushKernel<W, DT, OP>;
       }
+    case AT_ALGO_ALL_REDUCE_COPY_ENGINE: return CeReduceKernel<W, DT, OP>;
     case AT_ALGO_REDUCE_SCATTER: return ReduceScatterKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return TwoShotPushKernel<W, DT, OP>;
     default: return TwoShotKernel<W, DT, OP>;
@@ -403,6 +363,76 @@ KernelFn Pick(int algo, int world, int dtype, int op, int64_t* count_units) {
   return PickW<kMaxWorld>(algo, dtype, op, count_units);
 }
 
+// The copy-engine all-reduce's side stream and fork/join events, one set per
+// (device, caller stream), made at the first launch there and kept for the
+// life of the process (a caller uses few streams).
+struct Side {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr;
+  cudaEvent_t join = nullptr;
+};
+
+cudaError_t SideFor(cudaStream_t main, Side* out) {
+  static std::mutex* mu = new std::mutex;
+  static auto* sides = new std::map<std::pair<int, cudaStream_t>, Side>;
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(*mu);
+  auto it = sides->find({device, main});
+  if (it == sides->end()) {
+    Side s;
+    e = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming);
+    if (e != cudaSuccess) return e;
+    it = sides->emplace(std::make_pair(device, main), s).first;
+  }
+  *out = it->second;
+  return cudaSuccess;
+}
+
+// See copy_engine.cuh. `k` is complete; the copies use `args`' pointers.
+int LaunchCopyEngine(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn reduce,
+                     cudaStream_t main) {
+  Side side;
+  cudaError_t e = SideFor(main, &side);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  CePrologueKernel<<<1, 32, 0, main>>>(k);
+  e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaEventRecord(side.fork, main);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(side.stream, side.fork, 0);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  const int64_t esize = ElemBytes(args.dtype);
+  const char* in = static_cast<const char*>(args.peer_inputs[args.rank]);
+  Signal* own = static_cast<Signal*>(args.peer_signals[args.rank]);
+  const int64_t chunks = (args.count + args.chunk_elems - 1) / args.chunk_elems;
+  for (int64_t c = 0; c < chunks && e == cudaSuccess; ++c) {
+    const int64_t base = c * args.chunk_elems;
+    const int64_t len = args.count - base < args.chunk_elems ? args.count - base : args.chunk_elems;
+    for (int p = 0; p < args.world && e == cudaSuccess; ++p) {
+      if (p == args.rank) continue;
+      char* slot = static_cast<char*>(args.peer_scratch[p]) + (args.rank * k.slot_elems + base) * esize;
+      e = cudaMemcpyAsync(slot, in + base * esize, len * esize, cudaMemcpyDefault, side.stream);
+    }
+    for (int p = 0; p < args.world && e == cudaSuccess; ++p) {
+      if (p == args.rank) continue;
+      Signal* peer = static_cast<Signal*>(args.peer_signals[p]);
+      e = cudaMemcpyAsync(&peer->ce_arrived.from[args.rank], &own->ce_source[c], sizeof(uint64_t),
+                          cudaMemcpyDefault, side.stream);
+    }
+  }
+  // The join is recorded even after a failed copy, so that the caller's
+  // stream (or its capture) is never left forked.
+  const cudaError_t join = cudaEventRecord(side.join, side.stream);
+  if (e == cudaSuccess) {
+    reduce<<<args.blocks, args.threads, 0, main>>>(k);
+    e = cudaGetLastError();
+  }
+  const cudaError_t wait = join == cudaSuccess ? cudaStreamWaitEvent(main, side.join, 0) : join;
+  return static_cast<int>(e != cudaSuccess ? e : wait);
+}
+
 }  // namespace
 }  // namespace autotuned::kernels::p2p
 
@@ -439,6 +469,11 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
   }
   const p2p::KernelFn fn = p2p::Pick(algo, args->world, args->dtype, args->op, &k.count);
   if (fn == nullptr) return AT_ERR_INVALID_VALUE;
+  if (algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE) {
+    k.chunk_elems = args->chunk_elems;
+    k.slot_elems = p2p::CeSlotElems(args->count, args->dtype);
+    return p2p::LaunchCopyEngine(k, *args, fn, static_cast<cudaStream_t>(stream));
+  }
   fn<<<args->blocks, args->threads, 0, static_cast<cudaStream_t>(stream)>>>(k);
   return static_cast<int>(cudaGetLastError());
 }
@@ -458,6 +493,9 @@ int at_p2p_all_reduce_two_shot_push(const at_p2p_args* args, void* stream) {
 int at_p2p_all_reduce_one_shot_push(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, args, stream);
 }
+int at_p2p_all_reduce_copy_engine(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_ALL_REDUCE_COPY_ENGINE, args, stream);
+}
 int at_p2p_all_gather(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_ALL_GATHER, args, stream);
 }
@@ -469,7 +507,7 @@ int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream) {
 int at_p2p_preload_kernels(void) {
   namespace p2p = autotuned::kernels::p2p;
   cudaFuncAttributes attr;
-  for (int algo = AT_ALGO_ALL_REDUCE_ONE_SHOT; algo <= AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH; ++algo) {
+  for (int algo = AT_ALGO_ALL_REDUCE_ONE_SHOT; algo <= AT_ALGO_ALL_REDUCE_COPY_ENGINE; ++algo) {
     for (int world : {2, 4, p2p::kMaxWorld}) {
       for (int dtype : {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16}) {
         for (int op : {AT_OP_SUM, AT_OP_MAX, AT_OP_MIN}) {
@@ -484,7 +522,9 @@ int at_p2p_preload_kernels(void) {
       }
     }
   }
-  return static_cast<int>(cudaFuncGetAttributes(&attr, p2p::PushFillKernel));
+  const cudaError_t e = cudaFuncGetAttributes(&attr, p2p::PushFillKernel);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  return static_cast<int>(cudaFuncGetAttributes(&attr, p2p::CePrologueKernel));
 }
 
 int at_p2p_scratch_init(int algo, void* scratch, int64_t scratch_bytes, void* stream) {

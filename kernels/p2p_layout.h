@@ -44,8 +44,14 @@ constexpr int kMaxThreads = 1024;
 constexpr int kVecBytes = 16;
 constexpr int kPipelineDepth = 2;
 constexpr int kSignalAlignment = 128;
+// The copy-engine all-reduce: at most this many chunks per launch.
+constexpr int kMaxCeChunks = 1024;
 
 enum FlagKind : int { kArrive = 1, kReduced = 2, kGathered = 3 };
+// Error word kinds of the other waits: the push one-shot's data, a
+// copy-engine chunk.
+constexpr unsigned int kPushDataWait = 4;
+constexpr unsigned int kCeChunkWait = 5;
 
 // One block's flags, one per rank, on a 128-byte line of its own.
 struct alignas(kSignalAlignment) FlagRow {
@@ -58,6 +64,12 @@ struct alignas(kSignalAlignment) Signal {
   FlagRow gathered[kMaxBlocks];
   uint32_t epoch[kMaxBlocks];  // own use only, never written by peers
   alignas(kSignalAlignment) uint32_t error;  // first error, 0 = none
+  // The copy-engine all-reduce (one row, not per block): from[p] =
+  // Flag(e, c + 1) once rank p's chunk c of launch e is in this rank's
+  // scratch, written by rank p's copy engine from its ce_source[c], which
+  // holds that value from the start of launch e.
+  alignas(kSignalAlignment) FlagRow ce_arrived;
+  uint64_t ce_source[kMaxCeChunks];
 };
 
 static_assert(sizeof(FlagRow) == kSignalAlignment, "one line per row");
@@ -150,6 +162,13 @@ AT_P2P_HD inline int64_t PushSlotBytes(int64_t buffer_bytes, int world) {
 AT_P2P_HD inline int64_t PushBufferBytes(int64_t count, int world, int dtype) {
   const int64_t slot = (count * ElemBytes(dtype) + kVecBytes - 1) / kVecBytes * kVecBytes;
   return kPushHeaderBytes + kPushPhases * world * slot;
+}
+
+// The copy-engine all-reduce's scratch: slot p (rank p's copy of the
+// message) is CeSlotElems elements long; `world` slots (this rank's unused).
+AT_P2P_HD inline int64_t CeSlotElems(int64_t count, int dtype) {
+  const int64_t vec = VecElems(dtype);
+  return (count + vec - 1) / vec * vec;
 }
 
 }  // namespace autotuned::kernels::p2p

@@ -30,6 +30,8 @@ constexpr Entry kEntries[] = {
      AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, false},
     {"all_reduce/one_shot_push", Collective::kAllReduce, Method::kP2p,
      AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, false},
+    {"all_reduce/copy_engine", Collective::kAllReduce, Method::kP2p,
+     AT_ALGO_ALL_REDUCE_COPY_ENGINE, false},
     {"all_reduce/two_shot_chunked", Collective::kAllReduce, Method::kP2p,
      AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, false},
     {"all_gather/nccl", Collective::kAllGather, Method::kNccl, 0, false},
@@ -48,8 +50,8 @@ int ToInt(int64_t v) {
   return static_cast<int>(std::clamp<int64_t>(v, INT_MIN, INT_MAX));
 }
 
-// The chunked two-shot's chunk_kib as elements: a whole number of 16-byte
-// vectors.
+// The chunk_kib of the chunked two-shot and the copy engine as elements: a
+// whole number of 16-byte vectors.
 int64_t ChunkElems(const ProblemSpec& p, const CandidateSpec& c) {
   const int64_t vec = AT_P2P_ALIGNMENT / DTypeSize(p.dtype);
   const int64_t elems = c.Param("chunk_kib", 0) * 1024 / DTypeSize(p.dtype);

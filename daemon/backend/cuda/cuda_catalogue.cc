@@ -62,6 +62,14 @@ Catalogue CudaCatalogue(bool test_faults) {
   chunked.params.push_back(
       {"chunk_kib", 2048, 16, 1 << 20, "pipeline chunk per rank, KiB"});
   c.Add(chunked);
+  ImplInfo ce = P2p(Collective::kAllReduce, "all_reduce/copy_engine",
+                    "the copy engines move each rank's input into every peer's "
+                    "scratch in chunks while the SMs reduce the chunks that have "
+                    "arrived (for large messages)",
+                    64, 1024);
+  ce.params.push_back({"chunk_kib", 8192, 64, 1 << 20,
+                       "copy chunk per rank, KiB (at most 1024 chunks)"});
+  c.Add(ce);
   c.Add(Nccl(Collective::kAllGather, "all_gather/nccl", "ncclAllGather"));
   c.Add(P2p(Collective::kAllGather, "all_gather/p2p",
             "each rank copies its peers' inputs over NVLink", 32, 512));
