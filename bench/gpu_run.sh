@@ -172,7 +172,7 @@ start_daemon() {
 
 start_daemon "$OUT/daemon.log"
 
-AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/one_shot_push:blocks=16,threads=512,all_reduce/one_shot_push,all_reduce/one_shot_push:blocks=64,threads=1024,all_reduce/one_shot_push:blocks=128,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot:blocks=128,threads=1024,all_reduce/two_shot_push,all_reduce/two_shot_push:blocks=16,threads=512,all_reduce/two_shot_push:blocks=64,threads=1024,all_reduce/two_shot_chunked,all_reduce/two_shot_chunked:blocks=128,threads=1024
+AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/one_shot_push:blocks=16,threads=512,all_reduce/one_shot_push,all_reduce/one_shot_push:blocks=64,threads=1024,all_reduce/one_shot_push:blocks=128,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot:blocks=128,threads=1024,all_reduce/two_shot_push,all_reduce/two_shot_push:blocks=16,threads=512,all_reduce/two_shot_push:blocks=64,threads=1024,all_reduce/two_shot_chunked,all_reduce/two_shot_chunked:blocks=128,threads=1024,all_reduce/copy_engine:chunk_kib=2048,all_reduce/copy_engine,all_reduce/copy_engine:chunk_kib=32768
 # (IMPL:NAME=INT,NAME=INT: a piece with '=' and no ':' continues the candidate
 # before it, so "one_shot:blocks=64,threads=1024" is one candidate.)
 # Up to 1 MiB a candidate takes a few microseconds: 500 timed iterations
@@ -225,13 +225,13 @@ done
 : > "$OUT/p2p_bench.err"
 # The same sizes and iteration counts as the daemon's sweeps.
 P2P_SMALL=("$BIN/p2p_bench" --min_bytes=1024 --max_bytes=1048576 --step=2 --iters=500 --warmup=50)
-P2P_LARGE=("$BIN/p2p_bench" --min_bytes=2097152 --max_bytes=268435456 --step=2 --iters=50 --warmup=10)
+P2P_LARGE=("$BIN/p2p_bench" --min_bytes=2097152 --max_bytes=268435456 --step=2 --iters=50 --warmup=10 --chunk_elems=131072,1048576,4194304)
 # Exit status 3: some candidate's output was wrong (listed as "# BAD output").
 for part in SMALL LARGE; do
   cmd="P2P_$part[@]"
-  step "p2p_bench_eager_${part,,}" 35 "${!cmd}" --nccl_threads >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
+  step "p2p_bench_eager_${part,,}" 60 "${!cmd}" --nccl_threads >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
     why "$OUT/p2p_bench.err"
-  step "p2p_bench_graph_${part,,}" 35 "${!cmd}" --graph >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
+  step "p2p_bench_graph_${part,,}" 60 "${!cmd}" --graph >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
     why "$OUT/p2p_bench.err"
 done
 
