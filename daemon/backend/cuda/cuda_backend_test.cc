@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "daemon/backend/cuda/cuda_catalogue.h"
 
 #include <catch2/catch.hpp>
 
@@ -64,6 +65,27 @@ TEST_CASE("the backend describes the worker's GPUs and catalogue") {
   REQUIRE(out.size() == 2);
   CHECK(out[1].status.ok());
   CHECK(out[1].iteration_us.size() == 4);
+}
+
+TEST_CASE("the push one-shot is ruled out for float32, the copy engine takes a chunk") {
+  const Catalogue c = CudaCatalogue(false);
+  ProblemSpec p = AllReduce();
+  p.dtype = DType::kFloat32;
+  const absl::Status fp32 = c.Supports(p, "all_reduce/one_shot_push", "problems[0].candidates[1]");
+  CHECK(fp32.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(fp32.message()),
+             Catch::Contains("problems[0].candidates[1].impl: \"all_reduce/one_shot_push\" "
+                             "does not support dtype float32"));
+  for (DType d : {DType::kBFloat16, DType::kFloat16}) {
+    p.dtype = d;
+    CHECK(c.Supports(p, "all_reduce/one_shot_push", "f").ok());
+  }
+  p.dtype = DType::kFloat32;
+  absl::StatusOr<CandidateSpec> ce = c.Canonicalize(p, {"all_reduce/copy_engine", {}}, "f");
+  REQUIRE(ce.ok());
+  CHECK(ce->Param("chunk_kib", 0) == 8192);
+  CHECK(ce->Param("blocks", 0) == 64);
+  CHECK_FALSE(c.Canonicalize(p, {"all_reduce/copy_engine", {{"chunk_kib", 1}}}, "f").ok());
 }
 
 TEST_CASE("a worker stuck in a kernel is killed at the deadline and replaced") {
