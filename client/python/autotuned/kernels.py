@@ -17,8 +17,9 @@ equals the ctypes mirror below; a mismatch raises KernelsError naming both.
 Group. P2PGroup(process_group) is collective over a torch.distributed group
 (NCCL or gloo; one GPU per rank, all ranks on one host). Each rank makes one
 cudaMalloc holding its signal buffer (zeroed with at_p2p_signal_init), the
-two-shot scratch, the push one-shot's buffer (prepared with
-at_p2p_scratch_init) and a staging input buffer of `max_bytes`; exports it with
+two-shot scratch, the push one-shot's buffer for messages up to
+`push_max_bytes` (3 x world slots; prepared with at_p2p_scratch_init) and a
+staging input buffer of `max_bytes`; exports it with
 cudaIpcGetMemHandle, exchanges the handles with dist.all_gather_object and
 opens the peers' with cudaIpcOpenMemHandle (cudaIpcMemLazyEnablePeerAccess).
 cudart is the libcudart that torch loaded (found in /proc/self/maps).
@@ -388,7 +389,8 @@ class P2PGroup:
 
     def __init__(self, process_group: Any = None, *, max_bytes: int = 64 << 20,
                  chunk_kib: int = 2048, spin_limit: int = 0, name: Optional[str] = None,
-                 library: Optional[str] = None, device: Any = None) -> None:
+                 library: Optional[str] = None, device: Any = None,
+                 push_max_bytes: Optional[int] = None) -> None:
         import torch
         import torch.distributed as dist
 
@@ -423,10 +425,13 @@ class P2PGroup:
             scratch = max(scratch, self.lib.scratch_bytes(ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                                                           dt, self.world, n, chunk))
         self.scratch_bytes = _align(scratch)
-        # The push one-shot's own buffer, for 16-bit messages up to max_bytes.
-        self.push_bytes = _align(self.lib.scratch_bytes(ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
-                                                        DTYPE_BFLOAT16, self.world,
-                                                        self.max_bytes // 2))
+        # The push one-shot's own buffer: 3 x world slots of its largest
+        # message, so by default only up to 8 MiB (0: none).
+        push_max = min(self.max_bytes, 8 << 20) if push_max_bytes is None else push_max_bytes
+        self.push_max_bytes = min(self.max_bytes, max(int(push_max), 0)) // 16 * 16
+        self.push_bytes = _align(self.lib.scratch_bytes(
+            ALGO_ALL_REDUCE_ONE_SHOT_PUSH, DTYPE_BFLOAT16, self.world,
+            self.push_max_bytes // 2)) if self.push_max_bytes else 0
         self.signal_offset = 0
         self.scratch_offset = _align(self.lib.signal_bytes)
         self.push_offset = self.scratch_offset + self.scratch_bytes
@@ -447,11 +452,13 @@ class P2PGroup:
                                                  ctypes.c_void_p(stream.cuda_stream or None))
             if rc != AT_OK:
                 raise KernelsError(f"at_p2p_signal_init: {self.lib.error_string(rc)}")
-            rc = self.lib.lib.at_p2p_scratch_init(
-                ALGO_ALL_REDUCE_ONE_SHOT_PUSH, ctypes.c_void_p(self._base + self.push_offset),
-                self.push_bytes, ctypes.c_void_p(stream.cuda_stream or None))
-            if rc != AT_OK:
-                raise KernelsError(f"at_p2p_scratch_init: {self.lib.error_string(rc)}")
+            if self.push_bytes:
+                rc = self.lib.lib.at_p2p_scratch_init(
+                    ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
+                    ctypes.c_void_p(self._base + self.push_offset), self.push_bytes,
+                    ctypes.c_void_p(stream.cuda_stream or None))
+                if rc != AT_OK:
+                    raise KernelsError(f"at_p2p_scratch_init: {self.lib.error_string(rc)}")
             stream.synchronize()
             handle = _IpcHandle()
             _cuda_check(rt.cudaIpcGetMemHandle(ctypes.byref(handle), ctypes.c_void_p(self._base)),
@@ -537,9 +544,12 @@ class P2PGroup:
                                f"the group is on {self.device}")
         dtype = _torch_dtype_code(x.dtype)
         nbytes = x.numel() * x.element_size()
-        if nbytes > self.max_bytes:
-            raise KernelsError(f"P2PGroup {self.name}: {nbytes} bytes > the staging buffer's "
-                               f"{self.max_bytes} (max_bytes)")
+        if nbytes > self.limit(impl):
+            raise KernelsError(
+                f"P2PGroup {self.name}: {nbytes} bytes > {self.limit(impl)}, the largest "
+                + ("message of the push one-shot's buffer (push_max_bytes)"
+                   if impl.algo == ALGO_ALL_REDUCE_ONE_SHOT_PUSH
+                   else "the staging buffer's (max_bytes)"))
         try:
             op_code = _OPS[op]
         except KeyError:
@@ -565,6 +575,11 @@ class P2PGroup:
                 nbytes, _CUDA_MEMCPY_DEVICE_TO_DEVICE, ctypes.c_void_p(stream or None)),
                 "cudaMemcpyAsync (staging)")
         self.lib.launch(impl.algo, a, stream)
+
+    def limit(self, impl: Implementation) -> int:
+        """The largest tensor (bytes) `impl` runs on in this group."""
+        return self.push_max_bytes if impl.algo == ALGO_ALL_REDUCE_ONE_SHOT_PUSH \
+            else self.max_bytes
 
     def error(self) -> int:
         """This rank's signal error word (0 = none; see at_p2p_signal_error).
@@ -738,7 +753,8 @@ class Dispatcher:
     Every candidate of the table must be one this module runs, or be given in
     `others` (spec or implementation name -> callable(x) -> Tensor), checked
     when the Dispatcher is made. Tensors larger than the group's staging
-    buffer go to torch.distributed's collective ("<collective>/nccl").
+    buffer (for the push one-shot, its buffer: push_max_bytes) go to
+    torch.distributed's collective ("<collective>/nccl").
     `p2p` may be None when every candidate is NCCL or in `others`.
     """
 
@@ -766,6 +782,14 @@ class Dispatcher:
             self._make(s) if winners is None or i in winners else self._make_or_refuse(s)
             for i, s in enumerate(table.candidates)]
         self._fallback = self._make(f"{self.collective}/nccl")
+        # The largest tensor each candidate runs on (bytes; None: any): the
+        # staging buffer's, the push one-shot's buffer's for it.
+        self._limits: list[Optional[int]] = [None] * len(table.candidates)
+        if p2p is not None:
+            for i, s in enumerate(table.candidates):
+                push = s not in self.others and \
+                    s.split(":", 1)[0] == "all_reduce/one_shot_push"
+                self._limits[i] = p2p.push_max_bytes if push else p2p.max_bytes
         self._counts = tuple(s.count for s in sizes)
         self._winners = tuple(s.winner_index for s in sizes)
         if self._counts:
@@ -808,16 +832,18 @@ class Dispatcher:
         return lambda x: torch.ops.autotuned.reduce_scatter(x, c.impl, g, c.blocks, c.threads,
                                                             self.op)
 
+    def _too_large(self, x: Any, i: int) -> bool:
+        limit = self._limits[i]
+        return limit is not None and x.numel() * x.element_size() > limit
+
     def pick(self, x: Any) -> str:
         """The candidate spec that runs for x."""
-        if self.p2p is not None and x.numel() * x.element_size() > self.p2p.max_bytes:
-            return f"{self.collective}/nccl"
-        return self.table.candidates[self.pick_index(x)]
+        i = self.pick_index(x)
+        return f"{self.collective}/nccl" if self._too_large(x, i) else self.table.candidates[i]
 
     def __call__(self, x: Any) -> Any:
-        if self.p2p is not None and x.numel() * x.element_size() > self.p2p.max_bytes:
-            return self._fallback(x)
-        return self._runs[self.pick_index(x)](x)
+        i = self.pick_index(x)
+        return self._fallback(x) if self._too_large(x, i) else self._runs[i](x)
 
 
 class _NcclOnly:

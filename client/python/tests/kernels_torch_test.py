@@ -156,5 +156,33 @@ def test_dispatcher_on_gloo():
             assert r["p2p_group"] == "P2PGroup: no CUDA device"
 
 
+def test_dispatcher_sends_what_the_push_buffer_cannot_hold_to_nccl():
+    # The push one-shot runs up to the group's push_max_bytes, the other P2P
+    # kernels up to max_bytes; beyond, torch.distributed's collective. pick()
+    # launches nothing, so a stand-in for the group (its limits) will do.
+    import types
+
+    import torch
+
+    import autotuned.kernels as K
+    from autotuned.vllm import DispatchTable, SizeTiming
+
+    cands = ["all_reduce/one_shot_push:blocks=16,threads=512", "all_reduce/one_shot"]
+    table = DispatchTable("all_reduce", "bfloat16", 2, cands, [
+        SizeTiming(1 << 10, 2 << 10, cands[0], 0, {}, "TUNED"),
+        SizeTiming(1 << 20, 2 << 20, cands[1], 1, {}, "TUNED")], [])
+    group = types.SimpleNamespace(name="stand-in", max_bytes=4 << 20, push_max_bytes=8 << 10)
+    run = K.Dispatcher(table, group)
+
+    def pick(elements):
+        return run.pick(torch.empty(elements, dtype=torch.bfloat16))
+
+    assert pick(1 << 10) == cands[0]             # 2 KiB: the push one-shot
+    assert pick(1 << 12) == cands[0]             # 8 KiB: its buffer's largest
+    assert pick(1 << 13) == "all_reduce/nccl"    # 16 KiB: nearer the push pick, too large
+    assert pick(1 << 19) == cands[1]             # 1 MiB: the one-shot
+    assert pick(1 << 22) == "all_reduce/nccl"    # 8 MiB: over max_bytes
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
