@@ -144,6 +144,16 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int64_t round_bytes = grid * kVecBytes;
   const int64_t lag = (kPushLagBytes + round_bytes - 1) / round_bytes;
   const bool tail_owner = a.count % V != 0 && gid == nvec % grid;
+  // Vector j of the slots the previous launch read, emptied for the next use.
+  auto empty_stale = [&](int64_t j) {
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      if (p < a.world && p != a.rank) {
+        reinterpret_cast<uint4*>(slots.At<Raw>(a.rank, stale, p))[j] =
+            make_uint4(kEmptyWord, kEmptyWord, kEmptyWord, kEmptyWord);
+      }
+    }
+  };
   int failed = 0;
 
   if (tail_owner) {
@@ -182,25 +192,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       if (failed) break;
       ReduceVector<W, DT, OP>(v, a.world, j, LocalDst{a.out, nullptr});
     }
-    if (j < stale_vecs) {
-#pragma unroll
-      for (int p = 0; p < W; ++p) {
-        if (p < a.world && p != a.rank) {
-          reinterpret_cast<uint4*>(slots.At<Raw>(a.rank, stale, p))[j] =
-              make_uint4(kEmptyWord, kEmptyWord, kEmptyWord, kEmptyWord);
-        }
-      }
-    }
+    if (j < stale_vecs) empty_stale(j);
   }
-  for (int64_t j = gid + rounds * grid; j < stale_vecs && !failed; j += grid) {
-#pragma unroll
-    for (int p = 0; p < W; ++p) {
-      if (p < a.world && p != a.rank) {
-        reinterpret_cast<uint4*>(slots.At<Raw>(a.rank, stale, p))[j] =
-            make_uint4(kEmptyWord, kEmptyWord, kEmptyWord, kEmptyWord);
-      }
-    }
-  }
+  for (int64_t j = gid + rounds * grid; j < stale_vecs && !failed; j += grid) empty_stale(j);
   if (tail_owner && !failed) {
     for (int64_t i = nvec * V; i < a.count && !failed; ++i) {
       float acc = 0.f;
