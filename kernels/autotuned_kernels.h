@@ -8,7 +8,8 @@
  * collective with the same arguments (except `rank`, `output` and its own
  * entries) in the same order: a collective call. Every rank reads its peers'
  * memory directly (loads over NVLink; nothing is written to a peer except
- * signal flags, and, for the push variants only, the peers' scratch). So
+ * signal flags and, for the push variants and the copy engine only, the
+ * peers' scratch). So
  * everything a kernel reads from (or writes to) a peer is passed as a peer
  * pointer valid in the calling process: either one process owns all GPUs and
  * enabled peer access (see at_p2p_group_create), or the pointers were opened
@@ -17,9 +18,9 @@
  * Per rank the caller provides, in peer-visible device memory:
  *   - a signal buffer of at_p2p_signal_bytes() bytes, zeroed once
  *     (at_p2p_signal_init) before first use;
- *   - for the two-shot all-reduces (pull, chunked and push), a scratch
- *     buffer of at least at_p2p_scratch_bytes(...) bytes (contents need no
- *     initialization);
+ *   - for the two-shot all-reduces (pull, chunked and push) and the copy
+ *     engine, a scratch buffer of at least at_p2p_scratch_bytes(...) bytes
+ *     (contents need no initialization);
  *   - for the push one-shot, a buffer of its own (no other algo may use it)
  *     of at least at_p2p_scratch_bytes(...) bytes, the same size on every
  *     rank, prepared by at_p2p_scratch_init before first use and again after
