@@ -127,6 +127,18 @@ def test_scratch_bytes(lib):
         4 * (1 << 18) * 2
 
 
+def test_scratch_init_checks_before_any_cuda_call(lib):
+    init = lib.lib.at_p2p_scratch_init
+    push = K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH
+    big = lib.scratch_bytes(push, K.DTYPE_BFLOAT16, 2, 1000)
+    assert init(99, ctypes.c_void_p(0x10000000), big, None) == 1       # unknown algo
+    assert init(push, None, big, None) == 1                            # no buffer
+    assert init(push, ctypes.c_void_p(0x10000008), big, None) == 1    # not 16-byte aligned
+    assert init(push, ctypes.c_void_p(0x10000000), 640, None) == 1    # the header alone
+    # The other algos' scratch needs no preparation: nothing to do, no CUDA call.
+    assert init(K.ALGO_ALL_REDUCE_TWO_SHOT, ctypes.c_void_p(0x10000000), big, None) == 0
+
+
 def test_launch_of_rejected_arguments_raises_with_the_reason(lib):
     # Rejected before any CUDA call, so this needs no GPU.
     with pytest.raises(K.KernelsError, match="block"):
