@@ -6,10 +6,12 @@
 //
 //   nvlink_ceiling [MiB=256] [iterations=20]
 //
-// Per transfer: copy engine (cudaMemcpyPeerAsync) and SM kernels (16-byte
-// loads from the peer's memory into local memory, or stores into the peer's),
-// one way (GPU 0 -> GPU 1) and both ways at once; GB/s per direction, from
-// CUDA events around `iterations` back-to-back transfers after 3 warm-ups.
+// Per transfer: copy engine (cudaMemcpyPeerAsync; also in 2 MiB chunks, each
+// followed by an 8-byte copy, as all_reduce/copy_engine moves data) and SM
+// kernels (16-byte loads from the peer's memory into local memory, or stores
+// into the peer's, plain or volatile as all_reduce/one_shot_push's), one way
+// (GPU 0 -> GPU 1) and both ways at once; GB/s per direction, from CUDA
+// events around `iterations` back-to-back transfers after 3 warm-ups.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,7 +27,20 @@ __global__ void Copy16(const int4* __restrict__ src, int4* __restrict__ dst, siz
   }
 }
 
+// Copy16 with st.volatile (relaxed, system scope) stores.
+__global__ void Copy16Volatile(const int4* __restrict__ src, int4* dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const int4 v = src[i];
+    asm volatile("st.volatile.global.v4.s32 [%0], {%1, %2, %3, %4};" ::"l"(dst + i), "r"(v.x),
+                 "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+  }
+}
+
 namespace {
+
+constexpr size_t kChunkBytes = size_t{2} << 20;
 
 struct Gpu {
   void* mine = nullptr;   // source of its reads and writes
@@ -35,7 +50,13 @@ struct Gpu {
   cudaEvent_t start{}, stop{};
 };
 
-enum class Kind { kCopyEngine, kRemoteRead, kRemoteWrite };
+enum class Kind {
+  kCopyEngine,
+  kCopyEngineChunks,
+  kRemoteRead,
+  kRemoteWrite,
+  kRemoteWriteVolatile,
+};
 
 // One transfer of `bytes` by GPU `g` (to or from GPU `1 - g`).
 void Launch(Kind kind, Gpu* gpus, int g, size_t bytes, int blocks, int threads) {
@@ -51,9 +72,21 @@ void Launch(Kind kind, Gpu* gpus, int g, size_t bytes, int blocks, int threads) 
       Copy16<<<blocks, threads, 0, me.stream>>>(static_cast<const int4*>(peer.mine),
                                                 static_cast<int4*>(me.out), n);
       break;
+    case Kind::kCopyEngineChunks:
+      for (size_t off = 0; off < bytes; off += kChunkBytes) {
+        const size_t len = std::min(kChunkBytes, bytes - off);
+        CHECK(cudaMemcpyPeerAsync(static_cast<char*>(peer.inbox) + off, 1 - g,
+                                  static_cast<const char*>(me.mine) + off, g, len, me.stream));
+        CHECK(cudaMemcpyPeerAsync(peer.out, 1 - g, me.mine, g, 8, me.stream));  // the flag
+      }
+      break;
     case Kind::kRemoteWrite:
       Copy16<<<blocks, threads, 0, me.stream>>>(static_cast<const int4*>(me.mine),
                                                 static_cast<int4*>(peer.inbox), n);
+      break;
+    case Kind::kRemoteWriteVolatile:
+      Copy16Volatile<<<blocks, threads, 0, me.stream>>>(static_cast<const int4*>(me.mine),
+                                                        static_cast<int4*>(peer.inbox), n);
       break;
   }
   CHECK(cudaGetLastError());
@@ -130,16 +163,19 @@ int main(int argc, char** argv) {
     const char* name;
     Kind kind;
   } kinds[] = {{"copy engine (cudaMemcpyPeerAsync)", Kind::kCopyEngine},
+               {"copy engine, 2 MiB chunks + flags", Kind::kCopyEngineChunks},
                {"SM kernel, 16 B loads from peer", Kind::kRemoteRead},
-               {"SM kernel, 16 B stores to peer", Kind::kRemoteWrite}};
+               {"SM kernel, 16 B stores to peer", Kind::kRemoteWrite},
+               {"SM kernel, 16 B volatile stores", Kind::kRemoteWriteVolatile}};
   for (const auto& k : kinds) {
     const int shapes[][2] = {{sms, 512}, {2 * sms, 512}, {4 * sms, 256}};
-    const int n_shapes = k.kind == Kind::kCopyEngine ? 1 : 3;  // a copy has no shape
+    const bool copy = k.kind == Kind::kCopyEngine || k.kind == Kind::kCopyEngineChunks;
+    const int n_shapes = copy ? 1 : 3;  // a copy has no shape
     for (int i = 0; i < n_shapes; ++i) {
       const int* s = shapes[i];
       const double one = Measure(k.kind, gpus, false, bytes, iters, s[0], s[1]);
       const double two = Measure(k.kind, gpus, true, bytes, iters, s[0], s[1]);
-      if (k.kind == Kind::kCopyEngine) {
+      if (copy) {
         std::printf("%-34s %8s %8s %14.1f %14.1f\n", k.name, "-", "-", one, two);
       } else {
         std::printf("%-34s %8d %8d %14.1f %14.1f\n", k.name, s[0], s[1], one, two);
