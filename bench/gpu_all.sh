@@ -11,8 +11,10 @@
 # PY_DIR:  client/python with its stubs (client/python/gen_stubs.sh PY_DIR)
 # OUT_DIR: created; receives
 #   steps.log                  every step's exit status and duration
-#   tests/*.txt                the Catch2 GPU tests' output, and
+#   tests/*.txt                the Catch2 GPU tests' output,
 #                              tests/cross_daemon_test.sh (two daemons, one GPU each)
+#                              and client/python/tests/gpu_kernels_test.py (the
+#                              kernels as torch ops, 2 processes, against NCCL)
 #   nvlink_ceiling.txt         what the two GPUs move over NVLink (bench/nvlink_ceiling.cu)
 #   launch_floor.txt           the event loop's launch floor, eager against graph
 #                              (bench/launch_floor.cu)
@@ -67,6 +69,9 @@ DPID=$!
 for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
 export PYTHONPATH="$PY_DIR" AUTOTUNED_KERNELS_LIB="$BIN/libautotuned_kernels_abi.so"
 run2=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2)
+# The kernels as torch ops in the user's processes (CUDA IPC), against NCCL.
+step gpu_kernels_test 240 "$OUT/tests/gpu_kernels_test.txt" \
+  "${run2[@]}" "$PY_DIR/tests/gpu_kernels_test.py"
 step compile_acceptance 300 "$OUT/compile_acceptance.log" \
   "${run2[@]}" "$PY_DIR/examples/gpu_compile_acceptance.py" --socket "$SOCK"
 step vllm_worker 240 "$OUT/vllm_worker.log" \
