@@ -533,8 +533,9 @@ class P2PGroup:
 
     def launch(self, impl: Implementation, x: Any, out: Any, *, op: str = "sum", blocks: int = 0,
                threads: int = 0, chunk_kib: int = 0) -> None:
-        """Copies x into the staging buffer and launches impl's kernel into
-        `out` on the current stream."""
+        """Copies x into the staging buffer (the push one-shot reads a 16-byte
+        aligned x where it is) and launches impl's kernel into `out` on the
+        current stream."""
         import torch
 
         if self._closed:
