@@ -19,7 +19,9 @@ Group. P2PGroup(process_group) is collective over a torch.distributed group
 cudaMalloc holding its signal buffer (zeroed with at_p2p_signal_init), the
 two-shot scratch, the push one-shot's buffer for messages up to
 `push_max_bytes` (3 x world slots; prepared with at_p2p_scratch_init) and a
-staging input buffer of `max_bytes`; exports it with
+staging input buffer of `max_bytes`; with `ce_max_bytes` > 0 (off by
+default) the scratch also holds the copy engine's world copies of a message
+of that size; exports it with
 cudaIpcGetMemHandle, exchanges the handles with dist.all_gather_object and
 opens the peers' with cudaIpcOpenMemHandle (cudaIpcMemLazyEnablePeerAccess).
 cudart is the libcudart that torch loaded (found in /proc/self/maps).
@@ -32,12 +34,14 @@ Ops (namespace `autotuned`, with fake implementations for torch.compile):
                    str op) -> Tensor
 `impl` is the daemon's implementation name ("all_reduce/one_shot",
 "all_reduce/two_shot", "all_reduce/two_shot_push", "all_reduce/one_shot_push",
-"all_reduce/two_shot_chunked", "all_gather/p2p", "reduce_scatter/p2p";
+"all_reduce/two_shot_chunked", "all_reduce/copy_engine" (with ce_max_bytes),
+"all_gather/p2p", "reduce_scatter/p2p";
 "<collective>/nccl" runs torch.distributed's own collective); `group` is
 P2PGroup.name ("" = the last group made); blocks, threads and chunk_kib 0 =
 the daemon catalogue's defaults. Each call copies x
-into the staging buffer (the push one-shot reads x itself, when 16-byte
-aligned) and launches on the current stream; the result is a
+into the staging buffer (the push one-shot and the copy engine read x
+itself, when 16-byte aligned) and launches on the current stream; the result
+is a
 new tensor (all_gather: dim 0 times world; reduce_scatter: dim 0 / world).
 Calls on one rank must be ordered (one stream, as the signal buffer is
 shared); every rank makes the same calls in the same order; a CUDA graph may
@@ -68,8 +72,16 @@ ALGO_ALL_GATHER = 4
 ALGO_REDUCE_SCATTER = 5
 ALGO_ALL_REDUCE_TWO_SHOT_PUSH = 6  # since ABI 1.1 (AT_KERNELS_VERSION 10100)
 ALGO_ALL_REDUCE_ONE_SHOT_PUSH = 7  # since ABI 1.2 (bfloat16 and float16 only)
+ALGO_ALL_REDUCE_COPY_ENGINE = 8    # since ABI 1.2
 
 _OPS = {"sum": OP_SUM, "max": OP_MAX, "min": OP_MIN}
+# Implementations whose largest message in a P2PGroup is not max_bytes: the
+# P2PGroup attribute that holds it.
+_OWN_LIMIT = {"all_reduce/one_shot_push": "push_max_bytes",
+              "all_reduce/copy_engine": "ce_max_bytes"}
+# Implementations that read only the calling rank's input: x itself is passed
+# (when 16-byte aligned), not a staged copy.
+_READS_OWN_INPUT = (ALGO_ALL_REDUCE_ONE_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE)
 _VOIDPP = ctypes.POINTER(ctypes.c_void_p)
 
 
@@ -134,6 +146,8 @@ IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (
                    32, 512),
     Implementation("all_reduce/one_shot_push", "all_reduce", ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
                    32, 512),
+    Implementation("all_reduce/copy_engine", "all_reduce", ALGO_ALL_REDUCE_COPY_ENGINE,
+                   64, 1024, 8192),
     Implementation("all_reduce/two_shot_chunked", "all_reduce",
                    ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, 64, 1024, 2048),
     Implementation("all_gather/nccl", "all_gather", 0),
@@ -390,7 +404,7 @@ class P2PGroup:
     def __init__(self, process_group: Any = None, *, max_bytes: int = 64 << 20,
                  chunk_kib: int = 2048, spin_limit: int = 0, name: Optional[str] = None,
                  library: Optional[str] = None, device: Any = None,
-                 push_max_bytes: Optional[int] = None) -> None:
+                 push_max_bytes: Optional[int] = None, ce_max_bytes: int = 0) -> None:
         import torch
         import torch.distributed as dist
 
@@ -424,6 +438,11 @@ class P2PGroup:
             chunk = max(vec, chunk_kib * 1024 // size // vec * vec)
             scratch = max(scratch, self.lib.scratch_bytes(ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                                                           dt, self.world, n, chunk))
+        # The copy engine's world copies of its largest message (0: none).
+        self.ce_max_bytes = min(self.max_bytes, max(int(ce_max_bytes), 0)) // 16 * 16
+        if self.ce_max_bytes:
+            scratch = max(scratch, self.lib.scratch_bytes(
+                ALGO_ALL_REDUCE_COPY_ENGINE, DTYPE_BFLOAT16, self.world, self.ce_max_bytes // 2))
         self.scratch_bytes = _align(scratch)
         # The push one-shot's own buffer: 3 x world slots of its largest
         # message, so by default only up to 8 MiB (0: none).
@@ -508,8 +527,8 @@ class P2PGroup:
              blocks: int, threads: int, chunk_elems: int = 0,
              input_ptr: Optional[int] = None) -> AtP2PArgs:
         """at_p2p_args for a launch reading the staging buffers, or, for the
-        push one-shot given `input_ptr`, this rank's own input there (the only
-        one it reads)."""
+        push one-shot and the copy engine given `input_ptr`, this rank's own
+        input there (the only one they read)."""
         a = AtP2PArgs()
         a.world, a.rank, a.dtype, a.op, a.count = self.world, self.rank, dtype, op, count
         if input_ptr is None:
@@ -520,7 +539,7 @@ class P2PGroup:
             a.peer_inputs = ctypes.cast(own, _VOIDPP)  # keeps `own` alive with `a`
         a.output = output_ptr
         if algo in (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
-                    ALGO_ALL_REDUCE_TWO_SHOT_PUSH):
+                    ALGO_ALL_REDUCE_TWO_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE):
             a.peer_scratch = ctypes.cast(self._peer_scratch, _VOIDPP)
             a.scratch_bytes = self.scratch_bytes
         elif algo == ALGO_ALL_REDUCE_ONE_SHOT_PUSH:
@@ -548,9 +567,8 @@ class P2PGroup:
         if nbytes > self.limit(impl):
             raise KernelsError(
                 f"P2PGroup {self.name}: {nbytes} bytes > {self.limit(impl)}, the largest "
-                + ("message of the push one-shot's buffer (push_max_bytes)"
-                   if impl.algo == ALGO_ALL_REDUCE_ONE_SHOT_PUSH
-                   else "the staging buffer's (max_bytes)"))
+                f"{impl.name} runs on in this group "
+                f"({_OWN_LIMIT.get(impl.name, 'max_bytes')})")
         try:
             op_code = _OPS[op]
         except KeyError:
@@ -561,11 +579,11 @@ class P2PGroup:
         size = x.element_size()
         vec = 16 // size
         chunk_elems = 0
-        if impl.algo == ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED:
+        if impl.algo in (ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, ALGO_ALL_REDUCE_COPY_ENGINE):
             chunk_elems = max(vec, (chunk_kib or impl.chunk_kib) * 1024 // size // vec * vec)
         x = x.contiguous()
-        # The push one-shot reads only its own input: x itself, unless misaligned.
-        direct = impl.algo == ALGO_ALL_REDUCE_ONE_SHOT_PUSH and x.data_ptr() % 16 == 0
+        # Own input only: x itself, unless misaligned.
+        direct = impl.algo in _READS_OWN_INPUT and x.data_ptr() % 16 == 0
         a = self.args(impl.algo, dtype, count, out.data_ptr(), op=op_code,
                       blocks=blocks or impl.blocks, threads=threads or impl.threads,
                       chunk_elems=chunk_elems, input_ptr=x.data_ptr() if direct else None)
@@ -579,8 +597,7 @@ class P2PGroup:
 
     def limit(self, impl: Implementation) -> int:
         """The largest tensor (bytes) `impl` runs on in this group."""
-        return self.push_max_bytes if impl.algo == ALGO_ALL_REDUCE_ONE_SHOT_PUSH \
-            else self.max_bytes
+        return int(getattr(self, _OWN_LIMIT.get(impl.name, "max_bytes")))
 
     def error(self) -> int:
         """This rank's signal error word (0 = none; see at_p2p_signal_error).
@@ -754,8 +771,8 @@ class Dispatcher:
     Every candidate of the table must be one this module runs, or be given in
     `others` (spec or implementation name -> callable(x) -> Tensor), checked
     when the Dispatcher is made. Tensors larger than the group's staging
-    buffer (for the push one-shot, its buffer: push_max_bytes) go to
-    torch.distributed's collective ("<collective>/nccl").
+    buffer (for the push one-shot and the copy engine, push_max_bytes and
+    ce_max_bytes) go to torch.distributed's collective ("<collective>/nccl").
     `p2p` may be None when every candidate is NCCL or in `others`.
     """
 
@@ -784,13 +801,12 @@ class Dispatcher:
             for i, s in enumerate(table.candidates)]
         self._fallback = self._make(f"{self.collective}/nccl")
         # The largest tensor each candidate runs on (bytes; None: any): the
-        # staging buffer's, the push one-shot's buffer's for it.
+        # staging buffer's, or the implementation's own (_OWN_LIMIT).
         self._limits: list[Optional[int]] = [None] * len(table.candidates)
         if p2p is not None:
             for i, s in enumerate(table.candidates):
-                push = s not in self.others and \
-                    s.split(":", 1)[0] == "all_reduce/one_shot_push"
-                self._limits[i] = p2p.push_max_bytes if push else p2p.max_bytes
+                own = None if s in self.others else _OWN_LIMIT.get(s.split(":", 1)[0])
+                self._limits[i] = int(getattr(p2p, own or "max_bytes"))
         self._counts = tuple(s.count for s in sizes)
         self._winners = tuple(s.winner_index for s in sizes)
         if self._counts:

@@ -6,9 +6,9 @@ against torch.distributed's NCCL collectives. One process per GPU:
       python -m torch.distributed.run --standalone --nproc_per_node=2 \\
       client/python/tests/gpu_kernels_test.py
 
-Checks: all_reduce one_shot, two_shot, two_shot_push, two_shot_chunked at fp32 (bitwise
-equal to NCCL with 2 ranks) and bf16 (within tolerance), one_shot_push at bf16 and fp16
-(16-bit types only), at sizes including
+Checks: all_reduce one_shot, two_shot, two_shot_push, two_shot_chunked, copy_engine at fp32
+(bitwise equal to NCCL with 2 ranks) and bf16 (within tolerance), one_shot_push at bf16 and
+fp16 (16-bit types only), at sizes including
 ones that are not a multiple of 16 bytes; all_gather/p2p and
 reduce_scatter/p2p; 50 launches back to back without a sync; replays of a
 CUDA graph that captured the ops; torch.compile(fullgraph=True) through the
@@ -76,6 +76,7 @@ def check(name: str, ok: bool, detail: str = "") -> None:
 # The push one-shot takes 16-bit types only: its exact checks run in bf16
 # (small integers, exact sums), the others' in fp32.
 PUSH1 = "all_reduce/one_shot_push"
+CE = "all_reduce/copy_engine"  # chunk_kib 16 below: several chunks at these sizes
 
 
 def exact_dtype(impl: str) -> torch.dtype:
@@ -143,7 +144,8 @@ def main() -> int:
     if RANK == 0:
         print(f"library {lib.path} version {lib.version}; world {world}; "
               f"{torch.cuda.get_device_name()}", flush=True)
-    p2p = K.P2PGroup(None, max_bytes=args.max_bytes, spin_limit=args.spin_limit)
+    p2p = K.P2PGroup(None, max_bytes=args.max_bytes, spin_limit=args.spin_limit,
+                     ce_max_bytes=args.max_bytes)
     g = p2p.name
     ar = torch.ops.autotuned.all_reduce
 
@@ -151,7 +153,7 @@ def main() -> int:
     sizes = [1, 7, 1000, 1001, 4099, 65541, 1 << 20]
     for impl, chunk in (("all_reduce/one_shot", 0), ("all_reduce/two_shot", 0),
                         ("all_reduce/two_shot_push", 0), ("all_reduce/two_shot_chunked", 16),
-                        (PUSH1, 0)):
+                        (PUSH1, 0), (CE, 16)):
         for dtype in (torch.float32, torch.bfloat16, torch.float16):
             if (dtype == torch.float32 and impl == PUSH1) or \
                     (dtype == torch.float16 and impl != PUSH1):
@@ -195,7 +197,7 @@ def main() -> int:
 
     # 3. Back to back, no sync in between; exact inputs, so exact sums.
     for impl in ("all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/two_shot_push",
-                 PUSH1):
+                 PUSH1, CE):
         for n in (1001, 65541):
             name = f"{impl} 50 back to back n={n}"
             dog.beat(name)
@@ -211,7 +213,7 @@ def main() -> int:
 
     # 4. CUDA graph: capture, replay with new inputs.
     for impl in ("all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/two_shot_push",
-                 "all_reduce/two_shot_chunked", PUSH1):
+                 "all_reduce/two_shot_chunked", PUSH1, CE):
         name = f"{impl} CUDA graph, 5 replays"
         dog.beat(name)
         n = 65541
@@ -284,7 +286,7 @@ def main() -> int:
         x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
         line = []
         for impl in ("all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
-                     "all_reduce/two_shot_push", PUSH1):
+                     "all_reduce/two_shot_push", PUSH1, CE):
             for _ in range(3):
                 ar(x, impl, g)
             torch.cuda.synchronize()

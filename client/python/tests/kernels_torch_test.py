@@ -156,10 +156,11 @@ def test_dispatcher_on_gloo():
             assert r["p2p_group"] == "P2PGroup: no CUDA device"
 
 
-def test_dispatcher_sends_what_the_push_buffer_cannot_hold_to_nccl():
-    # The push one-shot runs up to the group's push_max_bytes, the other P2P
-    # kernels up to max_bytes; beyond, torch.distributed's collective. pick()
-    # launches nothing, so a stand-in for the group (its limits) will do.
+def test_dispatcher_sends_what_a_candidate_cannot_hold_to_nccl():
+    # The push one-shot runs up to the group's push_max_bytes, the copy
+    # engine up to ce_max_bytes, the other P2P kernels up to max_bytes;
+    # beyond, torch.distributed's collective. pick() launches nothing, so a
+    # stand-in for the group (its limits) will do.
     import types
 
     import torch
@@ -167,11 +168,14 @@ def test_dispatcher_sends_what_the_push_buffer_cannot_hold_to_nccl():
     import autotuned.kernels as K
     from autotuned.vllm import DispatchTable, SizeTiming
 
-    cands = ["all_reduce/one_shot_push:blocks=16,threads=512", "all_reduce/one_shot"]
+    cands = ["all_reduce/one_shot_push:blocks=16,threads=512", "all_reduce/one_shot",
+             "all_reduce/copy_engine:chunk_kib=1024"]
     table = DispatchTable("all_reduce", "bfloat16", 2, cands, [
         SizeTiming(1 << 10, 2 << 10, cands[0], 0, {}, "TUNED"),
-        SizeTiming(1 << 20, 2 << 20, cands[1], 1, {}, "TUNED")], [])
-    group = types.SimpleNamespace(name="stand-in", max_bytes=4 << 20, push_max_bytes=8 << 10)
+        SizeTiming(1 << 20, 2 << 20, cands[1], 1, {}, "TUNED"),
+        SizeTiming(1 << 24, 32 << 20, cands[2], 2, {}, "TUNED")], [])
+    group = types.SimpleNamespace(name="stand-in", max_bytes=64 << 20, push_max_bytes=8 << 10,
+                                  ce_max_bytes=16 << 20)
     run = K.Dispatcher(table, group)
 
     def pick(elements):
@@ -181,7 +185,9 @@ def test_dispatcher_sends_what_the_push_buffer_cannot_hold_to_nccl():
     assert pick(1 << 12) == cands[0]             # 8 KiB: its buffer's largest
     assert pick(1 << 13) == "all_reduce/nccl"    # 16 KiB: nearer the push pick, too large
     assert pick(1 << 19) == cands[1]             # 1 MiB: the one-shot
-    assert pick(1 << 22) == "all_reduce/nccl"    # 8 MiB: over max_bytes
+    assert pick(1 << 23) == cands[2]             # 16 MiB: the copy engine
+    assert pick(1 << 24) == "all_reduce/nccl"    # 32 MiB: over ce_max_bytes
+    assert pick(1 << 26) == "all_reduce/nccl"    # 128 MiB: over max_bytes too
 
 
 if __name__ == "__main__":
