@@ -503,7 +503,6 @@ int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_REDUCE_SCATTER, args, stream);
 }
 
-
 int at_p2p_preload_kernels(void) {
   namespace p2p = autotuned::kernels::p2p;
   cudaFuncAttributes attr;
@@ -511,8 +510,12 @@ int at_p2p_preload_kernels(void) {
     for (int world : {2, 4, p2p::kMaxWorld}) {
       for (int dtype : {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16}) {
         for (int op : {AT_OP_SUM, AT_OP_MAX, AT_OP_MIN}) {
-          // Counts of 1, 2, 4, 8 elements reach every all-gather copy unit.
-          for (int64_t count : {1, 2, 4, 8}) {
+          // All-gather: counts of 1, 2, 4, 8 elements reach every copy unit
+          // (and it has no op); the others have one kernel per dtype and op.
+          const int64_t counts[] = {1, 2, 4, 8};
+          const int n = algo == AT_ALGO_ALL_GATHER ? (op == AT_OP_SUM ? 4 : 0) : 1;
+          for (int c = 0; c < n; ++c) {
+            int64_t count = counts[c];
             const p2p::KernelFn fn = p2p::Pick(algo, world, dtype, op, &count);
             if (fn == nullptr) continue;
             const cudaError_t e = cudaFuncGetAttributes(&attr, fn);
