@@ -439,7 +439,7 @@ class P2PGroup:
             scratch = max(scratch, self.lib.scratch_bytes(ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                                                           dt, self.world, n, chunk))
         # The copy engine's world copies of its largest message (0: none).
-        self.ce_max_bytes = min(self.max_bytes, max(int(ce_max_bytes), 0)) // 16 * 16
+        self.ce_max_bytes = self._within_max_bytes(ce_max_bytes)
         if self.ce_max_bytes:
             scratch = max(scratch, self.lib.scratch_bytes(
                 ALGO_ALL_REDUCE_COPY_ENGINE, DTYPE_BFLOAT16, self.world, self.ce_max_bytes // 2))
@@ -447,7 +447,7 @@ class P2PGroup:
         # The push one-shot's own buffer: 3 x world slots of its largest
         # message, so by default only up to 8 MiB (0: none).
         push_max = min(self.max_bytes, 8 << 20) if push_max_bytes is None else push_max_bytes
-        self.push_max_bytes = min(self.max_bytes, max(int(push_max), 0)) // 16 * 16
+        self.push_max_bytes = self._within_max_bytes(push_max)
         self.push_bytes = _align(self.lib.scratch_bytes(
             ALGO_ALL_REDUCE_ONE_SHOT_PUSH, DTYPE_BFLOAT16, self.world,
             self.push_max_bytes // 2)) if self.push_max_bytes else 0
@@ -495,7 +495,8 @@ class P2PGroup:
                                    "CUDA IPC needs one host")
             layout = {(e["total"], e["max_bytes"], e["scratch"], e["push"]) for e in everyone}
             if len(layout) != 1:
-                raise KernelsError(f"P2PGroup: ranks disagree on max_bytes/chunk_kib: {layout}")
+                raise KernelsError("P2PGroup: ranks disagree on max_bytes/chunk_kib/"
+                                   f"push_max_bytes/ce_max_bytes: {layout}")
             bases = []
             for r, e in enumerate(everyone):
                 if r == self.rank:
@@ -520,6 +521,10 @@ class P2PGroup:
         register_group(self.name, self)
         # Everyone has opened everyone's buffer before anyone launches.
         dist.barrier(group=process_group)
+
+    def _within_max_bytes(self, n: int) -> int:
+        """A per-implementation message limit: 0..max_bytes, whole vectors."""
+        return min(self.max_bytes, max(int(n), 0)) // 16 * 16
 
     # -- launching --
 
