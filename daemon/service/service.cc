@@ -132,7 +132,8 @@ ValidationContext AutotuneService::Validation(const Settings& settings) const {
   return ValidationContext{&backend_->catalogue(), &settings.limits,
                            &settings.defaults, backend_->max_world_size(),
                            backend_->node().backend, config_.peer_advertise(),
-                           options_.peer_client != nullptr && !config_.peer_advertise().empty()};
+                           options_.peer_client != nullptr && !config_.peer_advertise().empty(),
+                           /*asking_daemon=*/""};
 }
 
 grpc::Status AutotuneService::Reject(const absl::Status& status, const char* what) {
