@@ -2,7 +2,7 @@
 // several daemons; proto/peer.proto CrossRun): the meeting point of the
 // daemons' barriers (Exchange), the inbox of their timings (ReduceTimings),
 // and the round's final decision handed back to them. See docs/protocol.md
-// for the protocol.
+// ("Groups over several daemons") for the protocol.
 //
 // Contract:
 //  - Open(run_id, daemons) before the GO leaves the leader; `daemons` lists

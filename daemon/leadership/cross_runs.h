@@ -2,7 +2,8 @@
 // daemons, measured by every daemon for its own ranks in lockstep and ranked
 // here (rounds::CrossRunner), and the peer calls the followers make during
 // it (Peer.ReduceTimings, Peer.Exchange), served through the run's meeting
-// point (daemon/crossrun/hub.h). See docs/protocol.md for the protocol.
+// point (daemon/crossrun/hub.h). See docs/protocol.md ("Groups over several
+// daemons") for the protocol.
 //
 // Ownership: `backend`, `engine`, `solver` and `peer_client` (null: every
 // daemon counts as alive) are not owned and outlive the runs.

@@ -3,7 +3,8 @@
 // (Peer.Ready) and the leader's answer or error handed to that rank as is;
 // when the leader says GO, this daemon measures its own ranks' part of the
 // run once for all of them and sends the timings to the leader. A follower
-// never decides. See docs/protocol.md for the protocol.
+// never decides. See docs/protocol.md ("Groups over several daemons") for
+// the protocol.
 //
 // Ownership: `client`, `engine` and `backend` are not owned and outlive the
 // follower.

@@ -1,7 +1,7 @@
 // The leader's side of Peer.Ready: a follower's forwarded ask of one of its
 // ranks, counted in this daemon's rendezvous as an ask of that rank
 // (rounds::RankRounds) and answered with the round's decision. See
-// docs/protocol.md for the protocol.
+// docs/protocol.md ("Groups over several daemons") for the protocol.
 //
 // Ownership: `rounds` and `admission` are not owned and outlive the leader.
 //

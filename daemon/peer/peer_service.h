@@ -4,7 +4,8 @@
 // SetReadyHandler and SetRunHandlers (the daemon sets those of the groups it
 // leads: daemon/leadership, through AutotuneService) and are UNAVAILABLE
 // until they are set. A handler's error status reaches the caller as is
-// (daemon/common/grpc_status.h). See docs/protocol.md for the protocol.
+// (daemon/common/grpc_status.h). See docs/protocol.md ("Groups over several
+// daemons") for the protocol.
 //
 // Authentication: every call must carry the metadata
 //   authorization: Bearer <token>

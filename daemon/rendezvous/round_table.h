@@ -2,7 +2,8 @@
 // rank asks for itself, and the RoundTable matches the asks of one round so
 // that every rank gets the same decision. How asks make rounds, when a round
 // is ANSWERED, GO, FALLBACK or ERROR, the cross-daemon GO and retention are
-// the protocol's rules: see docs/protocol.md.
+// the protocol's rules: see docs/protocol.md ("Rounds of ranks that ask one
+// by one").
 //
 // Contract:
 //  - Arrive returns the decision of the caller's round (Arrival::decision):
@@ -123,7 +124,7 @@ struct Arrival {
 
 // Retention of decided rounds that still miss ranks, for those ranks
 // (config rendezvous.decision_ttl_ms and max_rounds_kept; the rules are in
-// docs/protocol.md).
+// docs/protocol.md, "Retention").
 struct RoundTableOptions {
   absl::Duration decision_ttl = absl::Minutes(10);
   int max_rounds_kept = 4096;

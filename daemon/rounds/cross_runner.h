@@ -1,7 +1,7 @@
 // The seam between the per-rank rounds and the leader's cross-daemon runs:
 // a GO round whose ranks live on several daemons is measured by a
 // CrossRunner (leadership::CrossRuns) instead of here. See docs/protocol.md
-// for the protocol.
+// ("Groups over several daemons") for the protocol.
 //
 // Thread-safety: implementations are called concurrently, for different
 // rounds.

@@ -4,7 +4,8 @@
 // completes a GO round in time measures it, here or (ranks on several
 // daemons) through the CrossRunner; each rank gets its copy of the round's
 // one answer; a round that fell back is measured in the background once
-// every rank has asked. See docs/protocol.md for the protocol.
+// every rank has asked. See docs/protocol.md ("Rounds of ranks that ask one
+// by one") for the protocol.
 //
 // Ownership: `solver`, `cross` (null: no cross-daemon runs) and `metrics`
 // are not owned and outlive the rounds.
