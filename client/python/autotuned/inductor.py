@@ -50,7 +50,8 @@ import logging
 import math
 import re
 import weakref
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, Union
 
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import candidate, candidate_spec, dtype_enum, problem
@@ -88,7 +89,7 @@ class _State:
     decisions: list[tuple[str, dict[str, float], str, str, str]]
     original_call: Callable[..., Any]
     original_benchmark: Callable[..., Any]
-    batches: "weakref.WeakKeyDictionary[Any, _Batch]"
+    batches: weakref.WeakKeyDictionary[Any, _Batch]
 
 
 _state: Optional[_State] = None
@@ -162,6 +163,11 @@ def _impl_of(choice: Any) -> Optional[str]:
     return None
 
 
+def _specs_of(choices: Sequence[Any]) -> list[str]:
+    """The daemon implementations of the choices that map to one."""
+    return [s for s in map(_impl_of, choices) if s is not None]
+
+
 def _group() -> GroupDescription:
     state = _state
     assert state is not None
@@ -230,8 +236,8 @@ def _patched_benchmark(self: Any, choices: Sequence[Any], input_nodes: Any, layo
                        is_collective: bool = False) -> dict[Any, float]:
     state = _state
     assert state is not None
-    specs = [_impl_of(c) for c in choices]
-    if not choices or any(s is None for s in specs):
+    specs = _specs_of(choices)
+    if not choices or len(specs) != len(choices):
         return state.original_benchmark(self, choices, input_nodes, layout, input_gen_fns,
                                         hint_override=hint_override,
                                         is_collective=is_collective)
@@ -266,8 +272,8 @@ class _Batch:
         if hint_override not in entry.timings:
             todo = [e for e in self.pending if hint_override not in e.timings]
             items = [(e.name, e.choices,
-                      _problem(e.name, [_impl_of(c) for c in e.choices], e.input_nodes,
-                               hint_override)) for e in todo]
+                      _problem(e.name, _specs_of(e.choices), e.input_nodes, hint_override))
+                     for e in todo]
             log.info("autotuned: %d collective selection(s) of this graph sent as one batch",
                      len(items))
             for e, t in zip(todo, _ask(items)):
