@@ -153,8 +153,9 @@ def _current_device_pci() -> Optional[tuple[int, int, int]]:
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return None
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    try:
-        return int(props.pci_domain_id), int(props.pci_bus_id), int(props.pci_device_id)
+    try:  # torch's stubs do not declare the PCI fields; older torch lacks them
+        return (int(props.pci_domain_id), int(props.pci_bus_id),  # type: ignore[attr-defined]
+                int(props.pci_device_id))  # type: ignore[attr-defined]
     except AttributeError:
         return None
 

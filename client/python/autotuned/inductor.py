@@ -125,8 +125,9 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]], str]] = No
                     process_group=process_group, group=group, target=target, options=options,
                     timeout=timeout, decisions=[], original_call=original_call,
                     original_benchmark=original_benchmark, batches=weakref.WeakKeyDictionary())
-    cls.__call__ = _patched_call
-    cls.benchmark = _patched_benchmark
+    # The seam (module docstring): Inductor's selector, patched in place.
+    cls.__call__ = _patched_call  # type: ignore[method-assign]
+    cls.benchmark = _patched_benchmark  # type: ignore[method-assign]
 
 
 def disable() -> None:
@@ -136,8 +137,8 @@ def disable() -> None:
     global _state
     if _state is None:
         return
-    sa.AlgorithmSelectorCache.__call__ = _state.original_call
-    sa.AlgorithmSelectorCache.benchmark = _state.original_benchmark
+    sa.AlgorithmSelectorCache.__call__ = _state.original_call  # type: ignore[method-assign]
+    sa.AlgorithmSelectorCache.benchmark = _state.original_benchmark  # type: ignore[method-assign]
     _state = None
 
 

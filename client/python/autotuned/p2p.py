@@ -112,8 +112,9 @@ class P2PGroup:
         torch.cuda.init()
         self.max_bytes = _align(max(int(max_bytes), 16), 16)
         self.spin_limit = int(spin_limit)
+        # WORLD is set: get_world_size succeeded above.
         self.name = name or ("p2p:" + (getattr(process_group, "group_name", None)
-                                       or dist.group.WORLD.group_name))
+                                       or dist.group.WORLD.group_name))  # type: ignore[union-attr]
         # Scratch for the two-shots up to max_bytes (either element size; the
         # push two-shot's is about max_bytes, `world` slices) and the chunked
         # two-shot with chunks up to chunk_kib.
