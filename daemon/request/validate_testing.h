@@ -14,7 +14,8 @@ namespace autotuned::testing {
 ValidationContext ContextFor(const Backend& backend, const config::DaemonConfig& config,
                              bool peers = false);
 
-// `request` validated; fails the test when it is invalid.
+// `request` validated; fails the test when it is invalid. A valid request
+// touches no Catch state, so ranks may call it from threads at once.
 ValidRequest MustValidate(const v1::TuneRequest& request, const ValidationContext& context);
 
 }  // namespace autotuned::testing
