@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "daemon/leadership/cross_runs.h"
-#include "daemon/request/validate_testing.h"
+#include "daemon/solver/solver_testing.h"
 #include "daemon/testing/scripted_node.h"
 
 namespace autotuned::leadership {
@@ -22,22 +22,17 @@ const std::vector<std::string> kDaemons = {"lead:1", "follow:1"};
 class LeaderFixture {
  public:
   explicit LeaderFixture(const std::string& cache_name)
-      : backend_(testing::ScriptedBackend()),
-        config_(testing::TestConfig()),
-        cache_(*ResultCache::Open(testing::TempDir(cache_name))),
-        engine_(backend_.get()),
-        solver_(backend_.get(), cache_.get(), &engine_, &metrics_),
+      : stack_(cache_name, "lead:1"),
         peer_client_("a-test-peer-token-16+", "lead:1"),
-        cross_(backend_.get(), &engine_, &solver_, &peer_client_, "lead:1"),
+        cross_(&stack_.backend(), &stack_.engine(), &stack_.solver(), &peer_client_, "lead:1"),
         admission_(16, nullptr),
-        rounds_(&solver_, &cross_, &metrics_, Options()),
-        leader_(&rounds_, &admission_) {
-    config_.set_peer_advertise("lead:1");
+        rounds_(&stack_.solver(), &cross_, &stack_.metrics(), Options()),
+        leader_(&rounds_, &admission_) {}
+  ~LeaderFixture() {
+    if (rank0_.joinable()) rank0_.join();
   }
 
-  ValidationContext Context() const {
-    return testing::ContextFor(*backend_, config_, /*peers=*/true);
-  }
+  ValidationContext Context() const { return stack_.Context(); }
   absl::StatusOr<v1::Decision> Ready(const v1::TuneRequest& req,
                                      const std::string& from = "follow:1") {
     v1::ReadyRequest ready;
@@ -47,13 +42,32 @@ class LeaderFixture {
     *ready.mutable_request() = req;
     return leader_.Ready(ready, Context(), absl::Now() + absl::Seconds(20));
   }
-  // The leader's own rank 0 of group `group`.
-  absl::StatusOr<v1::TuneResponse> AskRank0(const std::string& group) {
-    return rounds_.Round(testing::MustValidate(SpreadRequest(group, 0, kDaemons), Context()),
-                         absl::Now() + absl::Seconds(20));
+  // Starts the cross-daemon round of `group`: the leader's own rank 0 asks
+  // on a thread of its own, the follower's rank 1 is forwarded; the
+  // leader's GO decision for it.
+  v1::Decision StartRun(const std::string& group) {
+    rank0_ = std::thread([this, group] {
+      local_ = rounds_.Round(stack_.Valid(SpreadRequest(group, 0, kDaemons)),
+                             absl::Now() + absl::Seconds(20));
+    });
+    absl::StatusOr<v1::Decision> remote = Ready(SpreadRequest(group, 1, kDaemons));
+    REQUIRE(remote.ok());
+    REQUIRE(remote->verdict() == v1::GO);
+    return *remote;
+  }
+  // Ends the round StartRun started with the follower's `timings`: rank 0's
+  // answer, and in `*decision` the leader's reply to the timings.
+  v1::TuneResponse FinishRun(const v1::RankTimings& timings, v1::Decision* decision) {
+    absl::StatusOr<v1::Decision> remote =
+        cross_.Reduce(timings, absl::Now() + absl::Seconds(20));
+    rank0_.join();
+    REQUIRE(local_.ok());
+    REQUIRE(remote.ok());
+    *decision = *std::move(remote);
+    return *std::move(local_);
   }
 
-  FakeBackend& backend() { return *backend_; }
+  FakeBackend& backend() { return stack_.backend(); }
   CrossRuns& cross() { return cross_; }
   Leader& leader() { return leader_; }
   Admission& admission() { return admission_; }
@@ -65,18 +79,14 @@ class LeaderFixture {
     return options;
   }
 
-  metrics::Registry registry_;
-  metrics::DaemonMetrics metrics_{&registry_};
-  std::unique_ptr<FakeBackend> backend_;
-  config::DaemonConfig config_;
-  std::unique_ptr<ResultCache> cache_;
-  Engine engine_;
-  Solver solver_;
+  testing::ScriptedSolver stack_;
   PeerClient peer_client_;
   CrossRuns cross_;
   Admission admission_;
   rounds::RankRounds rounds_;
   Leader leader_;
+  absl::StatusOr<v1::TuneResponse> local_;  // StartRun's rank 0: its answer
+  std::thread rank0_;                       // and its thread
 };
 
 // The follower's timings of rank 1 for three candidates, `us` per iteration.
@@ -95,13 +105,9 @@ v1::RankTimings Timings(const std::string& run_id, const std::vector<double>& us
 TEST_CASE("the leader counts a follower's forwarded rank like a local one: GO, and the "
           "follower's timings max-reduced into the one answer") {
   LeaderFixture f("leader");
-  absl::StatusOr<v1::TuneResponse> local;
-  std::thread rank0([&] { local = f.AskRank0("g"); });
-  absl::StatusOr<v1::Decision> remote = f.Ready(SpreadRequest("g", 1, kDaemons));
-  REQUIRE(remote.ok());
-  REQUIRE(remote->verdict() == v1::GO);
-  CHECK(remote->round().group_id() == "g");
-  const v1::CrossRun go = remote->go();
+  const v1::Decision started = f.StartRun("g");
+  CHECK(started.round().group_id() == "g");
+  const v1::CrossRun go = started.go();
   CHECK(!go.run_id().empty());
   CHECK(go.problems_size() == 1);
   CHECK(go.candidate_timeout_ms() > 0);
@@ -115,18 +121,16 @@ TEST_CASE("the leader counts a follower's forwarded rank like a local one: GO, a
   stranger.set_from_daemon("other:1");
   CHECK(f.cross().Reduce(stranger, absl::Now()).status().code() ==
         absl::StatusCode::kPermissionDenied);
-  remote = f.cross().Reduce(timings, absl::Now() + absl::Seconds(20));
-  rank0.join();
-  REQUIRE(local.ok());
-  REQUIRE(remote.ok());
-  REQUIRE(remote->verdict() == v1::ANSWERED);
-  const v1::ProblemResult& result = local->results(0);
+  v1::Decision remote;
+  const v1::TuneResponse local = f.FinishRun(timings, &remote);
+  REQUIRE(remote.verdict() == v1::ANSWERED);
+  const v1::ProblemResult& result = local.results(0);
   CHECK(result.status() == v1::TUNED);
   CHECK(result.winner() == "all_reduce/c");
   REQUIRE(result.ranked_size() == 3);
   CHECK(result.ranked(0).rank_mean_us_size() == 2);
   CHECK(result.ranked(1).candidate().impl() == "all_reduce/a");
-  CHECK(testing::Shared(remote->response()) == testing::Shared(*local));
+  CHECK(testing::Shared(remote.response()) == testing::Shared(local));
   CHECK(f.backend().runs() == 3);  // rank 0 alone, each candidate once
 
   // The run's other peer calls: bad input names the field; a finished run's
@@ -178,12 +182,7 @@ TEST_CASE("asks this daemon must not serve are REJECTED, nothing run") {
 
 TEST_CASE("a follower's abort with a status code this version does not know is UNKNOWN") {
   LeaderFixture f("abort");
-  absl::StatusOr<v1::TuneResponse> local;
-  std::thread rank0([&] { local = f.AskRank0("a"); });
-  absl::StatusOr<v1::Decision> remote = f.Ready(SpreadRequest("a", 1, kDaemons));
-  REQUIRE(remote.ok());
-  REQUIRE(remote->verdict() == v1::GO);
-  const std::string run_id = remote->go().run_id();
+  const std::string run_id = f.StartRun("a").go().run_id();
 
   v1::ExchangeRequest abort;
   abort.set_run_id(run_id);
@@ -203,11 +202,9 @@ TEST_CASE("a follower's abort with a status code this version does not know is U
   v1::RankTimings timings = Timings(run_id, {10.0, 10.0, 10.0});
   timings.mutable_steps(0)->mutable_ranks(0)->set_code(-3);
   timings.mutable_steps(0)->mutable_ranks(0)->set_message("odd");
-  remote = f.cross().Reduce(timings, absl::Now() + absl::Seconds(20));
-  rank0.join();
-  REQUIRE(local.ok());
-  REQUIRE(remote.ok());
-  const v1::ProblemResult& result = local->results(0);
+  v1::Decision remote;
+  const v1::TuneResponse local = f.FinishRun(timings, &remote);
+  const v1::ProblemResult& result = local.results(0);
   REQUIRE(result.ranked_size() == 3);
   CHECK(result.winner() == "all_reduce/b");
   CHECK_FALSE(result.ranked(2).ok());

@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/request/validate_testing.h"
+#include "daemon/solver/solver_testing.h"
 #include "daemon/testing/scripted_node.h"
 
 namespace autotuned::rounds {
@@ -62,22 +62,15 @@ class RoundsFixture {
  public:
   explicit RoundsFixture(const std::string& cache_name, const std::string& self_daemon = "",
                          bool measure_after_fallback = true)
-      : backend_(testing::ScriptedBackend()),
-        config_(testing::TestConfig()),
-        cache_(*ResultCache::Open(testing::TempDir(cache_name))),
-        engine_(backend_.get()),
-        solver_(backend_.get(), cache_.get(), &engine_, &metrics_) {
-    config_.set_peer_advertise(self_daemon);
+      : stack_(cache_name, self_daemon) {
     RankRoundsOptions options;
     options.measure_after_fallback = measure_after_fallback;
-    options.max_world_size = backend_->max_world_size();
-    rounds_ = std::make_unique<RankRounds>(&solver_, &cross_, &metrics_, options);
+    options.max_world_size = stack_.backend().max_world_size();
+    rounds_ = std::make_unique<RankRounds>(&stack_.solver(), &cross_, &stack_.metrics(), options);
   }
 
   ValidRequest Valid(const v1::TuneRequest& request, const std::string& asking = "") const {
-    ValidationContext context = testing::ContextFor(*backend_, config_, /*peers=*/true);
-    context.asking_daemon = asking;
-    return testing::MustValidate(request, context);
+    return stack_.Valid(request, asking);
   }
   Answer Ask(const v1::TuneRequest& request) {
     absl::StatusOr<v1::TuneResponse> r =
@@ -105,19 +98,13 @@ class RoundsFixture {
   }
 
   RankRounds& rounds() { return *rounds_; }
-  FakeBackend& backend() { return *backend_; }
-  ResultCache& cache() { return *cache_; }
+  FakeBackend& backend() { return stack_.backend(); }
+  ResultCache& cache() { return stack_.cache(); }
   FakeCrossRunner& cross() { return cross_; }
-  const metrics::DaemonMetrics& metrics() const { return metrics_; }
+  const metrics::DaemonMetrics& metrics() { return stack_.metrics(); }
 
  private:
-  metrics::Registry registry_;
-  metrics::DaemonMetrics metrics_{&registry_};
-  std::unique_ptr<FakeBackend> backend_;
-  config::DaemonConfig config_;
-  std::unique_ptr<ResultCache> cache_;
-  Engine engine_;
-  Solver solver_;
+  testing::ScriptedSolver stack_;
   FakeCrossRunner cross_;
   std::unique_ptr<RankRounds> rounds_;
 };

@@ -5,49 +5,22 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <memory>
 
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/solver/result.h"
-#include "daemon/request/validate_testing.h"
+#include "daemon/solver/solver_testing.h"
 #include "daemon/testing/scripted_node.h"
 
 namespace autotuned {
 namespace {
 
 using testing::Request;
-
-class SolverFixture {
- public:
-  explicit SolverFixture(const std::string& cache_name)
-      : backend_(testing::ScriptedBackend()),
-        config_(testing::TestConfig()),
-        cache_(*ResultCache::Open(testing::TempDir(cache_name))),
-        engine_(backend_.get()),
-        solver_(backend_.get(), cache_.get(), &engine_, &metrics_) {}
-
-  ValidRequest Valid(const v1::TuneRequest& request) const {
-    return testing::MustValidate(request, testing::ContextFor(*backend_, config_));
-  }
-  Solver& solver() { return solver_; }
-  FakeBackend& backend() { return *backend_; }
-  ResultCache& cache() { return *cache_; }
-  const metrics::DaemonMetrics& metrics() const { return metrics_; }
-
- private:
-  metrics::Registry registry_;
-  metrics::DaemonMetrics metrics_{&registry_};
-  std::unique_ptr<FakeBackend> backend_;
-  config::DaemonConfig config_;
-  std::unique_ptr<ResultCache> cache_;
-  Engine engine_;
-  Solver solver_;
-};
+using testing::ScriptedSolver;
 
 TEST_CASE("a whole-group round comes back ranked, then from the cache") {
-  SolverFixture f("ranked");
+  ScriptedSolver f("ranked");
   ValidRequest req =
       f.Valid(Request({"all_reduce/a", "all_reduce/broken", "all_reduce/b", "all_reduce/c"}));
   v1::TuneResponse resp = f.solver().RunRound(req);
@@ -96,7 +69,7 @@ TEST_CASE("a whole-group round comes back ranked, then from the cache") {
 }
 
 TEST_CASE("a batch gets one answer per problem, in order, each with its label") {
-  SolverFixture f("batch");
+  ScriptedSolver f("batch");
   v1::TuneRequest wire = Request({"all_reduce/a", "all_reduce/b"});
   *wire.add_problems() = wire.problems(0);
   wire.mutable_problems(1)->set_count(2048);
@@ -114,7 +87,7 @@ TEST_CASE("a batch gets one answer per problem, in order, each with its label") 
 }
 
 TEST_CASE("every candidate failing is FAILED, not an error, and not stored") {
-  SolverFixture f("failed");
+  ScriptedSolver f("failed");
   v1::TuneResponse resp = f.solver().RunRound(f.Valid(Request({"all_reduce/broken"})));
   CHECK(resp.results(0).status() == v1::FAILED);
   CHECK(resp.results(0).winner().empty());
@@ -125,7 +98,7 @@ TEST_CASE("every candidate failing is FAILED, not an error, and not stored") {
 }
 
 TEST_CASE("a candidate that cannot run the problem is ruled out without running") {
-  SolverFixture f("unrunnable");
+  ScriptedSolver f("unrunnable");
   v1::TuneRequest wire = Request({"all_reduce/four_or_more", "all_reduce/a"});
   wire.mutable_group()->set_world_size(2);
   v1::TuneResponse r = f.solver().RunRound(f.Valid(wire));
@@ -143,7 +116,7 @@ TEST_CASE("a candidate that cannot run the problem is ruled out without running"
 }
 
 TEST_CASE("a measured ranking is stored only when TUNED and allowed; cut-offs are counted") {
-  SolverFixture f("measured");
+  ScriptedSolver f("measured");
   const ValidRequest req = f.Valid(Request({"all_reduce/a", "all_reduce/b"}));
   const ValidProblem& p = req.problems[0];
   Engine engine(&f.backend());
@@ -170,7 +143,7 @@ TEST_CASE("a measured ranking is stored only when TUNED and allowed; cut-offs ar
 }
 
 TEST_CASE("the key text names the placement: alike links share a key") {
-  SolverFixture f("keys");
+  ScriptedSolver f("keys");
   // The fake node links GPUs 0-1 and 2-3 by "NV4", the other pairs by "SYS".
   auto on = [&](int gpu0, int gpu1) {
     v1::TuneRequest wire = testing::RankRequest("pair", 0, 2);
@@ -185,7 +158,7 @@ TEST_CASE("the key text names the placement: alike links share a key") {
 }
 
 TEST_CASE("the run bound and the fallback answer") {
-  SolverFixture f("bound");
+  ScriptedSolver f("bound");
   v1::TuneRequest wire = Request({"all_reduce/a", "all_reduce/b"});
   wire.mutable_options()->set_timeout_ms(250);
   *wire.add_problems() = wire.problems(0);

@@ -1,7 +1,8 @@
 // What the tests of the daemon's request-serving parts share (request,
 // solver, rounds, leadership, service): one scripted node, its
 // configuration, and the requests they ask of it. Validating those requests
-// is daemon/request/validate_testing.h.
+// is daemon/request/validate_testing.h; the Solver over the node is
+// daemon/solver/solver_testing.h.
 //
 // The node (ScriptedBackend) has 4 fake GPUs and these all_reduce float32
 // implementations: "a", "b" and "c" take 30, 10 and 20 us per iteration on
