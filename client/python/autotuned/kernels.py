@@ -12,30 +12,15 @@ implementation the daemon measured as the winner is the code that runs.
 This module gathers the public names of the modules that do the work, and
 registers the ops when imported where torch is:
   autotuned.kernels_lib  the library (load_library, the ABI mirror, KernelsError),
-                         the implementations that run here, and cudart;
-  autotuned.p2p          P2PGroup: peer buffers through CUDA IPC;
-  autotuned.ops          the torch ops and the registry of groups they find;
+                         the implementations that run here (IMPLEMENTATIONS),
+                         and cudart;
+  autotuned.p2p          P2PGroup: peer buffers through CUDA IPC, and what a
+                         launch needs (call order, streams, CUDA graphs);
+  autotuned.ops          the ops torch.ops.autotuned.{all_reduce, all_gather,
+                         reduce_scatter} (their schemas, fake implementations
+                         for torch.compile) and the registry of groups they find;
   autotuned.dispatch     Dispatcher: a dispatch table's winner per tensor.
 None of them needs grpc or protobuf.
-
-Ops (namespace `autotuned`, with fake implementations for torch.compile):
-    all_reduce(Tensor x, str impl, str group, int blocks, int threads,
-               int chunk_kib, str op) -> Tensor
-    all_gather(Tensor x, str impl, str group, int blocks, int threads) -> Tensor
-    reduce_scatter(Tensor x, str impl, str group, int blocks, int threads,
-                   str op) -> Tensor
-`impl` is the daemon's implementation name ("all_reduce/one_shot",
-"all_reduce/two_shot", "all_reduce/two_shot_push", "all_reduce/one_shot_push",
-"all_reduce/two_shot_chunked", "all_reduce/copy_engine" (with ce_max_bytes),
-"all_gather/p2p", "reduce_scatter/p2p";
-"<collective>/nccl" runs torch.distributed's own collective); `group` is
-P2PGroup.name ("" = the last group made); blocks, threads and chunk_kib 0 =
-the daemon catalogue's defaults. Each call copies x into the staging buffer
-(the push one-shot and the copy engine read x itself, when 16-byte aligned)
-and launches on the current stream; the result is a new tensor (all_gather:
-dim 0 times world; reduce_scatter: dim 0 / world). Calls on one rank must be
-ordered (one stream, as the signal buffer is shared); every rank makes the
-same calls in the same order; a CUDA graph may capture them.
 """
 from __future__ import annotations
 
