@@ -9,11 +9,11 @@
  * entries) in the same order: a collective call. Every rank reads its peers'
  * memory directly (loads over NVLink; nothing is written to a peer except
  * signal flags and, for the push variants and the copy engine only, the
- * peers' scratch). So
- * everything a kernel reads from (or writes to) a peer is passed as a peer
- * pointer valid in the calling process: either one process owns all GPUs and
- * enabled peer access (see at_p2p_group_create), or the pointers were opened
- * from CUDA IPC handles (cudaIpcOpenMemHandle). The kernels are the same.
+ * peers' scratch). So everything a kernel reads from (or writes to) a peer
+ * is passed as a peer pointer valid in the calling process: either one
+ * process owns all GPUs and enabled peer access (see at_p2p_group_create),
+ * or the pointers were opened from CUDA IPC handles (cudaIpcOpenMemHandle).
+ * The kernels are the same.
  *
  * Per rank the caller provides, in peer-visible device memory:
  *   - a signal buffer of at_p2p_signal_bytes() bytes, zeroed once

@@ -1,18 +1,25 @@
 // p2p_bench: one process drives every visible GPU (2..8) and times bf16
-// all-reduce with NCCL and with each P2P implementation (one-shot, two-shot,
-// push two-shot, chunked two-shot) of
-// autotuned_kernels.h over a few launch shapes, for sizes from --min_bytes
-// to --max_bytes.
+// all-reduce with NCCL and with each P2P all-reduce of autotuned_kernels.h
+// (one-shot, push one-shot, two-shot, push two-shot, chunked two-shot and
+// copy engine; the copy engine at each --chunk_elems, the chunked two-shot
+// at each one below the message) over each launch shape of --shapes, for
+// sizes from --min_bytes to --max_bytes. Per size it prints each column's
+// fastest correct figure with its shape, the busbw of the fastest column,
+// and the winner.
 //
 // Timing: barrier (cudaDeviceSynchronize on every GPU), --warmup
 // iterations, then CUDA events around a loop of --iters iterations on every
 // GPU's stream; time = max over GPUs of elapsed / iters. With --graph the
-// loop is captured into one CUDA graph per GPU and replayed instead.
-// Inputs hold the predictable pattern, so every candidate's last output is
-// also checked exactly (a column marks any mismatch).
+// loop is captured into one CUDA graph per GPU and replayed instead. With
+// --nccl_threads (eager only), NCCL is timed with one host thread per GPU,
+// as nccl-tests' -t N -g 1 does, instead of grouped launches from one thread.
+// Inputs hold the predictable pattern, so every candidate's output is also
+// checked exactly: a wrong NCCL output marks its cell BAD, a wrong P2P one
+// is left out of its column; each is listed at the end ("# BAD output: ...")
+// and the exit status is then 3.
 //
 //   p2p_bench [--min_bytes=1024] [--max_bytes=268435456] [--step=2]
-//             [--iters=20] [--warmup=5] [--graph]
+//             [--iters=20] [--warmup=5] [--graph] [--nccl_threads]
 //             [--shapes=8x512,16x512,32x512,64x512,64x1024]
 //             [--chunk_elems=131072,1048576] [--nccl_only]
 //

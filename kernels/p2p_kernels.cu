@@ -1,9 +1,9 @@
 // P2P collective kernels (all-reduce one-shot / two-shot / chunked two-shot /
 // push two-shot, all-gather, reduce-scatter; the push one-shot is in
 // one_shot_push.cuh, the copy-engine all-reduce in copy_engine.cuh) and their
-// launch functions. Contract and protocol:
-// autotuned_kernels.h and p2p_layout.h. Kernels only: validation is
-// at_p2p_check_args (p2p_args.cc), setup is p2p_group.cc.
+// launch functions. Contract and protocol: autotuned_kernels.h and
+// p2p_layout.h. Kernels only: validation is at_p2p_check_args (p2p_args.cc),
+// setup is p2p_group.cc.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -59,9 +59,9 @@ template <int W> constexpr int kUnroll = W >= 8 ? 1 : 8 / W;
 
 // dst[i] (LocalDst: dst0[i], and dst1[i] when not null) = reduce over ranks
 // p of in[p][src_off + i], i in [0, n). Peer loads are ld.global.cg (L2,
-// never a stale L1 line). Vector path: vector j (elements [j*V, j*V+V)) belongs to
-// global thread j % grid, which takes its vectors U at a time; the
-// partial last vector belongs to the thread owning its index. The scalar
+// never a stale L1 line). Vector path: vector j (elements [j*V, j*V+V))
+// belongs to global thread j % grid, which takes its vectors U at a time;
+// the partial last vector belongs to the thread owning its index. The scalar
 // path (vec == false, reduce-scatter with misaligned blocks) maps element i
 // to thread i % grid.
 template <int W, int DT, int OP, int U, typename Dst>

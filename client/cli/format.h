@@ -1,7 +1,6 @@
 // Human-readable renderings of the daemon's answers, and the --json form.
-// Every function returns complete lines, each ending in '\n' (except
-// DescribeProblem, WinnerLabel and FormatSweepProgress: one line, no
-// '\n').
+// Every function returns complete lines, each ending in '\n', except
+// DescribeProblem, WinnerLabel and FormatSweepProgress (one line, no '\n').
 //
 // Conventions: times in microseconds with one decimal ("-" where there is no
 // value: a ruled-out candidate), bandwidths in GB/s, sizes via FormatBytes,
