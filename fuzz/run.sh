@@ -60,7 +60,7 @@ echo "fuzz: building with $(clang++ --version | head -1)"
 clang++ $flags -o "$build/config_fuzzer" fuzz/config_fuzzer.cc $common $libs
 # shellcheck disable=SC2086
 clang++ $flags -o "$build/validate_fuzzer" fuzz/validate_fuzzer.cc $common \
-  daemon/service/validate.cc daemon/catalogue/catalogue.cc daemon/common/problem.cc \
+  daemon/request/validate.cc daemon/catalogue/catalogue.cc daemon/common/problem.cc \
   "$build/gen/proto/autotuned.pb.cc" $libs
 
 # Seeds: text forms, encoded to what each target reads.

@@ -1,4 +1,4 @@
-// libFuzzer target: request validation (daemon/service/validate.h).
+// libFuzzer target: request validation (daemon/request/validate.h).
 //
 // The input is a serialized autotuned.v1.TuneRequest (protobuf wire format;
 // the seeds in fuzz/seeds/validate/*.txtpb are encoded by fuzz/run.sh).
@@ -16,7 +16,7 @@
 
 #include "config/config_loader.h"
 #include "daemon/catalogue/catalogue.h"
-#include "daemon/service/validate.h"
+#include "daemon/request/validate.h"
 #include "proto/autotuned.pb.h"
 
 namespace autotuned {

@@ -1,8 +1,8 @@
 // One round of per-rank asks for a group spread over several daemons, K ranks
 // on each (--ranks_per_daemon): rank r asks daemon r / K (its Unix socket),
 // every member listed with its daemon's peer address and local GPU r % K, all
-// ranks at once. Prints each rank's answer, one
-// line per candidate, and exits 0 when every rank got the same answer with
+// ranks at once. Prints each rank's answer, one line per candidate, and
+// exits 0 when every rank got the same answer with
 // status --expect (the same winner, the same ranking and reasons).
 //
 //   cross_daemon_ask --sockets=A.sock,B.sock --peers=127.0.0.1:7001,127.0.0.1:7002

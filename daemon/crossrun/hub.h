@@ -1,7 +1,8 @@
 // The leader's side of a cross-daemon run (a GO round whose ranks live on
 // several daemons; proto/peer.proto CrossRun): the meeting point of the
 // daemons' barriers (Exchange), the inbox of their timings (ReduceTimings),
-// and the round's final decision handed back to them.
+// and the round's final decision handed back to them. See docs/protocol.md
+// ("Groups over several daemons") for the protocol.
 //
 // Contract:
 //  - Open(run_id, daemons) before the GO leaves the leader; `daemons` lists

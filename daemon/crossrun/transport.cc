@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_status.h"
 
 namespace autotuned::crossrun {
 
@@ -48,8 +49,8 @@ void FollowerTransport::Abort(const absl::Status& reason) {
   v1::ExchangeRequest request;
   request.set_run_id(run_id_);
   request.set_step(step_);
-  request.set_abort_code(reason.ok() ? static_cast<int>(absl::StatusCode::kAborted)
-                                     : static_cast<int>(reason.code()));
+  // An OK reason still ends the step (as the hub takes it: ABORTED).
+  request.set_abort_code(StatusCodeToWire(reason.ok() ? absl::AbortedError("") : reason));
   request.set_abort_message(std::string(reason.message()));
   (void)client_->Exchange(leader_, request, absl::Now() + kAbortWait);
 }

@@ -3,15 +3,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_status.h"
 
 namespace autotuned {
-namespace {
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-}  // namespace
 
 PeerClient::PeerClient(std::string token, std::string self)
     : token_(std::move(token)), self_(std::move(self)) {}
@@ -50,13 +44,13 @@ absl::Status PeerClient::Call(const std::string& address, const Request& request
     context.AddMetadata("authorization", absl::StrCat("Bearer ", token_));
     context.set_deadline(absl::ToChronoTime(deadline));
     const grpc::Status s = ((*stub).*method)(&context, request, reply);
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return FromGrpc(s);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return FromGrpcStatus(s);
     // The channel may hold a connection to a daemon that has since
     // restarted, or wait out a reconnect backoff: try once more on a fresh
     // one (every peer call may be repeated: the leader counts a rank, a
     // daemon's timings and a barrier's data once).
     Forget(address, stub);
-    if (attempt > 0 || absl::Now() >= deadline) return FromGrpc(s);
+    if (attempt > 0 || absl::Now() >= deadline) return FromGrpcStatus(s);
   }
 }
 

@@ -10,7 +10,7 @@
 //
 // Status codes of Ready: OK with the leader's Decision (whatever its verdict:
 // the leader's decision is the only one); otherwise the gRPC status of the
-// call as absl::Status (UNAVAILABLE when the leader is down or unreachable,
+// call as absl::Status (daemon/common/grpc_status.h; UNAVAILABLE when the leader is down or unreachable,
 // DEADLINE_EXCEEDED at the deadline, UNAUTHENTICATED on a token mismatch,
 // UNIMPLEMENTED from a leader that predates the multi-daemon rendezvous).
 //

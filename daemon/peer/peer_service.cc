@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_status.h"
 
 namespace autotuned {
 namespace {
@@ -25,13 +26,9 @@ bool ConstantTimeEquals(const std::string& given, const std::string& secret) {
   return diff == 0;
 }
 
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
 grpc::Status NotServing(const char* method) {
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                      absl::StrCat("Peer.", method, ": this daemon is not serving rounds yet"));
+  return ToGrpcStatus(absl::UnavailableError(
+      absl::StrCat("Peer.", method, ": this daemon is not serving rounds yet")));
 }
 
 }  // namespace
@@ -83,16 +80,10 @@ grpc::Status PeerService::Ready(grpc::ServerContext* context,
     absl::MutexLock lock(&mu_);
     handler = ready_;
   }
-  if (!handler) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                        "Peer.Ready: this daemon is not serving rounds yet");
-  }
+  if (!handler) return NotServing("Ready");
   absl::StatusOr<v1::Decision> decision =
       handler(*request, absl::FromChrono(context->deadline()));
-  if (!decision.ok()) {
-    return grpc::Status(static_cast<grpc::StatusCode>(decision.status().code()),
-                        std::string(decision.status().message()));
-  }
+  if (!decision.ok()) return ToGrpcStatus(decision.status());
   *reply = *std::move(decision);
   return grpc::Status::OK;
 }
@@ -116,7 +107,7 @@ grpc::Status PeerService::ReduceTimings(grpc::ServerContext* context,
   if (!handler) return NotServing("ReduceTimings");
   absl::StatusOr<v1::Decision> decision =
       handler(*request, absl::FromChrono(context->deadline()));
-  if (!decision.ok()) return ToGrpc(decision.status());
+  if (!decision.ok()) return ToGrpcStatus(decision.status());
   *reply = *std::move(decision);
   return grpc::Status::OK;
 }
@@ -134,7 +125,7 @@ grpc::Status PeerService::Exchange(grpc::ServerContext* context,
   if (!handler) return NotServing("Exchange");
   absl::StatusOr<v1::ExchangeReply> out =
       handler(*request, absl::FromChrono(context->deadline()));
-  if (!out.ok()) return ToGrpc(out.status());
+  if (!out.ok()) return ToGrpcStatus(out.status());
   *reply = *std::move(out);
   return grpc::Status::OK;
 }

@@ -1,8 +1,11 @@
 // The daemon-to-daemon service (autotuned.v1.Peer, proto/peer.proto) as this
 // version serves it on the peer port (config peer_listen): Ping answers;
-// Ready, ReduceTimings and Exchange are handed to the handlers set with
-// SetHandlers (the daemon's AutotuneService, which leads rounds and their
-// cross-daemon runs: service.h) and are UNAVAILABLE until they are set.
+// Ready, ReduceTimings and Exchange go to the handlers set with
+// SetReadyHandler and SetRunHandlers (the daemon sets those of the groups it
+// leads: daemon/leadership, through AutotuneService) and are UNAVAILABLE
+// until they are set. A handler's error status reaches the caller as is
+// (daemon/common/grpc_status.h). See docs/protocol.md ("Groups over several
+// daemons") for the protocol.
 //
 // Authentication: every call must carry the metadata
 //   authorization: Bearer <token>
@@ -43,9 +46,9 @@ class PeerService final : public v1::Peer::Service {
   using ExchangeHandler = std::function<absl::StatusOr<v1::ExchangeReply>(
       const v1::ExchangeRequest& request, absl::Time deadline)>;
 
-  // `daemon` names this daemon in Ping replies (the daemon uses its host name);
-  // `fingerprint` is the node fingerprint (service.h). `token` must not be
-  // empty.
+  // `daemon` names this daemon in Ping replies (the daemon uses its host
+  // name); `fingerprint` is the node fingerprint (NodeFingerprint,
+  // daemon/cache/key.h). `token` must not be empty.
   PeerService(std::string token, std::string daemon, std::string fingerprint);
 
   // Serves Ready through `handler` from now on (set once, before peers

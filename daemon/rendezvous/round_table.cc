@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/common/status_macros.h"
 
 namespace autotuned {
 namespace rendezvous {
@@ -75,6 +76,47 @@ std::vector<int> AskedRanks(const Round& r) {
 
 std::string Short(const std::string& digest) { return digest.substr(0, 12); }
 
+// The errors of one caller, which never joins a round.
+absl::Status CheckAsk(const ArriveRequest& request) {
+  if (request.world_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group.world_size: must be positive, got ", request.world_size));
+  }
+  if (request.rank < 0 || request.rank >= request.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group.rank: must be in [0, ", request.world_size, "), got ", request.rank));
+  }
+  if (request.fallback == nullptr) {
+    return absl::InvalidArgumentError("rendezvous: the opener's fallback answer is missing");
+  }
+  return absl::OkStatus();
+}
+
+std::string WindowReason(const Round& r) {
+  return absl::StrCat("not every rank arrived within the pre-sync window (", r.in_time, " of ",
+                      r.world_size, " after ", absl::ToInt64Microseconds(r.window), " us)");
+}
+
+// The error of two undecided rounds of one group with different keys:
+// `theirs` (opened first) and `ours`.
+absl::Status MismatchError(const Round& theirs, const Round& ours) {
+  const std::string& group = ours.key.group_id;
+  const std::string them = Ranks(AskedRanks(theirs));
+  const std::string us = Ranks(AskedRanks(ours));
+  if (theirs.key.members_digest != ours.key.members_digest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group.members: ranks of group \"", group,
+        "\" disagree on the world size or member list: ", them, " sent members ",
+        Short(theirs.key.members_digest), ", ", us, " sent ", Short(ours.key.members_digest),
+        "; every rank of both rounds gets this error"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "problems: ranks of group \"", group,
+      "\" asked for different problem sets at the same time: ", them, " sent problem set ",
+      Short(theirs.key.problems_digest), ", ", us, " sent ", Short(ours.key.problems_digest),
+      "; every rank of both rounds gets this error"));
+}
+
 }  // namespace
 
 std::string RoundKey::ToString() const {
@@ -109,11 +151,8 @@ RoundTable::KeyState& RoundTable::Key(const ArriveRequest& request, absl::Time n
 }
 
 Arrival RoundTable::Answer(const std::shared_ptr<Round>& round) {
-  Arrival a;
+  Arrival a = Handle(round);
   a.decision = round->decision;
-  a.sequence = round->sequence;
-  a.round_id = round->id;
-  a.round = round;
   a.decided_here = !round->announced;
   round->announced = true;
   return a;
@@ -136,17 +175,18 @@ void RoundTable::DropIfComplete(Round* round) {
   if (ks.rounds.empty() && ks.InStep()) keys_.erase(it);
 }
 
+void RoundTable::Unlist(const Round* round) {
+  auto it = open_.find(round->key.group_id);
+  if (it == open_.end()) return;
+  auto& v = it->second;
+  v.erase(std::remove_if(v.begin(), v.end(),
+                         [&](const std::shared_ptr<Round>& r) { return r.get() == round; }),
+          v.end());
+  if (v.empty()) open_.erase(it);
+}
+
 void RoundTable::Decide(Round* round, Decision decision, absl::Time now) {
-  if (round->state == Round::State::kOpen) {
-    auto it = open_.find(round->key.group_id);
-    if (it != open_.end()) {
-      auto& v = it->second;
-      v.erase(std::remove_if(v.begin(), v.end(),
-                             [&](const std::shared_ptr<Round>& r) { return r.get() == round; }),
-              v.end());
-      if (v.empty()) open_.erase(it);
-    }
-  }
+  if (round->state == Round::State::kOpen) Unlist(round);
   decision.world_size = round->world_size;
   round->decision = std::move(decision);
   round->state = Round::State::kDecided;
@@ -189,6 +229,20 @@ void RoundTable::DecideError(Round* round, const absl::Status& error, absl::Time
   Decide(round, std::move(d), now);
 }
 
+void RoundTable::DecideOverdue(Round* round, absl::Time now) {
+  if (round->state == Round::State::kOpen) {
+    round->fell_back_at_window = true;
+    DecideFallback(round, WindowReason(*round), now);
+    return;
+  }
+  DecideFallback(round,
+                 absl::StrCat("not measured in time: every rank arrived, but the "
+                              "measurement did not finish within ",
+                              absl::ToInt64Milliseconds(round->run_bound),
+                              " ms (the round's bound)"),
+                 now);
+}
+
 Round* RoundTable::Conflicting(const std::string& group_id, const Round* target) {
   auto it = open_.find(group_id);
   if (it == open_.end()) return nullptr;
@@ -199,6 +253,12 @@ Round* RoundTable::Conflicting(const std::string& group_id, const Round* target)
 }
 
 void RoundTable::Expire(absl::Time now) {
+  SettleClosedWindows(now);
+  ForgetKept(now);
+  DropIdleKeys(now);
+}
+
+void RoundTable::SettleClosedWindows(absl::Time now) {
   // Windows that closed with nobody awake to notice are settled by the next
   // caller of any key, so that what a round decides never depends on which
   // thread wakes first.
@@ -208,23 +268,17 @@ void RoundTable::Expire(absl::Time now) {
       if (now >= r->window_end) closed.push_back(r);
     }
   }
-  for (const std::shared_ptr<Round>& r : closed) {
-    r->fell_back_at_window = true;
-    DecideFallback(r.get(),
-                   absl::StrCat("not every rank arrived within the pre-sync window (",
-                                r->in_time, " of ", r->world_size, " after ",
-                                absl::ToInt64Microseconds(r->window), " us)"),
-                   now);
-  }
+  for (const std::shared_ptr<Round>& r : closed) DecideOverdue(r.get(), now);
+}
 
+void RoundTable::ForgetKept(absl::Time now) {
   while (!kept_order_.empty()) {
     std::shared_ptr<Round> r = kept_order_.front().lock();
     if (r == nullptr || !r->kept) {
       kept_order_.pop_front();
       continue;
     }
-    if (kept_ <= options_.max_rounds_kept &&
-        now < r->decided_at + options_.decision_ttl) {
+    if (kept_ <= options_.max_rounds_kept && now < r->decided_at + options_.decision_ttl) {
       break;
     }
     kept_order_.pop_front();
@@ -242,7 +296,9 @@ void RoundTable::Expire(absl::Time now) {
     }
     kept_order_.swap(live);
   }
+}
 
+void RoundTable::DropIdleKeys(absl::Time now) {
   // Keys that remember only sequence counters (their rounds were
   // forgotten): dropped two TTLs after their last ask (so that a rank late
   // for a forgotten round is told so for a while longer), or at once when
@@ -260,111 +316,31 @@ void RoundTable::Expire(absl::Time now) {
 }
 
 absl::StatusOr<Arrival> RoundTable::Arrive(const ArriveRequest& request) {
-  const int world = request.world_size;
-  const int rank = request.rank;
-  if (world < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("group.world_size: must be positive, got ", world));
-  }
-  if (rank < 0 || rank >= world) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("group.rank: must be in [0, ", world, "), got ", rank));
-  }
-  if (request.fallback == nullptr) {
-    return absl::InvalidArgumentError("rendezvous: the opener's fallback answer is missing");
-  }
-  const std::string& group = request.key.group_id;
-
+  AT_RETURN_IF_ERROR(CheckAsk(request));
   absl::MutexLock lock(&mu_);
-  absl::Time now = clock_->Now();
+  const absl::Time now = clock_->Now();
   Expire(now);
   KeyState& ks = Key(request, now);
-  const int64_t n = ks.asks[rank];
 
   // A second caller of a rank whose first caller still waits.
-  if (n > 0) {
-    auto prev = ks.rounds.find(n - 1);
-    if (prev != ks.rounds.end() && prev->second->waiting[rank]) {
-      const absl::Status dup = absl::InvalidArgumentError(absl::StrCat(
-          "group.rank: rank ", rank, " of group \"", group,
-          "\" already asked for this round"));
-      std::shared_ptr<Round> round = prev->second;
-      if (round->state != Round::State::kOpen) return dup;
-      DecideError(round.get(), dup, now);
-      return Answer(round);
-    }
+  if (std::shared_ptr<Round> prev = StillWaiting(ks, request.rank)) {
+    const absl::Status dup = absl::InvalidArgumentError(
+        absl::StrCat("group.rank: rank ", request.rank, " of group \"", request.key.group_id,
+                     "\" already asked for this round"));
+    if (prev->state != Round::State::kOpen) return dup;
+    DecideError(prev.get(), dup, now);
+    return Answer(prev);
   }
 
-  std::shared_ptr<Round> round;
   bool opened = false;
-  auto found = ks.rounds.find(n);
-  if (found != ks.rounds.end()) {
-    round = found->second;
-  } else if (n < ks.next_sequence) {
-    ++ks.asks[rank];
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rendezvous: rank ", rank, " of group \"", group, "\" asks for round ", n,
-        " of this problem set, which this daemon no longer remembers "
-        "(rendezvous.decision_ttl_ms = ",
-        absl::ToInt64Milliseconds(options_.decision_ttl),
-        ", rendezvous.max_rounds_kept = ", options_.max_rounds_kept,
-        "); the other ranks were answered without it"));
-  } else {
-    round = std::make_shared<Round>();
-    round->id = next_round_id_++;
-    round->key = request.key;
-    round->key_text = request.key.ToString();
-    round->sequence = n;
-    round->world_size = world;
-    round->opened = now;
-    round->window = request.window;
-    round->window_end = now + request.window;
-    round->fallback = request.fallback;
-    round->asked.assign(world, 0);
-    round->waiting.assign(world, 0);
-    ks.rounds[n] = round;
-    ks.next_sequence = n + 1;
-    open_[group].push_back(round);
-    opened = true;
-  }
-
-  Arrival out;
-  auto count_ask = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    round->asked[rank] = 1;
-    ++round->asked_count;
-    ++ks.asks[rank];
-    if (round->state == Round::State::kOpen) ++round->in_time;
-  };
-
+  AT_ASSIGN_OR_RETURN(std::shared_ptr<Round> round, RoundFor(ks, request, now, &opened));
   if (round->state == Round::State::kOpen) {
-    if (Round* other = Conflicting(group, round.get())) {
-      count_ask();
-      const bool members = other->key.members_digest != request.key.members_digest;
-      const std::vector<int> theirs = AskedRanks(*other);
-      const std::vector<int> ours = AskedRanks(*round);
-      const absl::Status mismatch = absl::InvalidArgumentError(
-          members
-              ? absl::StrCat("group.members: ranks of group \"", group,
-                             "\" disagree on the world size or member list: ",
-                             Ranks(theirs), " sent members ",
-                             Short(other->key.members_digest), ", ", Ranks(ours),
-                             " sent ", Short(request.key.members_digest),
-                             "; every rank of both rounds gets this error")
-              : absl::StrCat("problems: ranks of group \"", group,
-                             "\" asked for different problem sets at the same time: ",
-                             Ranks(theirs), " sent problem set ",
-                             Short(other->key.problems_digest), ", ", Ranks(ours),
-                             " sent ", Short(request.key.problems_digest),
-                             "; every rank of both rounds gets this error"));
-      DecideError(other, mismatch, now);
-      DecideError(round.get(), mismatch, now);
-      out = Answer(round);
-      DropIfComplete(round.get());
-      return out;
+    if (Round* other = Conflicting(request.key.group_id, round.get())) {
+      CountAsk(ks, round.get(), request.rank);
+      return FailMismatch(other, round, now);
     }
   }
-
-  count_ask();
+  CountAsk(ks, round.get(), request.rank);
   if (opened && request.cached != nullptr) {
     Decision d;
     d.verdict = Verdict::kAnswered;
@@ -373,104 +349,156 @@ absl::StatusOr<Arrival> RoundTable::Arrive(const ArriveRequest& request) {
     Decide(round.get(), std::move(d), now);
     return Answer(round);
   }
-  if (round->state == Round::State::kOpen && round->in_time == world) {
-    round->state = Round::State::kRunning;
-    round->run_bound = request.run_bound;
-    round->run_deadline = now + request.run_bound;
-    round->go_waited = now - round->opened;
-    auto it = open_.find(group);
-    if (it != open_.end()) {
-      auto& v = it->second;
-      v.erase(std::remove(v.begin(), v.end(), round), v.end());
-      if (v.empty()) open_.erase(it);
-    }
-    out.run = true;
-    out.decision.waited = round->go_waited;
-    out.sequence = round->sequence;
-    out.round_id = round->id;
-    out.round = round;
-    return out;
+  if (round->state == Round::State::kOpen && round->in_time == round->world_size) {
+    return StartRun(round, request, now);
   }
-
   if (round->state != Round::State::kDecided) {
-    round->waiting[rank] = 1;
-    ++blocked_;
-    while (round->state != Round::State::kDecided) {
-      if (request.return_on_go && round->go != nullptr) break;
-      const bool open = round->state == Round::State::kOpen;
-      const absl::Time until = open ? round->window_end : round->run_deadline;
-      if (now >= until) {
-        if (open) {
-          round->fell_back_at_window = true;
-          DecideFallback(round.get(),
-                         absl::StrCat("not every rank arrived within the pre-sync window (",
-                                      round->in_time, " of ", world, " after ",
-                                      absl::ToInt64Microseconds(round->window), " us)"),
-                         now);
-        } else {
-          DecideFallback(round.get(),
-                         absl::StrCat("not measured in time: every rank arrived, but the "
-                                      "measurement did not finish within ",
-                                      absl::ToInt64Milliseconds(round->run_bound),
-                                      " ms (the round's bound)"),
-                         now);
-        }
-        break;
-      }
-      if (now >= request.deadline) {
-        round->waiting[rank] = 0;
-        --blocked_;
-        if (open) {
-          round->asked[rank] = 0;
-          --round->asked_count;
-          --round->in_time;
-          auto k = keys_.find(round->key_text);
-          if (k != keys_.end()) {
-            KeyState& again = *k->second;
-            --again.asks[rank];
-            if (round->asked_count == 0) {
-              auto it = open_.find(group);
-              if (it != open_.end()) {
-                auto& v = it->second;
-                v.erase(std::remove(v.begin(), v.end(), round), v.end());
-                if (v.empty()) open_.erase(it);
-              }
-              round->dropped = true;
-              again.rounds.erase(round->sequence);
-              if (again.next_sequence == round->sequence + 1) --again.next_sequence;
-              if (again.rounds.empty() && again.InStep()) keys_.erase(k);
-            }
-          }
-        }
-        return absl::DeadlineExceededError(absl::StrCat(
-            "rendezvous: rank ", rank, " of group \"", group,
-            "\" stopped waiting at its deadline (",
-            open ? "the round was still waiting for ranks; this ask is withdrawn"
-                 : "the round is being measured; this ask stays counted",
-            ")"));
-      }
-      clock_->WaitUntil(&round->cv, &mu_, std::min(until, request.deadline));
-      now = clock_->Now();
-    }
-    round->waiting[rank] = 0;
-    --blocked_;
+    AT_RETURN_IF_ERROR(Wait(round, request, now));
     if (round->state != Round::State::kDecided) {  // left on GO
+      Arrival out = Handle(round);
       out.go = round->go;
-      out.sequence = round->sequence;
-      out.round_id = round->id;
-      out.round = round;
       return out;
     }
   }
-
-  out = Answer(round);
+  Arrival out = Answer(round);
   if (round->fell_back_at_window && !round->background_given &&
-      round->asked_count == world) {
+      round->asked_count == round->world_size) {
     round->background_given = true;
     out.measure_in_background = true;
   }
   DropIfComplete(round.get());
   return out;
+}
+
+std::shared_ptr<Round> RoundTable::StillWaiting(const KeyState& ks, int rank) const {
+  const int64_t n = ks.asks[rank];
+  if (n == 0) return nullptr;
+  auto prev = ks.rounds.find(n - 1);
+  if (prev == ks.rounds.end() || !prev->second->waiting[rank]) return nullptr;
+  return prev->second;
+}
+
+absl::StatusOr<std::shared_ptr<Round>> RoundTable::RoundFor(KeyState& ks,
+                                                            const ArriveRequest& request,
+                                                            absl::Time now, bool* opened) {
+  const int64_t n = ks.asks[request.rank];
+  auto found = ks.rounds.find(n);
+  if (found != ks.rounds.end()) return found->second;
+  if (n < ks.next_sequence) {
+    ++ks.asks[request.rank];
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rendezvous: rank ", request.rank, " of group \"", request.key.group_id,
+        "\" asks for round ", n,
+        " of this problem set, which this daemon no longer remembers "
+        "(rendezvous.decision_ttl_ms = ",
+        absl::ToInt64Milliseconds(options_.decision_ttl),
+        ", rendezvous.max_rounds_kept = ", options_.max_rounds_kept,
+        "); the other ranks were answered without it"));
+  }
+  auto round = std::make_shared<Round>();
+  round->id = next_round_id_++;
+  round->key = request.key;
+  round->key_text = request.key.ToString();
+  round->sequence = n;
+  round->world_size = request.world_size;
+  round->opened = now;
+  round->window = request.window;
+  round->window_end = now + request.window;
+  round->fallback = request.fallback;
+  round->asked.assign(request.world_size, 0);
+  round->waiting.assign(request.world_size, 0);
+  ks.rounds[n] = round;
+  ks.next_sequence = n + 1;
+  open_[request.key.group_id].push_back(round);
+  *opened = true;
+  return round;
+}
+
+void RoundTable::CountAsk(KeyState& ks, Round* round, int rank) {
+  round->asked[rank] = 1;
+  ++round->asked_count;
+  ++ks.asks[rank];
+  if (round->state == Round::State::kOpen) ++round->in_time;
+}
+
+Arrival RoundTable::FailMismatch(Round* other, const std::shared_ptr<Round>& round,
+                                 absl::Time now) {
+  const absl::Status mismatch = MismatchError(*other, *round);
+  DecideError(other, mismatch, now);
+  DecideError(round.get(), mismatch, now);
+  Arrival out = Answer(round);
+  DropIfComplete(round.get());
+  return out;
+}
+
+Arrival RoundTable::StartRun(const std::shared_ptr<Round>& round, const ArriveRequest& request,
+                             absl::Time now) {
+  round->state = Round::State::kRunning;
+  round->run_bound = request.run_bound;
+  round->run_deadline = now + request.run_bound;
+  round->go_waited = now - round->opened;
+  Unlist(round.get());
+  Arrival out = Handle(round);
+  out.run = true;
+  out.decision.waited = round->go_waited;
+  return out;
+}
+
+absl::Status RoundTable::Wait(const std::shared_ptr<Round>& round, const ArriveRequest& request,
+                              absl::Time now) {
+  const int rank = request.rank;
+  round->waiting[rank] = 1;
+  ++blocked_;
+  while (round->state != Round::State::kDecided &&
+         !(request.return_on_go && round->go != nullptr)) {
+    const bool open = round->state == Round::State::kOpen;
+    const absl::Time until = open ? round->window_end : round->run_deadline;
+    if (now >= until) {
+      DecideOverdue(round.get(), now);
+      break;
+    }
+    if (now >= request.deadline) {
+      round->waiting[rank] = 0;
+      --blocked_;
+      if (open) Withdraw(round.get(), rank);
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rendezvous: rank ", rank, " of group \"", request.key.group_id,
+          "\" stopped waiting at its deadline (",
+          open ? "the round was still waiting for ranks; this ask is withdrawn"
+               : "the round is being measured; this ask stays counted",
+          ")"));
+    }
+    clock_->WaitUntil(&round->cv, &mu_, std::min(until, request.deadline));
+    now = clock_->Now();
+  }
+  round->waiting[rank] = 0;
+  --blocked_;
+  return absl::OkStatus();
+}
+
+void RoundTable::Withdraw(Round* round, int rank) {
+  round->asked[rank] = 0;
+  --round->asked_count;
+  --round->in_time;
+  auto k = keys_.find(round->key_text);
+  if (k == keys_.end()) return;
+  KeyState& ks = *k->second;
+  --ks.asks[rank];
+  if (round->asked_count > 0) return;
+  // Nobody asks for it any more: the round never was.
+  Unlist(round);
+  round->dropped = true;
+  ks.rounds.erase(round->sequence);
+  if (ks.next_sequence == round->sequence + 1) --ks.next_sequence;
+  if (ks.rounds.empty() && ks.InStep()) keys_.erase(k);
+}
+
+Arrival RoundTable::Handle(const std::shared_ptr<Round>& round) {
+  Arrival a;
+  a.sequence = round->sequence;
+  a.round_id = round->id;
+  a.round = round;
+  return a;
 }
 
 Decision RoundTable::Publish(const Arrival& arrival, absl::StatusOr<v1::TuneResponse> result) {

@@ -1,77 +1,30 @@
-// The rendezvous of the ranks of a group that one daemon serves: each rank
-// asks for itself (Tune with members, not whole_group), and the RoundTable
-// matches the asks of one round so that every rank gets the same decision.
+// The rendezvous of the ranks of a group on the daemon that leads it: each
+// rank asks for itself, and the RoundTable matches the asks of one round so
+// that every rank gets the same decision. How asks make rounds, when a round
+// is ANSWERED, GO, FALLBACK or ERROR, the cross-daemon GO and retention are
+// the protocol's rules: see docs/protocol.md ("Rounds of ranks that ask one
+// by one").
 //
-// Rounds. A round is identified by its RoundKey (group id, digest of the
-// member list and world size, digest of the canonical problem set) and a
-// sequence number: the n-th ask of rank R for a key belongs to round n of
-// that key, whatever the timing. A rank that is late for round n therefore
-// joins round n (and gets its decision), never round n+1 of the ranks that
-// have moved on; a program that asks the same problem set again starts the
-// next round once its previous one is answered.
-//
-// Decision rules, decided once per round under the table's lock, then the
-// same for every rank of the round, including ranks that ask later:
-//   - ANSWERED: the opener (first rank to ask) brought `cached`, an answer
-//     for the whole problem set from the cache: the round is decided at once
-//     and no rank waits.
-//   - GO: all world_size ranks asked before the pre-sync window closed (the
-//     window runs from the first ask; the opener's `window` governs). The
-//     last rank to ask gets Arrival::run: it measures and calls Publish; the
-//     others wait for that result (MEASURED, or ERROR when the runner
-//     publishes an error). If no result is published within the runner's
-//     `run_bound`, the round is decided FALLBACK instead ("the measurement
-//     did not finish ...") and a later Publish returns that decision.
-//   - FALLBACK: the window closed first. The opener's `fallback` answer is
-//     recorded, with the reason "not every rank arrived within the pre-sync
-//     window (X of N after W us)" written into each of its results whose
-//     status is FALLBACK. A rank that asks after the window closed gets the
-//     same answer at once. The rank whose ask completes a round that fell
-//     back at its window gets Arrival::measure_in_background (once per
-//     round): every rank is there now, so measuring it would serve the next
-//     ask from the cache.
-//   - ERROR (INVALID_ARGUMENT, the same status for every rank of the round
-//     and for later asks of it):
-//       * a second caller claims a rank whose caller is still waiting in an
-//         undecided round: "group.rank: rank R of group "G" already asked
-//         for this round"; the round fails so that no rank proceeds on a
-//         view that another caller of the same rank does not share. (When
-//         that round is already decided or measuring, the second caller
-//         alone gets that error, is not counted, and the round goes on.)
-//       * ranks of one group id ask, while a round of the group is
-//         undecided, with a different member list ("group.members: ...") or
-//         problem set ("problems: ..."): both rounds fail with one message
-//         naming the ranks on each side.
-//   - GO across daemons: the runner may Announce the round's cross-daemon
-//     run (proto/peer.proto CrossRun) before it Publishes. Callers that
-//     asked with `return_on_go` (the leader's side of a follower's Ready)
-//     then leave Arrive at once with Arrival::go set: their daemon takes
-//     part in the run, and the final decision reaches them another way
-//     (daemon/crossrun). Their ask stays counted; other callers wait for
-//     the decision as before.
-// Errors for one caller only, which never joined a round (absl::Status):
-//   - INVALID_ARGUMENT: rank outside [0, world_size), world_size < 1.
-//   - DEADLINE_EXCEEDED: the caller's own `deadline` passed first. While the
-//     round is undecided the ask is withdrawn (the same rank may ask again
-//     and rejoin the same round); once the round is measuring, the ask stays
-//     counted and only this caller stops waiting.
-//   - FAILED_PRECONDITION: the rank asks for a round the table has already
-//     forgotten (see retention): its decision cannot be repeated.
-//
-// Retention. A decided round is dropped as soon as all of its ranks have
-// asked. One that still misses ranks is kept until `decision_ttl` after its
-// decision and while at most `max_rounds_kept` such rounds exist (oldest
-// decision dropped first); after that a late rank of it gets
-// FAILED_PRECONDITION. Keys whose ranks are all in step and that hold no
-// rounds are dropped; keys that only remember forgotten rounds are dropped
-// 2 x `decision_ttl` after their last ask (or sooner when more than
-// 2 x max_rounds_kept + 64 keys exist), after which the sequence of that key
-// starts again from 0: a rank later than that may be matched with the next
-// asks of the others, so retention must exceed how late a rank can be.
-//
-// Waits. Every wait ends: at the window (undecided), at the run deadline
-// (measuring), or at the caller's own deadline, whichever is first, on the
-// injected clock.
+// Contract:
+//  - Arrive returns the decision of the caller's round (Arrival::decision):
+//    the same for every rank of the round, including ranks that ask later.
+//    Exactly one caller of a GO round gets Arrival::run instead and must
+//    call Publish once; a caller that asked with return_on_go leaves with
+//    Arrival::go once that runner Announces a cross-daemon run.
+//  - A round's own error (inconsistent asks, the runner's error) is a
+//    decision (Verdict::kError): the same status for every rank of it.
+//  - Errors for one caller only, which never joined a round (absl::Status):
+//      INVALID_ARGUMENT: world_size < 1, rank outside [0, world_size), or no
+//        fallback answer.
+//      DEADLINE_EXCEEDED: the caller's own `deadline` passed first. While
+//        the round is undecided the ask is withdrawn (the same rank may ask
+//        again and rejoin the same round); once the round is measuring, the
+//        ask stays counted and only this caller stops waiting.
+//      FAILED_PRECONDITION: the rank asks for a round the table has already
+//        forgotten (RoundTableOptions): its decision cannot be repeated.
+//  - Every wait ends: at the window (undecided), at the run deadline
+//    (measuring), or at the caller's own deadline, whichever is first, on
+//    the injected clock.
 //
 // Thread-safety: every method may be called concurrently. The table calls
 // nothing of its callers' (answers are shared, immutable responses) and
@@ -144,7 +97,7 @@ struct ArriveRequest {
   // FALLBACK results' reasons filled in by the table; required.
   std::shared_ptr<const v1::TuneResponse> cached;
   std::shared_ptr<const v1::TuneResponse> fallback;
-  // Leave the wait when the runner announces a cross-daemon run (above).
+  // Leave the wait when the runner announces a cross-daemon run (Announce).
   bool return_on_go = false;
 };
 
@@ -169,6 +122,9 @@ struct Arrival {
   std::shared_ptr<Round> round;  // opaque, for Publish
 };
 
+// Retention of decided rounds that still miss ranks, for those ranks
+// (config rendezvous.decision_ttl_ms and max_rounds_kept; the rules are in
+// docs/protocol.md, "Retention").
 struct RoundTableOptions {
   absl::Duration decision_ttl = absl::Minutes(10);
   int max_rounds_kept = 4096;
@@ -184,8 +140,7 @@ class RoundTable {
   RoundTable& operator=(const RoundTable&) = delete;
 
   // Records the ask of `request.rank` and blocks until its round is decided
-  // (or this caller must run it); see the header comment for what comes
-  // back when.
+  // (or this caller must run it, or leaves on GO); see the contract above.
   absl::StatusOr<Arrival> Arrive(const ArriveRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The runner's result (a response, or an error for every rank). Returns
@@ -211,6 +166,31 @@ class RoundTable {
 
   KeyState& Key(const ArriveRequest& request, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The round whose caller of `rank` is still waiting in it, if any.
+  std::shared_ptr<Round> StillWaiting(const KeyState& ks, int rank) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The round this ask belongs to (the rank's next sequence number), opened
+  // when new (`opened`); FAILED_PRECONDITION when it was forgotten.
+  absl::StatusOr<std::shared_ptr<Round>> RoundFor(KeyState& ks, const ArriveRequest& request,
+                                                  absl::Time now, bool* opened)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountAsk(KeyState& ks, Round* round, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails both undecided rounds of a group that disagree; `round`'s answer.
+  Arrival FailMismatch(Round* other, const std::shared_ptr<Round>& round, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The round is GO: this caller runs it.
+  Arrival StartRun(const std::shared_ptr<Round>& round, const ArriveRequest& request,
+                   absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Blocks until `round` is decided (deciding it when its window or run
+  // bound passes) or, with return_on_go, announced; DEADLINE_EXCEEDED at
+  // the caller's deadline.
+  absl::Status Wait(const std::shared_ptr<Round>& round, const ArriveRequest& request,
+                    absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes back the ask of `rank` from an undecided round; a round nobody
+  // asks for any more is dropped, its sequence number reused.
+  void Withdraw(Round* round, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Decides `round` and wakes its waiters; keeps or drops it.
   void Decide(Round* round, Decision decision, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -218,15 +198,25 @@ class RoundTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DecideError(Round* round, const absl::Status& error, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FALLBACK for a round whose window (open) or run bound (running) passed.
+  void DecideOverdue(Round* round, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes `round` from the undecided rounds of its group.
+  void Unlist(const Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops `round` from its key once decided with every rank counted.
   void DropIfComplete(Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The mismatch error, when an undecided round of the group other than
-  // `target` has another key.
+  // An undecided round of the group, other than `target`, whose key differs
+  // (their ranks disagree); null when none.
   Round* Conflicting(const std::string& group_id, const Round* target)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Forgets what retention no longer covers.
+  // Forgets what retention no longer covers, in three steps.
   void Expire(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SettleClosedWindows(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetKept(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropIdleKeys(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The round's decision for this caller (decided_here for the first).
   Arrival Answer(const std::shared_ptr<Round>& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An Arrival naming `round` (ids and handle), nothing decided.
+  static Arrival Handle(const std::shared_ptr<Round>& round);
 
   // Constant after construction.
   Clock* const clock_;

@@ -1,8 +1,8 @@
 // Starts the gRPC servers of the daemon: the client server (the Unix domain
 // socket, the default way in for local clients, optionally a TCP address,
 // server reflection; the caller passes the health service among `services`)
-// and, when configured, the peer
-// server (a TCP port for other daemons, carrying the Peer service alone).
+// and, when configured, the peer server (a TCP port for other daemons,
+// carrying the Peer service alone).
 // Both refuse messages over limits.max_request_bytes with RESOURCE_EXHAUSTED.
 #pragma once
 
@@ -27,9 +27,9 @@ struct Listening {
 // socket file left by a dead daemon is replaced, and the socket gets
 // config.unix_socket_mode and config.unix_socket_group before it appears at
 // its path (it is bound as "<path>.new" and renamed into place), so no client
-// ever reaches it with other permissions. FAILED_PRECONDITION
-// when another live daemon already answers on the socket; UNAVAILABLE when a
-// listener cannot be opened.
+// ever reaches it with other permissions. FAILED_PRECONDITION when another
+// live daemon already answers on the socket; UNAVAILABLE when a listener
+// cannot be opened.
 absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
                                       const std::vector<grpc::Service*>& services);
 

@@ -1,9 +1,11 @@
-// The service through its real gRPC stub, in-process, over a scripted backend
-// (daemon/backend/fake_backend.h) and a real cache directory.
+// The service through its real gRPC stub, in-process, over the scripted
+// node (daemon/testing/scripted_node.h) and a real cache directory: what the
+// adapter itself does (admission, validation, routing, statuses on the wire,
+// figures, settings, drain). The parts it hands requests to have their own
+// tests: daemon/solver, daemon/rounds, daemon/leadership, daemon/request.
 #include "daemon/service/service.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -13,22 +15,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/config_loader.h"
-#include "daemon/backend/fake_backend.h"
 #include "daemon/service/dispatch.h"
+#include "daemon/testing/scripted_node.h"
 
 namespace autotuned {
 namespace {
 
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  return std::string(base ? base : "/tmp") + "/" + name;
-}
-
-FakeBackend::Script Timed(double us) {
-  FakeBackend::Script s;
-  s.iteration_us = {us};
-  return s;
-}
+using testing::RankRequest;
+using testing::Request;
+using testing::Shared;
+using testing::SpreadRequest;
 
 class Fixture {
  public:
@@ -36,30 +32,14 @@ class Fixture {
   explicit Fixture(const std::string& cache_name,
                    const std::function<void(config::DaemonConfig*)>& change = nullptr,
                    bool peers = false) {
-    config_ = *config::DefaultConfig();
-    config_.mutable_limits()->set_max_buffer_bytes(1 << 20);
+    config_ = testing::TestConfig();
     if (change) change(&config_);
     if (peers) {
       peer_client_ = std::make_unique<PeerClient>("a-test-peer-token-16+",
                                                   config_.peer_advertise());
     }
-    FakeBackend::Script broken;
-    broken.fail_rank = 1;
-    broken.failure = absl::DataLossError("rank 1 index 0: got 3, want 4");
-    FakeBackend::Script hang;
-    hang.fail_rank = 1;
-    hang.hang = true;
-    FakeBackend::Script four = Timed(1);
-    four.min_world_size = 4;
-    backend_ = std::make_unique<FakeBackend>(
-        4, std::map<std::string, FakeBackend::Script>{
-               {"all_reduce/four_or_more", four},
-               {"all_reduce/a", Timed(30)},
-               {"all_reduce/b", Timed(10)},
-               {"all_reduce/c", Timed(20)},
-               {"all_reduce/broken", broken},
-               {"all_reduce/hang", hang}});
-    cache_ = *ResultCache::Open(TempDir(cache_name));
+    backend_ = testing::ScriptedBackend();
+    cache_ = *ResultCache::Open(testing::TempDir(cache_name));
     service_ = std::make_unique<AutotuneService>(backend_.get(), cache_.get(), config_,
                                                  ServiceOptions{&metrics_, "m:1", "p:2",
                                                                 peer_client_.get()});
@@ -108,164 +88,58 @@ class Fixture {
   std::unique_ptr<v1::Autotune::Stub> stub_;
 };
 
-v1::TuneRequest Request(std::vector<std::string> impls, int64_t count = 1024) {
-  v1::TuneRequest req;
-  req.mutable_group()->set_id("test");
-  req.mutable_group()->set_world_size(4);
-  req.mutable_options()->set_iterations(3);
-  req.mutable_options()->set_warmup(1);
-  v1::Problem* p = req.add_problems();
-  p->set_collective(v1::ALL_REDUCE);
-  p->set_dtype(v1::FLOAT32);
-  p->set_count(count);
-  for (const auto& impl : impls) p->add_candidates()->set_impl(impl);
-  return req;
+struct Answer {
+  grpc::Status status;
+  v1::TuneResponse response;
+};
+
+// Each request from its own thread, all at once.
+std::vector<Answer> AskTogether(Fixture& f, const std::vector<v1::TuneRequest>& requests) {
+  std::vector<Answer> answers(requests.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    threads.emplace_back(
+        [&, i] { answers[i].status = f.Tune(requests[i], &answers[i].response); });
+  }
+  for (std::thread& t : threads) t.join();
+  return answers;
 }
 
-TEST_CASE("a tune request comes back ranked, then from the cache") {
+// Waits (bounded) until `n` rounds are in progress.
+bool InFlight(Fixture& f, int64_t n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    if (f.Metrics().rounds_in_flight() == n) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return false;
+}
+
+TEST_CASE("a whole-group tune through the stub: ranked, then from the cache") {
   Fixture f("ranked");
   v1::TuneResponse resp;
-  v1::TuneRequest req =
-      Request({"all_reduce/a", "all_reduce/broken", "all_reduce/b", "all_reduce/c"});
+  v1::TuneRequest req = Request({"all_reduce/a", "all_reduce/broken", "all_reduce/b"});
   REQUIRE(f.Tune(req, &resp).ok());
   REQUIRE(resp.results_size() == 1);
-  const v1::ProblemResult& r = resp.results(0);
-  CHECK(r.status() == v1::TUNED);
-  CHECK(r.winner() == "all_reduce/b");
-  CHECK(r.winner_index() == 2);
-  REQUIRE(r.ranked_size() == 4);
-  CHECK(r.ranked(0).median_us() == 10);
-  CHECK(r.ranked(1).candidate().impl() == "all_reduce/c");
-  CHECK(r.ranked(2).candidate().impl() == "all_reduce/a");
-  CHECK_FALSE(r.ranked(3).ok());
-  CHECK_THAT(r.ranked(3).reason(), Catch::Contains("rank 1: DATA_LOSS"));
-  CHECK(std::isinf(r.ranked(3).median_us()));
-  // 4096 bytes in 10 us: 0.4096 GB/s algbw, x 2(n-1)/n = 1.5 busbw.
-  CHECK(r.ranked(0).algbw_gbps() == Approx(0.4096));
-  CHECK(r.ranked(0).busbw_gbps() == Approx(0.6144));
-  CHECK(r.ranked(0).candidate().params().at("knob") == 1);
-
-  const int runs = f.backend().runs();
+  CHECK(resp.results(0).status() == v1::TUNED);
+  CHECK(resp.results(0).winner() == "all_reduce/b");
+  CHECK(resp.results(0).ranked_size() == 3);
+  CHECK(resp.fingerprint() == f.service().fingerprint());
   v1::TuneResponse again;
   REQUIRE(f.Tune(req, &again).ok());
   CHECK(again.results(0).status() == v1::CACHED);
-  CHECK(again.results(0).winner() == "all_reduce/b");
-  CHECK(f.backend().runs() == runs);
-
-  req.mutable_options()->set_refresh(true);
-  REQUIRE(f.Tune(req, &again).ok());
-  CHECK(again.results(0).status() == v1::TUNED);
-  CHECK(f.backend().runs() == runs + 4);
+  CHECK(f.backend().runs() == 3);
 }
 
-TEST_CASE("a batch gets one answer per problem, in order") {
-  Fixture f("batch");
-  v1::TuneRequest req = Request({"all_reduce/a", "all_reduce/b"});
-  *req.add_problems() = req.problems(0);
-  req.mutable_problems(1)->set_count(2048);
-  req.mutable_problems(1)->set_label("second");
-  v1::TuneResponse resp;
-  REQUIRE(f.Tune(req, &resp).ok());
-  REQUIRE(resp.results_size() == 2);
-  CHECK(resp.results(1).problem().count() == 2048);
-  CHECK(resp.results(1).problem().label() == "second");
-}
-
-TEST_CASE("every candidate failing is FAILED, not an error") {
-  Fixture f("failed");
-  v1::TuneResponse resp;
-  REQUIRE(f.Tune(Request({"all_reduce/broken"}), &resp).ok());
-  CHECK(resp.results(0).status() == v1::FAILED);
-  CHECK(resp.results(0).winner().empty());
-}
-
-TEST_CASE("a candidate that cannot run the problem is ruled out; none runnable is invalid") {
-  Fixture f("unrunnable");
-  v1::TuneRequest req = Request({"all_reduce/four_or_more", "all_reduce/a"});
-  req.mutable_group()->set_world_size(2);
-  v1::TuneResponse r;
-  REQUIRE(f.Tune(req, &r).ok());
-  const v1::ProblemResult& p = r.results(0);
-  CHECK(p.status() == v1::TUNED);
-  CHECK(p.winner() == "all_reduce/a");
-  REQUIRE(p.ranked_size() == 2);
-  CHECK_FALSE(p.ranked(1).ok());
-  CHECK(p.ranked(1).reason() == "candidate.impl: \"all_reduce/four_or_more\" runs on 4 to "
-                                "1048576 ranks, not 2");
-  CHECK(f.backend().runs() == 1);  // only all_reduce/a ran
-  req.mutable_group()->set_world_size(4);  // now both run
-  REQUIRE(f.Tune(req, &r).ok());
-  CHECK(r.results(0).winner() == "all_reduce/four_or_more");
-
-  v1::TuneRequest none = Request({"all_reduce/four_or_more"});
-  none.mutable_group()->set_world_size(2);
-  CHECK(f.TuneError(none) ==
-        "problems[0].candidates[0].impl: \"all_reduce/four_or_more\" runs on 4 to 1048576 "
-        "ranks, not 2");
-}
-
-TEST_CASE("bad input is INVALID_ARGUMENT naming the field") {
+TEST_CASE("an invalid request is INVALID_ARGUMENT on the wire, counted, nothing run") {
   Fixture f("invalid");
-  const std::vector<std::string> two = {"all_reduce/a", "all_reduce/b"};
-  v1::TuneRequest req;
-
-  CHECK_THAT(f.TuneError(Request({"all_reduce/zzz"})),
-             Catch::StartsWith("problems[0].candidates[0].impl: unknown implementation"));
-
-  req = Request(two);
-  req.mutable_problems(0)->set_collective(static_cast<v1::Collective>(42));
-  CHECK(f.TuneError(req) == "problems[0].collective: unknown collective 42");
-
-  CHECK(f.TuneError(Request(two, 0)) == "problems[0].count: must be positive, got 0");
-  CHECK(f.TuneError(Request(two, -5)) == "problems[0].count: must be positive, got -5");
-  CHECK_THAT(f.TuneError(Request(two, 1 << 20)),
-             Catch::StartsWith("problems[0].count:") &&
-                 Catch::Contains("memory cap of 1048576 bytes (limits.max_buffer_bytes)"));
-  CHECK_THAT(f.TuneError(Request(two, INT64_MAX)),
-             Catch::Contains("limits.max_buffer_bytes"));
-
-  req = Request(two);
-  req.mutable_options()->set_iterations(-1);
-  CHECK(f.TuneError(req) ==
-        "options.iterations: must be between 1 and 10000 (limits.max_iterations), got -1");
-  req.mutable_options()->set_iterations(2000000000);
-  CHECK_THAT(f.TuneError(req), Catch::StartsWith("options.iterations: must be between"));
-  req = Request(two);
-  req.mutable_options()->set_warmup(-3);
-  CHECK_THAT(f.TuneError(req), Catch::StartsWith("options.warmup:"));
-  req = Request(two);
-  req.mutable_options()->set_timeout_ms(-1);
-  CHECK_THAT(f.TuneError(req), Catch::StartsWith("options.timeout_ms:"));
-
-  req = Request(two);
-  req.mutable_group()->set_world_size(64);
-  CHECK(f.TuneError(req) ==
-        "group.world_size: 64 ranks, but the fake backend serves at most 4 on this node");
-  req.mutable_group()->set_world_size(0);
-  CHECK_THAT(f.TuneError(req), Catch::StartsWith("group.world_size: must be positive"));
-
-  CHECK_THAT(f.TuneError(Request({"all_reduce/a", "all_reduce/b", "all_reduce/a"})),
-             Catch::StartsWith("problems[0].candidates[2]: duplicate of candidates[0]"));
-
-  req = Request(two);
-  (*req.mutable_problems(0)->mutable_candidates(1)->mutable_params())["threads"] = 4;
-  CHECK_THAT(f.TuneError(req),
-             Catch::StartsWith("problems[0].candidates[1].params[\"threads\"]: "
-                               "\"all_reduce/b\" takes no parameter \"threads\""));
-
-  req = Request(two);
-  req.clear_problems();
-  CHECK(f.TuneError(req) == "problems: at least one problem is required");
-  CHECK(f.TuneError(Request({})) ==
-        "problems[0].candidates: at least one candidate is required");
-  req = Request(two);
-  req.mutable_problems(0)->set_dtype(v1::DTYPE_UNSPECIFIED);
-  CHECK(f.TuneError(req) == "problems[0].dtype: is required");
-  req = Request(two);
-  req.mutable_problems(0)->set_root(2);
-  CHECK(f.TuneError(req) == "problems[0].root: only broadcast takes a root");
-
-  // Nothing ran for any of them.
+  CHECK(f.TuneError(Request({"all_reduce/a"}, 0)) ==
+        "problems[0].count: must be positive, got 0");
+  v1::TuneRequest other = RankRequest("x", 0);
+  other.mutable_group()->mutable_members(3)->set_daemon("elsewhere:7451");
+  v1::TuneResponse r;
+  CHECK(f.Tune(other, &r).error_code() == grpc::StatusCode::UNIMPLEMENTED);
+  CHECK(f.Metrics().rejected_invalid() == 2);
   CHECK(f.backend().runs() == 0);
 }
 
@@ -377,16 +251,6 @@ TEST_CASE("the figures count rounds, results, lookups, rejections and cut-offs")
   CHECK_THAT(text, Catch::Contains("autotuned_cache_entries 2\n"));
 }
 
-// Waits (bounded) until `n` rounds are in progress.
-bool InFlight(Fixture& f, int64_t n) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (absl::Now() < deadline) {
-    if (f.Metrics().rounds_in_flight() == n) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return false;
-}
-
 TEST_CASE("one round over max_concurrent_rounds is RESOURCE_EXHAUSTED") {
   Fixture f("busy", [](config::DaemonConfig* c) {
     c->mutable_limits()->set_max_concurrent_rounds(1);
@@ -471,218 +335,40 @@ TEST_CASE("new limits and defaults apply to later requests") {
 
 // Ranks asking one by one (group members given, whole_group false).
 
-v1::TuneRequest RankRequest(const std::string& group, int rank, int world = 4,
-                            int64_t window_us = 2000000) {
-  v1::TuneRequest req = Request({"all_reduce/a", "all_reduce/b", "all_reduce/c"});
-  req.mutable_group()->set_id(group);
-  req.mutable_group()->set_world_size(world);
-  req.mutable_group()->set_rank(rank);
-  for (int r = 0; r < world; ++r) {
-    v1::Member* m = req.mutable_group()->add_members();
-    m->set_rank(r);
-    m->set_local_gpu(r);
-  }
-  req.mutable_options()->set_presync_window_us(window_us);
-  req.mutable_problems(0)->set_label(absl::StrCat("op-of-rank-", rank));
-  return req;
-}
-
-struct Answer {
-  grpc::Status status;
-  v1::TuneResponse response;
-};
-
-// Each request from its own thread, all at once.
-std::vector<Answer> AskTogether(Fixture& f, const std::vector<v1::TuneRequest>& requests) {
-  std::vector<Answer> answers(requests.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    threads.emplace_back(
-        [&, i] { answers[i].status = f.Tune(requests[i], &answers[i].response); });
-  }
-  for (std::thread& t : threads) t.join();
-  return answers;
-}
-
-// The response without what is each rank's own (the labels), as bytes.
-std::string Shared(v1::TuneResponse r) {
-  for (v1::ProblemResult& p : *r.mutable_results()) p.mutable_problem()->clear_label();
-  std::string bytes;
-  r.SerializeToString(&bytes);
-  return bytes;
-}
-
-TEST_CASE("four ranks asking one by one: one measurement, identical answers") {
+TEST_CASE("ranks asking one by one get one measurement and the same answer") {
   Fixture f("ranks");
   std::vector<v1::TuneRequest> ranks;
   for (int r = 0; r < 4; ++r) ranks.push_back(RankRequest("job", r));
   std::vector<Answer> answers = AskTogether(f, ranks);
   for (int r = 0; r < 4; ++r) {
     REQUIRE(answers[r].status.ok());
-    const v1::ProblemResult& p = answers[r].response.results(0);
-    CHECK(p.status() == v1::TUNED);
-    CHECK(p.winner() == "all_reduce/b");
-    CHECK(p.problem().label() == absl::StrCat("op-of-rank-", r));
+    CHECK(answers[r].response.results(0).status() == v1::TUNED);
+    CHECK(answers[r].response.results(0).problem().label() == absl::StrCat("op-of-rank-", r));
     CHECK(Shared(answers[r].response) == Shared(answers[0].response));
-  }
-  CHECK(f.backend().runs() == 3);  // one round: three candidates, measured once
-
-  // Asked again: the next round, answered from the cache at once.
-  answers = AskTogether(f, ranks);
-  for (const Answer& a : answers) {
-    REQUIRE(a.status.ok());
-    CHECK(a.response.results(0).status() == v1::CACHED);
-    CHECK(Shared(a.response) == Shared(answers[0].response));
   }
   CHECK(f.backend().runs() == 3);
   const v1::NodeMetrics m = f.Metrics();
-  CHECK(m.rounds() == 8);
+  CHECK(m.rounds() == 4);
   CHECK(m.results_tuned() == 4);
-  CHECK(m.results_cached() == 4);
-  // One round was measured: its rendezvous overhead is on record, positive
-  // and a part of what the rounds took.
   CHECK(m.round_overhead().count() == 1);
-  CHECK(m.round_overhead().sum_s() > 0);
-  CHECK(m.round_overhead().sum_s() < m.round_latency().sum_s());
 }
 
-TEST_CASE("a rank missing: FALLBACK for the three, the same for the fourth asking late") {
-  Fixture f("missing");
-  std::vector<v1::TuneRequest> three;
-  for (int r : {0, 1, 3}) three.push_back(RankRequest("job", r, 4, 1000000));
-  std::vector<Answer> answers = AskTogether(f, three);
-  for (const Answer& a : answers) {
-    REQUIRE(a.status.ok());
-    REQUIRE(a.response.results_size() == 1);
-    const v1::ProblemResult& p = a.response.results(0);
-    CHECK(p.status() == v1::FALLBACK);
-    CHECK(p.winner() == "all_reduce/a");  // the default: the first candidate
-    CHECK(p.winner_index() == 0);
-    CHECK(p.reason() ==
-          "not every rank arrived within the pre-sync window (3 of 4 after 1000000 us)");
-    CHECK(p.ranked_size() == 0);
-    CHECK(Shared(a.response) == Shared(answers[0].response));
-  }
-  CHECK(f.backend().runs() == 0);
-
-  v1::TuneResponse late;
-  REQUIRE(f.Tune(RankRequest("job", 2, 4, 1000000), &late).ok());
-  CHECK(Shared(late) == Shared(answers[0].response));
-  CHECK(late.results(0).problem().label() == "op-of-rank-2");
-
-  // Everyone has asked now: the round is measured in the background, and
-  // the next round of the group is answered from the cache at once.
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  v1::ListCacheResponse listed;
-  while (absl::Now() < deadline) {
-    grpc::ClientContext ctx;
-    listed.Clear();
-    REQUIRE(f.stub().ListCache(&ctx, {}, &listed).ok());
-    if (listed.entries_size() == 1) break;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  REQUIRE(listed.entries_size() == 1);
-  CHECK(listed.entries(0).winner() == "all_reduce/b");
-  std::vector<v1::TuneRequest> four;
-  for (int r = 0; r < 4; ++r) four.push_back(RankRequest("job", r, 4, 1000000));
-  answers = AskTogether(f, four);
-  for (const Answer& a : answers) {
-    REQUIRE(a.status.ok());
-    CHECK(a.response.results(0).status() == v1::CACHED);
-    CHECK(a.response.results(0).winner() == "all_reduce/b");
-  }
-  const v1::NodeMetrics m = f.Metrics();
-  CHECK(m.results_fallback() == 4);
-  CHECK(m.results_cached() == 4);
-}
-
-TEST_CASE("inconsistent ranks: every rank involved gets the same clear error") {
+TEST_CASE("a round's error reaches each of its ranks as INVALID_ARGUMENT, counted") {
   Fixture f("inconsistent");
-  SECTION("members that disagree") {
-    v1::TuneRequest odd = RankRequest("m", 1, 2);
-    odd.mutable_group()->mutable_members(0)->set_local_gpu(3);
-    std::vector<Answer> answers;
-    std::thread first([&] {
-      v1::TuneResponse r;
-      grpc::Status s = f.Tune(RankRequest("m", 0, 2), &r);
-      answers.push_back({s, r});
-    });
-    REQUIRE(InFlight(f, 1));
+  grpc::Status first_status;
+  std::thread first([&] {
     v1::TuneResponse r;
-    grpc::Status s = f.Tune(odd, &r);
-    first.join();
-    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
-    CHECK_THAT(s.error_message(),
-               Catch::StartsWith("group.members: ranks of group \"m\" disagree on the "
-                                 "world size or member list: rank "));
-    REQUIRE(answers.size() == 1);
-    CHECK(answers[0].status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
-    CHECK(answers[0].status.error_message() == s.error_message());
-  }
-  SECTION("a problem set that differs") {
-    v1::TuneRequest odd = RankRequest("p", 1, 2);
-    odd.mutable_problems(0)->set_count(2048);
-    grpc::Status first_status;
-    std::thread first([&] {
-      v1::TuneResponse r;
-      first_status = f.Tune(RankRequest("p", 0, 2), &r);
-    });
-    REQUIRE(InFlight(f, 1));
-    v1::TuneResponse r;
-    grpc::Status s = f.Tune(odd, &r);
-    first.join();
-    CHECK_THAT(s.error_message(),
-               Catch::StartsWith("problems: ranks of group \"p\" asked for different "
-                                 "problem sets at the same time"));
-    CHECK(first_status.error_message() == s.error_message());
-  }
-  SECTION("two callers claiming one rank") {
-    grpc::Status first_status;
-    std::thread first([&] {
-      v1::TuneResponse r;
-      first_status = f.Tune(RankRequest("d", 0, 2), &r);
-    });
-    REQUIRE(InFlight(f, 1));
-    v1::TuneResponse r;
-    grpc::Status s = f.Tune(RankRequest("d", 0, 2), &r);
-    first.join();
-    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
-    CHECK(s.error_message() == "group.rank: rank 0 of group \"d\" already asked for this round");
-    CHECK(first_status.error_message() == s.error_message());
-    // The rank that asks later for that round gets it too.
-    CHECK(f.TuneError(RankRequest("d", 1, 2)) == s.error_message());
-  }
-  SECTION("errors of one caller, before any round") {
-    v1::TuneRequest req = RankRequest("x", 4);
-    CHECK(f.TuneError(req) == "group.rank: must be in [0, 4), got 4");
-    req = RankRequest("x", 0);
-    req.mutable_group()->mutable_members()->RemoveLast();
-    CHECK(f.TuneError(req) ==
-          "group.members: 3 members for world_size 4; list every rank once");
-    req = RankRequest("x", 0);
-    req.mutable_group()->mutable_members(2)->set_rank(1);
-    CHECK(f.TuneError(req) ==
-          "group.members[2].rank: rank 1 is listed twice (also members[1])");
-    req = RankRequest("x", 0);
-    req.mutable_group()->mutable_members(2)->set_local_gpu(0);
-    CHECK(f.TuneError(req) ==
-          "group.members[2].local_gpu: GPU 0 is listed twice (also members[0])");
-    req = RankRequest("x", 0);
-    req.mutable_group()->mutable_members(1)->set_local_gpu(4);
-    CHECK(f.TuneError(req) ==
-          "group.members[1].local_gpu: must be in [0, 4) on this fake node, got 4");
-    req = RankRequest("", 0);
-    CHECK_THAT(f.TuneError(req), Catch::StartsWith("group.id: is required"));
-    req = RankRequest("x", 0);
-    req.mutable_group()->mutable_members(3)->set_daemon("elsewhere:7451");
-    v1::TuneResponse r;
-    grpc::Status s = f.Tune(req, &r);
-    CHECK(s.error_code() == grpc::StatusCode::UNIMPLEMENTED);
-    CHECK_THAT(s.error_message(),
-               Catch::StartsWith("group.members[3].daemon: \"elsewhere:7451\" is another "
-                                 "daemon (this one is unnamed: peer_advertise is empty)"));
-    CHECK(f.backend().runs() == 0);
-  }
+    first_status = f.Tune(RankRequest("d", 0, 2), &r);
+  });
+  REQUIRE(InFlight(f, 1));
+  v1::TuneResponse r;
+  grpc::Status s = f.Tune(RankRequest("d", 0, 2), &r);
+  first.join();
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(s.error_message() == "group.rank: rank 0 of group \"d\" already asked for this round");
+  CHECK(first_status.error_message() == s.error_message());
+  CHECK(f.TuneError(RankRequest("d", 1, 2)) == s.error_message());
+  CHECK(f.Metrics().rejected_invalid() == 3);
 }
 
 TEST_CASE("ranks run on their members' GPUs; alike links share cached results") {
@@ -754,121 +440,44 @@ TEST_CASE("members naming this daemon, or asked for the whole group, need no wai
   CHECK(f.Tune(req, &r).error_code() == grpc::StatusCode::UNIMPLEMENTED);
 }
 
-// Multi-daemon groups, one side at a time (tests/multi_daemon_test.cc runs
-// real daemons together).
-v1::TuneRequest SpreadRequest(const std::string& group, int rank,
-                              const std::vector<std::string>& daemons) {
-  v1::TuneRequest req = RankRequest(group, rank, static_cast<int>(daemons.size()));
-  for (size_t r = 0; r < daemons.size(); ++r) {
-    req.mutable_group()->mutable_members(r)->set_daemon(daemons[r]);
-  }
-  return req;
-}
+// Multi-daemon groups: the routing to the parts (daemon/leadership has the
+// rules; tests/multi_daemon_test.cc runs real daemons together).
 
-v1::ReadyRequest Forwarded(const v1::TuneRequest& req, const std::string& from) {
-  v1::ReadyRequest ready;
-  ready.set_from_daemon(from);
-  ready.add_ranks(req.group().rank());
-  *ready.mutable_request() = req;
-  return ready;
-}
-
-TEST_CASE("the leader counts a follower's forwarded rank like a local one: GO, and the "
-          "follower's timings max-reduced into the one answer") {
-  Fixture f("leader", [](config::DaemonConfig* c) { c->set_peer_advertise("lead:1"); },
-            /*peers=*/true);
-  const std::vector<std::string> daemons = {"lead:1", "follow:1"};
-  Answer local;
-  std::thread rank0(
-      [&] { local.status = f.Tune(SpreadRequest("g", 0, daemons), &local.response); });
-  absl::StatusOr<v1::Decision> remote = f.service().LeadReady(
-      Forwarded(SpreadRequest("g", 1, daemons), "follow:1"), absl::Now() + absl::Seconds(20));
-  REQUIRE(remote.ok());
-  REQUIRE(remote->verdict() == v1::GO);
-  const v1::CrossRun go = remote->go();
-  CHECK(!go.run_id().empty());
-  CHECK(go.problems_size() == 1);
-  CHECK(go.candidate_timeout_ms() > 0);
-
-  // What the follower's rank 1 measured: a 10, 50, 25 us per iteration (rank
-  // 0's script: 30, 10, 20). The max over ranks makes c the fastest.
-  CHECK(f.service().LeadReduce(v1::RankTimings(), absl::Now()).status().code() ==
-        absl::StatusCode::kInvalidArgument);
-  v1::RankTimings timings;
-  timings.set_run_id(go.run_id());
-  timings.set_from_daemon("follow:1");
-  for (double us : {10.0, 50.0, 25.0}) {
-    v1::RankResult* r = timings.add_steps()->add_ranks();
-    r->set_rank(1);
-    for (int i = 0; i < 3; ++i) r->add_iteration_us(us);
-  }
-  v1::RankTimings stranger = timings;
-  stranger.set_from_daemon("other:1");
-  CHECK(f.service().LeadReduce(stranger, absl::Now()).status().code() ==
-        absl::StatusCode::kPermissionDenied);
-  remote = f.service().LeadReduce(timings, absl::Now() + absl::Seconds(20));
-  rank0.join();
-  REQUIRE(local.status.ok());
-  REQUIRE(remote.ok());
-  REQUIRE(remote->verdict() == v1::ANSWERED);
-  const v1::ProblemResult& result = local.response.results(0);
-  CHECK(result.status() == v1::TUNED);
-  CHECK(result.winner() == "all_reduce/c");
-  REQUIRE(result.ranked_size() == 3);
-  CHECK(result.ranked(0).rank_mean_us_size() == 2);
-  CHECK(result.ranked(1).candidate().impl() == "all_reduce/a");
-  CHECK(Shared(remote->response()) == Shared(local.response));
-  CHECK(f.backend().runs() == 3);  // rank 0 alone, each candidate once
-
-  // The run's other peer calls: bad input names the field; a finished run's
-  // barriers are no longer open to strangers.
-  CHECK(f.service().LeadExchange(v1::ExchangeRequest(), absl::Now()).status().message() ==
-        "run_id: required");
-  v1::ExchangeRequest exchange;
-  exchange.set_run_id(go.run_id());
-  exchange.set_from_daemon("other:1");
-  CHECK(f.service().LeadExchange(exchange, absl::Now()).status().code() ==
-        absl::StatusCode::kPermissionDenied);
-  exchange.set_run_id("no-such-run");
-  CHECK(f.service().LeadExchange(exchange, absl::Now()).status().code() ==
-        absl::StatusCode::kNotFound);
-
-  // Asks this daemon must not serve: the same REJECTED shape, nothing run.
-  remote = f.service().LeadReady(Forwarded(SpreadRequest("g", 0, daemons), "follow:1"),
-                                 absl::Now() + absl::Seconds(5));
-  REQUIRE(remote.ok());
-  CHECK(remote->verdict() == v1::REJECTED);
-  CHECK(remote->error_code() == static_cast<int>(absl::StatusCode::kInvalidArgument));
-  CHECK_THAT(remote->error_message(), Catch::Contains("rank 0 is on this daemon"));
-  remote = f.service().LeadReady(
-      Forwarded(SpreadRequest("g", 1, {"other:1", "follow:1"}), "follow:1"),
-      absl::Now() + absl::Seconds(5));
-  REQUIRE(remote.ok());
-  CHECK(remote->verdict() == v1::REJECTED);
-  CHECK(remote->error_code() == static_cast<int>(absl::StatusCode::kFailedPrecondition));
-  CHECK_THAT(remote->error_message(), Catch::Contains("does not lead group \"g\""));
-  CHECK(f.backend().runs() == 3);
-}
-
-TEST_CASE("a follower never decides: its leader unreachable is UNAVAILABLE for its ranks") {
+TEST_CASE("a follower's ranks go to their leader; unreachable is UNAVAILABLE on the wire") {
   Fixture f("follower", [](config::DaemonConfig* c) { c->set_peer_advertise("follow:1"); },
             /*peers=*/true);
   // Port 1 on loopback: nobody listens.
   const std::vector<std::string> daemons = {"127.0.0.1:1", "follow:1", "follow:1"};
-  const std::vector<v1::TuneRequest> asks = {SpreadRequest("g", 1, daemons),
-                                             SpreadRequest("g", 2, daemons)};
-  std::vector<Answer> answers = AskTogether(f, asks);
+  std::vector<Answer> answers =
+      AskTogether(f, {SpreadRequest("g", 1, daemons), SpreadRequest("g", 2, daemons)});
   for (const Answer& a : answers) {
     CHECK(a.status.error_code() == grpc::StatusCode::UNAVAILABLE);
     CHECK_THAT(a.status.error_message(),
                Catch::StartsWith("leader 127.0.0.1:1 unreachable (followers never decide"));
   }
-  CHECK(answers[0].status.error_message() == answers[1].status.error_message());
   CHECK(f.backend().runs() == 0);
+}
 
-  // A rank of another daemon is not this one's to forward.
-  CHECK_THAT(f.TuneError(SpreadRequest("g", 0, daemons)),
-             Catch::StartsWith("group.rank: rank 0 is on daemon \"127.0.0.1:1\""));
+TEST_CASE("the peer calls of groups this daemon leads reach the leader's parts") {
+  Fixture f("leader", [](config::DaemonConfig* c) { c->set_peer_advertise("lead:1"); },
+            /*peers=*/true);
+  v1::ReadyRequest ready;
+  ready.set_from_daemon("follow:1");
+  ready.add_ranks(0);
+  *ready.mutable_request() = SpreadRequest("g", 0, {"lead:1", "follow:1"});
+  absl::StatusOr<v1::Decision> d = f.service().LeadReady(ready, absl::Now() + absl::Seconds(5));
+  REQUIRE(d.ok());
+  CHECK(d->verdict() == v1::REJECTED);
+  CHECK_THAT(d->error_message(), Catch::Contains("rank 0 is on this daemon"));
+  CHECK(f.service().LeadReduce(v1::RankTimings(), absl::Now()).status().message() ==
+        "run_id: required");
+  v1::ExchangeRequest exchange;
+  exchange.set_run_id("no-such-run");
+  CHECK(f.service().LeadExchange(exchange, absl::Now()).status().code() ==
+        absl::StatusCode::kNotFound);
+  f.service().BeginDrain();
+  CHECK(f.service().LeadReady(ready, absl::Now()).status().code() ==
+        absl::StatusCode::kUnavailable);
 }
 
 TEST_CASE("a sweep asked rank by rank: the same sizes and table for every rank") {

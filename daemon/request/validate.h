@@ -12,6 +12,9 @@
 // while another candidate of the problem can run: the engine rules it out
 // with that reason, so one candidate list serves every world size and size
 // of a sweep. When none can run, the first one's reason is the error.
+//
+// Thread-safety: pure functions of their arguments; the context's pointers
+// are not owned and must stay valid during the call.
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-#include "daemon/service/validate.h"
+#include "daemon/request/validate.h"
 
 #include <algorithm>
 #include <limits>
@@ -41,6 +41,11 @@ bool ToReduceOp(v1::ReduceOp op, ReduceOp* out) {
     case v1::MIN: *out = ReduceOp::kMin; return true;
     default: return false;
   }
+}
+
+bool Reducing(const ProblemSpec& spec) {
+  return spec.collective == Collective::kAllReduce ||
+         spec.collective == Collective::kReduceScatter;
 }
 
 // Sizes: every product is checked against the memory cap before it is
@@ -100,44 +105,41 @@ absl::Status ValidateSizes(const v1::Problem& p, const std::string& f,
   return absl::OkStatus();
 }
 
-absl::StatusOr<ValidProblem> ValidateProblem(const v1::Problem& p,
-                                             const std::string& f,
-                                             int world_size,
-                                             const ValidationContext& ctx) {
-  ValidProblem out;
-  ProblemSpec& spec = out.spec;
-  spec.world_size = world_size;
-  if (!ToCollective(p.collective(), &spec.collective)) {
+// Collective, dtype, reduce op and root of `p` into `spec`.
+absl::Status ValidateShape(const v1::Problem& p, const std::string& f, ProblemSpec* spec) {
+  if (!ToCollective(p.collective(), &spec->collective)) {
     return Invalid(f + ".collective",
                    p.collective() == v1::COLLECTIVE_UNSPECIFIED
                        ? std::string("is required")
                        : absl::StrCat("unknown collective ", p.collective()));
   }
-  if (!ToDType(p.dtype(), &spec.dtype)) {
+  if (!ToDType(p.dtype(), &spec->dtype)) {
     return Invalid(f + ".dtype", p.dtype() == v1::DTYPE_UNSPECIFIED
                                      ? std::string("is required")
                                      : absl::StrCat("unknown dtype ", p.dtype()));
   }
-  const bool reducing = spec.collective == Collective::kAllReduce ||
-                        spec.collective == Collective::kReduceScatter;
-  if (!ToReduceOp(p.op(), &spec.op)) {
+  if (!ToReduceOp(p.op(), &spec->op)) {
     return Invalid(f + ".op", absl::StrCat("unknown reduce op ", p.op()));
   }
-  if (!reducing && p.op() != v1::REDUCE_OP_UNSPECIFIED) {
-    return Invalid(f + ".op", absl::StrCat(CollectiveName(spec.collective),
+  if (!Reducing(*spec) && p.op() != v1::REDUCE_OP_UNSPECIFIED) {
+    return Invalid(f + ".op", absl::StrCat(CollectiveName(spec->collective),
                                            " takes no reduce op"));
   }
-  if (spec.collective == Collective::kBroadcast) {
-    if (p.root() < 0 || p.root() >= world_size) {
-      return Invalid(f + ".root", absl::StrCat("must be a rank in [0, ",
-                                               world_size, "), got ", p.root()));
+  if (spec->collective == Collective::kBroadcast) {
+    if (p.root() < 0 || p.root() >= spec->world_size) {
+      return Invalid(f + ".root", absl::StrCat("must be a rank in [0, ", spec->world_size,
+                                               "), got ", p.root()));
     }
-    spec.root = p.root();
+    spec->root = p.root();
   } else if (p.root() != 0) {
     return Invalid(f + ".root", "only broadcast takes a root");
   }
-  AT_RETURN_IF_ERROR(ValidateSizes(p, f, ctx, &spec));
+  return absl::OkStatus();
+}
 
+// The candidates of `p`, canonical, into `out` (whose spec is validated).
+absl::Status ValidateCandidates(const v1::Problem& p, const std::string& f,
+                                const ValidationContext& ctx, ValidProblem* out) {
   if (p.candidates_size() == 0) {
     return Invalid(f + ".candidates", "at least one candidate is required");
   }
@@ -147,13 +149,6 @@ absl::StatusOr<ValidProblem> ValidateProblem(const v1::Problem& p,
                                 "limit of ", ctx.limits->max_candidates(),
                                 " (limits.max_candidates)"));
   }
-  out.canonical.set_collective(p.collective());
-  out.canonical.set_dtype(p.dtype());
-  out.canonical.set_count(spec.count);
-  *out.canonical.mutable_split_counts() = p.split_counts();
-  if (reducing) out.canonical.set_op(static_cast<v1::ReduceOp>(spec.op));
-  out.canonical.set_root(spec.root);
-  out.canonical.set_label(p.label());
   int runnable = 0;
   absl::Status first_unsupported;
   for (int i = 0; i < p.candidates_size(); ++i) {
@@ -164,27 +159,47 @@ absl::StatusOr<ValidProblem> ValidateProblem(const v1::Problem& p,
     // does not make the request invalid: the engine rules that candidate out
     // with the reason, unless no candidate of the problem can run at all.
     AT_ASSIGN_OR_RETURN(CandidateSpec canonical,
-                        ctx.catalogue->Canonicalize(spec, raw, cf, /*check_support=*/false));
-    const absl::Status supported = ctx.catalogue->Supports(spec, canonical.impl, cf);
+                        ctx.catalogue->Canonicalize(out->spec, raw, cf,
+                                                    /*check_support=*/false));
+    const absl::Status supported = ctx.catalogue->Supports(out->spec, canonical.impl, cf);
     if (supported.ok()) {
       ++runnable;
     } else if (first_unsupported.ok()) {
       first_unsupported = supported;
     }
-    for (size_t j = 0; j < out.candidates.size(); ++j) {
-      if (out.candidates[j].impl == canonical.impl &&
-          out.candidates[j].params == canonical.params) {
+    for (size_t j = 0; j < out->candidates.size(); ++j) {
+      if (out->candidates[j].impl == canonical.impl &&
+          out->candidates[j].params == canonical.params) {
         return Invalid(cf, absl::StrCat("duplicate of candidates[", j, "] (",
                                         Describe(canonical), ")"));
       }
     }
-    v1::Candidate* wire = out.canonical.add_candidates();
+    v1::Candidate* wire = out->canonical.add_candidates();
     wire->set_impl(canonical.impl);
-    wire->mutable_params()->insert(canonical.params.begin(),
-                                   canonical.params.end());
-    out.candidates.push_back(std::move(canonical));
+    wire->mutable_params()->insert(canonical.params.begin(), canonical.params.end());
+    out->candidates.push_back(std::move(canonical));
   }
   if (runnable == 0 && !first_unsupported.ok()) return first_unsupported;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ValidProblem> ValidateProblem(const v1::Problem& p,
+                                             const std::string& f,
+                                             int world_size,
+                                             const ValidationContext& ctx) {
+  ValidProblem out;
+  ProblemSpec& spec = out.spec;
+  spec.world_size = world_size;
+  AT_RETURN_IF_ERROR(ValidateShape(p, f, &spec));
+  AT_RETURN_IF_ERROR(ValidateSizes(p, f, ctx, &spec));
+  out.canonical.set_collective(p.collective());
+  out.canonical.set_dtype(p.dtype());
+  out.canonical.set_count(spec.count);
+  *out.canonical.mutable_split_counts() = p.split_counts();
+  if (Reducing(spec)) out.canonical.set_op(static_cast<v1::ReduceOp>(spec.op));
+  out.canonical.set_root(spec.root);
+  out.canonical.set_label(p.label());
+  AT_RETURN_IF_ERROR(ValidateCandidates(p, f, ctx, &out));
   return out;
 }
 
@@ -198,6 +213,62 @@ absl::StatusOr<T> Bounded(const std::string& field, T value, T fallback,
                                        value));
   }
   return value;
+}
+
+// Which member (index in group.members) holds each rank and each local GPU
+// so far; -1: none.
+struct MemberIndex {
+  std::vector<int> of_rank;
+  std::vector<int> of_gpu;
+};
+
+// group.members[i]: its rank, its daemon, and (on this daemon) its GPU.
+absl::Status ValidateMember(const v1::Group& g, int i, const ValidationContext& ctx,
+                            MemberIndex* index) {
+  const v1::Member& m = g.members(i);
+  const std::string f = absl::StrCat("group.members[", i, "]");
+  if (m.rank() < 0 || m.rank() >= g.world_size()) {
+    return Invalid(f + ".rank", absl::StrCat("must be in [0, ", g.world_size(),
+                                             "), got ", m.rank()));
+  }
+  if (index->of_rank[m.rank()] >= 0) {
+    return Invalid(f + ".rank", absl::StrCat("rank ", m.rank(), " is listed twice (also members[",
+                                             index->of_rank[m.rank()], "])"));
+  }
+  index->of_rank[m.rank()] = i;
+  if (!m.daemon().empty() && m.daemon() != ctx.self_daemon) {
+    if (!ctx.peers || g.whole_group()) {
+      return absl::UnimplementedError(absl::StrCat(
+          f, ".daemon: \"", m.daemon(), "\" is another daemon (this one is ",
+          ctx.self_daemon.empty() ? std::string("unnamed: peer_advertise is empty")
+                                  : absl::StrCat("\"", ctx.self_daemon, "\""),
+          "); groups spread over several daemons need ranks asking one by one "
+          "(whole_group false) and this daemon's peer_listen and peer_advertise"));
+    }
+    if (m.rank() == g.rank() && m.daemon() != ctx.asking_daemon) {
+      return Invalid("group.rank",
+                     absl::StrCat("rank ", g.rank(), " is on daemon \"", m.daemon(),
+                                  "\" (", f, "); ask that daemon"));
+    }
+    return absl::OkStatus();  // its local_gpu is its own daemon's to check
+  }
+  if (m.rank() == g.rank() && !ctx.asking_daemon.empty()) {
+    return Invalid("group.rank",
+                   absl::StrCat("rank ", g.rank(), " is on this daemon (", f,
+                                "), not on \"", ctx.asking_daemon, "\""));
+  }
+  if (m.local_gpu() < 0 || m.local_gpu() >= ctx.max_world_size) {
+    return Invalid(f + ".local_gpu",
+                   absl::StrCat("must be in [0, ", ctx.max_world_size, ") on this ",
+                                ctx.backend_name, " node, got ", m.local_gpu()));
+  }
+  if (index->of_gpu[m.local_gpu()] >= 0) {
+    return Invalid(f + ".local_gpu",
+                   absl::StrCat("GPU ", m.local_gpu(), " is listed twice (also members[",
+                                index->of_gpu[m.local_gpu()], "])"));
+  }
+  index->of_gpu[m.local_gpu()] = i;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -227,52 +298,10 @@ absl::Status ValidateGroup(const v1::Group& g, const ValidationContext& ctx) {
                    absl::StrCat(g.members_size(), " members for world_size ",
                                 g.world_size(), "; list every rank once"));
   }
-  std::vector<int> member_of_rank(g.world_size(), -1);
-  std::vector<int> member_of_gpu(ctx.max_world_size, -1);
+  MemberIndex index{std::vector<int>(g.world_size(), -1),
+                    std::vector<int>(ctx.max_world_size, -1)};
   for (int i = 0; i < g.members_size(); ++i) {
-    const v1::Member& m = g.members(i);
-    const std::string f = absl::StrCat("group.members[", i, "]");
-    if (m.rank() < 0 || m.rank() >= g.world_size()) {
-      return Invalid(f + ".rank", absl::StrCat("must be in [0, ", g.world_size(),
-                                               "), got ", m.rank()));
-    }
-    if (member_of_rank[m.rank()] >= 0) {
-      return Invalid(f + ".rank", absl::StrCat("rank ", m.rank(), " is listed twice (also members[",
-                                               member_of_rank[m.rank()], "])"));
-    }
-    member_of_rank[m.rank()] = i;
-    if (!m.daemon().empty() && m.daemon() != ctx.self_daemon) {
-      if (!ctx.peers || g.whole_group()) {
-        return absl::UnimplementedError(absl::StrCat(
-            f, ".daemon: \"", m.daemon(), "\" is another daemon (this one is ",
-            ctx.self_daemon.empty() ? std::string("unnamed: peer_advertise is empty")
-                                    : absl::StrCat("\"", ctx.self_daemon, "\""),
-            "); groups spread over several daemons need ranks asking one by one "
-            "(whole_group false) and this daemon's peer_listen and peer_advertise"));
-      }
-      if (m.rank() == g.rank() && m.daemon() != ctx.asking_daemon) {
-        return Invalid("group.rank",
-                       absl::StrCat("rank ", g.rank(), " is on daemon \"", m.daemon(),
-                                    "\" (", f, "); ask that daemon"));
-      }
-      continue;  // its local_gpu is its own daemon's to check
-    }
-    if (m.rank() == g.rank() && !ctx.asking_daemon.empty()) {
-      return Invalid("group.rank",
-                     absl::StrCat("rank ", g.rank(), " is on this daemon (", f,
-                                  "), not on \"", ctx.asking_daemon, "\""));
-    }
-    if (m.local_gpu() < 0 || m.local_gpu() >= ctx.max_world_size) {
-      return Invalid(f + ".local_gpu",
-                     absl::StrCat("must be in [0, ", ctx.max_world_size, ") on this ",
-                                  ctx.backend_name, " node, got ", m.local_gpu()));
-    }
-    if (member_of_gpu[m.local_gpu()] >= 0) {
-      return Invalid(f + ".local_gpu",
-                     absl::StrCat("GPU ", m.local_gpu(), " is listed twice (also members[",
-                                  member_of_gpu[m.local_gpu()], "])"));
-    }
-    member_of_gpu[m.local_gpu()] = i;
+    AT_RETURN_IF_ERROR(ValidateMember(g, i, ctx, &index));
   }
   if (!g.whole_group()) {
     if (g.id().empty()) {

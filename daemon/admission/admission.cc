@@ -1,4 +1,4 @@
-#include "daemon/service/admission.h"
+#include "daemon/admission/admission.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,0 +1,197 @@
+#include "daemon/leadership/follower.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "daemon/crossrun/transport.h"
+#include "daemon/leadership/wire.h"
+#include "daemon/rounds/rank_rounds.h"
+#include "daemon/solver/solver.h"
+
+namespace autotuned::leadership {
+namespace {
+
+// A run this daemon's ranks have all joined is dropped; one they never all
+// join is dropped this long after it started.
+constexpr absl::Duration kForgetRunsAfter = absl::Minutes(30);
+
+// The answer of an ANSWERED decision with this rank's labels, the error of a
+// REJECTED one; UNAVAILABLE for another verdict (`what`: what was asked).
+absl::StatusOr<v1::TuneResponse> AnswerOf(v1::Decision decision, const ValidRequest& request,
+                                          const std::string& what) {
+  if (decision.verdict() == v1::REJECTED) return RejectedStatus(decision);
+  if (decision.verdict() != v1::ANSWERED) {
+    return absl::UnavailableError(absl::StrCat("leader ", request.leader, " answered ",
+                                               v1::RoundVerdict_Name(decision.verdict()),
+                                               what));
+  }
+  v1::TuneResponse out = std::move(*decision.mutable_response());
+  for (int i = 0; i < out.results_size() && i < static_cast<int>(request.problems.size());
+       ++i) {
+    out.mutable_results(i)->mutable_problem()->set_label(request.problems[i].canonical.label());
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status LeaderUnreachable(const std::string& leader) {
+  return absl::UnavailableError(absl::StrCat(
+      "leader ", leader,
+      " unreachable (followers never decide; ask again once the leader is back)"));
+}
+
+Follower::Follower(PeerClient* client, Engine* engine, const Backend* backend,
+                   std::string self)
+    : client_(client), engine_(engine), backend_(backend), self_(std::move(self)) {}
+
+absl::StatusOr<v1::TuneResponse> Follower::Round(const ValidRequest& request,
+                                                 absl::Time deadline) {
+  v1::ReadyRequest ready;
+  ready.mutable_round()->set_group_id(request.group_id);
+  ready.mutable_round()->set_problems_digest(rounds::RoundKeyOf(request).problems_digest);
+  ready.add_ranks(request.rank);
+  *ready.mutable_request() = request.wire;
+  const absl::Time cap =
+      absl::Now() + request.presync_window + RoundRunBound(request) + absl::Seconds(5);
+  const absl::Time call_deadline = std::min(deadline, cap);
+  absl::StatusOr<v1::Decision> decision = client_->Ready(request.leader, ready, call_deadline);
+  if (!decision.ok()) {
+    if (call_deadline == deadline && absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no decision from the leader ", request.leader, " before this rank's deadline"));
+    }
+    // The detail goes to the log only: every rank of this daemon gets the
+    // same status for the same failure.
+    spdlog::warn("group={} rank={}: leader {} unreachable: {}", request.group_id,
+                 request.rank, request.leader, decision.status().ToString());
+    return LeaderUnreachable(request.leader);
+  }
+  if (decision->verdict() == v1::GO) return Cross(request, decision->go(), deadline);
+  return AnswerOf(*std::move(decision), request, ", which this daemon version does not serve");
+}
+
+std::shared_ptr<Follower::Run> Follower::Join(const v1::CrossRun& go, int local_ranks,
+                                              bool* runner) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    it = now - it->second->started > kForgetRunsAfter ? runs_.erase(it) : std::next(it);
+  }
+  std::shared_ptr<Run>& slot = runs_[go.run_id()];
+  *runner = slot == nullptr;
+  if (*runner) {
+    slot = std::make_shared<Run>();
+    slot->started = now;
+  }
+  std::shared_ptr<Run> run = slot;
+  if (++run->joined >= local_ranks) runs_.erase(go.run_id());
+  return run;
+}
+
+absl::StatusOr<v1::TuneResponse> Follower::Cross(const ValidRequest& request,
+                                                 const v1::CrossRun& go,
+                                                 absl::Time deadline) {
+  bool runner = false;
+  std::shared_ptr<Run> run =
+      Join(go, static_cast<int>(request.local_ranks().size()), &runner);
+  if (runner) {
+    absl::StatusOr<v1::Decision> result = RunPart(request, go);
+    absl::MutexLock lock(&mu_);
+    run->result = std::move(result);
+    run->done = true;
+  }
+  absl::StatusOr<v1::Decision> result = absl::UnknownError("");
+  {
+    absl::MutexLock lock(&mu_);
+    auto done = [&run]() { return run->done; };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no decision from the leader ", request.leader,
+          " before this rank's deadline (its daemon is measuring the round)"));
+    }
+    result = run->result;
+  }
+  if (!result.ok()) {
+    spdlog::warn("group={} rank={} run={}: {}", request.group_id, request.rank, go.run_id(),
+                 result.status().ToString());
+    return LeaderUnreachable(request.leader);
+  }
+  return AnswerOf(*std::move(result), request,
+                  absl::StrCat(" to the timings of run ", go.run_id()));
+}
+
+absl::StatusOr<v1::Decision> Follower::RunPart(const ValidRequest& request,
+                                               const v1::CrossRun& go) {
+  const absl::Time started = absl::Now();
+  absl::StatusOr<v1::RankTimings> timings = MeasurePart(request, go);
+  if (!timings.ok()) return timings.status();
+  int failed = 0;
+  for (const v1::StepTimings& st : timings->steps()) {
+    for (const v1::RankResult& r : st.ranks()) failed += r.code() != 0 ? 1 : 0;
+  }
+  spdlog::info("run={} group={}: this daemon's part done, {} steps on ranks [{}], "
+               "{} rank outcomes failed, ms={:.1f}; timings to the leader {}",
+               go.run_id(), request.group_id, timings->steps_size(),
+               absl::StrJoin(request.local_ranks(), ","), failed,
+               absl::ToDoubleMilliseconds(absl::Now() - started), request.leader);
+  return client_->ReduceTimings(request.leader, *std::move(timings),
+                                absl::Now() + RoundRunBound(request) + absl::Seconds(5));
+}
+
+absl::StatusOr<v1::RankTimings> Follower::MeasurePart(const ValidRequest& request,
+                                                      const v1::CrossRun& go) {
+  const std::vector<int> local = request.local_ranks();
+  EngineOptions options = request.engine;
+  if (go.candidate_timeout_ms() > 0) {
+    options.timeout = absl::Milliseconds(go.candidate_timeout_ms());
+  }
+  absl::Status refused;
+  if (go.catalogue_version() != backend_->catalogue().Version()) {
+    refused = absl::FailedPreconditionError(absl::StrCat(
+        "daemon ", self_, " has catalogue ", backend_->catalogue().Version(), ", the leader ",
+        go.catalogue_version()));
+  }
+  v1::RankTimings timings;
+  timings.mutable_round()->set_group_id(request.group_id);
+  timings.set_run_id(go.run_id());
+  int64_t step = 0;
+  for (int index : go.problems()) {
+    if (index < 0 || index >= static_cast<int>(request.problems.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "go.problems: index ", index, " outside the ", request.problems.size(),
+          " problems of the request"));
+    }
+    const ValidProblem& p = request.problems[index];
+    auto transport = [&](int c) -> std::shared_ptr<RunTransport> {
+      return std::make_shared<crossrun::FollowerTransport>(client_, request.leader,
+                                                           go.run_id(), step + c);
+    };
+    std::vector<std::vector<RankOutcome>> outcomes;
+    if (refused.ok()) {
+      outcomes = engine_->MeasurePart(p.spec, p.candidates, options, local,
+                                      go.backend_token(), transport);
+    } else {
+      for (size_t c = 0; c < p.candidates.size(); ++c) {
+        transport(static_cast<int>(c))->Abort(refused);
+        outcomes.emplace_back(local.size(), RankOutcome{refused, {}});
+      }
+    }
+    for (const std::vector<RankOutcome>& ranks : outcomes) {
+      v1::StepTimings* s = timings.add_steps();
+      for (size_t i = 0; i < ranks.size() && i < local.size(); ++i) {
+        RankOutcomeToWire(local[i], ranks[i], s->add_ranks());
+      }
+    }
+    step += static_cast<int64_t>(p.candidates.size());
+  }
+  return timings;
+}
+
+}  // namespace autotuned::leadership

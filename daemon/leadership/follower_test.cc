@@ -1,0 +1,182 @@
+// A follower's ranks against a leader played by the test: a real peer
+// server on loopback (daemon/peer, daemon/server) whose Ready handler says
+// what the test wants, or no leader at all.
+#include "daemon/leadership/follower.h"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/synchronization/mutex.h"
+#include "daemon/peer/peer_service.h"
+#include "daemon/server/server.h"
+#include "daemon/testing/scripted_node.h"
+
+namespace autotuned::leadership {
+namespace {
+
+using testing::SpreadRequest;
+
+constexpr char kToken[] = "a-test-peer-token-16+";
+
+// A leader whose Ready answers with `answer` (after `delay`).
+class FakeLeader {
+ public:
+  FakeLeader() {
+    config_ = testing::TestConfig();
+    config_.set_peer_listen("127.0.0.1:0");
+    service_ = std::make_unique<PeerService>(kToken, "leader", "f");
+    service_->SetReadyHandler([this](const v1::ReadyRequest& request, absl::Time) {
+      absl::MutexLock lock(&mu_);
+      asked_.push_back(request);
+      absl::SleepFor(delay_);
+      return answer_;
+    });
+    absl::StatusOr<PeerListening> started = StartPeerServer(config_, service_.get());
+    REQUIRE(started.ok());
+    listening_ = std::move(*started);
+  }
+  ~FakeLeader() { listening_.server->Shutdown(); }
+
+  const std::string& address() const { return listening_.address; }
+  void Answer(absl::StatusOr<v1::Decision> answer, absl::Duration delay = absl::ZeroDuration()) {
+    absl::MutexLock lock(&mu_);
+    answer_ = std::move(answer);
+    delay_ = delay;
+  }
+  std::vector<v1::ReadyRequest> asked() {
+    absl::MutexLock lock(&mu_);
+    return asked_;
+  }
+
+ private:
+  config::DaemonConfig config_;
+  std::unique_ptr<PeerService> service_;
+  PeerListening listening_;
+  absl::Mutex mu_;
+  absl::StatusOr<v1::Decision> answer_ ABSL_GUARDED_BY(mu_) = v1::Decision();
+  absl::Duration delay_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ReadyRequest> asked_ ABSL_GUARDED_BY(mu_);
+};
+
+class FollowerFixture {
+ public:
+  FollowerFixture()
+      : backend_(testing::ScriptedBackend()),
+        config_(testing::TestConfig()),
+        engine_(backend_.get()),
+        client_(kToken, "follow:1"),
+        follower_(&client_, &engine_, backend_.get(), "follow:1") {
+    config_.set_peer_advertise("follow:1");
+  }
+
+  absl::StatusOr<v1::TuneResponse> Ask(const v1::TuneRequest& request,
+                                       absl::Duration within = absl::Seconds(20)) {
+    const ValidRequest valid = testing::MustValidate(
+        request, testing::ContextFor(*backend_, config_, /*peers=*/true));
+    return follower_.Round(valid, absl::Now() + within);
+  }
+  FakeBackend& backend() { return *backend_; }
+
+ private:
+  std::unique_ptr<FakeBackend> backend_;
+  config::DaemonConfig config_;
+  Engine engine_;
+  PeerClient client_;
+  Follower follower_;
+};
+
+v1::Decision Rejected(int code, const std::string& message) {
+  v1::Decision d;
+  d.set_verdict(v1::REJECTED);
+  d.set_error_code(code);
+  d.set_error_message(message);
+  return d;
+}
+
+TEST_CASE("a follower never decides: its leader unreachable is UNAVAILABLE for its ranks") {
+  FollowerFixture f;
+  // Port 1 on loopback: nobody listens.
+  const std::vector<std::string> daemons = {"127.0.0.1:1", "follow:1", "follow:1"};
+  std::vector<absl::Status> answers(2);
+  std::vector<std::thread> ranks;
+  for (int r = 1; r <= 2; ++r) {
+    ranks.emplace_back([&, r] { answers[r - 1] = f.Ask(SpreadRequest("g", r, daemons)).status(); });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (const absl::Status& s : answers) {
+    CHECK(s.code() == absl::StatusCode::kUnavailable);
+    CHECK_THAT(std::string(s.message()),
+               Catch::StartsWith("leader 127.0.0.1:1 unreachable (followers never decide"));
+  }
+  CHECK(answers[0] == answers[1]);
+  CHECK(answers[0] == LeaderUnreachable("127.0.0.1:1"));
+  CHECK(f.backend().runs() == 0);
+}
+
+TEST_CASE("the leader's answer goes to the rank as is, its labels restored") {
+  FakeLeader leader;
+  FollowerFixture f;
+  const std::vector<std::string> daemons = {leader.address(), "follow:1"};
+  v1::Decision answered;
+  answered.set_verdict(v1::ANSWERED);
+  v1::ProblemResult* r = answered.mutable_response()->add_results();
+  r->set_status(v1::FALLBACK);
+  r->set_winner("all_reduce/a");
+  r->mutable_problem()->set_label("op-of-rank-0");
+  leader.Answer(answered);
+  absl::StatusOr<v1::TuneResponse> out = f.Ask(SpreadRequest("g", 1, daemons));
+  REQUIRE(out.ok());
+  CHECK(out->results(0).winner() == "all_reduce/a");
+  CHECK(out->results(0).problem().label() == "op-of-rank-1");
+  // What the leader was asked: this rank, its canonical request, the round.
+  const std::vector<v1::ReadyRequest> asked = leader.asked();
+  REQUIRE(asked.size() == 1);
+  const v1::ReadyRequest& ready = asked[0];
+  CHECK(ready.from_daemon() == "follow:1");
+  CHECK(ready.ranks_size() == 1);
+  CHECK(ready.ranks(0) == 1);
+  CHECK(ready.round().group_id() == "g");
+  CHECK(ready.round().problems_digest().size() == 32);
+  CHECK(ready.request().problems(0).label() == "op-of-rank-1");
+}
+
+TEST_CASE("a REJECTED decision is the rank's error; a code off the range is UNKNOWN") {
+  FakeLeader leader;
+  FollowerFixture f;
+  const v1::TuneRequest ask = SpreadRequest("g", 1, {leader.address(), "follow:1"});
+  leader.Answer(Rejected(9, "group.members: they disagree"));
+  CHECK(f.Ask(ask).status() == absl::FailedPreconditionError("group.members: they disagree"));
+  leader.Answer(Rejected(1234, "newer"));
+  CHECK(f.Ask(ask).status() ==
+        absl::UnknownError("status code 1234 is not a known code (0 to 16); the message: newer"));
+  leader.Answer(Rejected(0, "no code"));
+  CHECK(f.Ask(ask).status() ==
+        absl::UnknownError("the leader rejected the round with status code 0: no code"));
+  v1::Decision odd;
+  odd.set_verdict(static_cast<v1::RoundVerdict>(7));
+  leader.Answer(odd);
+  absl::Status s = f.Ask(ask).status();
+  CHECK(s.code() == absl::StatusCode::kUnavailable);
+  CHECK_THAT(std::string(s.message()), Catch::EndsWith("which this daemon version does not serve"));
+  // An error status from the leader's side of the call is the leader's loss.
+  leader.Answer(absl::ResourceExhaustedError("busy"));
+  CHECK(f.Ask(ask).status() == LeaderUnreachable(leader.address()));
+}
+
+TEST_CASE("a rank's own deadline ends its wait for the leader") {
+  FakeLeader leader;
+  FollowerFixture f;
+  leader.Answer(v1::Decision(), absl::Seconds(2));
+  const absl::Status s =
+      f.Ask(SpreadRequest("g", 1, {leader.address(), "follow:1"}), absl::Milliseconds(200))
+          .status();
+  CHECK(s.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK_THAT(std::string(s.message()),
+             Catch::StartsWith("no decision from the leader 127.0.0.1:"));
+}
+
+}  // namespace
+}  // namespace autotuned::leadership

@@ -1,0 +1,44 @@
+// The leader's side of Peer.Ready: a follower's forwarded ask of one of its
+// ranks, counted in this daemon's rendezvous as an ask of that rank
+// (rounds::RankRounds) and answered with the round's decision. See
+// docs/protocol.md ("Groups over several daemons") for the protocol.
+//
+// Ownership: `rounds` and `admission` are not owned and outlive the leader.
+//
+// Thread-safety: every method may be called concurrently.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/admission/admission.h"
+#include "daemon/request/validate.h"
+#include "daemon/rounds/rank_rounds.h"
+#include "proto/peer.pb.h"
+
+namespace autotuned::leadership {
+
+class Leader {
+ public:
+  Leader(rounds::RankRounds* rounds, Admission* admission);
+
+  Leader(const Leader&) = delete;
+  Leader& operator=(const Leader&) = delete;
+
+  // The ask of rank ready.ranks(0) of daemon ready.from_daemon, validated
+  // against `context` (this daemon's; its asking_daemon is set here), by
+  // `deadline`: GO with the cross-daemon run, ANSWERED with the round's
+  // response, or REJECTED with the error every rank of the round gets. A
+  // request this daemon must not lead (its rank 0 is elsewhere) is REJECTED
+  // FAILED_PRECONDITION; one whose rank is not on from_daemon, or an invalid
+  // one, REJECTED INVALID_ARGUMENT (UNIMPLEMENTED as validation says).
+  // Errors for this caller alone come back as statuses: UNAVAILABLE while
+  // draining, RESOURCE_EXHAUSTED over the concurrency limit.
+  absl::StatusOr<v1::Decision> Ready(const v1::ReadyRequest& ready, ValidationContext context,
+                                     absl::Time deadline);
+
+ private:
+  rounds::RankRounds* const rounds_;
+  Admission* const admission_;
+};
+
+}  // namespace autotuned::leadership

@@ -1,0 +1,27 @@
+// The wire form of a problem's answer (v1::ProblemResult) as every path of
+// the daemon builds it: from a measured ranking, or the fallback when a
+// round is not measured.
+//
+// Thread-safety: pure functions (ToProblemResult reads the clock).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "daemon/engine/engine.h"
+#include "daemon/request/validate.h"
+#include "proto/autotuned.pb.h"
+
+namespace autotuned {
+
+// A measured ranking, best first: TUNED with the first candidate as the
+// winner when it works, else FAILED ("every candidate was ruled out");
+// bandwidths from the problem's size, measured_unix_ms now. No cache key.
+v1::ProblemResult ToProblemResult(const ValidProblem& problem,
+                                  const std::vector<CandidateOutcome>& ranked);
+
+// Not measured: FALLBACK with the default (first) candidate as the winner,
+// nothing ranked, no reason (the rendezvous writes it), under `cache_key`.
+v1::ProblemResult FallbackResult(const ValidProblem& problem, const std::string& cache_key);
+
+}  // namespace autotuned

@@ -1,0 +1,142 @@
+#include "daemon/solver/solver.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "daemon/cache/key.h"
+#include "daemon/solver/result.h"
+
+namespace autotuned {
+namespace {
+
+// Results per DecisionStatus value.
+std::array<int64_t, 5> Tally(const v1::TuneResponse& response) {
+  std::array<int64_t, 5> counts = {0, 0, 0, 0, 0};
+  for (const v1::ProblemResult& r : response.results()) {
+    if (r.status() >= 0 && r.status() < static_cast<int>(counts.size())) ++counts[r.status()];
+  }
+  return counts;
+}
+
+}  // namespace
+
+Solver::Solver(Backend* backend, ResultCache* cache, Engine* engine,
+               metrics::DaemonMetrics* metrics)
+    : backend_(backend),
+      cache_(cache),
+      engine_(engine),
+      metrics_(metrics),
+      fingerprint_(NodeFingerprint(backend->node(), backend->catalogue().Version())) {}
+
+std::string Solver::NextRoundId() { return absl::StrCat(getpid(), "-", ++rounds_); }
+
+v1::TuneResponse Solver::NewResponse(const std::string& round_id) const {
+  v1::TuneResponse response;
+  response.set_round_id(round_id);
+  response.set_backend(backend_->node().backend);
+  response.set_fingerprint(fingerprint_);
+  return response;
+}
+
+std::string Solver::KeyText(const ValidProblem& problem, const ValidRequest& request) const {
+  const std::vector<int>& devices = request.engine.schedule.devices;
+  const int ranks_here = devices.empty() ? request.world_size : static_cast<int>(devices.size());
+  return CacheKeyText(fingerprint_, request.world_size, request.world_size, problem.canonical,
+                      request.timing_mode(), PlacementText(backend_->node(), devices, ranks_here));
+}
+
+std::optional<v1::ProblemResult> Solver::Cached(const ValidProblem& problem,
+                                                const ValidRequest& request) {
+  if (cache_ == nullptr || request.refresh) return std::nullopt;
+  const std::string key_text = KeyText(problem, request);
+  std::optional<v1::ProblemResult> hit = cache_->Lookup(CacheKeyDigest(key_text), key_text);
+  if (!hit) {
+    metrics_->cache_misses->Increment();
+    return std::nullopt;
+  }
+  metrics_->cache_hits->Increment();
+  hit->set_status(v1::CACHED);
+  return hit;
+}
+
+v1::ProblemResult Solver::Solve(const ValidProblem& problem, const ValidRequest& request,
+                                absl::Duration rendezvous) {
+  if (std::optional<v1::ProblemResult> hit = Cached(problem, request)) {
+    hit->mutable_problem()->set_label(problem.canonical.label());
+    return *std::move(hit);
+  }
+  metrics_->rendezvous_latency->Observe(absl::ToDoubleSeconds(rendezvous));
+  return Measured(problem, request,
+                  engine_->Measure(problem.spec, problem.candidates, request.engine),
+                  /*may_store=*/true);
+}
+
+v1::ProblemResult Solver::Measured(const ValidProblem& problem, const ValidRequest& request,
+                                   const std::vector<CandidateOutcome>& ranked,
+                                   bool may_store) {
+  const std::string key_text = KeyText(problem, request);
+  const std::string key = CacheKeyDigest(key_text);
+  for (const CandidateOutcome& o : ranked) {
+    if (o.timed_out) metrics_->candidate_timeouts->Increment();
+  }
+  metrics_->gpu_memory_held_bytes->Set(backend_->gpu_memory_held_bytes());
+  v1::ProblemResult result = ToProblemResult(problem, ranked);
+  result.set_cache_key(key);
+  if (cache_ != nullptr && may_store && result.status() == v1::TUNED) {
+    absl::Status stored = cache_->Store(key, key_text, result);
+    if (!stored.ok()) {
+      spdlog::warn("cache: not stored ({}): {}", key, stored.ToString());
+    }
+    metrics_->cache_entries->Set(cache_->size());
+  }
+  return result;
+}
+
+void Solver::CountResults(const v1::TuneResponse& response) {
+  const std::array<int64_t, 5> counts = Tally(response);
+  metrics_->results_tuned->Increment(counts[v1::TUNED]);
+  metrics_->results_cached->Increment(counts[v1::CACHED]);
+  metrics_->results_fallback->Increment(counts[v1::FALLBACK]);
+  metrics_->results_failed->Increment(counts[v1::FAILED]);
+}
+
+v1::TuneResponse Solver::RunRound(const ValidRequest& request) {
+  const absl::Time start = absl::Now();
+  metrics_->rounds->Increment();
+  v1::TuneResponse response = NewResponse(NextRoundId());
+  std::vector<std::string> winners;
+  for (const ValidProblem& p : request.problems) {
+    v1::ProblemResult* r = response.add_results();
+    *r = Solve(p, request);
+    winners.push_back(
+        absl::StrCat(Describe(p.spec), "->", r->winner().empty() ? "none" : r->winner()));
+  }
+  CountResults(response);
+  const absl::Duration took = absl::Now() - start;
+  metrics_->round_latency->Observe(absl::ToDoubleSeconds(took));
+  const std::array<int64_t, 5> counts = Tally(response);
+  spdlog::info(
+      "round={} group={} world={} problems={} tuned={} cached={} failed={} "
+      "ms={:.1f} winners=[{}]",
+      response.round_id(), request.group_id.empty() ? "-" : request.group_id,
+      request.world_size, request.problems.size(), counts[v1::TUNED], counts[v1::CACHED],
+      counts[v1::FAILED], absl::ToDoubleMilliseconds(took), absl::StrJoin(winners, "; "));
+  return response;
+}
+
+absl::Duration RoundRunBound(const ValidRequest& request) {
+  int64_t candidates = 0;
+  for (const ValidProblem& p : request.problems) {
+    candidates += static_cast<int64_t>(p.candidates.size());
+  }
+  return absl::Seconds(10) + 2 * candidates * request.engine.timeout;
+}
+
+}  // namespace autotuned

@@ -1,0 +1,89 @@
+// The whole-group path, and what every round needs from this node: a
+// validated request's problems answered from the cache where it can, the
+// rest measured through the engine and the TUNED results stored; the cache
+// key text of a problem on this node; the rounds' ids and figures.
+//
+// Ownership: `backend`, `cache` (null: no cache), `engine` and `metrics` are
+// not owned and outlive the solver.
+//
+// Thread-safety: every method may be called concurrently; the engine
+// serializes measurements on the backend, and a cache hit never waits for
+// one.
+//
+// Errors: none as statuses. A candidate that fails or is cut off is ruled
+// out in its result, a problem with no working candidate is FAILED, and a
+// result the cache cannot store is logged and answered all the same.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/backend/backend.h"
+#include "daemon/cache/cache.h"
+#include "daemon/engine/engine.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/request/validate.h"
+#include "proto/autotuned.pb.h"
+
+namespace autotuned {
+
+class Solver {
+ public:
+  Solver(Backend* backend, ResultCache* cache, Engine* engine,
+         metrics::DaemonMetrics* metrics);
+
+  Solver(const Solver&) = delete;
+  Solver& operator=(const Solver&) = delete;
+
+  // NodeFingerprint of the backend's node and catalogue.
+  const std::string& fingerprint() const { return fingerprint_; }
+
+  // "<pid>-<n>", n counting the round ids handed out (rounds_served()).
+  std::string NextRoundId();
+  int64_t rounds_served() const { return rounds_.load(); }
+  // An empty response of round `round_id` from this node (its backend and
+  // fingerprint set).
+  v1::TuneResponse NewResponse(const std::string& round_id) const;
+
+  // The cache key text of `problem` of `request` on this node: its shape,
+  // timing mode and the links between its ranks' GPUs (PlacementText).
+  std::string KeyText(const ValidProblem& problem, const ValidRequest& request) const;
+  // The cached answer, CACHED (with the label it was stored with), or none:
+  // no cache, request.refresh, or a miss. Counts the lookup.
+  std::optional<v1::ProblemResult> Cached(const ValidProblem& problem,
+                                          const ValidRequest& request);
+  // One problem: its cached answer with its own label, or measured now (and
+  // stored). `rendezvous`: how long its round waited for its ranks
+  // (observed for a measured problem).
+  v1::ProblemResult Solve(const ValidProblem& problem, const ValidRequest& request,
+                          absl::Duration rendezvous = absl::ZeroDuration());
+  // The wire result of a measured ranking under its cache key; stored in the
+  // cache when TUNED and `may_store`.
+  v1::ProblemResult Measured(const ValidProblem& problem, const ValidRequest& request,
+                             const std::vector<CandidateOutcome>& ranked, bool may_store);
+  // A whole-group round: a new round id, every problem Solved in order, one
+  // log line, the round and its results counted.
+  v1::TuneResponse RunRound(const ValidRequest& request);
+  // Counts the results of an answered round by status.
+  void CountResults(const v1::TuneResponse& response);
+
+ private:
+  // Constant after construction.
+  Backend* const backend_;
+  ResultCache* const cache_;
+  Engine* const engine_;
+  metrics::DaemonMetrics* const metrics_;
+  const std::string fingerprint_;
+
+  std::atomic<int64_t> rounds_{0};
+};
+
+// How long a round's runner may take: every candidate of every problem at
+// its timeout, twice (the engine serializes rounds), plus 10 s.
+absl::Duration RoundRunBound(const ValidRequest& request);
+
+}  // namespace autotuned
