@@ -8,7 +8,8 @@
 # python3-venv, python3-pip, python3-pytest: the Python client's tests; PyTorch
 # 2.11 from PyPI goes into the venv /opt/autotuned/venv (about 2.5 min and
 # 4.6 GB with its CUDA wheels; it sees Debian's grpcio and protobuf), used by
-# the tests of the torch.distributed and Inductor integration.
+# the tests of the torch.distributed and Inductor integration, with ruff and
+# mypy (pinned) for the Python client's lint test.
 set -eu
 
 PACKAGES="bazel-bootstrap bazel-rules-java \
@@ -46,6 +47,18 @@ if ! "$VENV/bin/python" -c "import torch, numpy, pytest, grpc, google.protobuf; 
   $SUDO "$VENV/bin/pip" install -q --progress-bar off "torch==$TORCH_VERSION" numpy pytest
 else
   echo "setup: torch $TORCH_VERSION present in $VENV"
+fi
+
+# The Python client's linters, pinned (a new release may find new things):
+# //client/python:python_lint_test runs them from the venv.
+RUFF_VERSION=0.17.6
+MYPY_VERSION=2.4.1
+if ! "$VENV/bin/ruff" --version 2>/dev/null | grep -qx "ruff $RUFF_VERSION" ||
+   ! "$VENV/bin/mypy" --version 2>/dev/null | grep -q "^mypy $MYPY_VERSION "; then
+  echo "setup: installing ruff $RUFF_VERSION and mypy $MYPY_VERSION into $VENV"
+  $SUDO "$VENV/bin/pip" install -q --progress-bar off "ruff==$RUFF_VERSION" "mypy==$MYPY_VERSION"
+else
+  echo "setup: ruff $RUFF_VERSION and mypy $MYPY_VERSION present in $VENV"
 fi
 
 if [ ! -x /usr/local/cuda/bin/nvcc ]; then

@@ -7,6 +7,7 @@
     autotuned.vllm            dispatch table for a tensor-parallel group
     autotuned.inductor        daemon timings for Inductor's collective autotuning
     autotuned.kernels         the daemon's P2P kernels in this process: torch ops over CUDA IPC
+    autotuned.dispatch        Dispatcher: a dispatch table's winner run per tensor
 
 The torch-dependent modules (group, vllm, inductor) import torch only when
 used; autotuned.kernels registers its ops when imported.

@@ -22,7 +22,8 @@ context manager) when done.
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, Mapping, Optional, Sequence, Union
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Optional, Union
 
 import grpc
 
@@ -98,8 +99,8 @@ def dtype_enum(dtype: object) -> int:
     try:
         return _DTYPES[name]
     except KeyError:
-        raise InvalidArgument(
-            f"dtype: {dtype!r} is not one the daemon measures (float32, bfloat16, float16)") from None
+        raise InvalidArgument(f"dtype: {dtype!r} is not one the daemon measures "
+                              "(float32, bfloat16, float16)") from None
 
 
 def dtype_bytes(dtype: object) -> int:
@@ -122,8 +123,8 @@ def candidate(spec: CandidateLike, params: Optional[Mapping[str, int]] = None) -
             try:
                 out.params[name.strip()] = int(value)
             except ValueError:
-                raise InvalidArgument(
-                    f"candidate {spec!r}: parameter {name.strip()}: {value!r} is not an integer") from None
+                raise InvalidArgument(f"candidate {spec!r}: parameter {name.strip()}: "
+                                      f"{value!r} is not an integer") from None
     for name, value in (params or {}).items():
         out.params[name] = int(value)
     return out
@@ -183,19 +184,19 @@ class Client:
                 grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
             except grpc.FutureTimeoutError:
                 self._channel.close()
-                raise Unavailable(
-                    f"no daemon answered within {connect_timeout:g} s", target=self.target) from None
+                raise Unavailable(f"no daemon answered within {connect_timeout:g} s",
+                                  target=self.target) from None
 
     def close(self) -> None:
         self._channel.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method, request, timeout: float):
+    def _call(self, method: Callable[..., Any], request: Any, timeout: float) -> Any:
         try:
             return method(request, timeout=timeout)
         except grpc.RpcError as e:
@@ -225,13 +226,13 @@ class Client:
         """
         try:
             stream = self._stub.Sweep(request, timeout=timeout or self.measure_timeout)
-            for update in stream:
+            for update in stream:  # noqa: UP028 - `yield from` would also close() the stream
                 yield update
         except grpc.RpcError as e:
             raise from_rpc_error(e, self.target) from None
 
-    def sweep_table(self, request: pb.SweepRequest, *,
-                    timeout: Optional[float] = None) -> tuple[list[pb.ProblemResult], pb.DispatchTable]:
+    def sweep_table(self, request: pb.SweepRequest, *, timeout: Optional[float] = None
+                    ) -> tuple[list[pb.ProblemResult], pb.DispatchTable]:
         """Runs a sweep to its end: the per-size results and the dispatch table."""
         sizes: list[pb.ProblemResult] = []
         table: Optional[pb.DispatchTable] = None
@@ -255,7 +256,9 @@ class Client:
         return self._call(self._stub.NodeInfo, pb.NodeInfoRequest(), timeout or self.query_timeout)
 
     def list_cache(self, *, timeout: Optional[float] = None) -> pb.ListCacheResponse:
-        return self._call(self._stub.ListCache, pb.ListCacheRequest(), timeout or self.query_timeout)
+        return self._call(self._stub.ListCache, pb.ListCacheRequest(),
+                          timeout or self.query_timeout)
 
     def clear_cache(self, *, timeout: Optional[float] = None) -> pb.ClearCacheResponse:
-        return self._call(self._stub.ClearCache, pb.ClearCacheRequest(), timeout or self.query_timeout)
+        return self._call(self._stub.ClearCache, pb.ClearCacheRequest(),
+                          timeout or self.query_timeout)

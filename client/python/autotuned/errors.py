@@ -80,13 +80,12 @@ class Internal(AutotunedError):
     code = "INTERNAL"
 
 
-class GroupMismatch(AutotunedError):
+class GroupMismatch(InvalidArgument):
     """A group description does not match the process group it is used with.
 
-    Raised on the client side, before anything is sent to the daemon.
+    Raised on the client side, before anything is sent to the daemon. A kind
+    of InvalidArgument: `except InvalidArgument` catches it too.
     """
-
-    code = "INVALID_ARGUMENT"
 
 
 _BY_CODE = {

@@ -33,10 +33,11 @@ import dataclasses
 import hashlib
 import os
 import socket
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Any, Callable, Optional, TypeVar
 
 from autotuned._proto import autotuned_pb2 as pb
-from autotuned.client import Client, candidate_spec, normalize_target, default_target
+from autotuned.client import Client, candidate_spec, default_target, normalize_target
 from autotuned.errors import AutotunedError, GroupMismatch, InvalidArgument, Unavailable
 
 DEFAULT_PRESYNC_WINDOW_US = 2_000_000
@@ -152,8 +153,9 @@ def _current_device_pci() -> Optional[tuple[int, int, int]]:
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return None
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    try:
-        return int(props.pci_domain_id), int(props.pci_bus_id), int(props.pci_device_id)
+    try:  # torch's stubs do not declare the PCI fields; older torch lacks them
+        return (int(props.pci_domain_id), int(props.pci_bus_id),  # type: ignore[attr-defined]
+                int(props.pci_device_id))  # type: ignore[attr-defined]
     except AttributeError:
         return None
 
@@ -204,13 +206,14 @@ def describe_group(process_group: Any = None, *, target: Optional[str] = None,
         with Client(tgt, connect_timeout=connect_timeout, query_timeout=connect_timeout) as c:
             info = c.node_info()
             peer, gpus = info.peer_address, list(info.gpus)
-    except AutotunedError as e:
-        reachable, error = False, str(e)
+    except AutotunedError as err:
+        reachable, error = False, str(err)
     gpu = _default_local_gpu(rank, gpus) if local_gpu is None else int(local_gpu)
+    members = "-".join(map(str, _global_ranks(process_group)))
     mine = {"global_rank": dist.get_rank(), "hostname": host, "target": tgt,
             "local_gpu": gpu, "daemon": daemon, "peer": peer,
             "reachable": reachable, "error": error,
-            "id": group_id or f"torch:{host}:{os.getpid()}:{'-'.join(map(str, _global_ranks(process_group)))}"}
+            "id": group_id or f"torch:{host}:{os.getpid()}:{members}"}
     everyone: list[Any] = [None] * world
     _all_gather_object(everyone, mine, process_group)
     one_host = len({e["hostname"] for e in everyone}) == 1
@@ -278,7 +281,8 @@ def agree(process_group: Any, value: Any) -> list[Any]:
 
 
 def ask_agreed(desc: GroupDescription, ask: Callable[[], T], summarize: Callable[[T], Any], *,
-               process_group: Any = None, on_unavailable: str = "fallback") -> tuple[Optional[T], str]:
+               process_group: Any = None,
+               on_unavailable: str = "fallback") -> tuple[Optional[T], str]:
     """Runs `ask` (one per-rank call to this rank's daemon) on every rank and
     agrees on its outcome through `process_group`.
 
@@ -351,8 +355,10 @@ def tune_group(desc: GroupDescription, problems: Sequence[pb.Problem], *,
         with Client(desc.target, connect_timeout=min(timeout, 10.0)) as c:
             return list(c.tune(request, timeout=timeout).results)
 
-    results, reason = ask_agreed(desc, ask, _summary, process_group=process_group,
-                                 on_unavailable=on_unavailable)
+    # Bound before unpacking: mypy infers T from the targets of an unpacking.
+    agreed = ask_agreed(desc, ask, _summary, process_group=process_group,
+                        on_unavailable=on_unavailable)
+    results, reason = agreed
     if results is None:
         return GroupDecision(_fallback_results(problems, reason), True, reason)
     return GroupDecision(results, False, "")

@@ -50,7 +50,8 @@ import logging
 import math
 import re
 import weakref
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, Union
 
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import candidate, candidate_spec, dtype_enum, problem
@@ -88,7 +89,7 @@ class _State:
     decisions: list[tuple[str, dict[str, float], str, str, str]]
     original_call: Callable[..., Any]
     original_benchmark: Callable[..., Any]
-    batches: "weakref.WeakKeyDictionary[Any, _Batch]"
+    batches: weakref.WeakKeyDictionary[Any, _Batch]
 
 
 _state: Optional[_State] = None
@@ -124,8 +125,9 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]], str]] = No
                     process_group=process_group, group=group, target=target, options=options,
                     timeout=timeout, decisions=[], original_call=original_call,
                     original_benchmark=original_benchmark, batches=weakref.WeakKeyDictionary())
-    cls.__call__ = _patched_call
-    cls.benchmark = _patched_benchmark
+    # The seam (module docstring): Inductor's selector, patched in place.
+    cls.__call__ = _patched_call  # type: ignore[method-assign]
+    cls.benchmark = _patched_benchmark  # type: ignore[method-assign]
 
 
 def disable() -> None:
@@ -135,8 +137,8 @@ def disable() -> None:
     global _state
     if _state is None:
         return
-    sa.AlgorithmSelectorCache.__call__ = _state.original_call
-    sa.AlgorithmSelectorCache.benchmark = _state.original_benchmark
+    sa.AlgorithmSelectorCache.__call__ = _state.original_call  # type: ignore[method-assign]
+    sa.AlgorithmSelectorCache.benchmark = _state.original_benchmark  # type: ignore[method-assign]
     _state = None
 
 
@@ -160,6 +162,11 @@ def _impl_of(choice: Any) -> Optional[str]:
     if state.default_impl and str(getattr(choice, "name", "")).endswith("_fallback_default"):
         return state.default_impl
     return None
+
+
+def _specs_of(choices: Sequence[Any]) -> list[str]:
+    """The daemon implementations of the choices that map to one."""
+    return [s for s in map(_impl_of, choices) if s is not None]
 
 
 def _group() -> GroupDescription:
@@ -230,8 +237,8 @@ def _patched_benchmark(self: Any, choices: Sequence[Any], input_nodes: Any, layo
                        is_collective: bool = False) -> dict[Any, float]:
     state = _state
     assert state is not None
-    specs = [_impl_of(c) for c in choices]
-    if not choices or any(s is None for s in specs):
+    specs = _specs_of(choices)
+    if not choices or len(specs) != len(choices):
         return state.original_benchmark(self, choices, input_nodes, layout, input_gen_fns,
                                         hint_override=hint_override,
                                         is_collective=is_collective)
@@ -266,8 +273,8 @@ class _Batch:
         if hint_override not in entry.timings:
             todo = [e for e in self.pending if hint_override not in e.timings]
             items = [(e.name, e.choices,
-                      _problem(e.name, [_impl_of(c) for c in e.choices], e.input_nodes,
-                               hint_override)) for e in todo]
+                      _problem(e.name, _specs_of(e.choices), e.input_nodes, hint_override))
+                     for e in todo]
             log.info("autotuned: %d collective selection(s) of this graph sent as one batch",
                      len(items))
             for e, t in zip(todo, _ask(items)):

@@ -22,11 +22,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, Optional, Union
 
 from autotuned._proto import autotuned_pb2 as pb
-from autotuned.client import (Client, CandidateLike, candidate, candidate_spec, collective_enum,
-                              dtype_bytes, dtype_enum, problem)
+from autotuned.client import (
+    CandidateLike,
+    Client,
+    candidate,
+    candidate_spec,
+    collective_enum,
+    dtype_bytes,
+    dtype_enum,
+    problem,
+)
+from autotuned.dispatch import Dispatcher, nearest_winner
 from autotuned.group import GroupDescription, ask_agreed, describe_group, with_presync
 
 # 1 KiB .. 64 MiB per rank, powers of two.
@@ -106,8 +116,7 @@ class DispatchTable:
         implementation itself, as a torch op of autotuned.kernels (P2P kernels
         through `p2p`, an autotuned.kernels.P2PGroup; "<collective>/nccl"
         through torch.distributed). `others` maps candidate specs or names to
-        the caller's own callables. See autotuned.kernels.Dispatcher."""
-        from autotuned.kernels import Dispatcher
+        the caller's own callables. See autotuned.dispatch.Dispatcher."""
         return Dispatcher(self, p2p, op=op, others=others, process_group=process_group)
 
     def write_jsonl(self, path: str) -> None:
@@ -137,20 +146,6 @@ class DispatchTable:
             others = "  ".join(f"{k}={v:.1f}" for k, v in s.median_us.items())
             lines.append(f"    {_human(s.bytes):>8} {s.status:<8} {s.winner:<28} {others}")
         return "\n".join(lines)
-
-
-def nearest_winner(counts: Sequence[int], winners: Sequence[int], n: int) -> int:
-    """The winner at the measured count nearest to n on a log scale (ties to
-    the smaller), or at the end of the range beyond it. Plain comparisons of
-    ints, so torch.compile traces it (a Dispatcher calls it inside graphs)."""
-    n = max(1, n)
-    if n <= counts[0]:
-        return winners[0]
-    for i in range(1, len(counts)):
-        if n <= counts[i]:
-            # log(n / lo) <= log(hi / n)  <=>  n * n <= lo * hi
-            return winners[i - 1] if n * n <= counts[i - 1] * counts[i] else winners[i]
-    return winners[-1]
 
 
 def _human(n: int) -> str:
@@ -224,9 +219,11 @@ def tune_dispatch(process_group: Any = None, *, candidates: Sequence[CandidateLi
             results, _ = c.sweep_table(request, timeout=timeout)
             return results
 
-    results, reason = ask_agreed(
+    # Bound before unpacking: mypy infers T from the targets of an unpacking.
+    agreed = ask_agreed(
         desc, ask, lambda rs: [(r.problem.count, r.winner_index) for r in rs],
         process_group=process_group, on_unavailable=on_unavailable)
+    results, reason = agreed
     if results is None:
         fallback = [pb.ProblemResult(problem=pb.Problem(count=n), status=pb.FALLBACK,
                                      winner=specs[0], winner_index=0) for n in counts]

@@ -42,7 +42,8 @@ IMPLS = {"nccl": "all_reduce/nccl", "one_shot": "all_reduce/one_shot",
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--socket", default=os.environ.get("AUTOTUNED_SOCKET", "/run/autotuned/autotuned.sock"))
+    p.add_argument("--socket",
+                   default=os.environ.get("AUTOTUNED_SOCKET", "/run/autotuned/autotuned.sock"))
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--tokens", type=int, nargs="+", default=[16, 1024],
                    help="tokens of each collective in the graph (one all_reduce each)")
@@ -147,8 +148,10 @@ def main() -> int:
             ai.disable()
             import torch._inductor.select_algorithm as sa
 
+            # The savers and the wrapper below live for this iteration only
+            # (cleared or restored before the next): B023 does not apply.
             def saver(timings, name, input_nodes, choices, profiled, precompile):
-                pytorch_timings.append((name, {getattr(c, "name", str(c)): t
+                pytorch_timings.append((name, {getattr(c, "name", str(c)): t  # noqa: B023
                                                for c, t in timings.items()}))
             sa.add_feedback_saver(saver)
             # The feedback savers are not called when PyTorch falls back (a
@@ -157,8 +160,8 @@ def main() -> int:
             original = sa.AlgorithmSelectorCache.__dict__.get("benchmark_collective_choice")
             if isinstance(original, classmethod):
                 def recording(cls, choice, *a, **k):
-                    t = original.__func__(cls, choice, *a, **k)
-                    benchmarked.append((getattr(choice, "name", str(choice)), t))
+                    t = original.__func__(cls, choice, *a, **k)  # noqa: B023
+                    benchmarked.append((getattr(choice, "name", str(choice)), t))  # noqa: B023
                     return t
                 sa.AlgorithmSelectorCache.benchmark_collective_choice = classmethod(recording)
         else:

@@ -40,7 +40,6 @@ from autotuned.group import describe_group
 from autotuned.kernels import P2PGroup
 from autotuned.vllm import tune_dispatch
 
-
 # The daemon's kernels (run here through P2PGroup); --symm_mem has PyTorch's
 # one-shot and two-shot only.
 GPU_CANDIDATES = ["all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
@@ -49,7 +48,8 @@ SYMM_MEM_CANDIDATES = ["all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two
 MAX_BYTES = 64 << 20  # the largest all-reduce the worker stages (bf16)
 
 
-def own_implementations(cpu: bool, group_name: str) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+def own_implementations(cpu: bool,
+                        group_name: str) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
     """The worker's own all_reduce for each daemon implementation name (--cpu,
     --symm_mem); without them the runner runs the daemon's kernels."""
     def nccl(x: torch.Tensor) -> torch.Tensor:
@@ -86,7 +86,8 @@ class Worker:
     def __init__(self, tp_group, socket: str, cpu: bool, symm_mem: bool) -> None:
         self.group = tp_group
         self.dtype = torch.float32 if cpu else torch.bfloat16
-        self.device = torch.device("cpu") if cpu else torch.device("cuda", torch.cuda.current_device())
+        self.device = torch.device("cpu") if cpu else \
+            torch.device("cuda", torch.cuda.current_device())
         group_name = (tp_group or dist.group.WORLD).group_name
         own = own_implementations(cpu, group_name) if cpu or symm_mem else {}
         candidates = list(own) if cpu else (SYMM_MEM_CANDIDATES if symm_mem else GPU_CANDIDATES)
@@ -111,7 +112,8 @@ class Worker:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--socket", default=os.environ.get("AUTOTUNED_SOCKET", "/run/autotuned/autotuned.sock"))
+    p.add_argument("--socket",
+                   default=os.environ.get("AUTOTUNED_SOCKET", "/run/autotuned/autotuned.sock"))
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--symm_mem", action="store_true",
                    help="run one_shot/two_shot as PyTorch's symmetric-memory ops")

@@ -13,8 +13,8 @@ from autotuned import Client, pb, problem
 from autotuned.errors import DeadlineExceeded, InvalidArgument, Unavailable
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timeout_guard import guard  # noqa: E402
 from daemon_fixture import Daemon  # noqa: E402
+from timeout_guard import guard  # noqa: E402
 
 CANDIDATES = ["all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/ring:chunk_kib=64"]
 FAST = pb.Options(warmup=1, iterations=3)
@@ -133,6 +133,15 @@ def test_client_side_input_errors():
     c = autotuned.candidate("all_reduce/ring:chunk_kib=64")
     assert c.impl == "all_reduce/ring" and c.params["chunk_kib"] == 64
     assert autotuned.candidate_spec(c) == "all_reduce/ring:chunk_kib=64"
+
+
+def test_group_mismatch_is_an_invalid_argument():
+    # Raised on the client side; callers catching InvalidArgument catch it too.
+    with pytest.raises(InvalidArgument) as e:
+        raise autotuned.GroupMismatch("group 'g' was described for rank 1", target="unix:/x")
+    assert isinstance(e.value, autotuned.GroupMismatch)
+    assert e.value.code == "INVALID_ARGUMENT" and e.value.target == "unix:/x"
+    assert str(e.value) == "INVALID_ARGUMENT: group 'g' was described for rank 1 (unix:/x)"
 
 
 def test_no_daemon_is_unavailable():

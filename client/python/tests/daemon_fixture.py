@@ -10,7 +10,8 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 from autotuned import Client
 from autotuned.errors import Unavailable

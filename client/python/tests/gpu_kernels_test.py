@@ -32,14 +32,15 @@ import torch.distributed as dist
 
 try:
     import autotuned.kernels as K
-except ImportError:  # the package's gRPC/protobuf deps absent: the module stands alone
-    import importlib.util
-    _spec = importlib.util.spec_from_file_location(
-        "autotuned_kernels", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                          "autotuned", "kernels.py"))
-    K = importlib.util.module_from_spec(_spec)
-    sys.modules[_spec.name] = K  # dataclasses look the module up while it executes
-    _spec.loader.exec_module(K)
+except ImportError:
+    # The package's gRPC/protobuf deps absent: its kernels modules need
+    # neither, so they load under a bare package that skips autotuned/__init__.
+    import types
+    _pkg = types.ModuleType("autotuned")
+    _pkg.__path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                  "autotuned")]
+    sys.modules["autotuned"] = _pkg
+    import autotuned.kernels as K
 
 FAILS: list[str] = []
 RANK = 0
@@ -159,7 +160,8 @@ def main() -> int:
                     (dtype == torch.float16 and impl != PUSH1):
                 continue  # PUSH1 takes 16-bit types only; fp16 is checked on it alone
             for n in sizes:
-                name = f"{impl} {str(dtype)[6:]} n={n} ({n * (4 if dtype == torch.float32 else 2)} B)"
+                elem = 4 if dtype == torch.float32 else 2
+                name = f"{impl} {str(dtype)[6:]} n={n} ({n * elem} B)"
                 dog.beat(name)
                 x = pattern(n, dtype, 0, exact=False)
                 want = x.clone()
@@ -205,7 +207,7 @@ def main() -> int:
             outs = [ar(x, impl, g, 0, 0, 0, "sum") for x in xs]
             torch.cuda.synchronize()
             bad = 0
-            for i, (x, y) in enumerate(zip(xs, outs)):
+            for x, y in zip(xs, outs):
                 want = x.clone()
                 dist.all_reduce(want)
                 bad += int(not torch.equal(y, want))

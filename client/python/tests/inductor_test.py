@@ -5,6 +5,10 @@ CustomOpConfig) map to the daemon's all_reduce/one_shot, two_shot and ring is
 compiled with torch.compile on both ranks; both must pick the same winner
 through the daemon and compute the right answer, on the immediate and the
 deferred path, and fall back identically (or raise identically) on bad input.
+
+Each case spawns its ranks and compiles afresh (tens of seconds): the default
+tier runs each path once and the absent daemon once; the long tier
+(//client/python:inductor_long_test, AUTOTUNED_LONG=1) runs them all.
 """
 
 import os
@@ -17,10 +21,12 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timeout_guard import guard  # noqa: E402
 from daemon_fixture import HANG_CONF, Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
+from tier import long_only  # noqa: E402
+from timeout_guard import guard  # noqa: E402
 
+LONG = long_only("//client/python:inductor_long_test")
 IMPLS = {"one_shot": "all_reduce/one_shot", "two_shot": "all_reduce/two_shot",
          "ring": "all_reduce/ring"}
 
@@ -122,7 +128,7 @@ def test_both_ranks_pick_the_daemons_winner(daemon, deferred):
     assert a["correct"] and b["correct"]
     assert a["decisions"] == b["decisions"]
     assert len(a["decisions"]) == 2
-    for name, timings, winner, status, reason in a["decisions"]:
+    for _name, timings, winner, status, reason in a["decisions"]:
         assert status in ("TUNED", "CACHED"), (status, reason)
         assert set(timings) == {"all_reduce/one_shot", "all_reduce/two_shot",
                                 "all_reduce/ring:chunk_kib=256"}
@@ -145,6 +151,7 @@ def test_both_ranks_pick_the_daemons_winner(daemon, deferred):
         assert any(problems(r) == 1 for r in rounds), rounds
 
 
+@LONG
 def test_four_ranks_pick_the_same_winner(daemon):
     """The deferred path on 4 ranks (the sim's 4 GPUs): one batch, one
     decision, the same on every rank, the right sum."""
@@ -161,7 +168,8 @@ def test_four_ranks_pick_the_same_winner(daemon):
     assert any("world=4" in line for line in _rounds(daemon.log()))
 
 
-@pytest.mark.parametrize("deferred", [False, True], ids=["immediate", "deferred"])
+@pytest.mark.parametrize("deferred", [False, pytest.param(True, marks=LONG)],
+                         ids=["immediate", "deferred"])
 def test_absent_daemon_same_fallback_on_every_rank(deferred):
     a, b = run_ranks(compile_and_run,
                      args=("/tmp/atpy-no-such-dir/none.sock", deferred, IMPLS),
@@ -174,6 +182,7 @@ def test_absent_daemon_same_fallback_on_every_rank(deferred):
         assert "none.sock" in reason
 
 
+@LONG
 def test_unknown_candidate_raises_on_every_rank(daemon):
     impls = dict(IMPLS, ring="all_reduce/nope")
     results = run_ranks(compile_and_run, args=(daemon.target, False, impls),
@@ -184,6 +193,7 @@ def test_unknown_candidate_raises_on_every_rank(daemon):
         assert "problems[0].candidates[2].impl" in r.message
 
 
+@LONG
 def test_group_mismatch_raises_on_every_rank(daemon):
     results = run_ranks(compile_and_run, args=(daemon.target, False, IMPLS, "wrong_rank"),
                         env=_fresh_cache_env(), timeout=400)
@@ -192,6 +202,7 @@ def test_group_mismatch_raises_on_every_rank(daemon):
         assert "GroupMismatch" in r.message or "described for rank" in r.message
 
 
+@LONG
 def test_daemon_dies_mid_call_same_fallback_on_every_rank():
     from autotuned import Client
 

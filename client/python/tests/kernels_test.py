@@ -194,8 +194,10 @@ def test_specs_and_implementations():
 def test_nearest_winner_matches_the_log_scale_rule():
     import math
 
-    from autotuned.vllm import nearest_winner
+    from autotuned.dispatch import nearest_winner
+    from autotuned.vllm import nearest_winner as vllm_nearest_winner
 
+    assert vllm_nearest_winner is nearest_winner  # still importable from its old home
     counts = [256, 1024, 4096, 1 << 16, 3 << 16]
     winners = [0, 1, 2, 1, 0]
 
@@ -211,6 +213,55 @@ def test_nearest_winner_matches_the_log_scale_rule():
 
     for n in list(range(0, 5000)) + [65535, 65536, 65537, 113511, 113512, 1 << 20]:
         assert nearest_winner(counts, winners, n) == by_logs(n), n
+
+
+def _package_imports() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, at any depth of its code
+    (function-level imports included): "autotuned" is the package itself."""
+    import ast
+
+    here = os.path.dirname(os.path.abspath(K.__file__))
+    graph: dict[str, set[str]] = {}
+    for f in sorted(os.listdir(here)):
+        if not f.endswith(".py"):
+            continue
+        name = "autotuned" if f == "__init__.py" else f"autotuned.{f[:-3]}"
+        deps = graph.setdefault(name, set())
+        with open(os.path.join(here, f)) as src:
+            tree = ast.parse(src.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for n in names:
+                if n == "autotuned" or n.startswith("autotuned."):
+                    top = ".".join(n.split(".")[:2])
+                    if not top.startswith("autotuned._proto"):
+                        deps.add(top)
+    return {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+
+
+def test_package_imports_have_no_cycle():
+    graph = _package_imports()
+    assert {"autotuned.kernels", "autotuned.dispatch", "autotuned.vllm"} <= set(graph)
+    # The kernels side stands without the gRPC one (and without vllm).
+    assert not graph["autotuned.dispatch"] & {"autotuned", "autotuned.vllm", "autotuned.client"}
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            assert state.get(d) != 1, "import cycle: " + " -> ".join(path + [m, d])
+            if d not in state:
+                visit(d, path + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timeout_guard import guard  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
+from timeout_guard import guard  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -188,6 +188,50 @@ def test_dispatcher_sends_what_a_candidate_cannot_hold_to_nccl():
     assert pick(1 << 23) == cands[2]             # 16 MiB: the copy engine
     assert pick(1 << 24) == "all_reduce/nccl"    # 32 MiB: over ce_max_bytes
     assert pick(1 << 26) == "all_reduce/nccl"    # 128 MiB: over max_bytes too
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    """The default process group: this process alone, on gloo."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_nccl_only_dispatcher_releases_its_group(one_rank_group):
+    # Without a P2PGroup, a Dispatcher registers a group of its own for the
+    # ops to find; it must go with the Dispatcher, made or refused.
+    import gc
+
+    import torch
+
+    import autotuned.kernels as K
+    from autotuned.vllm import DispatchTable, SizeTiming
+
+    cands = ["all_reduce/nccl"]
+    table = DispatchTable("all_reduce", "float32", 1, cands,
+                          [SizeTiming(16, 64, cands[0], 0, {}, "TUNED")], [])
+    before = K.group_names()
+    run = table.runner()
+    mine = [n for n in K.group_names() if n not in before]
+    assert len(mine) == 1 and mine[0].startswith("nccl-only:"), K.group_names()
+    assert run(torch.ones(4))[0].item() == 1.0
+    del run
+    assert K.group_names() == before             # dropped: released at once
+    for _ in range(20):
+        table.runner()(torch.ones(4))
+    with pytest.raises(K.KernelsError, match="pass a P2PGroup"):
+        DispatchTable("all_reduce", "float32", 1, ["all_reduce/one_shot"], [], []).runner()
+    gc.collect()
+    assert K.group_names() == before             # made and dropped, or refused: none left
+    run = table.runner()
+    run.close()
+    assert K.group_names() == before             # closed while still referenced
+    with pytest.raises(K.KernelsError, match="no P2PGroup named 'nccl-only:"):
+        run(torch.ones(4))
 
 
 if __name__ == "__main__":

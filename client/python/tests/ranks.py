@@ -16,7 +16,8 @@ import queue
 import tempfile
 import time
 import traceback
-from typing import Any, Callable, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable
 
 
 class RankError:

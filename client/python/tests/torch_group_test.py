@@ -2,7 +2,9 @@
 
 Every rank must end with the same decision; bad input raises the same
 exception on every rank; an absent or dying daemon gives every rank the same
-fallback.
+fallback. Each case spawns its ranks (seconds each): the long tier
+(//client/python:torch_group_long_test, AUTOTUNED_LONG=1) adds the second
+kind of mismatch, every rank's daemon absent and the daemon killed mid-call.
 """
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from timeout_guard import guard  # noqa: E402
 from daemon_fixture import HANG_CONF, Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
+from tier import long_only  # noqa: E402
+from timeout_guard import guard  # noqa: E402
 
+LONG = long_only("//client/python:torch_group_long_test")
 CANDIDATES = ["all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/ring:chunk_kib=64"]
 
 
@@ -152,7 +156,7 @@ def mismatched(rank, world, target, how):
     return "no error"
 
 
-@pytest.mark.parametrize("how", ["wrong_rank", "subgroup"])
+@pytest.mark.parametrize("how", ["wrong_rank", pytest.param("subgroup", marks=LONG)])
 def test_group_mismatch_raises_on_every_rank(daemon, how):
     results = run_ranks(mismatched, args=(daemon.target, how))
     for r in results:
@@ -193,7 +197,7 @@ def absent(rank, world, target, only_rank_1):
     return (d.fallback, d.winners, d.reason)
 
 
-@pytest.mark.parametrize("only_rank_1", [False, True])
+@pytest.mark.parametrize("only_rank_1", [pytest.param(False, marks=LONG), True])
 def test_absent_daemon_same_fallback_everywhere(daemon, only_rank_1):
     a, b = run_ranks(absent, args=(daemon.target, only_rank_1))
     assert not isinstance(a, RankError), a
@@ -215,6 +219,7 @@ def dies(rank, world, target, marker):
     return (d.fallback, d.winners, d.reason)
 
 
+@LONG
 def test_daemon_dies_mid_call_same_fallback_everywhere():
     d = Daemon(config_text=HANG_CONF)
     marker = os.path.join(d.dir, "asking")
