@@ -19,7 +19,7 @@ Run on a host with 2 GPUs and a running daemon (cuda backend):
     /opt/torch/.venv/bin/python -m torch.distributed.run --standalone --nproc_per_node=2 \
     client/python/examples/gpu_compile_acceptance.py --socket /tmp/at.sock
 
-The PyTorch venv needs grpcio and protobuf (see README "Python client").
+The PyTorch venv needs grpcio and protobuf (see docs/python.md).
 """
 import argparse
 import datetime
