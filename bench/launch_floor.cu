@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "cuda_check.h"
+#include "kernels/cuda_check.h"
 
 __device__ __forceinline__ unsigned long long GlobalTimerNs() {
   unsigned long long t;
@@ -50,12 +50,12 @@ struct Shape {
 // microseconds per iteration.
 double TimeLoop(int gpu, const Shape& shape, unsigned long long ns, int iterations,
                 bool graph) {
-  CHECK(cudaSetDevice(gpu));
+  AT_CUDA_CHECK(cudaSetDevice(gpu));
   cudaStream_t stream;
-  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  AT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
+  AT_CUDA_CHECK(cudaEventCreate(&start));
+  AT_CUDA_CHECK(cudaEventCreate(&stop));
   auto launch_all = [&] {
     for (int i = 0; i < iterations; ++i) {
       Spin<<<shape.blocks, shape.threads, 0, stream>>>(ns);
@@ -64,30 +64,30 @@ double TimeLoop(int gpu, const Shape& shape, unsigned long long ns, int iteratio
   cudaGraphExec_t exec = nullptr;
   if (graph) {
     cudaGraph_t g;
-    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    AT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     launch_all();
-    CHECK(cudaStreamEndCapture(stream, &g));
-    CHECK(cudaGraphInstantiate(&exec, g, 0));
-    CHECK(cudaGraphDestroy(g));
-    CHECK(cudaGraphLaunch(exec, stream));  // warm-up
+    AT_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    AT_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    AT_CUDA_CHECK(cudaGraphDestroy(g));
+    AT_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
   } else {
     launch_all();  // warm-up
   }
-  CHECK(cudaStreamSynchronize(stream));
-  CHECK(cudaEventRecord(start, stream));
+  AT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  AT_CUDA_CHECK(cudaEventRecord(start, stream));
   if (graph) {
-    CHECK(cudaGraphLaunch(exec, stream));
+    AT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   } else {
     launch_all();
   }
-  CHECK(cudaEventRecord(stop, stream));
-  CHECK(cudaStreamSynchronize(stream));
+  AT_CUDA_CHECK(cudaEventRecord(stop, stream));
+  AT_CUDA_CHECK(cudaStreamSynchronize(stream));
   float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, start, stop));
-  if (exec != nullptr) CHECK(cudaGraphExecDestroy(exec));
-  CHECK(cudaEventDestroy(start));
-  CHECK(cudaEventDestroy(stop));
-  CHECK(cudaStreamDestroy(stream));
+  AT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  if (exec != nullptr) AT_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  AT_CUDA_CHECK(cudaEventDestroy(start));
+  AT_CUDA_CHECK(cudaEventDestroy(stop));
+  AT_CUDA_CHECK(cudaStreamDestroy(stream));
   return 1000.0 * ms / iterations;
 }
 
@@ -100,8 +100,8 @@ double TimeOnGpus(int threads, int gpus, const Shape& shape, unsigned long long 
   std::vector<std::thread> running;
   for (int t = 0; t < threads; ++t) {
     running.emplace_back([&, t] {
-      CHECK(cudaSetDevice(t % gpus));
-      CHECK(cudaFree(nullptr));  // the context exists before the start line
+      AT_CUDA_CHECK(cudaSetDevice(t % gpus));
+      AT_CUDA_CHECK(cudaFree(nullptr));  // the context exists before the start line
       ready.fetch_add(1);
       while (ready.load() < threads) {
       }
@@ -121,12 +121,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   int n = 0;
-  CHECK(cudaGetDeviceCount(&n));
+  AT_CUDA_CHECK(cudaGetDeviceCount(&n));
   cudaDeviceProp prop;
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  AT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   int driver = 0, runtime = 0;
-  CHECK(cudaDriverGetVersion(&driver));
-  CHECK(cudaRuntimeGetVersion(&runtime));
+  AT_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  AT_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
   std::printf("# launch_floor: %d x %s, driver %d, runtime %d, %d iterations per loop\n", n,
               prop.name, driver, runtime, iterations);
   std::printf("%12s %9s %10s %9s %9s %13s\n", "threads/gpus", "shape", "kernel_us",

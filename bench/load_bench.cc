@@ -4,7 +4,7 @@
 // (all, hits, misses), errors by status code, and the daemon's resident
 // memory before and after. bench/load.sh starts the daemon and runs this.
 //
-//   load_bench --socket=/path/autotuned.sock --clients=64 --duration=60s \
+//   load_bench --socket=/path/autotuned.sock --clients=64 --duration=60s
 //              --miss_every=50 --daemon_pid=PID
 #include <algorithm>
 #include <atomic>

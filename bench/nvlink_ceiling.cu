@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cuda_check.h"
+#include "kernels/cuda_check.h"
 
 __global__ void Copy16(const int4* __restrict__ src, int4* __restrict__ dst, size_t n) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
@@ -62,11 +62,11 @@ enum class Kind {
 void Launch(Kind kind, Gpu* gpus, int g, size_t bytes, int blocks, int threads) {
   Gpu& me = gpus[g];
   Gpu& peer = gpus[1 - g];
-  CHECK(cudaSetDevice(g));
+  AT_CUDA_CHECK(cudaSetDevice(g));
   const size_t n = bytes / sizeof(int4);
   switch (kind) {
     case Kind::kCopyEngine:
-      CHECK(cudaMemcpyPeerAsync(peer.inbox, 1 - g, me.mine, g, bytes, me.stream));
+      AT_CUDA_CHECK(cudaMemcpyPeerAsync(peer.inbox, 1 - g, me.mine, g, bytes, me.stream));
       break;
     case Kind::kRemoteRead:
       Copy16<<<blocks, threads, 0, me.stream>>>(static_cast<const int4*>(peer.mine),
@@ -75,9 +75,10 @@ void Launch(Kind kind, Gpu* gpus, int g, size_t bytes, int blocks, int threads) 
     case Kind::kCopyEngineChunks:
       for (size_t off = 0; off < bytes; off += kChunkBytes) {
         const size_t len = std::min(kChunkBytes, bytes - off);
-        CHECK(cudaMemcpyPeerAsync(static_cast<char*>(peer.inbox) + off, 1 - g,
-                                  static_cast<const char*>(me.mine) + off, g, len, me.stream));
-        CHECK(cudaMemcpyPeerAsync(peer.out, 1 - g, me.mine, g, 8, me.stream));  // the flag
+        AT_CUDA_CHECK(cudaMemcpyPeerAsync(static_cast<char*>(peer.inbox) + off, 1 - g,
+                                          static_cast<const char*>(me.mine) + off, g, len,
+                                          me.stream));
+        AT_CUDA_CHECK(cudaMemcpyPeerAsync(peer.out, 1 - g, me.mine, g, 8, me.stream));  // the flag
       }
       break;
     case Kind::kRemoteWrite:
@@ -89,7 +90,7 @@ void Launch(Kind kind, Gpu* gpus, int g, size_t bytes, int blocks, int threads) 
                                                         static_cast<int4*>(peer.inbox), n);
       break;
   }
-  CHECK(cudaGetLastError());
+  AT_CUDA_CHECK(cudaGetLastError());
 }
 
 // GB/s per direction: bytes per transfer / the slowest GPU's time per transfer.
@@ -100,22 +101,22 @@ double Measure(Kind kind, Gpu* gpus, bool both, size_t bytes, int iters, int blo
     for (int i = 0; i < 3; ++i) Launch(kind, gpus, g, bytes, blocks, threads);
   }
   for (int g = 0; g < 2; ++g) {
-    CHECK(cudaSetDevice(g));
-    CHECK(cudaDeviceSynchronize());
+    AT_CUDA_CHECK(cudaSetDevice(g));
+    AT_CUDA_CHECK(cudaDeviceSynchronize());
   }
   for (int g = 0; g < active; ++g) {
-    CHECK(cudaSetDevice(g));
-    CHECK(cudaEventRecord(gpus[g].start, gpus[g].stream));
+    AT_CUDA_CHECK(cudaSetDevice(g));
+    AT_CUDA_CHECK(cudaEventRecord(gpus[g].start, gpus[g].stream));
     for (int i = 0; i < iters; ++i) Launch(kind, gpus, g, bytes, blocks, threads);
-    CHECK(cudaSetDevice(g));
-    CHECK(cudaEventRecord(gpus[g].stop, gpus[g].stream));
+    AT_CUDA_CHECK(cudaSetDevice(g));
+    AT_CUDA_CHECK(cudaEventRecord(gpus[g].stop, gpus[g].stream));
   }
   float worst_ms = 0;
   for (int g = 0; g < active; ++g) {
-    CHECK(cudaSetDevice(g));
-    CHECK(cudaEventSynchronize(gpus[g].stop));
+    AT_CUDA_CHECK(cudaSetDevice(g));
+    AT_CUDA_CHECK(cudaEventSynchronize(gpus[g].stop));
     float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, gpus[g].start, gpus[g].stop));
+    AT_CUDA_CHECK(cudaEventElapsedTime(&ms, gpus[g].start, gpus[g].stop));
     worst_ms = std::max(worst_ms, ms);
   }
   return static_cast<double>(bytes) * iters / (worst_ms * 1e-3) / 1e9;
@@ -127,7 +128,7 @@ int main(int argc, char** argv) {
   const size_t mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 256;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 20;
   int count = 0;
-  CHECK(cudaGetDeviceCount(&count));
+  AT_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (count < 2) {
     std::fprintf(stderr, "nvlink_ceiling: needs 2 GPUs, found %d\n", count);
     return 1;
@@ -136,23 +137,23 @@ int main(int argc, char** argv) {
   Gpu gpus[2];
   int sms = 0;
   for (int g = 0; g < 2; ++g) {
-    CHECK(cudaSetDevice(g));
+    AT_CUDA_CHECK(cudaSetDevice(g));
     int can = 0;
-    CHECK(cudaDeviceCanAccessPeer(&can, g, 1 - g));
+    AT_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, g, 1 - g));
     if (!can) {
       std::fprintf(stderr, "nvlink_ceiling: GPU %d cannot access GPU %d\n", g, 1 - g);
       return 1;
     }
-    CHECK(cudaDeviceEnablePeerAccess(1 - g, 0));
-    CHECK(cudaMalloc(&gpus[g].mine, bytes));
-    CHECK(cudaMalloc(&gpus[g].inbox, bytes));
-    CHECK(cudaMalloc(&gpus[g].out, bytes));
-    CHECK(cudaMemset(gpus[g].mine, 1 + g, bytes));
-    CHECK(cudaStreamCreateWithFlags(&gpus[g].stream, cudaStreamNonBlocking));
-    CHECK(cudaEventCreate(&gpus[g].start));
-    CHECK(cudaEventCreate(&gpus[g].stop));
+    AT_CUDA_CHECK(cudaDeviceEnablePeerAccess(1 - g, 0));
+    AT_CUDA_CHECK(cudaMalloc(&gpus[g].mine, bytes));
+    AT_CUDA_CHECK(cudaMalloc(&gpus[g].inbox, bytes));
+    AT_CUDA_CHECK(cudaMalloc(&gpus[g].out, bytes));
+    AT_CUDA_CHECK(cudaMemset(gpus[g].mine, 1 + g, bytes));
+    AT_CUDA_CHECK(cudaStreamCreateWithFlags(&gpus[g].stream, cudaStreamNonBlocking));
+    AT_CUDA_CHECK(cudaEventCreate(&gpus[g].start));
+    AT_CUDA_CHECK(cudaEventCreate(&gpus[g].stop));
     cudaDeviceProp prop{};
-    CHECK(cudaGetDeviceProperties(&prop, g));
+    AT_CUDA_CHECK(cudaGetDeviceProperties(&prop, g));
     sms = prop.multiProcessorCount;
     if (g == 0) std::printf("# %s x 2, %d SMs each; %zu MiB per transfer, %d iterations\n",
                             prop.name, sms, mib, iters);

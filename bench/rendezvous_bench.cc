@@ -13,7 +13,7 @@
 //                 per-rank latency of the last rank to arrive minus it is the
 //                 coordination overhead of the round.
 //
-//   rendezvous_bench --mode=round --sockets=a.sock,b.sock --peers=127.0.0.1:p1,... \
+//   rendezvous_bench --mode=round --sockets=a.sock,b.sock --peers=127.0.0.1:p1,...
 //                    --ranks_per_daemon=2 --problems=1 --rounds=30 --title=...
 #include <algorithm>
 #include <fstream>

@@ -40,31 +40,12 @@
 #include <vector>
 
 #include "kernels/autotuned_kernels.h"
+#include "kernels/cuda_check.h"
 #include "kernels/pattern_kernels.h"
 #include "kernels/types.h"
 
 namespace autotuned::kernels {
 namespace {
-
-#define BENCH_CUDA(expr)                                                                \
-  do {                                                                                  \
-    const int rc_ = static_cast<int>(expr);                                             \
-    if (rc_ != 0) {                                                                     \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                \
-                   at_error_string(rc_));                                               \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
-
-#define BENCH_NCCL(expr)                                                                \
-  do {                                                                                  \
-    const ncclResult_t rc_ = (expr);                                                    \
-    if (rc_ != ncclSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                \
-                   ncclGetErrorString(rc_));                                            \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 struct Shape {
   int blocks;
@@ -188,12 +169,12 @@ class Bench {
                                                        AT_DTYPE_BFLOAT16, world_, max_count,
                                                        chunk));
     }
-    BENCH_CUDA(at_p2p_group_create(world_, devs.data(), scratch, &group_));
-    BENCH_CUDA(at_p2p_group_set_push_bytes(
+    AT_CUDA_CHECK(at_p2p_group_create(world_, devs.data(), scratch, &group_));
+    AT_CUDA_CHECK(at_p2p_group_set_push_bytes(
         group_, at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_DTYPE_BFLOAT16, world_,
                                      max_count, 0)));
     comms_.resize(world_);
-    BENCH_NCCL(ncclCommInitAll(comms_.data(), world_, devs.data()));
+    AT_NCCL_CHECK(ncclCommInitAll(comms_.data(), world_, devs.data()));
     stream_.resize(world_);
     start_.resize(world_);
     stop_.resize(world_);
@@ -202,20 +183,20 @@ class Bench {
     bad_.resize(world_);
     first_.resize(world_);
     for (int r = 0; r < world_; ++r) {
-      BENCH_CUDA(cudaSetDevice(r));
-      BENCH_CUDA(cudaStreamCreateWithFlags(&stream_[r], cudaStreamNonBlocking));
-      BENCH_CUDA(cudaEventCreate(&start_[r]));
-      BENCH_CUDA(cudaEventCreate(&stop_[r]));
-      BENCH_CUDA(cudaMalloc(&in_[r], flags_.max_bytes));
-      BENCH_CUDA(cudaMalloc(&out_[r], flags_.max_bytes));
-      BENCH_CUDA(cudaMalloc(&bad_[r], sizeof(unsigned long long)));
-      BENCH_CUDA(cudaMalloc(&first_[r], sizeof(long long)));
+      AT_CUDA_CHECK(cudaSetDevice(r));
+      AT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_[r], cudaStreamNonBlocking));
+      AT_CUDA_CHECK(cudaEventCreate(&start_[r]));
+      AT_CUDA_CHECK(cudaEventCreate(&stop_[r]));
+      AT_CUDA_CHECK(cudaMalloc(&in_[r], flags_.max_bytes));
+      AT_CUDA_CHECK(cudaMalloc(&out_[r], flags_.max_bytes));
+      AT_CUDA_CHECK(cudaMalloc(&bad_[r], sizeof(unsigned long long)));
+      AT_CUDA_CHECK(cudaMalloc(&first_[r], sizeof(long long)));
       FillPatternArgs fill;
       fill.data = in_[r];
       fill.dtype = DType::kBFloat16;
       fill.count = max_count;
       fill.rank = r;
-      BENCH_CUDA(LaunchFillPattern(fill, stream_[r]));
+      AT_CUDA_CHECK(LaunchFillPattern(fill, stream_[r]));
     }
     SyncAll();
   }
@@ -223,7 +204,7 @@ class Bench {
   void Teardown() {
     SyncAll();
     for (int r = 0; r < world_; ++r) {
-      BENCH_CUDA(cudaSetDevice(r));
+      AT_CUDA_CHECK(cudaSetDevice(r));
       ncclCommDestroy(comms_[r]);
       cudaFree(in_[r]);
       cudaFree(out_[r]);
@@ -238,8 +219,8 @@ class Bench {
 
   void SyncAll() {
     for (int r = 0; r < world_; ++r) {
-      BENCH_CUDA(cudaSetDevice(r));
-      BENCH_CUDA(cudaDeviceSynchronize());
+      AT_CUDA_CHECK(cudaSetDevice(r));
+      AT_CUDA_CHECK(cudaDeviceSynchronize());
     }
   }
 
@@ -252,48 +233,48 @@ class Bench {
     if (flags_.graph) {
       exec.resize(world_);
       for (int r = 0; r < world_; ++r) {
-        BENCH_CUDA(cudaSetDevice(r));
-        BENCH_CUDA(cudaStreamBeginCapture(stream_[r], cudaStreamCaptureModeThreadLocal));
+        AT_CUDA_CHECK(cudaSetDevice(r));
+        AT_CUDA_CHECK(cudaStreamBeginCapture(stream_[r], cudaStreamCaptureModeThreadLocal));
       }
       for (int i = 0; i < flags_.iters; ++i) iteration();
       // Every capture ends before any graph is instantiated: instantiation
       // is not permitted while a stream of this thread is still capturing.
       std::vector<cudaGraph_t> graphs(world_, nullptr);
       for (int r = 0; r < world_; ++r) {
-        BENCH_CUDA(cudaSetDevice(r));
-        BENCH_CUDA(cudaStreamEndCapture(stream_[r], &graphs[r]));
+        AT_CUDA_CHECK(cudaSetDevice(r));
+        AT_CUDA_CHECK(cudaStreamEndCapture(stream_[r], &graphs[r]));
       }
       for (int r = 0; r < world_; ++r) {
-        BENCH_CUDA(cudaSetDevice(r));
-        BENCH_CUDA(cudaGraphInstantiate(&exec[r], graphs[r], 0));
-        BENCH_CUDA(cudaGraphDestroy(graphs[r]));
-        BENCH_CUDA(cudaGraphUpload(exec[r], stream_[r]));
+        AT_CUDA_CHECK(cudaSetDevice(r));
+        AT_CUDA_CHECK(cudaGraphInstantiate(&exec[r], graphs[r], 0));
+        AT_CUDA_CHECK(cudaGraphDestroy(graphs[r]));
+        AT_CUDA_CHECK(cudaGraphUpload(exec[r], stream_[r]));
       }
       SyncAll();
     }
     for (int r = 0; r < world_; ++r) {
-      BENCH_CUDA(cudaSetDevice(r));
-      BENCH_CUDA(cudaEventRecord(start_[r], stream_[r]));
+      AT_CUDA_CHECK(cudaSetDevice(r));
+      AT_CUDA_CHECK(cudaEventRecord(start_[r], stream_[r]));
     }
     if (flags_.graph) {
       for (int r = 0; r < world_; ++r) {
-        BENCH_CUDA(cudaSetDevice(r));
-        BENCH_CUDA(cudaGraphLaunch(exec[r], stream_[r]));
+        AT_CUDA_CHECK(cudaSetDevice(r));
+        AT_CUDA_CHECK(cudaGraphLaunch(exec[r], stream_[r]));
       }
     } else {
       for (int i = 0; i < flags_.iters; ++i) iteration();
     }
     for (int r = 0; r < world_; ++r) {
-      BENCH_CUDA(cudaSetDevice(r));
-      BENCH_CUDA(cudaEventRecord(stop_[r], stream_[r]));
+      AT_CUDA_CHECK(cudaSetDevice(r));
+      AT_CUDA_CHECK(cudaEventRecord(stop_[r], stream_[r]));
     }
     SyncAll();
     double worst = 0;
     for (int r = 0; r < world_; ++r) {
       float ms = 0;
-      BENCH_CUDA(cudaEventElapsedTime(&ms, start_[r], stop_[r]));
+      AT_CUDA_CHECK(cudaEventElapsedTime(&ms, start_[r], stop_[r]));
       worst = std::max(worst, 1000.0 * ms / flags_.iters);
-      if (flags_.graph) BENCH_CUDA(cudaGraphExecDestroy(exec[r]));
+      if (flags_.graph) AT_CUDA_CHECK(cudaGraphExecDestroy(exec[r]));
     }
     return worst;
   }
@@ -303,10 +284,10 @@ class Bench {
     static const long long kNone = INT64_MAX;
     bool ok = true;
     for (int r = 0; r < world_; ++r) {
-      BENCH_CUDA(cudaSetDevice(r));
-      BENCH_CUDA(cudaMemsetAsync(bad_[r], 0, sizeof(unsigned long long), stream_[r]));
-      BENCH_CUDA(cudaMemcpyAsync(first_[r], &kNone, sizeof(kNone), cudaMemcpyHostToDevice,
-                                 stream_[r]));
+      AT_CUDA_CHECK(cudaSetDevice(r));
+      AT_CUDA_CHECK(cudaMemsetAsync(bad_[r], 0, sizeof(unsigned long long), stream_[r]));
+      AT_CUDA_CHECK(
+          cudaMemcpyAsync(first_[r], &kNone, sizeof(kNone), cudaMemcpyHostToDevice, stream_[r]));
       CheckPatternArgs c;
       c.data = out_[r];
       c.dtype = DType::kBFloat16;
@@ -316,18 +297,18 @@ class Bench {
       c.expect.count = count;
       c.mismatches = bad_[r];
       c.first_bad = first_[r];
-      BENCH_CUDA(LaunchCheckPattern(c, stream_[r]));
-      BENCH_CUDA(cudaStreamSynchronize(stream_[r]));
+      AT_CUDA_CHECK(LaunchCheckPattern(c, stream_[r]));
+      AT_CUDA_CHECK(cudaStreamSynchronize(stream_[r]));
       unsigned long long n = 0;
-      BENCH_CUDA(cudaMemcpy(&n, bad_[r], sizeof(n), cudaMemcpyDeviceToHost));
+      AT_CUDA_CHECK(cudaMemcpy(&n, bad_[r], sizeof(n), cudaMemcpyDeviceToHost));
       uint32_t error = 0;
-      BENCH_CUDA(at_p2p_group_error(group_, r, &error));
+      AT_CUDA_CHECK(at_p2p_group_error(group_, r, &error));
       ok = ok && n == 0 && error == 0;
     }
     // Garbage in the outputs, so the next candidate cannot pass on stale data.
     for (int r = 0; r < world_; ++r) {
-      BENCH_CUDA(cudaSetDevice(r));
-      BENCH_CUDA(cudaMemsetAsync(out_[r], 0xff, count * 2, stream_[r]));
+      AT_CUDA_CHECK(cudaSetDevice(r));
+      AT_CUDA_CHECK(cudaMemsetAsync(out_[r], 0xff, count * 2, stream_[r]));
     }
     SyncAll();
     return ok;
@@ -341,21 +322,21 @@ class Bench {
     std::vector<std::thread> threads;
     for (int r = 0; r < world_; ++r) {
       threads.emplace_back([&, r] {
-        BENCH_CUDA(cudaSetDevice(r));
+        AT_CUDA_CHECK(cudaSetDevice(r));
         auto once = [&] {
-          BENCH_NCCL(ncclAllReduce(in_[r], out_[r], count, ncclBfloat16, ncclSum, comms_[r],
-                                   stream_[r]));
+          AT_NCCL_CHECK(
+              ncclAllReduce(in_[r], out_[r], count, ncclBfloat16, ncclSum, comms_[r], stream_[r]));
         };
         for (int i = 0; i < flags_.warmup; ++i) once();
-        BENCH_CUDA(cudaStreamSynchronize(stream_[r]));
+        AT_CUDA_CHECK(cudaStreamSynchronize(stream_[r]));
         arrived.fetch_add(1);
         while (arrived.load() < world_) std::this_thread::yield();
-        BENCH_CUDA(cudaEventRecord(start_[r], stream_[r]));
+        AT_CUDA_CHECK(cudaEventRecord(start_[r], stream_[r]));
         for (int i = 0; i < flags_.iters; ++i) once();
-        BENCH_CUDA(cudaEventRecord(stop_[r], stream_[r]));
-        BENCH_CUDA(cudaStreamSynchronize(stream_[r]));
+        AT_CUDA_CHECK(cudaEventRecord(stop_[r], stream_[r]));
+        AT_CUDA_CHECK(cudaStreamSynchronize(stream_[r]));
         float ms = 0;
-        BENCH_CUDA(cudaEventElapsedTime(&ms, start_[r], stop_[r]));
+        AT_CUDA_CHECK(cudaEventElapsedTime(&ms, start_[r], stop_[r]));
         us[r] = 1000.0 * ms / flags_.iters;
       });
     }
@@ -370,12 +351,12 @@ class Bench {
       return us;
     }
     auto iteration = [&] {
-      BENCH_NCCL(ncclGroupStart());
+      AT_NCCL_CHECK(ncclGroupStart());
       for (int r = 0; r < world_; ++r) {
-        BENCH_NCCL(ncclAllReduce(in_[r], out_[r], count, ncclBfloat16, ncclSum, comms_[r],
-                                 stream_[r]));
+        AT_NCCL_CHECK(
+            ncclAllReduce(in_[r], out_[r], count, ncclBfloat16, ncclSum, comms_[r], stream_[r]));
       }
-      BENCH_NCCL(ncclGroupEnd());
+      AT_NCCL_CHECK(ncclGroupEnd());
     };
     const double us = Time(iteration);
     *ok = Check(count);
@@ -388,7 +369,7 @@ class Bench {
     std::vector<const void*> inputs(in_.begin(), in_.end());
     for (int r = 0; r < world_; ++r) {
       at_p2p_args& a = args[r];
-      BENCH_CUDA(at_p2p_group_init_algo_args(group_, algo, r, &a));
+      AT_CUDA_CHECK(at_p2p_group_init_algo_args(group_, algo, r, &a));
       a.dtype = AT_DTYPE_BFLOAT16;
       a.op = AT_OP_SUM;
       a.count = count;
@@ -402,8 +383,8 @@ class Bench {
     }
     auto iteration = [&] {
       for (int r = 0; r < world_; ++r) {
-        BENCH_CUDA(cudaSetDevice(r));
-        BENCH_CUDA(at_p2p_launch(algo, &args[r], stream_[r]));
+        AT_CUDA_CHECK(cudaSetDevice(r));
+        AT_CUDA_CHECK(at_p2p_launch(algo, &args[r], stream_[r]));
       }
     };
     const double us = Time(iteration);
@@ -446,9 +427,9 @@ int Main(int argc, char** argv) {
   }
   const int world = std::min(n, AT_P2P_MAX_WORLD);
   cudaDeviceProp prop;
-  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  AT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   int nccl_version = 0;
-  BENCH_NCCL(ncclGetVersion(&nccl_version));
+  AT_NCCL_CHECK(ncclGetVersion(&nccl_version));
   std::printf("# p2p_bench: %d x %s, NCCL %d, autotuned kernels %d, %s mode%s, iters %d, "
               "warmup %d, bf16 sum%s\n",
               world, prop.name, nccl_version, at_kernels_version(),

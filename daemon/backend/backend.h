@@ -2,8 +2,8 @@
 // ones for the cuda backend, threads for the sim backend), offers a catalogue
 // of candidate implementations, and runs one candidate on the ranks of a
 // group. The engine (daemon/engine) decides what to run and in which order;
-// the per-rank steps of a run are the engine's RunRankSchedule
-// (daemon/engine/schedule.h), which a backend calls on each rank's device.
+// the per-rank steps of a run are RunRankSchedule (schedule.h), which a
+// backend calls on each rank's device.
 //
 // A group may also be spread over several daemons (hosts): then each daemon
 // runs only its own ranks of the group (RunPartial) and a RunTransport

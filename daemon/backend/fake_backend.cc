@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "daemon/engine/schedule.h"
+#include "daemon/backend/schedule.h"
 
 namespace autotuned {
 namespace {

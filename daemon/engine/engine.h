@@ -1,9 +1,9 @@
 // The engine: the lockstep schedule of one problem on one daemon, and the
 // pure functions that turn per-rank timings into a ranking.
 //
-// For every candidate, in request order, the backend runs RunRankSchedule on
-// every rank (verify against the reference, barrier, warmup, barrier, timed
-// iterations). The time of one iteration is the maximum over ranks (the
+// For every candidate, in request order, the backend runs RunRankSchedule
+// (daemon/backend/schedule.h) on every rank (verify against the reference,
+// barrier, warmup, barrier, timed iterations). The time of one iteration is the maximum over ranks (the
 // slowest rank is the time of a collective); statistics are taken over
 // iterations. A candidate that fails on any rank, or is cut off at its
 // timeout, is ruled out with a reason and ranked after every working one.
@@ -15,9 +15,11 @@
 // Summarize and Rank as for one daemon: the same max over ranks, the same
 // order.
 //
-// Thread-safety: Engine::Measure and MeasurePart may be called from many threads; runs on the
-// backend are serialized (one round at a time per device set). The free
-// functions are pure and thread-safe.
+// Thread-safety: Engine::Measure and MeasurePart may be called from many
+// threads; one mutex per Engine serializes them, so an Engine runs one round
+// at a time on its backend, whichever devices the round uses (rounds on
+// disjoint devices wait for each other too). The free functions are pure and
+// thread-safe.
 #pragma once
 
 #include <functional>

@@ -1,88 +1,45 @@
-// GpuNode: the node's GPUs as one process sees them, and the execution of
-// one candidate on ranks 0..world-1, each on its GPU (ScheduleOptions::devices;
-// by default GPU r is rank r). It runs inside the
-// GPU worker process (gpu_worker.h), never in the daemon itself.
+// GpuNode: what the GPU worker process (gpu_worker.h) serves: the node's
+// GPUs as that process sees them, and the execution of one candidate on
+// ranks 0..world-1, each on its GPU (ScheduleOptions::devices; by default
+// GPU r is rank r). The daemon itself never holds one. The real node, on
+// CUDA and NCCL, is CreateCudaGpuNode (worker/cuda_gpu_node.h); tests of the
+// supervisor serve a fake one (fake_gpu_worker_main.cc).
 //
-// Overruns. Every wait of a run is bounded by its deadline (poll_wait.h), so
-// Run returns on time even when a kernel never finishes, with that rank
-// DEADLINE_EXCEEDED; a rank thread stuck inside an NCCL call (a blocking
-// communicator waiting for a peer, e.g. to connect) past the deadline is
-// released by aborting the communicators from Run's own thread. Then:
-//   - NCCL: after any failed NCCL run (an overrun, an asynchronous error, a
-//     rank that stopped early and left its peers waiting) the communicators
-//     are aborted (ncclCommAbort: their kernels stop) and new ones are made
-//     on the next run; the worker keeps serving.
-//   - P2P: a kernel spinning on a peer that never arrives cannot be stopped
-//     inside a CUDA context (nor can anything that synchronizes with it, a
-//     cudaFree included). The node then holds on to that run's buffers and
-//     says restart_required(): the worker reports it and exits, and the
-//     supervisor (cuda_backend.h) starts a fresh one. The supervisor's kill at
-//     deadline + grace remains the last resort for anything else.
-//
-// Per GPU: a worker thread, a stream, timing events; per list of local GPUs
-// a group ran on: NCCL communicators (nccl_comms.h; at most max_comm_sets
-// lists, the least recently used released first) and a P2P group
-// (at_p2p_group_create; at most one per GPU: a group for some GPUs replaces
-// the others on any of them) whose scratch grows on demand. Buffers for a run are
-// allocated for that run and freed after it, so nothing is held between
-// rounds beyond the P2P signal/scratch buffers (held_bytes; freed by
-// ReleaseIdle) and the communicators.
+// Overruns: every wait of a run is bounded by its deadline, so Run returns
+// on time even when a kernel never finishes, with that rank
+// DEADLINE_EXCEEDED. A node that could not reclaim its GPUs (a kernel still
+// running that nothing can stop) says restart_required(): the worker reports
+// it and exits, and the supervisor (cuda_backend.h) starts a fresh one.
 //
 // Thread-safety: Run is called from one thread at a time.
 #pragma once
 
 #include <algorithm>
-#include <memory>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 
 namespace autotuned::cuda {
 
-struct GpuNodeOptions {
-  bool test_faults = false;  // adds all_reduce/hang_test (cuda_catalogue.h)
-  // Spin limit passed to the P2P kernels (polls; 0 = unbounded). A peer that
-  // never arrives then ends in an error instead of a hang.
-  int64_t spin_limit = 0;
-  // Non-blocking NCCL communicators (ncclConfig_t.blocking = 0). Off by
-  // default: NCCL 2.28 then hands every collective to a new host thread and
-  // answers ncclInProgress, which made an eager loop of 1 MiB all-reduces
-  // host-bound (115-150 us each instead of 15 us on 2 x H200), i.e. wrong
-  // timings. Blocking communicators are aborted the same way; a rank thread
-  // stuck inside a blocking NCCL call is released by the abort.
-  bool nccl_nonblocking = false;
-  // NCCL communicator sets kept between runs, one per list of GPUs a group
-  // ran on; past this many, the least recently used is finalized.
-  int max_comm_sets = 8;
-};
-
 class GpuNode {
  public:
-  // Discovers the GPUs (names, memory, PCI ids, the P2P/NVLink matrix),
-  // driver, CUDA and NCCL versions. NOT_FOUND when there is no GPU.
-  static absl::StatusOr<std::unique_ptr<GpuNode>> Create(const GpuNodeOptions& options);
   virtual ~GpuNode() = default;
 
   virtual const NodeDescription& node() const = 0;
 
-  // Runs RunRankSchedule (daemon/engine/schedule.h) for `candidate` (canonical,
-  // from CudaCatalogue) on ranks 0..problem.world_size-1 in parallel, rank r
-  // on GPU DeviceOf(options, r) (INVALID_ARGUMENT for a placement that
-  // CheckPlacement rejects), and
-  // returns one outcome per rank. Verification uses the predictable pattern
-  // (kernels/pattern.h) on the device. Timing: CUDA events around batches of
-  // back-to-back launches (cuda_rank_run.h). options.cuda_graph: the timed loop is
-  // captured once per GPU as a CUDA graph and replayed; each iteration's time
-  // is then the replay's time divided by the iterations. `deadline` bounds
-  // every wait (streams, NCCL calls and initialization, barriers between
-  // rank threads); see "Overruns" above.
-  virtual std::vector<RankOutcome> Run(const ProblemSpec& problem,
-                                       const CandidateSpec& candidate,
-                                       const ScheduleOptions& options,
-                                       absl::Time deadline) = 0;
+  // Runs RunRankSchedule (daemon/backend/schedule.h) for `candidate`
+  // (canonical, from CudaCatalogue) on ranks 0..problem.world_size-1 in
+  // parallel, rank r on GPU DeviceOf(options, r) (INVALID_ARGUMENT for a
+  // placement that CheckPlacement rejects), and returns one outcome per rank.
+  // Returns by `deadline` (plus a short, fixed time), with the ranks that
+  // had not finished DEADLINE_EXCEEDED; see restart_required().
+  virtual std::vector<RankOutcome> Run(const ProblemSpec& problem, const CandidateSpec& candidate,
+                                       const ScheduleOptions& options, absl::Time deadline) = 0;
 
   // A fresh NCCL unique id (ncclGetUniqueId: 128 bytes). This process is then
   // the bootstrap root of the communicators made from it, so it must stay

@@ -1,9 +1,13 @@
 // The GPU worker process and its protocol (worker.proto): the daemon never
 // creates a CUDA context itself. It starts a worker (its own binary with
-// --gpu_worker), which owns the GPUs through a GpuNode, and talks to it over
-// two pipes. A candidate whose kernel hangs cannot be cancelled inside a CUDA
-// context; the supervisor (cuda_backend.h) kills the worker at the deadline
-// and starts a fresh one.
+// --gpu_worker: worker/gpu_worker_main.h), which owns the GPUs through a
+// GpuNode (gpu_node.h), and talks to it over two pipes. A candidate whose
+// kernel hangs cannot be cancelled inside a CUDA context; the supervisor
+// (cuda_backend.h) kills the worker once the deadline plus a grace period
+// has passed and starts a fresh one.
+//
+// This file holds both ends of the protocol and the worker's serving loop,
+// none of which touches CUDA, so that a fake worker can use them.
 //
 // File descriptors: the worker reads requests from kRequestFd and writes
 // replies to kReplyFd; its stdout is redirected to stderr, so that nothing a
@@ -50,8 +54,5 @@ NodeDescription FromHello(const Hello& hello);
 int ServeGpuWorker(const std::function<absl::StatusOr<std::unique_ptr<GpuNode>>()>& make_node,
                    int request_fd = kRequestFd, int reply_fd = kReplyFd,
                    absl::Duration idle_release = kIdleRelease);
-
-// The worker entry point of the daemon binary (autotuned --gpu_worker).
-int GpuWorkerMain(bool test_faults);
 
 }  // namespace autotuned::cuda

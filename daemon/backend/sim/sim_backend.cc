@@ -7,11 +7,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/backend/schedule.h"
 #include "daemon/backend/sim/faults.h"
 #include "daemon/backend/sim/group.h"
 #include "daemon/backend/sim/rank_run.h"
 #include "daemon/common/status_macros.h"
-#include "daemon/engine/schedule.h"
 
 namespace autotuned::sim {
 namespace {

@@ -1,4 +1,4 @@
-// GPU test of the GpuNode's deadline handling (gpu_node.h, "Overruns"), with
+// GPU test of the GpuNode's deadline handling (cuda_gpu_node.h, "Overruns"), with
 // the test faults, for blocking and non-blocking NCCL communicators: an NCCL
 // all-reduce launched on rank 0 alone overruns its deadline, first on new
 // communicators (stuck connecting to its peer, on the host), then on
@@ -18,7 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "daemon/backend/cuda/cuda_catalogue.h"
-#include "daemon/backend/cuda/gpu_node.h"
+#include "daemon/backend/cuda/worker/cuda_gpu_node.h"
 
 namespace autotuned::cuda {
 namespace {
@@ -28,7 +28,7 @@ std::unique_ptr<GpuNode> MakeNode(bool nccl_nonblocking = false) {
   options.test_faults = true;
   options.nccl_nonblocking = nccl_nonblocking;
   options.spin_limit = int64_t{1} << 24;
-  absl::StatusOr<std::unique_ptr<GpuNode>> node = GpuNode::Create(options);
+  absl::StatusOr<std::unique_ptr<GpuNode>> node = CreateCudaGpuNode(options);
   if (!node.ok() && node.status().code() == absl::StatusCode::kNotFound) {
     std::fprintf(stderr, "SKIPPED: no GPU (%s)\n", node.status().ToString().c_str());
     return nullptr;

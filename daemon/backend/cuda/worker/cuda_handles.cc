@@ -1,9 +1,9 @@
-#include "daemon/backend/cuda/cuda_handles.h"
+#include "daemon/backend/cuda/worker/cuda_handles.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "daemon/backend/cuda/cuda_status.h"
+#include "daemon/backend/cuda/worker/cuda_status.h"
 
 namespace autotuned::cuda {
 

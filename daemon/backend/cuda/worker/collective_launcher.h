@@ -18,8 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/backend/cuda/nccl_comms.h"
-#include "daemon/backend/cuda/p2p_group.h"
+#include "daemon/backend/cuda/worker/nccl_comms.h"
+#include "daemon/backend/cuda/worker/p2p_group.h"
 #include "daemon/common/problem.h"
 #include "kernels/autotuned_kernels.h"
 

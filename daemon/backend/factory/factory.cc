@@ -1,4 +1,4 @@
-#include "daemon/backend/factory.h"
+#include "daemon/backend/factory/factory.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "daemon/backend/cuda/poll_wait.h"
+#include "daemon/backend/cuda/worker/poll_wait.h"
 
 #include <algorithm>
 

@@ -1,7 +1,9 @@
+#include "daemon/backend/cuda/worker/gpu_worker_main.h"
+
 #include <unistd.h>
 
-#include "daemon/backend/cuda/gpu_node.h"
 #include "daemon/backend/cuda/gpu_worker.h"
+#include "daemon/backend/cuda/worker/cuda_gpu_node.h"
 
 namespace autotuned::cuda {
 
@@ -10,7 +12,7 @@ int GpuWorkerMain(bool test_faults) {
   dup2(STDERR_FILENO, STDOUT_FILENO);
   GpuNodeOptions options;
   options.test_faults = test_faults;
-  return ServeGpuWorker([&] { return GpuNode::Create(options); });
+  return ServeGpuWorker([&] { return CreateCudaGpuNode(options); });
 }
 
 }  // namespace autotuned::cuda

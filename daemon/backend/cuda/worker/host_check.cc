@@ -1,4 +1,4 @@
-#include "daemon/backend/cuda/host_check.h"
+#include "daemon/backend/cuda/worker/host_check.h"
 
 #include <cmath>
 #include <cstring>

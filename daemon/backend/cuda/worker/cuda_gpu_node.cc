@@ -1,4 +1,4 @@
-// CudaGpuNode: the GpuNode of gpu_node.h.
+// CudaGpuNode: the GpuNode of cuda_gpu_node.h.
 //
 // After a run: rank threads still inside a call well after the deadline
 // (kStuckGrace) get the NCCL communicators aborted under them; a failed NCCL
@@ -26,7 +26,7 @@
 // (rank r on the r-th; ScheduleOptions::devices) and kept; a P2P group grows when a run needs more scratch, and
 // is reset (signal buffers zeroed) before its next use after a run in which a
 // rank failed, since its ranks' sequence numbers may then disagree.
-#include "daemon/backend/cuda/gpu_node.h"
+#include "daemon/backend/cuda/worker/cuda_gpu_node.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -46,17 +46,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "daemon/backend/cuda/collective_launcher.h"
-#include "daemon/backend/cuda/cuda_handles.h"
-#include "daemon/backend/cuda/cuda_rank_run.h"
-#include "daemon/backend/cuda/cuda_status.h"
-#include "daemon/backend/cuda/nccl_comms.h"
-#include "daemon/backend/cuda/node_discovery.h"
-#include "daemon/backend/cuda/p2p_group.h"
-#include "daemon/backend/cuda/poll_wait.h"
-#include "daemon/backend/cuda/run_barrier.h"
+#include "daemon/backend/cuda/worker/collective_launcher.h"
+#include "daemon/backend/cuda/worker/cuda_handles.h"
+#include "daemon/backend/cuda/worker/cuda_rank_run.h"
+#include "daemon/backend/cuda/worker/cuda_status.h"
+#include "daemon/backend/cuda/worker/nccl_comms.h"
+#include "daemon/backend/cuda/worker/node_discovery.h"
+#include "daemon/backend/cuda/worker/p2p_group.h"
+#include "daemon/backend/cuda/worker/poll_wait.h"
+#include "daemon/backend/cuda/worker/run_barrier.h"
+#include "daemon/backend/schedule.h"
 #include "daemon/common/status_macros.h"
-#include "daemon/engine/schedule.h"
 
 namespace autotuned::cuda {
 namespace {
@@ -615,7 +615,7 @@ std::vector<RankOutcome> CudaGpuNode::Execute(const ProblemSpec& problem,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GpuNode>> GpuNode::Create(const GpuNodeOptions& options) {
+absl::StatusOr<std::unique_ptr<GpuNode>> CreateCudaGpuNode(const GpuNodeOptions& options) {
   AT_ASSIGN_OR_RETURN(NodeDescription node, DescribeNode());
   const int gpus = static_cast<int>(node.gpus.size());
   AT_RETURN_IF_ERROR(EnablePeerAccess(gpus));

@@ -1,5 +1,5 @@
 // Host-side verification (host_check.h): runs anywhere, no GPU.
-#include "daemon/backend/cuda/host_check.h"
+#include "daemon/backend/cuda/worker/host_check.h"
 
 #include <cmath>
 #include <cstdint>

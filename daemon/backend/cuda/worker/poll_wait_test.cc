@@ -1,5 +1,5 @@
 // PollUntil (poll_wait.h) on a fake clock that moves only when slept on.
-#include "daemon/backend/cuda/poll_wait.h"
+#include "daemon/backend/cuda/worker/poll_wait.h"
 
 #include <catch2/catch.hpp>
 

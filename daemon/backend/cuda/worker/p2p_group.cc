@@ -1,10 +1,10 @@
-#include "daemon/backend/cuda/p2p_group.h"
+#include "daemon/backend/cuda/worker/p2p_group.h"
 
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/backend/cuda/cuda_status.h"
+#include "daemon/backend/cuda/worker/cuda_status.h"
 
 namespace autotuned::cuda {
 namespace {

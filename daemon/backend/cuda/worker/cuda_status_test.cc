@@ -1,11 +1,11 @@
 // Status conversion and version strings: runs anywhere, no GPU (these CUDA
 // and NCCL calls are table lookups).
-#include "daemon/backend/cuda/cuda_status.h"
+#include "daemon/backend/cuda/worker/cuda_status.h"
 
 #include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
-#include "daemon/backend/cuda/node_discovery.h"
+#include "daemon/backend/cuda/worker/node_discovery.h"
 
 namespace autotuned::cuda {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/backend/cuda/cuda_rank_run.h"
+#include "daemon/backend/cuda/worker/cuda_rank_run.h"
 
 #include <algorithm>
 
@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/backend/cuda/cuda_status.h"
-#include "daemon/backend/cuda/host_check.h"
-#include "daemon/backend/cuda/poll_wait.h"
+#include "daemon/backend/cuda/worker/cuda_status.h"
+#include "daemon/backend/cuda/worker/host_check.h"
+#include "daemon/backend/cuda/worker/poll_wait.h"
 #include "daemon/common/status_macros.h"
 #include "kernels/pattern_kernels.h"
 

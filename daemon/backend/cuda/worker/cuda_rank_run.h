@@ -1,5 +1,5 @@
 // RankRun for the cuda backend: one rank (GPU r) of a GpuNode run, driven by
-// RunRankSchedule (daemon/engine/schedule.h) on its own thread.
+// RunRankSchedule (daemon/backend/schedule.h) on its own thread.
 //
 // RunAndVerify fills the rank's input with the pattern (LaunchFillPattern),
 // sets every output byte to 0xff (NaN in fp32, bf16 and fp16), launches the
@@ -12,7 +12,7 @@
 // Every wait on the stream polls it (poll_wait.h) until the run's deadline,
 // never blocking in cudaStreamSynchronize: a kernel that overruns makes the
 // rank fail with DEADLINE_EXCEEDED on time, and the GPU node then decides
-// whether the worker can recover (gpu_node.h). For NCCL the wait also
+// whether the worker can recover (cuda_gpu_node.h). For NCCL the wait also
 // watches the communicator's asynchronous error.
 // Run, eager: launches back to back on the stream with CUDA events around the
 // loop, as nccl-tests times: the loop is cut into at most 10 batches with an
@@ -37,9 +37,9 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
-#include "daemon/backend/cuda/collective_launcher.h"
-#include "daemon/backend/cuda/cuda_handles.h"
-#include "daemon/backend/cuda/run_barrier.h"
+#include "daemon/backend/cuda/worker/collective_launcher.h"
+#include "daemon/backend/cuda/worker/cuda_handles.h"
+#include "daemon/backend/cuda/worker/run_barrier.h"
 #include "daemon/common/problem.h"
 
 namespace autotuned::cuda {

@@ -1,12 +1,12 @@
-#include "daemon/backend/cuda/nccl_comms.h"
+#include "daemon/backend/cuda/worker/nccl_comms.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/backend/cuda/cuda_handles.h"
-#include "daemon/backend/cuda/cuda_status.h"
-#include "daemon/backend/cuda/poll_wait.h"
+#include "daemon/backend/cuda/worker/cuda_handles.h"
+#include "daemon/backend/cuda/worker/cuda_status.h"
+#include "daemon/backend/cuda/worker/poll_wait.h"
 
 namespace autotuned::cuda {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/engine/schedule.h"
+#include "daemon/backend/schedule.h"
 
 #include "absl/strings/str_cat.h"
 

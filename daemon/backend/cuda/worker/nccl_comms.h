@@ -4,7 +4,7 @@
 // non-blocking, no NCCL call blocks, any of them may answer ncclInProgress,
 // and the caller polls the communicator's state (WaitReady) with a deadline;
 // but NCCL then enqueues each collective from a new thread, a host cost
-// that distorts the timing of small collectives (gpu_node.h). Blocking, a
+// that distorts the timing of small collectives (cuda_gpu_node.h). Blocking, a
 // call may block (e.g. while connecting to a peer that never calls) until
 // Abort, called from another thread, releases it.
 //
@@ -12,7 +12,7 @@
 // failed, leaving the communicators with unmatched collectives) calls Abort,
 // which makes NCCL's kernels on every rank give up and frees the
 // communicators; the GPU node then makes new ones for the next run, and the
-// worker process keeps serving (gpu_node.h).
+// worker process keeps serving (cuda_gpu_node.h).
 //
 // Thread-safety: one thread per rank may use comm(rank), WaitReady(rank) and
 // AsyncError(rank) at a time (NCCL's model for communicators on different

@@ -1,4 +1,4 @@
-#include "daemon/backend/cuda/node_discovery.h"
+#include "daemon/backend/cuda/worker/node_discovery.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -6,8 +6,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/backend/cuda/cuda_handles.h"
-#include "daemon/backend/cuda/cuda_status.h"
+#include "daemon/backend/cuda/worker/cuda_handles.h"
+#include "daemon/backend/cuda/worker/cuda_status.h"
 #include "daemon/common/status_macros.h"
 
 namespace autotuned::cuda {
@@ -46,9 +46,8 @@ absl::StatusOr<NodeDescription> DescribeNode() {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    return absl::NotFoundError(absl::StrCat("no usable GPU: cudaGetDeviceCount: ",
-                                            cudaGetErrorString(e), " (",
-                                            cudaGetErrorName(e), ")"));
+    return absl::NotFoundError(
+        absl::StrCat("no usable GPU: ", CudaToStatus(e, "cudaGetDeviceCount").message()));
   }
   if (count == 0) return absl::NotFoundError("no GPU: cudaGetDeviceCount found none");
   NodeDescription node;

@@ -1,11 +1,11 @@
-#include "daemon/backend/cuda/collective_launcher.h"
+#include "daemon/backend/cuda/worker/collective_launcher.h"
 
 #include <algorithm>
 #include <climits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/backend/cuda/cuda_status.h"
+#include "daemon/backend/cuda/worker/cuda_status.h"
 #include "daemon/common/status_macros.h"
 
 namespace autotuned::cuda {

@@ -1,6 +1,8 @@
 // The per-rank half of the lockstep schedule: what every rank does for one
 // candidate, in the same order on every rank. Backends call it on each rank's
-// device worker (a thread for sim, a supervised process for cuda).
+// device worker (a thread for sim, a thread of the supervised GPU worker
+// process for cuda); the engine (daemon/engine) orders the candidates and
+// ranks their timings.
 #pragma once
 
 #include "daemon/backend/backend.h"

@@ -1,4 +1,4 @@
-#include "daemon/backend/cuda/run_barrier.h"
+#include "daemon/backend/cuda/worker/run_barrier.h"
 
 #include <string>
 #include <utility>

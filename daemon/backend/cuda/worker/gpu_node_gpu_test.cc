@@ -1,10 +1,10 @@
 // GPU test of GpuNode: every implementation of the cuda catalogue (but the
 // test fault all_reduce/hang_test) on all visible GPUs, verified on the
 // pattern and timed, eagerly and as CUDA graphs. Where there is no GPU,
-// GpuNode::Create says NOT_FOUND: the test prints "SKIPPED: no GPU" on
+// CreateCudaGpuNode says NOT_FOUND: the test prints "SKIPPED: no GPU" on
 // stderr and passes. The P2P implementations need 2 GPUs; with one, they are
 // reported as skipped.
-#include "daemon/backend/cuda/gpu_node.h"
+#include "daemon/backend/cuda/worker/cuda_gpu_node.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -30,7 +30,7 @@ const int64_t kCounts[] = {1, 1000, 4096 + 3, 1 << 20};
 // NOT_FOUND fails the test.
 std::unique_ptr<GpuNode> MakeNode(GpuNodeOptions options = {}) {
   options.spin_limit = kSpinLimit;
-  absl::StatusOr<std::unique_ptr<GpuNode>> node = GpuNode::Create(options);
+  absl::StatusOr<std::unique_ptr<GpuNode>> node = CreateCudaGpuNode(options);
   if (!node.ok() && node.status().code() == absl::StatusCode::kNotFound) {
     std::fprintf(stderr, "SKIPPED: no GPU (%s)\n", node.status().ToString().c_str());
     return nullptr;

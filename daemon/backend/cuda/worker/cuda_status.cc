@@ -1,4 +1,4 @@
-#include "daemon/backend/cuda/cuda_status.h"
+#include "daemon/backend/cuda/worker/cuda_status.h"
 
 #include <string>
 

@@ -1,5 +1,5 @@
 // RunBarrier (run_barrier.h) with ranks as threads: runs anywhere, no GPU.
-#include "daemon/backend/cuda/run_barrier.h"
+#include "daemon/backend/cuda/worker/run_barrier.h"
 
 #include <thread>
 #include <vector>

@@ -1,0 +1,79 @@
+// RunRankSchedule: the steps in order, each failure named by its step.
+#include "daemon/backend/schedule.h"
+
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace autotuned {
+namespace {
+
+// Records the steps; fails at step number `fail_at` (0-based) when >= 0.
+class Recorder : public RankRun {
+ public:
+  int rank() const override { return 0; }
+  absl::Status RunAndVerify() override { return Step("verify"); }
+  absl::Status Barrier() override { return Step("barrier"); }
+  absl::Status Run(int iterations, std::vector<double>* iteration_us) override {
+    absl::Status s = Step(iteration_us == nullptr ? "warmup" : "timed");
+    if (s.ok() && iteration_us != nullptr) {
+      iteration_us->assign(iterations - short_by, 1.0);
+    }
+    return s;
+  }
+
+  std::vector<std::string> steps;
+  int fail_at = -1;
+  int short_by = 0;
+
+ private:
+  absl::Status Step(const std::string& name) {
+    steps.push_back(name);
+    if (static_cast<int>(steps.size()) - 1 == fail_at) {
+      return absl::UnavailableError("peer gone");
+    }
+    return absl::OkStatus();
+  }
+};
+
+ScheduleOptions Options(int warmup, int iterations) {
+  ScheduleOptions o;
+  o.warmup = warmup;
+  o.iterations = iterations;
+  return o;
+}
+
+TEST_CASE("verify, barrier, warmup, barrier, timed") {
+  Recorder run;
+  RankOutcome out = RunRankSchedule(run, Options(2, 3));
+  REQUIRE(out.status.ok());
+  CHECK(run.steps == std::vector<std::string>{"verify", "barrier", "warmup", "barrier", "timed"});
+  CHECK(out.iteration_us.size() == 3);
+}
+
+TEST_CASE("no warmup step without warmup iterations") {
+  Recorder run;
+  REQUIRE(RunRankSchedule(run, Options(0, 1)).status.ok());
+  CHECK(run.steps == std::vector<std::string>{"verify", "barrier", "barrier", "timed"});
+}
+
+TEST_CASE("the first failing step ends the schedule and names itself") {
+  Recorder run;
+  run.fail_at = 2;  // warmup
+  RankOutcome out = RunRankSchedule(run, Options(1, 1));
+  CHECK(out.status.code() == absl::StatusCode::kUnavailable);
+  CHECK(out.status.message() == "warmup: peer gone");
+  CHECK(run.steps == std::vector<std::string>{"verify", "barrier", "warmup"});
+}
+
+TEST_CASE("a timed step that reports too few samples is an internal error") {
+  Recorder run;
+  run.short_by = 1;
+  RankOutcome out = RunRankSchedule(run, Options(0, 4));
+  CHECK(out.status.code() == absl::StatusCode::kInternal);
+  CHECK(out.status.message() == "timed: 3 samples for 4 iterations");
+}
+
+}  // namespace
+}  // namespace autotuned
