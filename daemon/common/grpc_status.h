@@ -2,7 +2,9 @@
 // module) and grpc::Status (what its gRPC services return and its stubs
 // receive), and of a status code carried as an integer in a message (e.g.
 // Decision.error_code, RankResult.code, ExchangeRequest.abort_code in
-// proto/peer.proto). Nothing else in daemon/ casts between status codes.
+// proto/peer.proto; Hello.code and RankReport.code between the daemon and
+// its GPU worker, daemon/backend/cuda/worker.proto). Nothing else in daemon/
+// casts between status codes.
 //
 // Codes: absl::StatusCode and grpc::StatusCode share their values
 // (google.rpc.Code, 0 to 16) and keep them. A code outside that range (from

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/peer/peer_service.h"
 #include "daemon/server/server.h"
+#include "daemon/request/validate_testing.h"
 #include "daemon/testing/scripted_node.h"
 
 namespace autotuned::leadership {

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "daemon/leadership/cross_runs.h"
+#include "daemon/request/validate_testing.h"
 #include "daemon/testing/scripted_node.h"
 
 namespace autotuned::leadership {

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "daemon/request/validate_testing.h"
 #include "daemon/testing/scripted_node.h"
 
 namespace autotuned {

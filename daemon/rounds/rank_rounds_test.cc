@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/request/validate_testing.h"
 #include "daemon/testing/scripted_node.h"
 
 namespace autotuned::rounds {

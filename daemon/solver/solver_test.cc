@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/solver/result.h"
+#include "daemon/request/validate_testing.h"
 #include "daemon/testing/scripted_node.h"
 
 namespace autotuned {

@@ -43,19 +43,6 @@ config::DaemonConfig TestConfig() {
   return config;
 }
 
-ValidationContext ContextFor(const Backend& backend, const config::DaemonConfig& config,
-                             bool peers) {
-  ValidationContext context;
-  context.catalogue = &backend.catalogue();
-  context.limits = &config.limits();
-  context.defaults = &config.defaults();
-  context.max_world_size = backend.max_world_size();
-  context.backend_name = backend.node().backend;
-  context.self_daemon = config.peer_advertise();
-  context.peers = peers && !config.peer_advertise().empty();
-  return context;
-}
-
 std::string TempDir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
   return std::string(base ? base : "/tmp") + "/" + name;
@@ -98,13 +85,6 @@ v1::TuneRequest SpreadRequest(const std::string& group, int rank,
     req.mutable_group()->mutable_members(static_cast<int>(r))->set_daemon(daemons[r]);
   }
   return req;
-}
-
-ValidRequest MustValidate(const v1::TuneRequest& request, const ValidationContext& context) {
-  absl::StatusOr<ValidRequest> valid = ValidateTune(request, context);
-  INFO(valid.status().ToString());
-  REQUIRE(valid.ok());
-  return *std::move(valid);
 }
 
 std::string Shared(v1::TuneResponse response) {

@@ -1,6 +1,7 @@
 // What the tests of the daemon's request-serving parts share (request,
 // solver, rounds, leadership, service): one scripted node, its
-// configuration, and the requests they ask of it.
+// configuration, and the requests they ask of it. Validating those requests
+// is daemon/request/validate_testing.h.
 //
 // The node (ScriptedBackend) has 4 fake GPUs and these all_reduce float32
 // implementations: "a", "b" and "c" take 30, 10 and 20 us per iteration on
@@ -15,7 +16,6 @@
 
 #include "config/config.pb.h"
 #include "daemon/backend/fake_backend.h"
-#include "daemon/request/validate.h"
 #include "proto/autotuned.pb.h"
 
 namespace autotuned::testing {
@@ -24,11 +24,6 @@ std::unique_ptr<FakeBackend> ScriptedBackend();
 
 // The embedded default configuration with a 1 MiB buffer cap.
 config::DaemonConfig TestConfig();
-
-// What the service validates against on `backend` with `config`.
-// `peers`: members on other daemons are served (a peer client exists).
-ValidationContext ContextFor(const Backend& backend, const config::DaemonConfig& config,
-                             bool peers = false);
 
 // `name` under the test's temporary directory.
 std::string TempDir(const std::string& name);
@@ -46,9 +41,6 @@ v1::TuneRequest RankRequest(const std::string& group, int rank, int world = 4,
 // RankRequest with member r on daemon daemons[r].
 v1::TuneRequest SpreadRequest(const std::string& group, int rank,
                               const std::vector<std::string>& daemons);
-
-// `request` validated; fails the test when it is invalid.
-ValidRequest MustValidate(const v1::TuneRequest& request, const ValidationContext& context);
 
 // A response without what is each rank's own (the labels), as bytes: equal
 // for every rank of a round.

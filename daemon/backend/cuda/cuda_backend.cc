@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/backend/cuda/cuda_catalogue.h"
+#include "daemon/common/grpc_status.h"
 #include "daemon/backend/cuda/gpu_worker.h"
 
 namespace autotuned::cuda {
@@ -33,8 +34,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   if (!s.ok()) return s;
   if (hello.code() != 0) {
     b->KillWorker();
-    return absl::Status(static_cast<absl::StatusCode>(hello.code()),
-                        absl::StrCat("GPU worker: ", hello.message()));
+    return StatusFromWire(hello.code(), absl::StrCat("GPU worker: ", hello.message()));
   }
   b->node_ = FromHello(hello);
   if (b->node_.gpus.empty()) {
@@ -219,7 +219,7 @@ std::vector<RankOutcome> CudaBackend::Ask(const RunRequest& request, int n,
   std::vector<RankOutcome> out(n);
   for (int r = 0; r < n; ++r) {
     const RankReport& rep = reply.ranks(r);
-    out[r].status = absl::Status(static_cast<absl::StatusCode>(rep.code()), rep.message());
+    out[r].status = StatusFromWire(rep.code(), rep.message());
     out[r].iteration_us.assign(rep.iteration_us().begin(), rep.iteration_us().end());
   }
   if (reply.nccl_aborts() > nccl_aborts_seen_) {

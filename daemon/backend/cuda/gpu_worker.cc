@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_status.h"
 
 namespace autotuned::cuda {
 namespace {
@@ -154,7 +155,7 @@ int ServeGpuWorker(
   if (node.ok()) {
     hello = ToHello((*node)->node());
   } else {
-    hello.set_code(static_cast<int32_t>(node.status().code()));
+    hello.set_code(StatusCodeToWire(node.status()));
     hello.set_message(std::string(node.status().message()));
   }
   if (!WriteFrame(reply_fd, hello).ok() || !node.ok()) return 0;
@@ -169,7 +170,7 @@ int ServeGpuWorker(
         reply.set_unique_id(*id);
       } else {
         RankReport* r = reply.add_ranks();
-        r->set_code(static_cast<int32_t>(id.status().code()));
+        r->set_code(StatusCodeToWire(id.status()));
         r->set_message(std::string(id.status().message()));
       }
       reply.set_nccl_aborts((*node)->nccl_aborts());
@@ -200,7 +201,7 @@ int ServeGpuWorker(
     RunReply reply;
     for (const RankOutcome& out : outcomes) {
       RankReport* r = reply.add_ranks();
-      r->set_code(static_cast<int32_t>(out.status.code()));
+      r->set_code(StatusCodeToWire(out.status));
       r->set_message(std::string(out.status.message()));
       for (double us : out.iteration_us) r->add_iteration_us(us);
     }

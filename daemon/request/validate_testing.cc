@@ -1,0 +1,27 @@
+#include "daemon/request/validate_testing.h"
+
+#include <catch2/catch.hpp>
+
+namespace autotuned::testing {
+
+ValidationContext ContextFor(const Backend& backend, const config::DaemonConfig& config,
+                             bool peers) {
+  ValidationContext context;
+  context.catalogue = &backend.catalogue();
+  context.limits = &config.limits();
+  context.defaults = &config.defaults();
+  context.max_world_size = backend.max_world_size();
+  context.backend_name = backend.node().backend;
+  context.self_daemon = config.peer_advertise();
+  context.peers = peers && !config.peer_advertise().empty();
+  return context;
+}
+
+ValidRequest MustValidate(const v1::TuneRequest& request, const ValidationContext& context) {
+  absl::StatusOr<ValidRequest> valid = ValidateTune(request, context);
+  INFO(valid.status().ToString());
+  REQUIRE(valid.ok());
+  return *std::move(valid);
+}
+
+}  // namespace autotuned::testing
