@@ -109,10 +109,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     c->mutable_limits()->set_max_buffer_bytes(64 << 20);  // keep runs cheap
     return c;
   }();
+  // By member, so that a field added to the context keeps its default.
+  static const ValidationContext ctx = [] {
+    ValidationContext c;
+    c.catalogue = &FuzzCatalogue();
+    c.limits = &config->limits();
+    c.defaults = &config->defaults();
+    c.max_world_size = kGpus;
+    c.backend_name = "fuzz";
+    return c;
+  }();
   v1::TuneRequest request;
   if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
-  const ValidationContext ctx{&FuzzCatalogue(), &config->limits(), &config->defaults(),
-                              kGpus, "fuzz"};
 
   absl::StatusOr<ValidRequest> tune = ValidateTune(request, ctx);
   if (tune.ok()) {

@@ -5,8 +5,10 @@
 // survived gets the same answer (decision or error) as every other such
 // rank. Prints the rounds run and the count per outcome.
 //
-// Environment (bazel test --test_env=...):
-//   AUTOTUNED_RANDOM_ROUNDS  rounds to run (default 1000, about four minutes)
+// Environment (bazel test --test_env=..., which overrides the BUILD's env):
+//   AUTOTUNED_RANDOM_ROUNDS  rounds to run (default 1000, about four minutes;
+//                            tests/BUILD sets 200 for the default tier and
+//                            1000 for multi_daemon_random_long_test)
 //   AUTOTUNED_RANDOM_SEED    the seed (default: time-based; printed)
 //   AUTOTUNED_RANDOM_REPORT  a file to write the figures to (optional)
 #include <netinet/in.h>

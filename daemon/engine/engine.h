@@ -3,10 +3,11 @@
 //
 // For every candidate, in request order, the backend runs RunRankSchedule
 // (daemon/backend/schedule.h) on every rank (verify against the reference,
-// barrier, warmup, barrier, timed iterations). The time of one iteration is the maximum over ranks (the
-// slowest rank is the time of a collective); statistics are taken over
-// iterations. A candidate that fails on any rank, or is cut off at its
-// timeout, is ruled out with a reason and ranked after every working one.
+// barrier, warmup, barrier, timed iterations). The time of one iteration is the
+// maximum over ranks (the slowest rank is the time of a collective); statistics
+// are taken over iterations. A candidate that fails on any rank, or is cut off
+// at its timeout, is ruled out with a reason and ranked after every working
+// one.
 //
 // Across daemons (a group whose ranks live on several daemons): each daemon
 // runs the same schedule, candidate after candidate in request order, for

@@ -108,15 +108,14 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
 // Validates group and options alone (shared by both of the above).
 //
 // Members: when given, there is one per rank (world_size of them, each rank
-// once). Members on this daemon (daemon "" or context.self_daemon) are each
-// on a distinct local GPU of this node. Members on other daemons need
+// once). Members on this daemon (daemon "" or context.self_daemon) are each on
+// a distinct local GPU of this node. Members on other daemons need
 // context.peers (else UNIMPLEMENTED) and whole_group false; then the asking
 // rank must be on context.asking_daemon (this daemon by default), and
 // world_size is not bounded by this node (the leader decides what it can
-// measure). A group with members and
-// whole_group false is served rank by rank and needs a group id. The
-// members' local_gpu is checked and is part of the round's identity; the
-// ranks on this daemon run on them (ValidateTune sets
+// measure). A group with members and whole_group false is served rank by rank
+// and needs a group id. The members' local_gpu is checked and is part of the
+// round's identity; the ranks on this daemon run on them (ValidateTune sets
 // engine.schedule.devices, which also enters the cache key through
 // PlacementText). Without members, rank r runs on GPU r. In a group spread over
 // daemons, name every member's daemon: "" means "the daemon asked", which

@@ -60,12 +60,13 @@ class CudaBackend : public Backend {
   // bootstrap root); empty when the worker cannot give one (logged).
   std::string CrossRunToken() override ABSL_LOCKS_EXCLUDED(mu_);
   // The local ranks of a group spread over daemons, on the local GPUs of
-  // options.devices (by default 0, 1, ... in local rank order), connected to the other daemons' ranks by NCCL
-  // communicators made from part.backend_token (GpuNode::RunPartial). NCCL
-  // candidates only: the P2P kernels answer FAILED_PRECONDITION ("... needs
-  // all ranks on one daemon"). Any failed local rank aborts part.transport
-  // with its status. A failure of another daemon is seen here when NCCL
-  // reports the lost peer, at the latest at the deadline (the watchdog).
+  // options.devices (by default 0, 1, ... in local rank order), connected to
+  // the other daemons' ranks by NCCL communicators made from part.backend_token
+  // (GpuNode::RunPartial). NCCL candidates only: the P2P kernels answer
+  // FAILED_PRECONDITION ("... needs all ranks on one daemon"). Any failed local
+  // rank aborts part.transport with its status. A failure of another daemon is
+  // seen here when NCCL reports the lost peer, at the latest at the deadline
+  // (the watchdog).
   std::vector<RankOutcome> RunPartial(const ProblemSpec& problem,
                                       const CandidateSpec& candidate,
                                       const ScheduleOptions& options, const PartialRun& part,

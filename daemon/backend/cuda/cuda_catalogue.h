@@ -10,13 +10,12 @@
 namespace autotuned::cuda {
 
 // Names: "all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
-// "all_reduce/two_shot_push", "all_reduce/one_shot_push" (bfloat16 and
-// float16 only), "all_reduce/two_shot_chunked", "all_reduce/copy_engine",
-// "all_gather/nccl", "all_gather/p2p",
-// "reduce_scatter/nccl", "reduce_scatter/p2p", "all_to_all/nccl",
-// "broadcast/nccl". P2P entries take "blocks" and "threads" (and
-// "chunk_kib" for the chunked two-shot and the copy engine), run on 2..8
-// ranks and need P2P.
+// "all_reduce/two_shot_push", "all_reduce/one_shot_push" (bfloat16 and float16
+// only), "all_reduce/two_shot_chunked", "all_reduce/copy_engine",
+// "all_gather/nccl", "all_gather/p2p", "reduce_scatter/nccl",
+// "reduce_scatter/p2p", "all_to_all/nccl", "broadcast/nccl". P2P entries take
+// "blocks" and "threads" (and "chunk_kib" for the chunked two-shot and the copy
+// engine), run on 2..8 ranks and need P2P.
 // With `test_faults`, also "all_reduce/hang_test": a one-shot launched on
 // rank 0 alone with no spin limit, a kernel that hangs until its process is
 // killed (for the containment test).

@@ -17,14 +17,14 @@
 // Across daemons (the constructor with `local_ranks` and a transport): the
 // group still holds every rank's buffers, but only the local ranks run here;
 // the other ranks' buffers are mirrors of theirs on other daemons. Barrier
-// keeps them current: when the last local rank arrives, it sends, through
-// the transport (backend.h), what the local ranks wrote since the previous
-// barrier (the blocks of their input, output and scratch buffers whose bytes
-// differ from what was last sent: EncodeChanges), and writes what the other
-// daemons sent into the mirrors, before any local rank passes. Since algorithms write only their own
-// buffers and read peers' only after a barrier (algorithms.h), every
-// algorithm runs unchanged and reads the remote ranks' real data. An abort
-// here (Abort) is sent to the other daemons; an abort or a lost daemon
+// keeps them current: when the last local rank arrives, it sends, through the
+// transport (backend.h), what the local ranks wrote since the previous barrier
+// (the blocks of their input, output and scratch buffers whose bytes differ
+// from what was last sent: EncodeChanges), and writes what the other daemons
+// sent into the mirrors, before any local rank passes. Since algorithms write
+// only their own buffers and read peers' only after a barrier (algorithms.h),
+// every algorithm runs unchanged and reads the remote ranks' real data. An
+// abort here (Abort) is sent to the other daemons; an abort or a lost daemon
 // there reaches this group as the failure of its next exchange.
 //
 // Thread-safety: all methods may be called from any rank thread at once.

@@ -17,15 +17,15 @@
 // the other daemons), and after a failed run they are aborted and the token
 // is spent.
 //
-// Run allocates every rank's buffers up front (the P2P kernels need all
-// ranks' input pointers before any rank launches), builds the launcher, then
-// runs RunRankSchedule on one std::thread per rank (thread r makes rank r's
-// GPU current and uses only its own NCCL communicator, stream and events: one
-// thread per GPU is NCCL's supported multi-threaded model). NCCL
-// communicators and P2P groups are made on first use for a list of GPUs
-// (rank r on the r-th; ScheduleOptions::devices) and kept; a P2P group grows when a run needs more scratch, and
-// is reset (signal buffers zeroed) before its next use after a run in which a
-// rank failed, since its ranks' sequence numbers may then disagree.
+// Run allocates every rank's buffers up front (the P2P kernels need all ranks'
+// input pointers before any rank launches), builds the launcher, then runs
+// RunRankSchedule on one std::thread per rank (thread r makes rank r's GPU
+// current and uses only its own NCCL communicator, stream and events: one
+// thread per GPU is NCCL's supported multi-threaded model). NCCL communicators
+// and P2P groups are made on first use for a list of GPUs (rank r on the r-th;
+// ScheduleOptions::devices) and kept; a P2P group grows when a run needs more
+// scratch, and is reset (signal buffers zeroed) before its next use after a run
+// in which a rank failed, since its ranks' sequence numbers may then disagree.
 #include "daemon/backend/cuda/worker/cuda_gpu_node.h"
 
 #include <cuda_runtime.h>

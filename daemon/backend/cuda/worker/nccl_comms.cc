@@ -97,7 +97,8 @@ absl::StatusOr<NcclComms> NcclComms::CreatePart(int world, const ncclUniqueId& i
   }
   for (size_t i = 0; i < ranks.size() && s.ok(); ++i) {
     if (c.comms_[ranks[i]] == nullptr) {
-      s = absl::InternalError(absl::StrCat("ncclCommInitRank: no communicator for rank ", ranks[i]));
+      s = absl::InternalError(
+          absl::StrCat("ncclCommInitRank: no communicator for rank ", ranks[i]));
     }
   }
   if (!s.ok()) {
