@@ -21,7 +21,7 @@
 #   PREFIX/bin/autotuned, PREFIX/bin/autotunectl       0755
 #   /etc/autotuned/autotuned.conf                      0640, group GROUP
 #   /etc/systemd/system/autotuned.service              0644
-#   PREFIX/share/doc/autotuned/README.md               0644
+#   PREFIX/share/doc/autotuned/README.md, docs/*.md    0644 (README's links hold)
 # The socket directory /run/autotuned (0750, group GROUP) and the cache
 # directory /var/lib/autotuned are the unit's RuntimeDirectory= and
 # StateDirectory=: systemd creates them with the right owner at start.
@@ -98,6 +98,8 @@ install -d -m 0750 "$root/etc/autotuned"
 install -m 0755 "$daemon" "$root$prefix/bin/autotuned"
 if [ -n "$ctl" ]; then install -m 0755 "$ctl" "$root$prefix/bin/autotunectl"; fi
 install -m 0644 "$repo/README.md" "$root$prefix/share/doc/autotuned/README.md"
+install -d -m 0755 "$root$prefix/share/doc/autotuned/docs"
+install -m 0644 "$repo"/docs/*.md "$root$prefix/share/doc/autotuned/docs/"
 
 sed -e "s|/usr/local/bin/autotuned|$prefix/bin/autotuned|" \
     -e "s|/usr/local/share/doc/autotuned|$prefix/share/doc/autotuned|" \

@@ -34,6 +34,7 @@ expect_file "$root/usr/local/bin/autotunectl" 755
 expect_file "$root/etc/autotuned/autotuned.conf" 640
 expect_file "$root/etc/systemd/system/autotuned.service" 644
 expect_file "$root/usr/local/share/doc/autotuned/README.md" 644
+expect_file "$root/usr/local/share/doc/autotuned/docs/operations.md" 644
 [ "$(stat -c %a "$root/etc/autotuned")" = 750 ] || fail "/etc/autotuned is not 0750"
 cmp -s "$daemon" "$root/usr/local/bin/autotuned" || fail "the daemon binary differs"
 grep -q '^ExecStart=/usr/local/bin/autotuned --config=/etc/autotuned/autotuned.conf$' \
