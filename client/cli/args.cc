@@ -330,11 +330,17 @@ absl::StatusOr<std::vector<v1::Candidate>> SelectCandidates(
       why = absl::StrCat("does not take op ", ReduceOpName(op));
     } else if (world < impl.min_world_size() ||
                (impl.max_world_size() > 0 && world > impl.max_world_size())) {
-      why = impl.max_world_size() > 0
-                ? absl::StrCat("runs on ", impl.min_world_size(), " to ",
-                               impl.max_world_size(), " ranks, not ", world)
-                : absl::StrCat("runs on ", impl.min_world_size(),
-                               " or more ranks, not ", world);
+      // The listing clips max_world_size to the node's GPUs, so on a node
+      // smaller than the implementation's minimum it falls below the minimum.
+      if (impl.max_world_size() > 0 && impl.max_world_size() < impl.min_world_size()) {
+        why = absl::StrCat("needs at least ", impl.min_world_size(),
+                           " ranks; this node runs at most ", impl.max_world_size());
+      } else if (impl.max_world_size() > 0) {
+        why = absl::StrCat("runs on ", impl.min_world_size(), " to ", impl.max_world_size(),
+                           " ranks, not ", world);
+      } else {
+        why = absl::StrCat("runs on ", impl.min_world_size(), " or more ranks, not ", world);
+      }
     } else if (problem.split_counts_size() == 0 && impl.alignment_bytes() > 1 &&
                bytes % impl.alignment_bytes() != 0) {
       why = absl::StrCat("needs sizes aligned to ", impl.alignment_bytes(),

@@ -279,6 +279,27 @@ TEST_CASE("default candidates are the suitable implementations in order") {
         absl::StatusCode::kNotFound);
 }
 
+TEST_CASE("on a node smaller than an implementation's minimum, the reason says so") {
+  // ListImplementations clips max_world_size to the node: a 2..8-rank P2P
+  // implementation on a one-GPU node is listed as 2..1.
+  v1::ListImplementationsResponse catalogue;
+  *catalogue.add_implementations() = Impl("all_reduce/nccl", v1::ALL_REDUCE);
+  v1::Implementation p2p = Impl("all_reduce/one_shot", v1::ALL_REDUCE);
+  p2p.set_min_world_size(2);
+  p2p.set_max_world_size(1);
+  *catalogue.add_implementations() = p2p;
+  v1::Problem p;
+  p.set_collective(v1::ALL_REDUCE);
+  p.set_dtype(v1::FLOAT32);
+  p.set_count(256);
+  std::vector<std::string> skipped;
+  auto got = SelectCandidates(catalogue, p, 1, &skipped);
+  REQUIRE(got.ok());
+  REQUIRE(got->size() == 1);
+  REQUIRE(skipped.size() == 1);
+  CHECK(skipped[0] == "all_reduce/one_shot: needs at least 2 ranks; this node runs at most 1");
+}
+
 TEST_CASE("the target comes from --socket, --address or the default") {
   REQUIRE(unsetenv("AUTOTUNED_SOCKET") == 0);
   CHECK(*ResolveTarget("", "") == "unix:/run/autotuned/autotuned.sock");
