@@ -457,9 +457,23 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
       }
       return absl::Status(v.status().code(), msg);
     }
+    // The dispatch table's ranges run from one size to the next: sizes out
+    // of order or repeated would make them overlap.
+    if (i > 0 && request.counts(i) <= request.counts(i - 1)) {
+      return Invalid(absl::StrCat("counts[", i, "]"),
+                     absl::StrCat("sizes must increase strictly (no repeats), got ",
+                                  request.counts(i), " after ", request.counts(i - 1)));
+    }
     out.push_back(*std::move(v));
   }
   return out;
+}
+
+absl::Status ValidateListImplementations(const v1::ListImplementationsRequest& request) {
+  if (!v1::Collective_IsValid(request.collective())) {
+    return Invalid("collective", absl::StrCat("unknown collective ", request.collective()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace autotuned

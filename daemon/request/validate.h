@@ -102,8 +102,13 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
                                           const ValidationContext& context);
 
 // A sweep becomes one tune request per count (the problem's count replaced).
+// Counts must increase strictly (INVALID_ARGUMENT "counts[i]: ..." otherwise).
 absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
     const v1::SweepRequest& request, const ValidationContext& context);
+
+// A ListImplementations filter: unset (all) or a known collective;
+// INVALID_ARGUMENT "collective: ..." otherwise.
+absl::Status ValidateListImplementations(const v1::ListImplementationsRequest& request);
 
 // Validates group and options alone (shared by both of the above).
 //

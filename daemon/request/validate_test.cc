@@ -187,5 +187,32 @@ TEST_CASE("a sweep is one request per count, its errors naming the sweep's field
   CHECK(sizes.status() == absl::InvalidArgumentError("problem.dtype: is required"));
 }
 
+TEST_CASE("a sweep's sizes increase strictly, so that its dispatch ranges cannot overlap") {
+  Validator v;
+  v1::SweepRequest req;
+  req.mutable_group()->set_world_size(2);
+  *req.mutable_problem() = Request({"all_reduce/a"}).problems(0);
+  for (int64_t c : {512, 256}) req.add_counts(c);
+  CHECK(ValidateSweep(req, v.context()).status() ==
+        absl::InvalidArgumentError(
+            "counts[1]: sizes must increase strictly (no repeats), got 256 after 512"));
+  req.set_counts(1, 512);
+  CHECK(ValidateSweep(req, v.context()).status() ==
+        absl::InvalidArgumentError(
+            "counts[1]: sizes must increase strictly (no repeats), got 512 after 512"));
+  req.set_counts(1, 513);
+  CHECK(ValidateSweep(req, v.context()).ok());
+}
+
+TEST_CASE("ListImplementations takes no collective it does not know") {
+  v1::ListImplementationsRequest req;
+  CHECK(ValidateListImplementations(req).ok());
+  req.set_collective(v1::BROADCAST);
+  CHECK(ValidateListImplementations(req).ok());
+  req.set_collective(static_cast<v1::Collective>(99));
+  CHECK(ValidateListImplementations(req) ==
+        absl::InvalidArgumentError("collective: unknown collective 99"));
+}
+
 }  // namespace
 }  // namespace autotuned

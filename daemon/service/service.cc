@@ -174,6 +174,8 @@ grpc::Status AutotuneService::Sweep(grpc::ServerContext* context,
 grpc::Status AutotuneService::ListImplementations(
     grpc::ServerContext*, const v1::ListImplementationsRequest* request,
     v1::ListImplementationsResponse* response) {
+  absl::Status valid = ValidateListImplementations(*request);
+  if (!valid.ok()) return Reject(valid, "list");
   DescribeImplementations(backend_->catalogue(), backend_->max_world_size(), *request,
                           response);
   return grpc::Status::OK;

@@ -205,6 +205,12 @@ TEST_CASE("implementations and node info describe the backend") {
   REQUIRE(f.stub().ListImplementations(&c1, {}, &impls).ok());
   CHECK(impls.implementations_size() == 6);
   CHECK(impls.implementations(0).params(0).name() == "knob");
+  grpc::ClientContext c0;
+  v1::ListImplementationsRequest unknown;
+  unknown.set_collective(static_cast<v1::Collective>(99));
+  grpc::Status refused = f.stub().ListImplementations(&c0, unknown, &impls);
+  CHECK(refused.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(refused.error_message() == "collective: unknown collective 99");
   grpc::ClientContext c2;
   v1::NodeInfoResponse node;
   REQUIRE(f.stub().NodeInfo(&c2, {}, &node).ok());
