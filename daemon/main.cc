@@ -111,6 +111,7 @@ int Run() {
 
   // Before any thread starts: signals then reach only the lifecycle's sigwait.
   BlockLifecycleSignals();
+  IgnoreBrokenPipes();
   const Notifier notifier(Env("NOTIFY_SOCKET"));
   absl::StatusOr<absl::Duration> watchdog_timeout = WatchdogTimeout(
       std::getenv("WATCHDOG_USEC"), std::getenv("WATCHDOG_PID"), getpid());

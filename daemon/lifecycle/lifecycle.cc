@@ -35,6 +35,8 @@ void UnblockLifecycleSignals() {
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
 
+void IgnoreBrokenPipes() { signal(SIGPIPE, SIG_IGN); }
+
 int RunUntilStopped(const Notifier& notifier, const LifecycleHooks& hooks,
                     absl::Duration drain_timeout, const std::string& ready_status,
                     bool* drained) {

@@ -43,6 +43,11 @@ void BlockLifecycleSignals();
 // Undoes it: for a child process, which inherits the mask across exec.
 void UnblockLifecycleSignals();
 
+// Ignores SIGPIPE for the whole process: when whatever reads the daemon's
+// log goes away (a pipe to `head`, a dead collector), or a peer closes a
+// socket or pipe, a write fails with EPIPE instead of killing the daemon.
+void IgnoreBrokenPipes();
+
 // Sends READY=1 (STATUS=`ready_status`) and serves signals as described
 // above until SIGTERM or SIGINT; returns the signal that stopped it. The
 // drain waits at most `drain_timeout`; `drained` tells whether every round
