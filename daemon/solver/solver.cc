@@ -99,12 +99,13 @@ v1::ProblemResult Solver::Measured(const ValidProblem& problem, const ValidReque
   return result;
 }
 
-void Solver::CountResults(const v1::TuneResponse& response) {
+std::array<int64_t, 5> Solver::CountResults(const v1::TuneResponse& response) {
   const std::array<int64_t, 5> counts = Tally(response);
   metrics_->results_tuned->Increment(counts[v1::TUNED]);
   metrics_->results_cached->Increment(counts[v1::CACHED]);
   metrics_->results_fallback->Increment(counts[v1::FALLBACK]);
   metrics_->results_failed->Increment(counts[v1::FAILED]);
+  return counts;
 }
 
 v1::TuneResponse Solver::RunRound(const ValidRequest& request) {
@@ -118,10 +119,9 @@ v1::TuneResponse Solver::RunRound(const ValidRequest& request) {
     winners.push_back(
         absl::StrCat(Describe(p.spec), "->", r->winner().empty() ? "none" : r->winner()));
   }
-  CountResults(response);
+  const std::array<int64_t, 5> counts = CountResults(response);
   const absl::Duration took = absl::Now() - start;
   metrics_->round_latency->Observe(absl::ToDoubleSeconds(took));
-  const std::array<int64_t, 5> counts = Tally(response);
   spdlog::info(
       "round={} group={} world={} problems={} tuned={} cached={} failed={} "
       "ms={:.1f} winners=[{}]",

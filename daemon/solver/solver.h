@@ -68,8 +68,9 @@ class Solver {
   // A whole-group round: a new round id, every problem Solved in order, one
   // log line, the round and its results counted.
   v1::TuneResponse RunRound(const ValidRequest& request);
-  // Counts the results of an answered round by status.
-  void CountResults(const v1::TuneResponse& response);
+  // Counts the results of an answered round by status (metrics), and
+  // returns the counts, indexed by v1::DecisionStatus.
+  std::array<int64_t, 5> CountResults(const v1::TuneResponse& response);
 
  private:
   // Constant after construction.
