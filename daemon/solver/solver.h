@@ -15,6 +15,7 @@
 // result the cache cannot store is logged and answered all the same.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <optional>
