@@ -32,10 +32,7 @@ absl::StatusOr<v1::TuneResponse> AnswerOf(v1::Decision decision, const ValidRequ
                                                what));
   }
   v1::TuneResponse out = std::move(*decision.mutable_response());
-  for (int i = 0; i < out.results_size() && i < static_cast<int>(request.problems.size());
-       ++i) {
-    out.mutable_results(i)->mutable_problem()->set_label(request.problems[i].canonical.label());
-  }
+  RestoreLabels(request, &out);
   return out;
 }
 

@@ -469,6 +469,14 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
   return out;
 }
 
+void RestoreLabels(const ValidRequest& request, v1::TuneResponse* response) {
+  for (int i = 0;
+       i < response->results_size() && i < static_cast<int>(request.problems.size()); ++i) {
+    response->mutable_results(i)->mutable_problem()->set_label(
+        request.problems[i].canonical.label());
+  }
+}
+
 absl::Status ValidateListImplementations(const v1::ListImplementationsRequest& request) {
   if (!v1::Collective_IsValid(request.collective())) {
     return Invalid("collective", absl::StrCat("unknown collective ", request.collective()));

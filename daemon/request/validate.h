@@ -106,6 +106,10 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
 absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
     const v1::SweepRequest& request, const ValidationContext& context);
 
+// Puts `request`'s own problem labels on a round's shared answer (labels
+// are each rank's own and stay out of what ranks share and the cache keeps).
+void RestoreLabels(const ValidRequest& request, v1::TuneResponse* response);
+
 // A ListImplementations filter: unset (all) or a known collective;
 // INVALID_ARGUMENT "collective: ..." otherwise.
 absl::Status ValidateListImplementations(const v1::ListImplementationsRequest& request);

@@ -199,10 +199,7 @@ v1::TuneResponse RankRounds::RankAnswer(const ValidRequest& request,
                                         const rendezvous::Decision& decision,
                                         absl::Time start) {
   v1::TuneResponse out = *decision.response;
-  for (int i = 0; i < out.results_size() && i < static_cast<int>(request.problems.size());
-       ++i) {
-    out.mutable_results(i)->mutable_problem()->set_label(request.problems[i].canonical.label());
-  }
+  RestoreLabels(request, &out);
   solver_->CountResults(out);
   metrics_->round_latency->Observe(absl::ToDoubleSeconds(absl::Now() - start));
   return out;
