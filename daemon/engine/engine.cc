@@ -104,7 +104,7 @@ std::vector<CandidateOutcome> Engine::Measure(
     const EngineOptions& options, const DeviceLease::Token* held) {
   std::vector<CandidateOutcome> outcomes;
   outcomes.reserve(candidates.size());
-  absl::StatusOr<DeviceLease::Token> own;
+  absl::StatusOr<DeviceLease::Token> own = DeviceLease::Token();
   if (held == nullptr) own = lease_.Acquire(options.lease_deadline);
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].client()) continue;
