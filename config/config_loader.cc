@@ -248,6 +248,8 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
                                 l.max_request_bytes(), 1024, INT32_MAX));
   AT_RETURN_IF_ERROR(
       CheckPositive("limits.max_concurrent_rounds", l.max_concurrent_rounds()));
+  AT_RETURN_IF_ERROR(
+      CheckPositive("limits.max_waiting_ranks", l.max_waiting_ranks()));
 
   if (c.cache().enabled() && c.cache().dir().empty()) {
     return absl::InvalidArgumentError(

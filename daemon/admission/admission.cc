@@ -3,9 +3,14 @@
 #include "absl/strings/str_cat.h"
 
 namespace autotuned {
+namespace {
+
+int Index(Admission::Slot slot) { return slot == Admission::Slot::kDevices ? 0 : 1; }
+
+}  // namespace
 
 Admission::Ticket::~Ticket() {
-  if (owner_ != nullptr) owner_->Release();
+  if (owner_ != nullptr) owner_->Release(slot_);
 }
 
 absl::Status Admission::DrainingError() {
@@ -14,28 +19,36 @@ absl::Status Admission::DrainingError() {
       "is back");
 }
 
-absl::StatusOr<Admission::Ticket> Admission::Admit() {
+absl::StatusOr<Admission::Ticket> Admission::Admit(Slot slot) {
   absl::MutexLock lock(&mu_);
   if (draining_) return DrainingError();
-  if (in_flight_ >= limit_) {
+  const int i = Index(slot);
+  if (in_flight_[i] >= limit_[i]) {
+    if (slot == Slot::kWaiting) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          in_flight_[i], " ranks asking one by one in progress, the most this daemon "
+          "holds at once (limits.max_waiting_ranks = ", limit_[i], "); retry shortly"));
+    }
     return absl::ResourceExhaustedError(absl::StrCat(
-        in_flight_, " rounds in progress, the most this daemon serves at once "
-        "(limits.max_concurrent_rounds = ", limit_, "); retry shortly"));
+        in_flight_[i], " rounds in progress, the most this daemon serves at once "
+        "(limits.max_concurrent_rounds = ", limit_[i], "); retry shortly"));
   }
-  ++in_flight_;
-  if (gauge_ != nullptr) gauge_->Set(in_flight_);
-  return Ticket(this);
+  ++in_flight_[i];
+  if (gauge_ != nullptr) gauge_->Set(in_flight_[0] + in_flight_[1]);
+  return Ticket(this, slot);
 }
 
-void Admission::Release() {
+void Admission::Release(Slot slot) {
   absl::MutexLock lock(&mu_);
-  --in_flight_;
-  if (gauge_ != nullptr) gauge_->Set(in_flight_);
+  const int i = Index(slot);
+  --in_flight_[i];
+  if (gauge_ != nullptr) gauge_->Set(in_flight_[0] + in_flight_[1]);
 }
 
-void Admission::SetLimit(int64_t max_in_flight) {
+void Admission::SetLimits(int64_t max_in_flight, int64_t max_waiting) {
   absl::MutexLock lock(&mu_);
-  limit_ = max_in_flight;
+  limit_[0] = max_in_flight;
+  limit_[1] = max_waiting;
 }
 
 void Admission::BeginDrain() {
@@ -45,7 +58,9 @@ void Admission::BeginDrain() {
 
 bool Admission::WaitIdle(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return in_flight_[0] == 0 && in_flight_[1] == 0;
+  };
   return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 
@@ -54,9 +69,9 @@ bool Admission::draining() const {
   return draining_;
 }
 
-int64_t Admission::in_flight() const {
+int64_t Admission::in_flight(Slot slot) const {
   absl::MutexLock lock(&mu_);
-  return in_flight_;
+  return in_flight_[Index(slot)];
 }
 
 }  // namespace autotuned

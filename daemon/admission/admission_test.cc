@@ -27,8 +27,30 @@ TEST_CASE("at most the limit in flight; one more is RESOURCE_EXHAUSTED naming it
   CHECK(admission.in_flight() == 1);
   CHECK(gauge.value() == 1);
   CHECK(admission.Admit().ok());  // its ticket ends at once
-  admission.SetLimit(1);
+  admission.SetLimits(1, 1024);
   CHECK(admission.Admit().status().code() == absl::StatusCode::kResourceExhausted);
+}
+
+TEST_CASE("the waiting pool and the devices pool have bounds of their own") {
+  metrics::Gauge gauge;
+  Admission admission(1, &gauge, 2);
+  absl::StatusOr<Admission::Ticket> w1 = admission.Admit(Admission::Slot::kWaiting);
+  absl::StatusOr<Admission::Ticket> w2 = admission.Admit(Admission::Slot::kWaiting);
+  REQUIRE(w1.ok());
+  REQUIRE(w2.ok());
+  absl::StatusOr<Admission::Ticket> w3 = admission.Admit(Admission::Slot::kWaiting);
+  CHECK(w3.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK_THAT(std::string(w3.status().message()),
+             Catch::Contains("(limits.max_waiting_ranks = 2)"));
+  absl::StatusOr<Admission::Ticket> d1 = admission.Admit(Admission::Slot::kDevices);
+  REQUIRE(d1.ok());
+  CHECK(gauge.value() == 3);
+  CHECK(admission.in_flight(Admission::Slot::kWaiting) == 2);
+  CHECK(admission.in_flight(Admission::Slot::kDevices) == 1);
+  CHECK_THAT(std::string(admission.Admit().status().message()),
+             Catch::Contains("(limits.max_concurrent_rounds = 1)"));
+  admission.SetLimits(1, 3);
+  CHECK(admission.Admit(Admission::Slot::kWaiting).ok());
 }
 
 TEST_CASE("a drain refuses new rounds and waits for those in flight") {

@@ -34,7 +34,7 @@ absl::StatusOr<v1::Decision> Leader::Ready(const v1::ReadyRequest& ready,
                     absl::InvalidArgumentError(
                         "ranks: one rank per Ready, the request's group.rank"));
   }
-  absl::StatusOr<Admission::Ticket> ticket = admission_->Admit();
+  absl::StatusOr<Admission::Ticket> ticket = admission_->Admit(Admission::Slot::kWaiting);
   if (!ticket.ok()) return ticket.status();
   std::shared_ptr<const v1::CrossRun> go;
   absl::StatusOr<v1::TuneResponse> answer = rounds_->Round(*valid, deadline, &go);

@@ -73,7 +73,8 @@ DaemonMetrics::DaemonMetrics(Registry* r)
       rounds_in_flight(r->AddGauge(
           "autotuned_rounds_in_flight",
           "Tune and Sweep calls being served now (measuring, queued for the "
-          "devices, or answering from the cache).")),
+          "devices, or ranks waiting in the rendezvous); whole-group calls "
+          "answered wholly from the cache are not counted.")),
       draining(r->AddGauge("autotuned_draining",
                            "1 once SIGTERM arrived: no new rounds are taken.")),
       cache_entries(r->AddGauge("autotuned_cache_entries",

@@ -1,5 +1,6 @@
 #include "daemon/service/service.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -51,7 +52,8 @@ AutotuneService::AutotuneService(Backend* backend, ResultCache* cache,
                        ? nullptr
                        : std::make_unique<metrics::DaemonMetrics>(own_registry_.get())),
       metrics_(options.metrics ? options.metrics : own_metrics_.get()),
-      admission_(config.limits().max_concurrent_rounds(), metrics_->rounds_in_flight),
+      admission_(config.limits().max_concurrent_rounds(), metrics_->rounds_in_flight,
+                 config.limits().max_waiting_ranks()),
       settings_(std::make_shared<const Settings>(
           Settings{config.limits(), config.defaults()})),
       engine_(backend),
@@ -73,7 +75,7 @@ std::shared_ptr<const AutotuneService::Settings> AutotuneService::settings() con
 void AutotuneService::UpdateSettings(const config::Limits& limits,
                                      const config::Defaults& defaults) {
   auto next = std::make_shared<const Settings>(Settings{limits, defaults});
-  admission_.SetLimit(limits.max_concurrent_rounds());
+  admission_.SetLimits(limits.max_concurrent_rounds(), limits.max_waiting_ranks());
   absl::MutexLock lock(&settings_mu_);
   settings_ = std::move(next);
 }
@@ -127,7 +129,15 @@ grpc::Status AutotuneService::Tune(grpc::ServerContext* context,
   absl::StatusOr<ValidRequest> valid = ValidateTune(*request, Validation(*now));
   if (!valid.ok()) return Reject(valid.status(), "tune");
   valid->received = received;
-  absl::StatusOr<Admission::Ticket> ticket = admission_.Admit();
+  if (!valid->per_rank) {
+    // Cheap: neither waits nor measures, so it takes no slot.
+    if (std::optional<v1::TuneResponse> cached = solver_.CachedRound(*valid)) {
+      *response = *std::move(cached);
+      return grpc::Status::OK;
+    }
+  }
+  absl::StatusOr<Admission::Ticket> ticket = admission_.Admit(
+      valid->per_rank ? Admission::Slot::kWaiting : Admission::Slot::kDevices);
   if (!ticket.ok()) return Reject(ticket.status(), "tune");
   if (!valid->per_rank) {
     *response = solver_.RunRound(*valid);
@@ -152,7 +162,9 @@ grpc::Status AutotuneService::Sweep(grpc::ServerContext* context,
   absl::StatusOr<std::vector<ValidRequest>> sizes =
       ValidateSweep(*request, Validation(*now));
   if (!sizes.ok()) return Reject(sizes.status(), "sweep");
-  absl::StatusOr<Admission::Ticket> ticket = admission_.Admit();
+  absl::StatusOr<Admission::Ticket> ticket =
+      admission_.Admit(!sizes->empty() && sizes->front().per_rank ? Admission::Slot::kWaiting
+                                                                  : Admission::Slot::kDevices);
   if (!ticket.ok()) return Reject(ticket.status(), "sweep");
   std::vector<v1::ProblemResult> results;
   const int total = static_cast<int>(sizes->size());

@@ -15,8 +15,10 @@
 //
 // Status codes: INVALID_ARGUMENT naming the field for an invalid request,
 // UNIMPLEMENTED for a group shape this daemon does not serve (nothing is
-// measured for either); RESOURCE_EXHAUSTED when limits.max_concurrent_rounds
-// Tune and Sweep calls are in progress; UNAVAILABLE "draining: ..." after
+// measured for either); RESOURCE_EXHAUSTED when the call's admission pool is
+// full (limits.max_concurrent_rounds whole-group calls that measure,
+// limits.max_waiting_ranks per-rank calls; a whole-group call answered wholly
+// from the cache takes no slot: daemon/admission); UNAVAILABLE "draining: ..." after
 // BeginDrain (calls in progress run to their answer); CANCELLED for a sweep
 // whose client cancelled or went away; FAILED_PRECONDITION from ListCache
 // and ClearCache when the cache is disabled; a per-rank round's own (see

@@ -258,6 +258,51 @@ TEST_CASE("the figures count rounds, results, lookups, rejections and cut-offs")
   CHECK_THAT(text, Catch::Contains("autotuned_cache_entries 2\n"));
 }
 
+TEST_CASE("ranks waiting in the rendezvous never block cache hits or measurements") {
+  Fixture f("pools", [](config::DaemonConfig* c) {
+    c->mutable_limits()->set_max_concurrent_rounds(1);
+    c->mutable_limits()->set_max_waiting_ranks(2);
+  });
+  v1::TuneResponse resp;
+  REQUIRE(f.Tune(Request({"all_reduce/a"}, 4096), &resp).ok());  // stored
+  // Every waiting slot taken by lone ranks in long windows.
+  std::vector<std::thread> lone;
+  std::vector<Answer> waited(2);
+  for (int i = 0; i < 2; ++i) {
+    lone.emplace_back([&, i] {
+      waited[i].status = f.Tune(RankRequest(absl::StrCat("lone", i), 0, 2, 3000000),
+                                &waited[i].response);
+    });
+  }
+  REQUIRE(InFlight(f, 2));
+  grpc::Status third = f.Tune(RankRequest("lone3", 0, 2), &resp);
+  CHECK(third.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK_THAT(third.error_message(), Catch::Contains("limits.max_waiting_ranks = 2"));
+  // A cache hit and a measured whole-group call are still served.
+  REQUIRE(f.Tune(Request({"all_reduce/a"}, 4096), &resp).ok());
+  CHECK(resp.results(0).status() == v1::CACHED);
+  REQUIRE(f.Tune(Request({"all_reduce/a"}, 8192), &resp).ok());
+  CHECK(resp.results(0).status() == v1::TUNED);
+  // The device slot taken too: a cache hit is still answered.
+  v1::TuneRequest slow = Request({"all_reduce/hang"});
+  slow.mutable_options()->set_timeout_ms(500);
+  std::thread busy([&] {
+    v1::TuneResponse r;
+    CHECK(f.Tune(slow, &r).ok());
+  });
+  REQUIRE(InFlight(f, 3));
+  CHECK(f.Tune(Request({"all_reduce/b"}), &resp).error_code() ==
+        grpc::StatusCode::RESOURCE_EXHAUSTED);
+  REQUIRE(f.Tune(Request({"all_reduce/a"}, 8192), &resp).ok());
+  CHECK(resp.results(0).status() == v1::CACHED);
+  busy.join();
+  for (std::thread& t : lone) t.join();
+  for (const Answer& a : waited) {
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::FALLBACK);
+  }
+}
+
 TEST_CASE("one round over max_concurrent_rounds is RESOURCE_EXHAUSTED") {
   Fixture f("busy", [](config::DaemonConfig* c) {
     c->mutable_limits()->set_max_concurrent_rounds(1);

@@ -114,14 +114,36 @@ std::array<int64_t, 5> Solver::CountResults(const v1::TuneResponse& response) {
 
 v1::TuneResponse Solver::RunRound(const ValidRequest& request) {
   const absl::Time start = absl::Now();
+  std::vector<v1::ProblemResult> results;
+  for (const ValidProblem& p : request.problems) results.push_back(Solve(p, request));
+  return Finish(request, start, std::move(results));
+}
+
+std::optional<v1::TuneResponse> Solver::CachedRound(const ValidRequest& request) {
+  if (cache_ == nullptr || request.refresh) return std::nullopt;
+  const absl::Time start = absl::Now();
+  std::vector<v1::ProblemResult> results;
+  for (const ValidProblem& p : request.problems) {
+    const std::string key_text = KeyText(p, request);
+    std::optional<v1::ProblemResult> hit = cache_->Lookup(CacheKeyDigest(key_text), key_text);
+    if (!hit) return std::nullopt;
+    hit->set_status(v1::CACHED);
+    hit->mutable_problem()->set_label(p.canonical.label());
+    results.push_back(*std::move(hit));
+  }
+  metrics_->cache_hits->Increment(static_cast<int64_t>(results.size()));
+  return Finish(request, start, std::move(results));
+}
+
+v1::TuneResponse Solver::Finish(const ValidRequest& request, absl::Time start,
+                                std::vector<v1::ProblemResult> results) {
   metrics_->rounds->Increment();
   v1::TuneResponse response = NewResponse(NextRoundId());
   std::vector<std::string> winners;
-  for (const ValidProblem& p : request.problems) {
-    v1::ProblemResult* r = response.add_results();
-    *r = Solve(p, request);
-    winners.push_back(
-        absl::StrCat(Describe(p.spec), "->", r->winner().empty() ? "none" : r->winner()));
+  for (size_t i = 0; i < results.size(); ++i) {
+    const v1::ProblemResult& r = *response.add_results() = std::move(results[i]);
+    winners.push_back(absl::StrCat(Describe(request.problems[i].spec), "->",
+                                   r.winner().empty() ? "none" : r.winner()));
   }
   const std::array<int64_t, 5> counts = CountResults(response);
   const absl::Duration took = absl::Now() - start;

@@ -72,11 +72,18 @@ class Solver {
   // A whole-group round: a new round id, every problem Solved in order, one
   // log line, the round and its results counted.
   v1::TuneResponse RunRound(const ValidRequest& request);
+  // RunRound when every problem is in the cache (a whole-group call that
+  // neither waits nor measures); none otherwise (nothing counted then).
+  std::optional<v1::TuneResponse> CachedRound(const ValidRequest& request);
   // Counts the results of an answered round by status (metrics), and
   // returns the counts, indexed by v1::DecisionStatus.
   std::array<int64_t, 5> CountResults(const v1::TuneResponse& response);
 
  private:
+  // A round of `results` (one per problem, in order): logged and counted.
+  v1::TuneResponse Finish(const ValidRequest& request, absl::Time start,
+                          std::vector<v1::ProblemResult> results);
+
   // Constant after construction.
   Backend* const backend_;
   ResultCache* const cache_;
