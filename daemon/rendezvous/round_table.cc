@@ -52,6 +52,9 @@ struct RoundTable::KeyState {
   std::map<int64_t, std::shared_ptr<Round>> rounds;
   int64_t next_sequence = 0;
   absl::Time last_ask;
+  // Rounds in a row decided without every rank in time (a window closed,
+  // or an error); reset by a measured round and by a re-sync.
+  int missed_in_row = 0;
 
   bool InStep() const {
     return std::all_of(asks.begin(), asks.end(),
@@ -187,6 +190,14 @@ void RoundTable::Unlist(const Round* round) {
 
 void RoundTable::Decide(Round* round, Decision decision, absl::Time now) {
   if (round->state == Round::State::kOpen) Unlist(round);
+  if (auto k = keys_.find(round->key_text); k != keys_.end() && !round->dropped) {
+    int& missed = k->second->missed_in_row;
+    if (decision.verdict == Verdict::kMeasured) missed = 0;
+    if (decision.verdict == Verdict::kError ||
+        (decision.verdict == Verdict::kFallback && round->state == Round::State::kOpen)) {
+      ++missed;
+    }
+  }
   decision.world_size = round->world_size;
   round->decision = std::move(decision);
   round->state = Round::State::kDecided;
@@ -332,8 +343,46 @@ absl::StatusOr<Arrival> RoundTable::Arrive(const ArriveRequest& request) {
     return Answer(prev);
   }
 
+  const bool resynced = ks.missed_in_row >= options_.resync_after_missed_rounds;
+  if (resynced) Resync(ks);
+
   bool opened = false;
   AT_ASSIGN_OR_RETURN(std::shared_ptr<Round> round, RoundFor(ks, request, now, &opened));
+  AT_ASSIGN_OR_RETURN(Arrival out, Join(ks, round, request, opened, now));
+  out.resynced = resynced;
+  return out;
+}
+
+void RoundTable::Resync(KeyState& ks) {
+  // The oldest round still waiting for ranks, else the next one.
+  int64_t base = ks.next_sequence;
+  for (const auto& [sequence, r] : ks.rounds) {
+    if (r->state == Round::State::kOpen) {
+      base = sequence;
+      break;
+    }
+  }
+  for (int64_t& asked : ks.asks) asked = std::max(asked, base);
+  // Decided rounds before it: every rank has asked for them or skips them.
+  for (auto it = ks.rounds.begin(); it != ks.rounds.end() && it->first < base;) {
+    Round* r = it->second.get();
+    if (r->state != Round::State::kDecided) {
+      ++it;
+      continue;
+    }
+    if (r->kept) {
+      r->kept = false;
+      --kept_;
+    }
+    r->dropped = true;
+    it = ks.rounds.erase(it);
+  }
+  ks.missed_in_row = 0;
+  ++resyncs_;
+}
+
+absl::StatusOr<Arrival> RoundTable::Join(KeyState& ks, const std::shared_ptr<Round>& round,
+                         const ArriveRequest& request, bool opened, absl::Time now) {
   if (round->state == Round::State::kOpen) {
     if (Round* other = Conflicting(request.key.group_id, round.get())) {
       CountAsk(ks, round.get(), request.rank);
@@ -537,6 +586,11 @@ int RoundTable::blocked() const {
 int RoundTable::rounds_kept() const {
   absl::MutexLock lock(&mu_);
   return kept_;
+}
+
+int64_t RoundTable::resyncs() const {
+  absl::MutexLock lock(&mu_);
+  return resyncs_;
 }
 
 int RoundTable::keys() const {

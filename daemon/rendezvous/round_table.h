@@ -7,7 +7,9 @@
 //
 // Contract:
 //  - Arrive returns the decision of the caller's round (Arrival::decision):
-//    the same for every rank of the round, including ranks that ask later.
+//    the same for every rank of the round, including ranks that ask later
+//    (unless the key was re-synced since: a rank behind skips the decided
+//    rounds before the key's oldest undecided one; RoundTableOptions).
 //    Exactly one caller of a GO round gets Arrival::run instead and must
 //    call Publish once; a caller that asked with return_on_go leaves with
 //    Arrival::go once that runner Announces a cross-daemon run.
@@ -117,6 +119,9 @@ struct Arrival {
   // True for the caller whose ask completed a round that fell back at its
   // window (once per round).
   bool measure_in_background = false;
+  // True when this ask re-synced its key's ranks first (RoundTableOptions::
+  // resync_after_missed_rounds).
+  bool resynced = false;
   int64_t sequence = 0;  // the round's number within its key
   uint64_t round_id = 0;  // unique within this table
   std::shared_ptr<Round> round;  // opaque, for Publish
@@ -128,6 +133,11 @@ struct Arrival {
 struct RoundTableOptions {
   absl::Duration decision_ttl = absl::Minutes(10);
   int max_rounds_kept = 4096;
+  // After this many rounds of a key in a row decided without every rank in
+  // time (config rendezvous.resync_after_missed_rounds), the key's ranks are
+  // taken to be out of step and the next ask re-syncs them (docs/protocol.md,
+  // "Out of step").
+  int resync_after_missed_rounds = 4;
 };
 
 class RoundTable {
@@ -160,6 +170,8 @@ class RoundTable {
   int rounds_kept() const ABSL_LOCKS_EXCLUDED(mu_);
   // Keys with any state (rounds or sequence counters).
   int keys() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Re-syncs of out-of-step keys so far.
+  int64_t resyncs() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct KeyState;
@@ -176,6 +188,15 @@ class RoundTable {
                                                   absl::Time now, bool* opened)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountAsk(KeyState& ks, Round* round, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts this ask in `round` (opened by it when `opened`) and waits for
+  // its decision: the rest of Arrive.
+  absl::StatusOr<Arrival> Join(KeyState& ks, const std::shared_ptr<Round>& round,
+                               const ArriveRequest& request, bool opened, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Out of step: every rank behind the key's oldest round still waiting for
+  // ranks (or, with none, its next round) moves up to it, and the decided
+  // rounds before it are forgotten.
+  void Resync(KeyState& ks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails both undecided rounds of a group that disagree; `round`'s answer.
   Arrival FailMismatch(Round* other, const std::shared_ptr<Round>& round, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -233,6 +254,7 @@ class RoundTable {
   std::deque<std::weak_ptr<Round>> kept_order_ ABSL_GUARDED_BY(mu_);
   int kept_ ABSL_GUARDED_BY(mu_) = 0;
   int blocked_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t resyncs_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rendezvous

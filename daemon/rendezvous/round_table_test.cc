@@ -442,6 +442,116 @@ TEST_CASE("retention: a rank later than what is kept gets a clear error, alone")
   CHECK(table.keys() == 1);  // "c" is gone; the new key keeps its round
 }
 
+// Waits (real time, bounded) until `p` is answered or `n` callers are blocked.
+bool Settled(Pending& p, const RoundTable& table, int n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    if (Ready(p) || table.blocked() == n) return true;
+    absl::SleepFor(absl::Microseconds(200));
+  }
+  return false;
+}
+
+// A lone ask of `rank` of a two-rank group: it waits for its window, which
+// the test closes.
+void LoneAsk(RoundTable& table, FakeClock& clock, int rank) {
+  Pending p = Async(table, Ask(rank, 2));
+  REQUIRE(Settled(p, table, 1));
+  while (!Ready(p)) {
+    clock.Advance(kWindow);
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  REQUIRE(p.get().ok());
+}
+
+// One step of a two-rank group whose ranks ask at about the same time, rank
+// 0 first; a round both ranks make in time is measured. True when both got
+// the same measured round.
+bool Step(RoundTable& table, FakeClock& clock) {
+  Pending first = Async(table, Ask(0, 2));
+  REQUIRE(Settled(first, table, 1));
+  Pending second = Async(table, Ask(1, 2));
+  std::vector<Arrival> arrivals;
+  std::vector<Pending*> pending = {&first, &second};
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!pending.empty() && absl::Now() < deadline) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (!Ready(**it)) {
+        ++it;
+        continue;
+      }
+      absl::StatusOr<Arrival> a = (*it)->get();
+      REQUIRE(a.ok());
+      if (a->run) table.Publish(*a, *Answer("measured", v1::TUNED));
+      arrivals.push_back(*a);
+      it = pending.erase(it);
+    }
+    if (!pending.empty() && table.blocked() == static_cast<int>(pending.size())) {
+      clock.Advance(kWindow);
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  REQUIRE(arrivals.size() == 2);
+  const bool runner = arrivals[0].run || arrivals[1].run;
+  const bool same = arrivals[0].round_id == arrivals[1].round_id;
+  return runner && same;
+}
+
+TEST_CASE("a stray caller's extra asks for one rank: the group re-syncs within a bound") {
+  FakeClock clock;
+  RoundTableOptions options;
+  options.resync_after_missed_rounds = 3;
+  RoundTable table(&clock, options);
+  for (int i = 0; i < 20; ++i) LoneAsk(table, clock, 0);
+  // The real ranks: every round measured again after at most
+  // resync_after_missed_rounds + 1 steps, and in step from then on.
+  int first_measured = -1;
+  for (int step = 0; step < 10; ++step) {
+    const bool measured = Step(table, clock);
+    if (measured && first_measured < 0) first_measured = step;
+    if (first_measured >= 0) CHECK(measured);
+  }
+  CHECK(first_measured >= 0);
+  CHECK(first_measured <= 4);
+  CHECK(table.resyncs() >= 1);
+  CHECK(table.rounds_kept() <= 3);  // the stray's rounds are forgotten
+}
+
+TEST_CASE("a rank restarted one round behind the others: the group re-syncs") {
+  FakeClock clock;
+  RoundTableOptions options;
+  options.resync_after_missed_rounds = 3;
+  RoundTable table(&clock, options);
+  LoneAsk(table, clock, 0);  // rank 1 died before asking; it restarts from 0
+  int first_measured = -1;
+  for (int step = 0; step < 8; ++step) {
+    const bool measured = Step(table, clock);
+    if (measured && first_measured < 0) first_measured = step;
+    if (first_measured >= 0) CHECK(measured);
+  }
+  CHECK(first_measured >= 0);
+  CHECK(first_measured <= 4);
+  CHECK(table.resyncs() == 1);
+}
+
+TEST_CASE("fewer rounds in a row missing ranks than the bound: a late rank still joins "
+          "its own round") {
+  FakeClock clock;
+  RoundTableOptions options;
+  options.resync_after_missed_rounds = 3;
+  RoundTable table(&clock, options);
+  LoneAsk(table, clock, 0);
+  LoneAsk(table, clock, 0);
+  for (int64_t round = 0; round < 2; ++round) {
+    absl::StatusOr<Arrival> late = table.Arrive(Ask(1, 2));
+    REQUIRE(late.ok());
+    CHECK(late->sequence == round);
+    CHECK(late->decision.verdict == Verdict::kFallback);
+  }
+  CHECK(table.resyncs() == 0);
+  CHECK(Step(table, clock));
+}
+
 TEST_CASE("a rank outside the world size is refused alone and never joins") {
   FakeClock clock;
   RoundTable table(&clock);

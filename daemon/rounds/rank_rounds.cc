@@ -66,6 +66,11 @@ absl::StatusOr<v1::TuneResponse> RankRounds::Round(const ValidRequest& request,
   absl::StatusOr<rendezvous::Arrival> arrival =
       Arrive(request, round_id, deadline, /*return_on_go=*/go != nullptr);
   if (!arrival.ok()) return arrival.status();
+  if (arrival->resynced) {
+    spdlog::warn("group={} world={}: its ranks were out of step (rounds in a row decided "
+                 "without every rank in time); re-synced at rank {}'s ask, round {}",
+                 request.group_id, request.world_size, request.rank, arrival->sequence);
+  }
   if (arrival->go != nullptr) {  // a follower's rank: its daemon takes part
     *go = arrival->go;
     return v1::TuneResponse();
