@@ -281,6 +281,8 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
                                    c.rendezvous().decision_ttl_ms()));
   AT_RETURN_IF_ERROR(CheckRange("rendezvous.max_rounds_kept",
                                 c.rendezvous().max_rounds_kept(), 1, 1 << 20));
+  AT_RETURN_IF_ERROR(
+      CheckPositive("rendezvous.max_kept_bytes", c.rendezvous().max_kept_bytes()));
   AT_RETURN_IF_ERROR(CheckRange("rendezvous.resync_after_missed_rounds",
                                 c.rendezvous().resync_after_missed_rounds(), 1, 1 << 20));
   return absl::OkStatus();

@@ -41,6 +41,7 @@ struct Round {
   bool background_given = false;
   bool announced = false;  // some caller was handed the decision
   bool kept = false;     // counted in kept_: decided, missing ranks
+  int64_t kept_bytes = 0;  // its decision's size, counted in kept_bytes_ while kept
   bool dropped = false;  // no longer in its key's rounds
 
   absl::CondVar cv;
@@ -78,6 +79,13 @@ std::vector<int> AskedRanks(const Round& r) {
 }
 
 std::string Short(const std::string& digest) { return digest.substr(0, 12); }
+
+// What a kept decision holds in memory, about.
+int64_t DecisionBytes(const Decision& d) {
+  int64_t bytes = static_cast<int64_t>(sizeof(Round) + d.error.message().size());
+  if (d.response != nullptr) bytes += static_cast<int64_t>(d.response->ByteSizeLong());
+  return bytes;
+}
 
 // The errors of one caller, which never joins a round.
 absl::Status CheckAsk(const ArriveRequest& request) {
@@ -161,16 +169,20 @@ Arrival RoundTable::Answer(const std::shared_ptr<Round>& round) {
   return a;
 }
 
+void RoundTable::Unkeep(Round* round) {
+  if (!round->kept) return;
+  round->kept = false;
+  --kept_;
+  kept_bytes_ -= round->kept_bytes;
+}
+
 void RoundTable::DropIfComplete(Round* round) {
   if (round->dropped || round->state != Round::State::kDecided ||
       round->asked_count < round->world_size) {
     return;
   }
   round->dropped = true;
-  if (round->kept) {
-    round->kept = false;
-    --kept_;
-  }
+  Unkeep(round);
   auto it = keys_.find(round->key_text);
   if (it == keys_.end()) return;
   KeyState& ks = *it->second;
@@ -202,6 +214,7 @@ void RoundTable::Decide(Round* round, Decision decision, absl::Time now) {
   round->decision = std::move(decision);
   round->state = Round::State::kDecided;
   round->decided_at = now;
+  round->fallback.reset();  // request-sized, and no longer needed
   round->cv.SignalAll();
   if (round->asked_count < round->world_size) {
     auto it = keys_.find(round->key_text);
@@ -209,8 +222,11 @@ void RoundTable::Decide(Round* round, Decision decision, absl::Time now) {
       auto r = it->second->rounds.find(round->sequence);
       if (r != it->second->rounds.end()) {
         round->kept = true;
+        round->kept_bytes = DecisionBytes(round->decision);
         ++kept_;
+        kept_bytes_ += round->kept_bytes;
         kept_order_.push_back(r->second);
+        ForgetKept(now);  // the bounds hold at every moment
       }
     }
   } else {
@@ -289,13 +305,13 @@ void RoundTable::ForgetKept(absl::Time now) {
       kept_order_.pop_front();
       continue;
     }
-    if (kept_ <= options_.max_rounds_kept && now < r->decided_at + options_.decision_ttl) {
+    if (kept_ <= options_.max_rounds_kept && kept_bytes_ <= options_.max_kept_bytes &&
+        now < r->decided_at + options_.decision_ttl) {
       break;
     }
     kept_order_.pop_front();
-    r->kept = false;
+    Unkeep(r.get());
     r->dropped = true;
-    --kept_;
     auto it = keys_.find(r->key_text);
     if (it != keys_.end()) it->second->rounds.erase(r->sequence);
   }
@@ -370,10 +386,7 @@ void RoundTable::Resync(KeyState& ks) {
       ++it;
       continue;
     }
-    if (r->kept) {
-      r->kept = false;
-      --kept_;
-    }
+    Unkeep(r);
     r->dropped = true;
     it = ks.rounds.erase(it);
   }
@@ -442,6 +455,7 @@ absl::StatusOr<std::shared_ptr<Round>> RoundTable::RoundFor(KeyState& ks,
         "(rendezvous.decision_ttl_ms = ",
         absl::ToInt64Milliseconds(options_.decision_ttl),
         ", rendezvous.max_rounds_kept = ", options_.max_rounds_kept,
+        ", rendezvous.max_kept_bytes = ", options_.max_kept_bytes,
         "); the other ranks were answered without it"));
   }
   auto round = std::make_shared<Round>();
@@ -586,6 +600,11 @@ int RoundTable::blocked() const {
 int RoundTable::rounds_kept() const {
   absl::MutexLock lock(&mu_);
   return kept_;
+}
+
+int64_t RoundTable::kept_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return kept_bytes_;
 }
 
 int64_t RoundTable::resyncs() const {

@@ -128,11 +128,15 @@ struct Arrival {
 };
 
 // Retention of decided rounds that still miss ranks, for those ranks
-// (config rendezvous.decision_ttl_ms and max_rounds_kept; the rules are in
+// (config rendezvous.decision_ttl_ms, max_rounds_kept and max_kept_bytes;
+// the rules are in
 // docs/protocol.md, "Retention").
 struct RoundTableOptions {
   absl::Duration decision_ttl = absl::Minutes(10);
   int max_rounds_kept = 4096;
+  // At most this many bytes of decisions kept (config
+  // rendezvous.max_kept_bytes; the oldest decision is forgotten first).
+  int64_t max_kept_bytes = int64_t{256} << 20;
   // After this many rounds of a key in a row decided without every rank in
   // time (config rendezvous.resync_after_missed_rounds), the key's ranks are
   // taken to be out of step and the next ask re-syncs them (docs/protocol.md,
@@ -168,6 +172,8 @@ class RoundTable {
   int blocked() const ABSL_LOCKS_EXCLUDED(mu_);
   // Decided rounds still missing ranks, kept for them.
   int rounds_kept() const ABSL_LOCKS_EXCLUDED(mu_);
+  // What the kept rounds' decisions hold, in bytes (about).
+  int64_t kept_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
   // Keys with any state (rounds or sequence counters).
   int keys() const ABSL_LOCKS_EXCLUDED(mu_);
   // Re-syncs of out-of-step keys so far.
@@ -221,6 +227,8 @@ class RoundTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FALLBACK for a round whose window (open) or run bound (running) passed.
   void DecideOverdue(Round* round, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // No longer counts `round` as kept (if it was).
+  void Unkeep(Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes `round` from the undecided rounds of its group.
   void Unlist(const Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops `round` from its key once decided with every rank counted.
@@ -253,6 +261,7 @@ class RoundTable {
   // rounds completed since are skipped when reached).
   std::deque<std::weak_ptr<Round>> kept_order_ ABSL_GUARDED_BY(mu_);
   int kept_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int blocked_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t resyncs_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/rendezvous/fake_clock.h"
 
@@ -550,6 +551,33 @@ TEST_CASE("fewer rounds in a row missing ranks than the bound: a late rank still
   }
   CHECK(table.resyncs() == 0);
   CHECK(Step(table, clock));
+}
+
+TEST_CASE("retention in bytes: kept answers never exceed max_kept_bytes, whatever the "
+          "requests' sizes") {
+  FakeClock clock;
+  RoundTableOptions options;
+  options.max_kept_bytes = 3 * (1 << 20) + (1 << 19);
+  RoundTable table(&clock, options);
+  auto big = std::make_shared<v1::TuneResponse>(*Answer("default", v1::FALLBACK));
+  big->mutable_results(0)->mutable_problem()->set_label(std::string(1 << 20, 'x'));
+  for (int i = 0; i < 10; ++i) {
+    ArriveRequest r = Ask(0, 2, Key(absl::StrCat("p", i)));
+    r.window = absl::ZeroDuration();
+    r.fallback = big;
+    REQUIRE(table.Arrive(r)->decision.verdict == Verdict::kFallback);
+    CHECK(table.kept_bytes() <= options.max_kept_bytes);
+  }
+  CHECK(table.rounds_kept() == 3);
+  CHECK(table.kept_bytes() > 3 * (1 << 20));
+  absl::StatusOr<Arrival> forgotten = table.Arrive(Ask(1, 2, Key("p0")));
+  CHECK(forgotten.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(forgotten.status().message()),
+             Catch::Contains("rendezvous.max_kept_bytes = 3670016"));
+  absl::StatusOr<Arrival> kept = table.Arrive(Ask(1, 2, Key("p9")));
+  REQUIRE(kept.ok());
+  CHECK(kept->decision.response->results(0).problem().label().size() == 1 << 20);
+  CHECK(table.rounds_kept() == 2);
 }
 
 TEST_CASE("a rank outside the world size is refused alone and never joins") {

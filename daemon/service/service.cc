@@ -20,6 +20,7 @@ rounds::RankRoundsOptions RoundsOptions(const config::DaemonConfig& config,
   rounds::RankRoundsOptions options;
   options.table.decision_ttl = absl::Milliseconds(config.rendezvous().decision_ttl_ms());
   options.table.max_rounds_kept = config.rendezvous().max_rounds_kept();
+  options.table.max_kept_bytes = config.rendezvous().max_kept_bytes();
   options.table.resync_after_missed_rounds =
       config.rendezvous().resync_after_missed_rounds();
   options.measure_after_fallback = config.rendezvous().measure_after_fallback();
