@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <thread>
 
@@ -301,6 +303,35 @@ TEST_CASE("ranks waiting in the rendezvous never block cache hits or measurement
     REQUIRE(a.status.ok());
     CHECK(a.response.results(0).status() == v1::FALLBACK);
   }
+}
+
+TEST_CASE("the cache keeps no caller's label: each caller gets its own back") {
+  Fixture f("labels");
+  v1::TuneRequest first = Request({"all_reduce/a", "all_reduce/b"});
+  first.mutable_problems(0)->set_label("secret-label-of-caller-one");
+  v1::TuneResponse resp;
+  REQUIRE(f.Tune(first, &resp).ok());
+  REQUIRE(resp.results(0).status() == v1::TUNED);
+  CHECK(resp.results(0).problem().label() == "secret-label-of-caller-one");
+  grpc::ClientContext ctx;
+  v1::ListCacheResponse listed;
+  REQUIRE(f.stub().ListCache(&ctx, {}, &listed).ok());
+  REQUIRE(listed.entries_size() == 1);
+  CHECK(listed.entries(0).problem().label().empty());
+  grpc::ClientContext info_ctx;
+  v1::NodeInfoResponse node;
+  REQUIRE(f.stub().NodeInfo(&info_ctx, {}, &node).ok());
+  const std::string file =
+      absl::StrCat(node.cache_dir(), "/", listed.entries(0).key(), ".entry");
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_FALSE(bytes.empty());
+  CHECK(bytes.find("secret-label") == std::string::npos);
+  v1::TuneRequest second = first;
+  second.mutable_problems(0)->set_label("caller-two");
+  REQUIRE(f.Tune(second, &resp).ok());
+  CHECK(resp.results(0).status() == v1::CACHED);
+  CHECK(resp.results(0).problem().label() == "caller-two");
 }
 
 TEST_CASE("one round over max_concurrent_rounds is RESOURCE_EXHAUSTED") {

@@ -25,6 +25,26 @@ std::array<int64_t, 5> Tally(const v1::TuneResponse& response) {
   return counts;
 }
 
+// What the cache keeps of a result: none of the caller's display strings
+// (the problem's label, the names of candidates the ranks run; a client
+// winner is kept by its key). Each caller gets its own back on the way out
+// (Solve, CachedRound, RestoreLabels).
+v1::ProblemResult StoredResult(v1::ProblemResult result) {
+  v1::Problem* problem = result.mutable_problem();
+  problem->clear_label();
+  for (v1::Candidate& c : *problem->mutable_candidates()) {
+    if (c.has_client()) c.mutable_client()->clear_name();
+  }
+  for (v1::CandidateResult& c : *result.mutable_ranked()) {
+    if (c.candidate().has_client()) c.mutable_candidate()->mutable_client()->clear_name();
+  }
+  const int w = result.winner_index();
+  if (w >= 0 && w < problem->candidates_size() && problem->candidates(w).has_client()) {
+    result.set_winner(problem->candidates(w).client().key());
+  }
+  return result;
+}
+
 }  // namespace
 
 Solver::Solver(Backend* backend, ResultCache* cache, Engine* engine,
@@ -94,7 +114,7 @@ v1::ProblemResult Solver::Measured(const ValidProblem& problem, const ValidReque
   v1::ProblemResult result = ToProblemResult(problem, ranked);
   result.set_cache_key(key);
   if (cache_ != nullptr && may_store && result.status() == v1::TUNED) {
-    absl::Status stored = cache_->Store(key, key_text, result);
+    absl::Status stored = cache_->Store(key, key_text, StoredResult(result));
     if (!stored.ok()) {
       spdlog::warn("cache: not stored ({}): {}", key, stored.ToString());
     }

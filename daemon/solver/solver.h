@@ -53,7 +53,7 @@ class Solver {
   // The cache key text of `problem` of `request` on this node: its shape,
   // timing mode and the links between its ranks' GPUs (PlacementText).
   std::string KeyText(const ValidProblem& problem, const ValidRequest& request) const;
-  // The cached answer, CACHED (with the label it was stored with), or none:
+  // The cached answer, CACHED (without labels: the cache keeps none), or none:
   // no cache, request.refresh, or a miss. Counts the lookup.
   std::optional<v1::ProblemResult> Cached(const ValidProblem& problem,
                                           const ValidRequest& request);
