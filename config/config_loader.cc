@@ -251,6 +251,8 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   AT_RETURN_IF_ERROR(
       CheckPositive("limits.max_waiting_ranks", l.max_waiting_ranks()));
 
+  AT_RETURN_IF_ERROR(CheckPositive("cache.max_entries", c.cache().max_entries()));
+  AT_RETURN_IF_ERROR(CheckPositive("cache.max_bytes", c.cache().max_bytes()));
   if (c.cache().enabled() && c.cache().dir().empty()) {
     return absl::InvalidArgumentError(
         "cache.dir: must not be empty when cache.enabled is true");

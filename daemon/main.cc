@@ -131,7 +131,9 @@ int Run() {
   std::unique_ptr<ResultCache> cache;
   if (config->cache().enabled()) {
     absl::StatusOr<std::unique_ptr<ResultCache>> opened =
-        ResultCache::Open(config->cache().dir());
+        ResultCache::Open(config->cache().dir(),
+                          ResultCacheOptions{config->cache().max_entries(),
+                                             config->cache().max_bytes()});
     if (!opened.ok()) {
       spdlog::error("cache: {}", opened.status().ToString());
       return 1;

@@ -89,7 +89,7 @@ absl::StatusOr<std::string> LoadEpoch(const std::string& dir) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ResultCache>> ResultCache::Open(
-    const std::string& dir) {
+    const std::string& dir, const ResultCacheOptions& options) {
   if (dir.empty()) {
     return absl::InvalidArgumentError("result cache: empty directory name");
   }
@@ -125,16 +125,101 @@ absl::StatusOr<std::unique_ptr<ResultCache>> ResultCache::Open(
       "result cache: {} entries loaded from {}, {} corrupt files "
       "ignored, epoch {}",
       entries.size(), dir, corrupt, *epoch);
-  return std::unique_ptr<ResultCache>(
-      new ResultCache(dir, std::move(entries), corrupt, *std::move(epoch)));
+  std::unique_ptr<ResultCache> cache(
+      new ResultCache(dir, std::move(entries), corrupt, *std::move(epoch), options));
+  absl::MutexLock write_lock(&cache->write_mu_);
+  cache->EvictOverBounds("");
+  return cache;
 }
 
 ResultCache::ResultCache(std::string dir, EntryMap entries,
-                         int64_t corrupt_files, std::string epoch)
+                         int64_t corrupt_files, std::string epoch,
+                         const ResultCacheOptions& options)
     : dir_(std::move(dir)),
       entries_(std::move(entries)),
       corrupt_files_(corrupt_files),
-      epoch_(std::move(epoch)) {}
+      epoch_(std::move(epoch)),
+      options_(options) {
+  Recount();
+}
+
+void ResultCache::Recount() {
+  absl::MutexLock lock(&mu_);
+  bytes_ = 0;
+  order_.clear();
+  age_.clear();
+  std::vector<const cache::CacheEntry*> by_age;
+  for (const auto& kv : entries_) by_age.push_back(kv.second.get());
+  std::sort(by_age.begin(), by_age.end(), [](const auto* a, const auto* b) {
+    return std::make_pair(a->stored_unix_ms(), a->key()) <
+           std::make_pair(b->stored_unix_ms(), b->key());
+  });
+  for (const cache::CacheEntry* e : by_age) Count(*e);
+}
+
+void ResultCache::Count(const cache::CacheEntry& entry) {
+  bytes_ += static_cast<int64_t>(entry.ByteSizeLong());
+  const int64_t age = next_age_++;
+  order_.emplace(age, entry.key());
+  age_[entry.key()] = age;
+}
+
+void ResultCache::Uncount(const cache::CacheEntry& entry) {
+  bytes_ -= static_cast<int64_t>(entry.ByteSizeLong());
+  auto it = age_.find(entry.key());
+  if (it == age_.end()) return;
+  order_.erase(it->second);
+  age_.erase(it);
+}
+
+void ResultCache::EvictOverBounds(const std::string& keep) {
+  std::vector<std::string> evicted;
+  {
+    absl::MutexLock lock(&mu_);
+    auto over = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return static_cast<int64_t>(entries_.size()) > options_.max_entries ||
+             bytes_ > options_.max_bytes;
+    };
+    for (auto it = order_.begin(); it != order_.end() && over();) {
+      const std::string key = (it++)->second;
+      if (key == keep) continue;
+      auto entry = entries_.find(key);
+      Uncount(*entry->second);
+      entries_.erase(entry);
+      evicted.push_back(key);
+    }
+    evictions_ += static_cast<int64_t>(evicted.size());
+  }
+  if (evicted.empty()) return;
+  for (const std::string& key : evicted) {
+    absl::Status removed = cache_internal::RemoveFile(EntryPath(dir_, key));
+    if (!removed.ok() && !absl::IsNotFound(removed)) {
+      spdlog::warn("result cache: evicted {} from memory, but its file stays: {}", key,
+                   removed.ToString());
+    }
+  }
+  absl::StatusOr<std::string> epoch = NewEpoch(dir_);
+  if (epoch.ok()) {
+    absl::MutexLock lock(&mu_);
+    epoch_ = *epoch;
+  } else {
+    spdlog::warn("result cache: the epoch was not renewed after evicting: {}",
+                 epoch.status().ToString());
+  }
+  spdlog::info("result cache: evicted the {} oldest entries (cache.max_entries = {}, "
+               "cache.max_bytes = {})",
+               evicted.size(), options_.max_entries, options_.max_bytes);
+}
+
+int64_t ResultCache::evictions() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return evictions_;
+}
+
+int64_t ResultCache::bytes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return bytes_;
+}
 
 std::string ResultCache::epoch() const {
   absl::ReaderMutexLock lock(&mu_);
@@ -201,8 +286,12 @@ absl::Status ResultCache::Store(const std::string& key,
   }
   {
     absl::MutexLock lock(&mu_);
-    entries_[key] = std::move(shared);
+    std::shared_ptr<const cache::CacheEntry>& slot = entries_[key];
+    if (slot != nullptr) Uncount(*slot);
+    slot = std::move(shared);
+    Count(*slot);
   }
+  EvictOverBounds(key);
   return cache_internal::SyncDir(dir_);
 }
 
@@ -265,6 +354,7 @@ absl::StatusOr<int64_t> ResultCache::Clear() {
       for (const std::string& key : removed_keys) entries_.erase(key);
     }
   }
+  Recount();
   // Renewed even when nothing was removed; a failure to write it leaves the
   // old one in place (reported, as a failed removal is).
   absl::StatusOr<std::string> epoch = NewEpoch(dir_);

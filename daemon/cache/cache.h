@@ -14,10 +14,16 @@
 // is logged with spdlog::warn naming the file and the reason, counted
 // (corrupt_files()) and ignored: never fatal, never deleted except by Clear().
 //
+// Bounds (ResultCacheOptions): at most max_entries entries and max_bytes
+// bytes of them (an entry's size is its encoded record's); past either, the
+// oldest entries (by the time they were stored) are evicted, file and
+// memory, at Open and at every Store, never the entry just stored.
+//
 // The epoch: a random id (32 hex digits) naming the cache's contents, kept
 // in the file "epoch" of the directory (written atomically; made when
-// missing or unreadable) and renewed by Clear, so clients that keep
-// decisions of their own key them on it (NodeInfo.cache_epoch).
+// missing or unreadable) and renewed whenever entries are removed (Clear,
+// eviction), so clients that keep decisions of their own key them on it
+// (NodeInfo.cache_epoch): the same epoch means no entry was removed since.
 //
 // Thread-safety: every method may be called concurrently. Lookup, List,
 // size and corrupt_files read memory only, under a reader lock that is never
@@ -29,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +50,12 @@
 
 namespace autotuned {
 
+struct ResultCacheOptions {
+  // Config cache.max_entries and cache.max_bytes.
+  int64_t max_entries = 100000;
+  int64_t max_bytes = int64_t{1} << 30;
+};
+
 class ResultCache {
  public:
   // Opens the cache in `dir`: creates it when missing (with its parents, like
@@ -51,7 +64,7 @@ class ResultCache {
   // `dir` is empty; FAILED_PRECONDITION when it exists and is not a
   // directory; the errno's code when it cannot be created or listed.
   static absl::StatusOr<std::unique_ptr<ResultCache>> Open(
-      const std::string& dir);
+      const std::string& dir, const ResultCacheOptions& options = {});
 
   ResultCache(const ResultCache&) = delete;
   ResultCache& operator=(const ResultCache&) = delete;
@@ -92,15 +105,29 @@ class ResultCache {
   const std::string& dir() const { return dir_; }
   // The epoch (above).
   std::string epoch() const;
+  // Entries evicted since Open (the bounds above), and their bytes now.
+  int64_t evictions() const;
+  int64_t bytes() const;
 
  private:
   using EntryMap =
       absl::flat_hash_map<std::string,
                           std::shared_ptr<const cache::CacheEntry>>;
 
-  ResultCache(std::string dir, EntryMap entries, int64_t corrupt_files, std::string epoch);
+  ResultCache(std::string dir, EntryMap entries, int64_t corrupt_files, std::string epoch,
+              const ResultCacheOptions& options);
 
   std::shared_ptr<const cache::CacheEntry> Find(const std::string& key) const;
+  // Counts `entry` in bytes_ and order_ as the newest (Uncount: takes it
+  // out).
+  void Count(const cache::CacheEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Uncount(const cache::CacheEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // bytes_ and order_ anew from entries_.
+  void Recount() ABSL_LOCKS_EXCLUDED(mu_);
+  // Evicts the oldest entries, but `keep`, while over a bound; renews the
+  // epoch when it evicted any.
+  void EvictOverBounds(const std::string& keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string dir_;
   // Serializes Store and Clear; held across their file I/O. Acquired before
@@ -112,6 +139,14 @@ class ResultCache {
   int64_t corrupt_files_ ABSL_GUARDED_BY(mu_);
   int64_t temp_seq_ ABSL_GUARDED_BY(write_mu_) = 0;
   std::string epoch_ ABSL_GUARDED_BY(mu_);
+  const ResultCacheOptions options_;
+  // The entries' keys in the order they were stored (loaded ones by their
+  // stored_unix_ms): oldest first; and each key's place in it.
+  std::map<int64_t, std::string> order_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int64_t> age_ ABSL_GUARDED_BY(mu_);
+  int64_t next_age_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace autotuned

@@ -292,6 +292,59 @@ TEST_CASE("the epoch survives a restart and is renewed by Clear") {
   CHECK(third != second);
 }
 
+TEST_CASE("past max_entries the oldest entries are evicted, files included, and the "
+          "epoch renews") {
+  const std::string dir = NewDir("evict");
+  ResultCacheOptions options;
+  options.max_entries = 3;
+  std::unique_ptr<ResultCache> cache = *ResultCache::Open(dir, options);
+  std::string epoch = cache->epoch();
+  for (int64_t count = 1; count <= 3; ++count) {
+    REQUIRE(cache->Store(KeyFor(count).key, KeyFor(count).text, Result(AllReduce(count), 5)).ok());
+  }
+  CHECK(cache->epoch() == epoch);  // adding removes nothing
+  for (int64_t count = 4; count <= 5; ++count) {
+    REQUIRE(cache->Store(KeyFor(count).key, KeyFor(count).text, Result(AllReduce(count), 5)).ok());
+    CHECK(cache->size() == 3);
+    CHECK(cache->epoch() != epoch);
+    epoch = cache->epoch();
+  }
+  CHECK(cache->evictions() == 2);
+  CHECK_FALSE(cache->Lookup(KeyFor(1).key).has_value());
+  CHECK_FALSE(cache->Lookup(KeyFor(2).key).has_value());
+  CHECK(cache->Lookup(KeyFor(3).key).has_value());
+  CHECK(cache->Lookup(KeyFor(5).key).has_value());
+  CHECK(Names(dir).size() == 3);
+  // A restart with a lower bound evicts the oldest at once.
+  cache.reset();
+  options.max_entries = 1;
+  cache = *ResultCache::Open(dir, options);
+  CHECK(cache->size() == 1);
+  CHECK(cache->evictions() == 2);
+  CHECK(Names(dir).size() == 1);
+}
+
+TEST_CASE("past max_bytes the oldest entries are evicted; never the one just stored") {
+  const std::string dir = NewDir("evict_bytes");
+  ResultCacheOptions options;
+  options.max_bytes = 4096;
+  std::unique_ptr<ResultCache> cache = *ResultCache::Open(dir, options);
+  for (int64_t count = 1; count <= 20; ++count) {
+    REQUIRE(cache->Store(KeyFor(count).key, KeyFor(count).text, Result(AllReduce(count), 5)).ok());
+    CHECK(cache->bytes() <= 4096);
+    CHECK(cache->Lookup(KeyFor(count).key).has_value());
+  }
+  CHECK(cache->evictions() > 0);
+  CHECK(cache->size() + cache->evictions() == 20);
+  CHECK_FALSE(cache->Lookup(KeyFor(1).key).has_value());
+  // One entry over the bound alone stays (the newest is never evicted).
+  v1::ProblemResult huge = Result(AllReduce(99), 5);
+  huge.set_reason(std::string(8192, 'r'));
+  REQUIRE(cache->Store(KeyFor(99).key, KeyFor(99).text, huge).ok());
+  CHECK(cache->size() == 1);
+  CHECK(cache->Lookup(KeyFor(99).key).has_value());
+}
+
 TEST_CASE("Open fails, naming the path, when the directory cannot be made") {
   const std::string dir = NewDir("cache");
   std::unique_ptr<ResultCache> cache = OpenOrDie(dir);

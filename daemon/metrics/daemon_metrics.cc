@@ -79,6 +79,10 @@ DaemonMetrics::DaemonMetrics(Registry* r)
                            "1 once SIGTERM arrived: no new rounds are taken.")),
       cache_entries(r->AddGauge("autotuned_cache_entries",
                                 "Rankings held in the result cache.")),
+      cache_evictions(r->AddCounter(
+          "autotuned_cache_evictions_total",
+          "Oldest cache entries evicted to keep the cache within cache.max_entries "
+          "and cache.max_bytes (each renews NodeInfo.cache_epoch).")),
       start_time_seconds(r->AddGauge("autotuned_start_time_seconds",
                                      "Unix time at which the daemon started.")),
       runs_opened(r->AddCounter("autotuned_client_runs_total", kRuns, {{"event", "opened"}})),

@@ -20,6 +20,8 @@
 //   rounds_in_flight                    gauge
 //   draining                            gauge, 1 once SIGTERM arrived
 //   cache_entries                       gauge
+//   cache_evictions_total               oldest entries evicted at the
+//                                       cache's bounds
 //   start_time_seconds                  gauge, Unix time the daemon started
 //   client_runs_total{event}            runs of candidates the ranks run:
 //                                       opened, decided
@@ -57,6 +59,7 @@ struct DaemonMetrics {
   Gauge* rounds_in_flight;
   Gauge* draining;
   Gauge* cache_entries;
+  Counter* cache_evictions;
   Gauge* start_time_seconds;
   Counter* runs_opened;
   Counter* runs_decided;

@@ -76,6 +76,7 @@ void DescribeMetrics(const metrics::DaemonMetrics& m, v1::NodeMetrics* out) {
   out->set_candidate_timeouts(m.candidate_timeouts->value());
   out->set_cache_hits(m.cache_hits->value());
   out->set_cache_misses(m.cache_misses->value());
+  out->set_cache_evictions(m.cache_evictions->value());
   FillHistogram(*m.rendezvous_latency, out->mutable_rendezvous_latency());
   FillHistogram(*m.round_latency, out->mutable_round_latency());
   FillHistogram(*m.round_overhead, out->mutable_round_overhead());

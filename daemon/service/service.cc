@@ -67,7 +67,7 @@ AutotuneService::AutotuneService(Backend* backend, ResultCache* cache,
       leader_(&rounds_, &admission_),
       follower_(options.peer_client, &engine_, backend, config.peer_advertise()) {
   metrics_->start_time_seconds->Set(absl::ToUnixSeconds(started_));
-  metrics_->cache_entries->Set(cache_ != nullptr ? cache_->size() : 0);
+  solver_.SyncCacheFigures();
 }
 
 std::shared_ptr<const AutotuneService::Settings> AutotuneService::settings() const {

@@ -42,7 +42,9 @@ class Fixture {
                                                   config_.peer_advertise());
     }
     backend_ = testing::ScriptedBackend();
-    cache_ = *ResultCache::Open(testing::TempDir(cache_name));
+    cache_ = *ResultCache::Open(
+        testing::TempDir(cache_name),
+        ResultCacheOptions{config_.cache().max_entries(), config_.cache().max_bytes()});
     service_ = std::make_unique<AutotuneService>(backend_.get(), cache_.get(), config_,
                                                  ServiceOptions{&metrics_, "m:1", "p:2",
                                                                 peer_client_.get()});
@@ -332,6 +334,29 @@ TEST_CASE("the cache keeps no caller's label: each caller gets its own back") {
   REQUIRE(f.Tune(second, &resp).ok());
   CHECK(resp.results(0).status() == v1::CACHED);
   CHECK(resp.results(0).problem().label() == "caller-two");
+}
+
+TEST_CASE("an eviction at the cache's bound is counted and renews the epoch") {
+  Fixture f("evictions", [](config::DaemonConfig* c) { c->mutable_cache()->set_max_entries(1); });
+  auto epoch = [&f] {
+    grpc::ClientContext ctx;
+    v1::NodeInfoResponse node;
+    REQUIRE(f.stub().NodeInfo(&ctx, {}, &node).ok());
+    return node.cache_epoch();
+  };
+  v1::TuneResponse resp;
+  REQUIRE(f.Tune(Request({"all_reduce/a"}, 1024), &resp).ok());
+  const std::string first = epoch();
+  REQUIRE(f.Tune(Request({"all_reduce/a"}, 1024), &resp).ok());
+  CHECK(resp.results(0).status() == v1::CACHED);
+  CHECK(epoch() == first);
+  REQUIRE(f.Tune(Request({"all_reduce/a"}, 2048), &resp).ok());  // evicts the first
+  CHECK(epoch() != first);
+  CHECK(f.Metrics().cache_evictions() == 1);
+  CHECK_THAT(f.registry().RenderText(),
+             Catch::Contains("autotuned_cache_evictions_total 1\n"));
+  REQUIRE(f.Tune(Request({"all_reduce/a"}, 1024), &resp).ok());
+  CHECK(resp.results(0).status() == v1::TUNED);
 }
 
 TEST_CASE("one round over max_concurrent_rounds is RESOURCE_EXHAUSTED") {

@@ -118,7 +118,7 @@ v1::ProblemResult Solver::Measured(const ValidProblem& problem, const ValidReque
     if (!stored.ok()) {
       spdlog::warn("cache: not stored ({}): {}", key, stored.ToString());
     }
-    metrics_->cache_entries->Set(cache_->size());
+    SyncCacheFigures();
   }
   return result;
 }
@@ -137,6 +137,16 @@ v1::TuneResponse Solver::RunRound(const ValidRequest& request) {
   std::vector<v1::ProblemResult> results;
   for (const ValidProblem& p : request.problems) results.push_back(Solve(p, request));
   return Finish(request, start, std::move(results));
+}
+
+void Solver::SyncCacheFigures() {
+  if (cache_ == nullptr) return;
+  metrics_->cache_entries->Set(cache_->size());
+  const int64_t now = cache_->evictions();
+  int64_t seen = evictions_seen_.load();
+  while (now > seen && !evictions_seen_.compare_exchange_weak(seen, now)) {
+  }
+  if (now > seen) metrics_->cache_evictions->Increment(now - seen);
 }
 
 std::optional<v1::TuneResponse> Solver::CachedRound(const ValidRequest& request) {

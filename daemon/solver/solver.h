@@ -75,6 +75,8 @@ class Solver {
   // RunRound when every problem is in the cache (a whole-group call that
   // neither waits nor measures); none otherwise (nothing counted then).
   std::optional<v1::TuneResponse> CachedRound(const ValidRequest& request);
+  // The cache's figures (entries, evictions) into the metrics.
+  void SyncCacheFigures();
   // Counts the results of an answered round by status (metrics), and
   // returns the counts, indexed by v1::DecisionStatus.
   std::array<int64_t, 5> CountResults(const v1::TuneResponse& response);
@@ -92,6 +94,7 @@ class Solver {
   const std::string fingerprint_;
 
   std::atomic<int64_t> rounds_{0};
+  std::atomic<int64_t> evictions_seen_{0};  // counted in cache_evictions
 };
 
 // How long a round's runner may take: every candidate of every problem at
