@@ -109,7 +109,8 @@ class DispatchTable:
     fallback: bool = False
     reason: str = ""
     # The caller's callables by candidate name (the (name, callable(x))
-    # entries), which runner() runs; left out of comparisons.
+    # entries; x itself when one returns None), which runner() runs; left
+    # out of comparisons.
     callables: dict[str, Callable[[Any], Any]] = dataclasses.field(
         default_factory=dict, compare=False, repr=False)
     # The daemon's answer per size, as received (synthesized FALLBACK ones
@@ -418,7 +419,8 @@ def tune_dispatch(process_group: Any = None, *,
     decision = tune_rank(desc, problems, options=options, timeout=timeout)
     if decision.fallback and on_unavailable == "raise":
         raise Unavailable(decision.reason, target=desc.target)
-    callables = {e.name: e.fn for e in entries if isinstance(e, _Own) and e.fn is not None}
+    callables = {e.name: _returning(e.fn) for e in entries
+                 if isinstance(e, _Own) and e.fn is not None}
     if decision.fallback:
         fallback = [pb.ProblemResult(problem=pb.Problem(count=n), status=pb.FALLBACK,
                                      winner=names[0], winner_index=0) for n in counts]
@@ -428,6 +430,14 @@ def tune_dispatch(process_group: Any = None, *,
         table = _table(collective, dtype, world, names, decision.results)
     table.callables = callables
     return table
+
+
+def _returning(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """fn as a runner calls it: its output, or x when it wrote into x."""
+    def run(x: Any) -> Any:
+        out = fn(x)
+        return x if out is None else out
+    return run
 
 
 def _rank_candidate(own: _Own, make_input: Callable[[], Any]) -> RankCandidate:
