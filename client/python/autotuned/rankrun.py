@@ -179,7 +179,11 @@ def _check_runners(problems: Sequence[RankProblem]) -> None:
 
 
 def _bounded(text: str) -> str:
-    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
+    """`text` within MAX_REASON bytes of UTF-8, as the daemon counts."""
+    raw = text.encode()
+    if len(raw) <= MAX_REASON:
+        return text
+    return raw[:MAX_REASON - 3].decode(errors="ignore") + "..."
 
 
 def _raised(e: BaseException) -> str:
@@ -229,6 +233,9 @@ class _Schedule:
         return next((k for k in self.passed if k[0] == step.problem), None)
 
     def _step(self, index: int, step: pb.ClientStep) -> pb.StepTimes:
+        # Steps come in problem order: earlier problems' references are done.
+        for done in [k for k in self.passed if k[0] != step.problem]:
+            del self.passed[done]
         rp = self.problems[step.problem]
         runner = rp.runners[step.candidate]
         timer = _Timer(rp.device, self.spec.timing_mode, runner)
@@ -247,7 +254,7 @@ class _Schedule:
             ok, reason = False, _raised(e)
         reply = self._barrier(index, pb.VERIFIED, ok, reason)
         if not reply.proceed:
-            return pb.StepTimes(step=index, ok=False, reason=reply.reason)
+            return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason))
         self.passed[(step.problem, step.candidate)] = out
         ok, reason, timed_out = True, "", False
         try:
@@ -259,7 +266,7 @@ class _Schedule:
             ok, reason = False, _raised(e)
         reply = self._barrier(index, pb.WARMED_UP, ok, reason)
         if not reply.proceed:
-            return pb.StepTimes(step=index, ok=False, reason=reply.reason or reason,
+            return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason or reason),
                                 timed_out=timed_out)
         try:
             times = timer.timed(self.spec.iterations, deadline)
