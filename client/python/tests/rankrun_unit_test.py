@@ -51,6 +51,8 @@ class Scripted(pb_grpc.AutotuneServicer):
         self.lose_run = False
         self.refuse: set[tuple[int, int]] = set()   # (step, phase) answered proceed=False
         self.timeout_ms = 5000
+        self.mode = pb.EVENT_LOOP
+        self.iterations = 4
 
     def Tune(self, request, context):
         self.tunes += 1
@@ -63,8 +65,8 @@ class Scripted(pb_grpc.AutotuneServicer):
                     first = ci if first is None else first
                     steps.append(pb.ClientStep(problem=pi, candidate=ci, reference=first))
         return pb.TuneResponse(run=pb.ClientRun(
-            run_id=f"run{self.tunes}", steps=steps, warmup=2, iterations=4,
-            timing_mode=pb.EVENT_LOOP, candidate_timeout_ms=self.timeout_ms,
+            run_id=f"run{self.tunes}", steps=steps, warmup=2, iterations=self.iterations,
+            timing_mode=self.mode, candidate_timeout_ms=self.timeout_ms,
             report_within_ms=30000))
 
     def RunStep(self, request, context):
@@ -208,6 +210,43 @@ def test_absent_daemon_found_once_then_every_ask_falls_back_at_once():
     assert first.fallback and first.winners == ["c0"] and "none.sock" in first.reason
     assert all(d.fallback and d.reason.startswith("daemon down: ") for d in again)
     assert channels.channel(target) is channels.channel(target)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("mode", ["EVENT_LOOP", "CUDA_GRAPH"])
+def test_cuda_candidates_timed_by_events_or_graph_replays(daemon, mode):
+    """A kernel of a known length (torch.cuda._sleep) is timed as that length
+    by CUDA events, or by replays of a graph of one call."""
+    daemon.mode, daemon.iterations = getattr(pb, mode), 20
+    x = torch.ones(1 << 20, device="cuda")
+    cycles = 2_000_000
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(cycles)   # the first call loads the kernel
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    end.synchronize()
+    expected_us = start.elapsed_time(end) * 1000.0
+    launches = []
+
+    def sleep_then_add():
+        launches.append(1)
+        torch.cuda._sleep(cycles)
+        return x + 1
+
+    p = _problem(2)
+    runners = {0: RankCandidate(sleep_then_add), 1: RankCandidate(lambda: x * 1 + 1)}
+    tune_rank(_desc(daemon.target), [RankProblem(p, runners, device=torch.device("cuda"))])
+    slow, fast = daemon.reports[0].steps
+    assert slow.ok and fast.ok, (slow.reason, fast.reason)
+    median = sorted(slow.times_us)[10]
+    print(f"{mode}: kernel of {expected_us:.1f} us timed {median:.1f} us (median of 20); "
+          f"an add of 4 MiB {sorted(fast.times_us)[10]:.1f} us")
+    assert 0.9 * expected_us < median < 1.1 * expected_us, (median, expected_us)
+    assert max(fast.times_us) < expected_us
+    # Graph mode: the verify run, 2 warmup runs and one capture; replays
+    # launch nothing from Python.
+    assert len(launches) == (4 if mode == "CUDA_GRAPH" else 1 + 2 + 20)
 
 
 def test_outputs_compared_exactly_or_within_the_dtype_tolerance():
