@@ -159,6 +159,7 @@ def test_busy_wait_on_one_rank_is_its_length_and_the_max_over_ranks(daemon):
     assert not isinstance(a, RankError), a
     assert a == b
     decision, median, means = a
+    print(f"spin of {SPIN_US} us on rank 1: median {median:.1f} us, rank means {means}")
     assert statuses(decision) == ["TUNED"], decision
     # The daemon's median of per-iteration maxima over ranks: rank 1's spin.
     assert SPIN_US <= median < 1.05 * SPIN_US, (median, means)
@@ -195,6 +196,7 @@ def test_candidate_raising_on_one_rank_or_differing_is_ruled_out_everywhere(daem
     assert not isinstance(b, RankError), b
     assert a[0] == b[0] and a[2] == b[2], (a, b)
     first, took, second = a
+    print(f"raising and differing candidates: {first} in {took:.2f} s")
     assert took < 30, took
     winner, status, _, ranked = first[1][0]
     assert (winner, status) == ("good", "TUNED"), first
@@ -255,8 +257,10 @@ def test_a_lost_rank_gives_the_others_one_answer_within_the_bound(daemon, fault)
                         env=_env(3), timeout=180)
     a, b = results[0], results[2]
     assert not isinstance(a, RankError), a
-    assert a == b, (a, b)
+    assert not isinstance(b, RankError), b
+    assert (a[0], a[2]) == (b[0], b[2]), (a, b)
     first, took, after = a
+    print(f"{fault}: the survivors' answer after {took:.2f} s: {first}")
     # Decided at the run's bound (5 s + 2 steps x 2 s) at the latest.
     assert took < 9 + 10, took
     winner, status, _, ranked = first[1][0]
@@ -326,6 +330,7 @@ def test_absent_daemon_every_ask_falls_back_at_once_and_alike():
     assert a[0] == b[0]
     from autotuned import pb
     assert a[0] == [(True, ["a"], [pb.FALLBACK])] * 3, a
+    print(f"3 asks with no daemon: {a[1]:.3f} s and {b[1]:.3f} s")
     assert a[1] < 2.0 and b[1] < 2.0, (a[1], b[1])
     assert "none.sock" in a[2], a[2]
 
@@ -384,6 +389,8 @@ def test_daemon_restarted_mid_run_one_answer_then_served_normally():
         assert [r[:2] for r in a[0][1]] == [r[:2] for r in b[0][1]], (a, b)
         assert a[2] == b[2], (a, b)
         first, took, after, reason = a
+        print(f"restarted mid-run: {statuses(first)} after {took:.2f} s ({reason or 'no reason'})"
+              f", then {statuses(after)}")
         assert took < 30, took
         # The lost run was asked again: measured anew by the restarted
         # daemon, or the fallback on every rank.
@@ -437,6 +444,7 @@ def test_tune_dispatch_with_callables_same_table_on_every_rank(daemon):
     assert not isinstance(a, RankError), a
     assert not isinstance(b, RankError), b
     print(a["text"])
+    print(a["json"])
     assert not a["fallback"], a["reason"]
     assert a["status"] == ["TUNED", "TUNED"]
     assert {k: a[k] for k in ("ranges", "max_sizes", "json")} == \
