@@ -161,33 +161,43 @@ class DispatchTable:
         SYMM_MEM_ALL_REDUCE_MAX_SIZES[capability]: per-rank input bytes, as
         vLLM compares `inp.numel() * inp.element_size()` with them.
 
-        Read as vLLM's chain: candidates in the order of the smallest size
-        each wins; a message goes to the first one whose largest size it
-        does not exceed; the last one also takes anything larger. A
-        candidate that wins no size gets 0. A range where an earlier
-        candidate wins again above a later one cannot be said in this form:
-        it is left to the later one, and max_sizes_exceptions() lists it."""
-        chain, _ = self._chain()
-        return {name: {self.world_size: chain.get(name, 0)} for name in
-                sorted(self.candidates, key=lambda n: (n not in chain, chain.get(n, 0)))}
+        Read as vLLM's chain: a message goes to the candidate with the
+        smallest largest size that it does not exceed; the winner at the
+        largest measured size takes anything larger too (NCCL's place in
+        vLLM). A candidate that wins no size gets 0. What the form cannot
+        say (a candidate winning again above another's range, or the last
+        one winning below another's largest size) goes to the chain's
+        choice; max_sizes_exceptions() lists those ranges."""
+        largest, _ = self._chain()
+        order = sorted(self.candidates, key=lambda n: (n not in largest, largest.get(n, 0)))
+        return {name: {self.world_size: largest.get(name, 0)} for name in order}
 
     def max_sizes_exceptions(self) -> list[str]:
-        """The ranges max_sizes() cannot express (see there), as text."""
+        """The measured ranges that max_sizes() sends elsewhere, as text."""
         return self._chain()[1]
 
     def _chain(self) -> tuple[dict[str, int], list[str]]:
+        ranges = [r for r in self.ranges if r.winner]
+        if not ranges:
+            return {}, []
+        last = ranges[-1].winner
         largest: dict[str, int] = {}
         exceptions: list[str] = []
-        last = ""
-        for r in self.ranges:
-            if not r.winner:
+        current = ""
+        for r in ranges:
+            if r.winner == last:
                 continue
-            if r.winner not in largest or r.winner == last:
-                largest[r.winner] = r.max_bytes
-                last = r.winner
-            else:
+            if r.winner in largest and r.winner != current:
                 exceptions.append(f"{_human(r.min_bytes)}..{_human(r.max_bytes)}: {r.winner} "
-                                  f"wins again above {last}")
+                                  "wins again above another candidate's range")
+                continue
+            largest[r.winner] = r.max_bytes
+            current = r.winner
+        below = max(largest.values(), default=0)
+        exceptions += [f"{_human(r.min_bytes)}..{_human(r.max_bytes)}: {last} wins below "
+                       f"another candidate's largest size" for r in ranges
+                       if r.winner == last and r.min_bytes <= below]
+        largest[last] = ranges[-1].max_bytes
         return largest, exceptions
 
     def write_jsonl(self, path: str) -> None:

@@ -263,6 +263,30 @@ def test_outputs_compared_exactly_or_within_the_dtype_tolerance():
     assert same_output(3, 3) == "" and same_output(1.0, 1.0 + 1e-9) == ""
 
 
+def test_max_sizes_in_vllms_form():
+    from autotuned.vllm import DispatchTable, SizeRange, max_sizes_dict
+
+    def table(world, wins):
+        ranges = [SizeRange(0, 0, lo, hi, w, 0, ()) for lo, hi, w in wins]
+        return DispatchTable("all_reduce", "bfloat16", world, ["a", "b", "c"], [], ranges)
+    staircase = table(2, [(1024, 2048, "a"), (4096, 4096, "b"), (8192, 1 << 20, "c")])
+    assert staircase.max_sizes() == {"a": {2: 2048}, "b": {2: 4096}, "c": {2: 1 << 20}}
+    assert staircase.max_sizes_exceptions() == []
+    # The winner at the largest size takes the rest, even where it also
+    # wins below another's largest size.
+    nccl_twice = table(4, [(1024, 1024, "c"), (4096, 4096, "a"), (16384, 65536, "c")])
+    assert nccl_twice.max_sizes() == {"a": {4: 4096}, "c": {4: 65536}, "b": {4: 0}}
+    assert nccl_twice.max_sizes_exceptions() == [
+        "1KiB..1KiB: c wins below another candidate's largest size"]
+    again = table(8, [(1024, 1024, "a"), (4096, 4096, "b"), (8192, 8192, "a"),
+                      (16384, 16384, "c")])
+    assert again.max_sizes()["a"] == {8: 1024}
+    assert again.max_sizes_exceptions() == [
+        "8KiB..8KiB: a wins again above another candidate's range"]
+    assert max_sizes_dict([staircase, nccl_twice], capability="9.0")["a"] == \
+        {"9.0": {2: 2048, 4: 4096}}
+
+
 def test_client_candidate_checked_as_the_daemon_does():
     c = client_candidate("my all_reduce", content_key("src", 3))
     assert c.client.name == "my all_reduce" and len(c.client.key) == 40
