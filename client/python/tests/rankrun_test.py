@@ -344,6 +344,14 @@ def restarted(rank, world, target, marks):
 
     channels.DOWN_RETRY_S = 1.0   # the next round below comes 2 s later
     desc = describe_from_env(target)
+    tunes = []
+    client = channels.channel(target)
+    tune = client.tune
+
+    def counted(*args, **kwargs):
+        tunes.append(1)
+        return tune(*args, **kwargs)
+    client.tune = counted
     x = torch.full((1024,), float(rank + 1))
 
     def first_run_waits_for_restart(y):
@@ -363,9 +371,10 @@ def restarted(rank, world, target, marks):
     t0 = time.monotonic()
     first = tune_rank(desc, problems, options=_options())
     took = time.monotonic() - t0
+    asked = len(tunes)
     time.sleep(2.0)
     after = tune_rank(desc, problems, options=_options())
-    return summary(first), took, summary(after), first.reason
+    return summary(first), took, summary(after), first.reason, asked
 
 
 def test_daemon_restarted_mid_run_one_answer_then_served_normally():
@@ -388,10 +397,11 @@ def test_daemon_restarted_mid_run_one_answer_then_served_normally():
         # The same winner and status (a fallback's reason names the rank's own error).
         assert [r[:2] for r in a[0][1]] == [r[:2] for r in b[0][1]], (a, b)
         assert a[2] == b[2], (a, b)
-        first, took, after, reason = a
+        first, took, after, reason, asked = a
         print(f"restarted mid-run: {statuses(first)} after {took:.2f} s ({reason or 'no reason'})"
               f", then {statuses(after)}")
         assert took < 30, took
+        assert asked == b[4] == 2, (asked, b[4])   # the lost run was asked again, once
         # The lost run was asked again: measured anew by the restarted
         # daemon, or the fallback on every rank.
         assert statuses(first) in (["TUNED"], ["FALLBACK"]), (first, reason)
