@@ -153,6 +153,21 @@ def tune_rank(group: GroupDescription, problems: Sequence[ProblemLike], *,
     raise AssertionError("unreachable")
 
 
+def tune_group(desc: GroupDescription, problems: Sequence[ProblemLike], *,
+               process_group: Any = None, options: Optional[pb.Options] = None,
+               timeout: float = 600.0, on_unavailable: str = "fallback") -> GroupDecision:
+    """Kept for callers of the former autotuned.group.tune_group: tune_rank
+    after a local check that `desc` fits `process_group` (GroupMismatch; no
+    collective). With on_unavailable="raise", a fallback raises Unavailable."""
+    if on_unavailable not in ("fallback", "raise"):
+        raise ValueError("on_unavailable must be 'fallback' or 'raise'")
+    desc.check(process_group)
+    decision = tune_rank(desc, problems, options=options, timeout=timeout)
+    if decision.fallback and on_unavailable == "raise":
+        raise Unavailable(decision.reason, target=desc.target)
+    return decision
+
+
 class _LostRun(Exception):
     """A RunStep or Report of the run failed: the run is lost to this rank."""
 
