@@ -156,8 +156,7 @@ def _deferred(state: Any, selection: Selection) -> Any:
     for c in selection.choices:
         # A winning subgraph becomes a SubgraphBuffer whose name names Python
         # functions in the generated code: "mylib::op_x" would not parse.
-        if getattr(c, "gm", None) is not None:
-            c.name = re.sub(r"\W", "_", str(c.name))
+        c.name = re.sub(r"\W", "_", str(c.name))
     batch = _batches.get(V.graph)
     if batch is None:
         batch = _batches[V.graph] = _Batch(state)
@@ -179,9 +178,15 @@ def select(state: Any, original: Any, selector: Any, name: str, choices: list[An
            **kwargs: Any) -> Any:
     """AlgorithmSelectorCache.__call__ while enabled."""
     call = _choices.collective_of(choices)
-    if call is None or len(choices) < 2:
+    if call is None:
         return original(selector, name, choices, input_nodes, layout, input_gen_fns,
                         *args, **kwargs)
+    if state.deferred:
+        # 2.11's finalize_multi_template_buffers places a winner by its
+        # output_node(); the op's default makes a FallbackKernel there whose
+        # MultiOutput wraps a buffer the scheduler never sees (the generated
+        # code names an undefined buffer). Deferred selections leave it out.
+        choices = [c for c in choices if not _choices.is_default(c)]
     selection = Selection.make(name, choices, call, input_nodes, layout, input_gen_fns)
     if len(selection.candidates) < 2:  # one code: nothing to choose
         node = selection.choices[0].output_node()
