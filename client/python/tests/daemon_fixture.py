@@ -51,8 +51,12 @@ class Daemon:
                 f.write(config_text)
             args.append(f"--config={conf}")
         args.extend(extra_args)
+        self._args = args
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log,
+        self._start()
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen(self._args, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while True:
@@ -81,6 +85,14 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
+
+    def restart(self) -> None:
+        """SIGKILLs the daemon and starts it again on the same socket and
+        cache directory."""
+        self.kill()
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        self._start()
 
     def stop(self) -> None:
         self.kill()

@@ -59,7 +59,7 @@ def _identity(target: str) -> str:
 def _key_pass(previous: Any, target: str, settings: str) -> Any:
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
-    class DaemonCacheKey(CustomGraphPass):  # type: ignore[misc]
+    class DaemonCacheKey(CustomGraphPass):
         """Changes nothing in the graph (runs the user's pass, if any); its
         uuid puts the daemon's cache identity into Inductor's cache keys."""
 
@@ -118,8 +118,8 @@ def install(target: str, settings: str) -> None:
             aot_save=AOTAutogradCache.__dict__["save"].__func__,
             post_grad_custom_post_pass=config.post_grad_custom_post_pass)
     compile_fx.fx_codegen_and_compile = _fx_codegen_and_compile
-    FxGraphCache._save_graph = staticmethod(_save_graph)  # type: ignore[method-assign,assignment]
-    AOTAutogradCache.save = staticmethod(_aot_save)  # type: ignore[method-assign,assignment]
+    FxGraphCache._save_graph = staticmethod(_save_graph)  # type: ignore[method-assign]
+    AOTAutogradCache.save = staticmethod(_aot_save)  # type: ignore[method-assign]
     config.post_grad_custom_post_pass = _key_pass(
         _originals["post_grad_custom_post_pass"], target, settings)
 
@@ -134,8 +134,8 @@ def uninstall() -> None:
     if not _originals:
         return
     compile_fx.fx_codegen_and_compile = _originals["fx_codegen_and_compile"]
-    FxGraphCache._save_graph = staticmethod(  # type: ignore[method-assign,assignment]
+    FxGraphCache._save_graph = staticmethod(  # type: ignore[method-assign]
         _originals["_save_graph"])
-    AOTAutogradCache.save = staticmethod(_originals["aot_save"])  # type: ignore[method-assign,assignment]
+    AOTAutogradCache.save = staticmethod(_originals["aot_save"])  # type: ignore[method-assign]
     config.post_grad_custom_post_pass = _originals["post_grad_custom_post_pass"]
     _originals.clear()

@@ -97,7 +97,7 @@ def _default_source(choice: Any) -> str:
     try:
         from torch._library.custom_ops import _maybe_get_opdef
 
-        opdef = _maybe_get_opdef(overload)
+        opdef = _maybe_get_opdef(overload) if overload is not None else None
         fn = getattr(opdef, "_init_fn", None)
         if fn is not None:
             parts.append(inspect.getsource(fn))
