@@ -66,7 +66,7 @@ class RoundsFixture {
     RankRoundsOptions options;
     options.measure_after_fallback = measure_after_fallback;
     options.max_world_size = stack_.backend().max_world_size();
-    rounds_ = std::make_unique<RankRounds>(&stack_.solver(), &cross_, &stack_.metrics(), options);
+    rounds_ = std::make_unique<RankRounds>(&stack_.solver(), &cross_, nullptr, &stack_.metrics(), options);
   }
 
   ValidRequest Valid(const v1::TuneRequest& request, const std::string& asking = "") const {
