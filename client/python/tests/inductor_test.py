@@ -59,6 +59,7 @@ def _register_ops(world, state):
     ops = {}
 
     def define(name, eager, shape, direct, staged):
+        direct.__name__, staged.__name__ = "direct", "staged"
         op = torch.library.custom_op(f"autotuned_test::{name}", mutates_args=())(eager)
         op.register_fake(lambda x: x.new_empty(shape(x)))
         register_custom_op_autotuning(op, name=f"{name}_autotuned",

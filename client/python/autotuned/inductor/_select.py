@@ -49,6 +49,12 @@ class Selection:
         from autotuned.rankrun import client_candidate
 
         ordered = sorted(choices, key=lambda c: not _choices.is_default(c))
+        for c in ordered:
+            # A subgraph's name names Python functions in the code Inductor
+            # generates for it: a decomposition named "<lambda>", or an op
+            # "mylib::op", would not parse.
+            if getattr(c, "gm", None) is not None:
+                c.name = re.sub(r"\W", "_", str(c.name))
         keys = [_choices.choice_key(c) for c in ordered]
         candidates: list[pb.Candidate] = []
         seen: set[str] = set()
@@ -87,7 +93,11 @@ class Selection:
         for choice, key in zip(self.choices, self.keys):
             i = next(j for j, c in enumerate(self.candidates) if c.client.key == key)
             timings.setdefault(choice, max(measured.get(i, math.inf), best))
-        shown = {self.candidates[i].client.name: ms for i, ms in sorted(measured.items())}
+        shown = {c.client.name: measured.get(i, math.inf) for i, c in enumerate(self.candidates)}
+        for c in result.ranked:
+            if not c.ok and status in (pb.TUNED, pb.CACHED):
+                log.warning("autotuned: %s: %s ruled out: %s", self.name,
+                            self.candidates[c.index].client.name, c.reason)
         why = "" if status in (pb.TUNED, pb.CACHED) else \
             (reason or result.reason or "no candidate succeeded")
         return winner, timings, (self.name, shown, self.candidates[index].client.name,
@@ -153,10 +163,6 @@ def _deferred(state: Any, selection: Selection) -> Any:
     from torch._inductor.virtualized import V
     from torch.utils._ordered_set import OrderedSet
 
-    for c in selection.choices:
-        # A winning subgraph becomes a SubgraphBuffer whose name names Python
-        # functions in the generated code: "mylib::op_x" would not parse.
-        c.name = re.sub(r"\W", "_", str(c.name))
     batch = _batches.get(V.graph)
     if batch is None:
         batch = _batches[V.graph] = _Batch(state)
