@@ -94,7 +94,19 @@ def rank_main(rank, world, store, args, mode, q):
             warmup=args.warmup, iterations=args.iterations, refresh=(mode == "measured"),
             presync_window_us=10_000_000))
     seam = sa.AlgorithmSelectorCache.__call__
-    spent = []
+    spent, asks = [], []
+    if mode != "pytorch":
+        import autotuned.rankrun as rankrun
+
+        tune_rank = rankrun.tune_rank
+
+        def timed_ask(*a, **k):
+            start = time.perf_counter()
+            try:
+                return tune_rank(*a, **k)
+            finally:
+                asks.append(time.perf_counter() - start)
+        rankrun.tune_rank = timed_ask
 
     def timed(self, *a, **k):
         start = time.perf_counter()
@@ -111,6 +123,7 @@ def rank_main(rank, world, store, args, mode, q):
     for i in range(args.compiles + (1 if mode == "cached" else 0)):
         torch._dynamo.reset()
         spent.clear()
+        asks.clear()
         dist.barrier()
         start = time.perf_counter()
         with fresh_cache():
@@ -123,7 +136,7 @@ def rank_main(rank, world, store, args, mode, q):
         statuses = []
         if mode != "pytorch":
             statuses = [d[3] for d in ai.decisions()[-args.sites:]]
-        rows.append((wall, list(spent), statuses))
+        rows.append((wall, list(spent), statuses, list(asks)))
     q.put((rank, rows))
     dist.destroy_process_group()
 
@@ -158,13 +171,17 @@ def report(args, mode, out):
     if len(out) < args.world:
         print(f"{mode:9s} FAILED: ranks {sorted(set(range(args.world)) - set(out))} gave no result")
         return
-    per_op = [t * 1000 for rows in out.values() for _, spent, _ in rows for t in spent]
-    walls = [w for rows in out.values() for w, _, _ in rows]
-    statuses = sorted({s for rows in out.values() for _, _, st in rows for s in st})
+    per_op = [t * 1000 for rows in out.values() for _, spent, _, _ in rows for t in spent]
+    asks = [t * 1000 for rows in out.values() for _, _, _, a in rows for t in a]
+    walls = [w for rows in out.values() for w, _, _, _ in rows]
+    statuses = sorted({s for rows in out.values() for _, _, st, _ in rows for s in st})
     print(f"{mode:9s} per selection: median {statistics.median(per_op):8.2f} ms, "
           f"min {min(per_op):8.2f}, max {max(per_op):8.2f} ({len(per_op)} selections on "
           f"{args.world} ranks); compile + first call median {statistics.median(walls):.2f} s; "
           f"decisions {statuses or ['(PyTorch own)']}")
+    if asks:
+        print(f"{'':9s} of which the ask (tune_rank, the round included): median "
+              f"{statistics.median(asks):8.2f} ms, min {min(asks):8.2f}, max {max(asks):8.2f}")
 
 
 def main():

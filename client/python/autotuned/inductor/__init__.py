@@ -39,6 +39,11 @@ from autotuned.group import GroupDescription
 from autotuned.inductor import _caches, _lowering, _select
 
 SUPPORTED_TORCH = "2.11."
+# A candidate's first run (the round's verify of it) compiles its subgraph's
+# module, as 2.11's own benchmark_collective does on its first call: seconds
+# on a CPU (a C++ toolchain) and on a GPU (Triton). The daemon's default
+# per-candidate timeout (10 s) would rule candidates out for it.
+DEFAULT_CANDIDATE_TIMEOUT_MS = 120_000
 
 
 @dataclasses.dataclass
@@ -118,7 +123,8 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
     or "ns::name") or one of its decompositions (the function or its
     __name__) to daemon implementations ("all_reduce/one_shot", or a list)
     added as extra choices run through torch.ops.autotuned. `deferred`: one
-    Tune per graph at scheduling time. `options`, `timeout`: the Tune's.
+    Tune per graph at scheduling time. `options`, `timeout`: the Tune's
+    (options.timeout_ms defaults to DEFAULT_CANDIDATE_TIMEOUT_MS).
     Calling it again replaces the settings."""
     global _state
     check_version()
@@ -127,12 +133,19 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
         table[key] = [specs] if isinstance(specs, str) else list(specs)
         for spec in table[key]:
             candidate(spec)
+    opts = pb.Options()
+    if options is not None:
+        opts.CopyFrom(options)
+    if not opts.timeout_ms:
+        opts.timeout_ms = DEFAULT_CANDIDATE_TIMEOUT_MS
+    options = opts
     desc = group if group is not None else _learn_group(process_group, target)
     _state = _State(group=desc, impls=table, deferred=deferred, options=options,
                     timeout=timeout, decisions=[])
     _patch(_state)
-    settings = repr((deferred, sorted(sorted(v) for v in table.values()),
-                     options.SerializeToString() if options is not None else b""))
+    # What shapes the candidate lists and the daemon's cache key, for
+    # Inductor's cache key (the window or iteration counts do not).
+    settings = repr((deferred, sorted(sorted(v) for v in table.values()), options.timing_mode))
     _caches.install(normalize_target(target) if target else desc.target or default_target(),
                     settings)
 
