@@ -6,6 +6,7 @@
 #include "daemon/service/service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -530,11 +531,10 @@ struct ClientRankEnd {
   v1::TuneResponse answer;
 };
 
-ClientRankEnd RunClientRank(Fixture& f, const v1::TuneRequest& request, double us) {
-  ClientRankEnd end;
-  grpc::ClientContext tune_ctx;
-  if (!f.stub().Tune(&tune_ctx, request, &end.tune).ok() || !end.tune.has_run()) return end;
-  const v1::ClientRun& run = end.tune.run();
+// Every step's barriers of `end.tune`'s run, then the Report.
+void FinishClientRank(Fixture& f, const v1::TuneRequest& request, double us,
+                      ClientRankEnd* end) {
+  const v1::ClientRun& run = end->tune.run();
   v1::RunReport report;
   report.set_run_id(run.run_id());
   report.set_group_id(request.group().id());
@@ -559,7 +559,14 @@ ClientRankEnd RunClientRank(Fixture& f, const v1::TuneRequest& request, double u
     for (int t = 0; proceed && t < run.iterations(); ++t) times->add_times_us(us);
   }
   grpc::ClientContext ctx;
-  end.report_status = f.stub().Report(&ctx, report, &end.answer);
+  end->report_status = f.stub().Report(&ctx, report, &end->answer);
+}
+
+ClientRankEnd RunClientRank(Fixture& f, const v1::TuneRequest& request, double us) {
+  ClientRankEnd end;
+  grpc::ClientContext tune_ctx;
+  if (!f.stub().Tune(&tune_ctx, request, &end.tune).ok() || !end.tune.has_run()) return end;
+  FinishClientRank(f, request, us, &end);
   return end;
 }
 
@@ -612,6 +619,37 @@ TEST_CASE("candidates the ranks run: one schedule, one answer, then the cache") 
     CHECK(m.runs_opened() == 2);
     CHECK(m.runs_decided() == 2);
   }
+}
+
+TEST_CASE("a run holds the devices: a round that needs them waits for its decision") {
+  Fixture f("own-lease");
+  std::vector<v1::TuneRequest> asks;
+  for (int r = 0; r < 2; ++r) asks.push_back(testing::ClientRankRequest("own", r, 2, {"client:k"}));
+  std::vector<Answer> tuned = AskTogether(f, asks);
+  REQUIRE(tuned[0].response.has_run());
+  std::atomic<bool> decided{false};
+  std::atomic<bool> measured_before_decision{false};
+  v1::TuneResponse whole;
+  std::thread other([&] {
+    CHECK(f.Tune(Request({"all_reduce/a"}), &whole).ok());
+    measured_before_decision = !decided.load();
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  decided = true;
+  std::vector<ClientRankEnd> ends(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      ends[r].tune = tuned[r].response;
+      FinishClientRank(f, asks[r], 5, &ends[r]);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  other.join();
+  CHECK_FALSE(measured_before_decision.load());
+  CHECK(whole.results(0).status() == v1::TUNED);
+  REQUIRE(ends[1].report_status.ok());
+  CHECK(ends[1].answer.results(0).winner() == "name of k");
 }
 
 TEST_CASE("candidates the ranks run: refused where they cannot run, unknown runs") {
