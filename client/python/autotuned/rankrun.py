@@ -40,9 +40,10 @@ What each failure gives (a GroupDecision, the same on every rank):
   * the daemon down or unreachable (it is marked down, and later asks fail
     fast), or any other failure of the Tune: the fallback, the first
     candidate of each problem, with the reason;
-  * a lost run (the daemon restarted, or forgot it): Tune asked once more; a
-    result stored before the loss comes back CACHED, else every rank ends
-    with the fallback.
+  * a lost run (the daemon restarted, or forgot it): Tune asked once more,
+    once the daemon answers again (at most REASK_CONNECT_S later); a result
+    stored before the loss comes back CACHED, a fresh round is run as any,
+    else every rank ends with the fallback.
 """
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ from autotuned.errors import AutotunedError, InvalidArgument, Unavailable, Unimp
 from autotuned.group import GroupDecision, GroupDescription, fallback_results, with_presync
 
 MAX_REASON = 1024
+# How long a rank that lost its run waits for its daemon before asking again.
+REASK_CONNECT_S = 5.0
 _KEY = re.compile(r"^[A-Za-z0-9._:/+=-]{1,128}$")
 # (rtol, atol) of torch.allclose per floating dtype: a few units in the last
 # place, as reductions in another order differ by.
@@ -135,6 +138,8 @@ def tune_rank(group: GroupDescription, problems: Sequence[ProblemLike], *,
         except _LostRun as e:
             if attempt == 0:
                 lost = f"run lost: {e.cause}"
+                # A daemon that restarts answers again within a few seconds.
+                client.ready(REASK_CONNECT_S)
                 continue
             return _fallback(protos, f"{lost}; asked again, run lost: {e.cause}")
         except (InvalidArgument, Unimplemented) as e:
@@ -174,7 +179,11 @@ def _check_runners(problems: Sequence[RankProblem]) -> None:
 
 
 def _bounded(text: str) -> str:
-    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
+    """`text` within MAX_REASON bytes of UTF-8, as the daemon counts."""
+    raw = text.encode()
+    if len(raw) <= MAX_REASON:
+        return text
+    return raw[:MAX_REASON - 3].decode(errors="ignore") + "..."
 
 
 def _raised(e: BaseException) -> str:
@@ -224,6 +233,9 @@ class _Schedule:
         return next((k for k in self.passed if k[0] == step.problem), None)
 
     def _step(self, index: int, step: pb.ClientStep) -> pb.StepTimes:
+        # Steps come in problem order: earlier problems' references are done.
+        for done in [k for k in self.passed if k[0] != step.problem]:
+            del self.passed[done]
         rp = self.problems[step.problem]
         runner = rp.runners[step.candidate]
         timer = _Timer(rp.device, self.spec.timing_mode, runner)
@@ -242,7 +254,7 @@ class _Schedule:
             ok, reason = False, _raised(e)
         reply = self._barrier(index, pb.VERIFIED, ok, reason)
         if not reply.proceed:
-            return pb.StepTimes(step=index, ok=False, reason=reply.reason)
+            return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason))
         self.passed[(step.problem, step.candidate)] = out
         ok, reason, timed_out = True, "", False
         try:
@@ -254,7 +266,7 @@ class _Schedule:
             ok, reason = False, _raised(e)
         reply = self._barrier(index, pb.WARMED_UP, ok, reason)
         if not reply.proceed:
-            return pb.StepTimes(step=index, ok=False, reason=reply.reason or reason,
+            return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason or reason),
                                 timed_out=timed_out)
         try:
             times = timer.timed(self.spec.iterations, deadline)

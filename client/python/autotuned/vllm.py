@@ -109,7 +109,8 @@ class DispatchTable:
     fallback: bool = False
     reason: str = ""
     # The caller's callables by candidate name (the (name, callable(x))
-    # entries), which runner() runs; left out of comparisons.
+    # entries; x itself when one returns None), which runner() runs; left
+    # out of comparisons.
     callables: dict[str, Callable[[Any], Any]] = dataclasses.field(
         default_factory=dict, compare=False, repr=False)
     # The daemon's answer per size, as received (synthesized FALLBACK ones
@@ -160,33 +161,43 @@ class DispatchTable:
         SYMM_MEM_ALL_REDUCE_MAX_SIZES[capability]: per-rank input bytes, as
         vLLM compares `inp.numel() * inp.element_size()` with them.
 
-        Read as vLLM's chain: candidates in the order of the smallest size
-        each wins; a message goes to the first one whose largest size it
-        does not exceed; the last one also takes anything larger. A
-        candidate that wins no size gets 0. A range where an earlier
-        candidate wins again above a later one cannot be said in this form:
-        it is left to the later one, and max_sizes_exceptions() lists it."""
-        chain, _ = self._chain()
-        return {name: {self.world_size: chain.get(name, 0)} for name in
-                sorted(self.candidates, key=lambda n: (n not in chain, chain.get(n, 0)))}
+        Read as vLLM's chain: a message goes to the candidate with the
+        smallest largest size that it does not exceed; the winner at the
+        largest measured size takes anything larger too (NCCL's place in
+        vLLM). A candidate that wins no size gets 0. What the form cannot
+        say (a candidate winning again above another's range, or the last
+        one winning below another's largest size) goes to the chain's
+        choice; max_sizes_exceptions() lists those ranges."""
+        largest, _ = self._chain()
+        order = sorted(self.candidates, key=lambda n: (n not in largest, largest.get(n, 0)))
+        return {name: {self.world_size: largest.get(name, 0)} for name in order}
 
     def max_sizes_exceptions(self) -> list[str]:
-        """The ranges max_sizes() cannot express (see there), as text."""
+        """The measured ranges that max_sizes() sends elsewhere, as text."""
         return self._chain()[1]
 
     def _chain(self) -> tuple[dict[str, int], list[str]]:
+        ranges = [r for r in self.ranges if r.winner]
+        if not ranges:
+            return {}, []
+        last = ranges[-1].winner
         largest: dict[str, int] = {}
         exceptions: list[str] = []
-        last = ""
-        for r in self.ranges:
-            if not r.winner:
+        current = ""
+        for r in ranges:
+            if r.winner == last:
                 continue
-            if r.winner not in largest or r.winner == last:
-                largest[r.winner] = r.max_bytes
-                last = r.winner
-            else:
+            if r.winner in largest and r.winner != current:
                 exceptions.append(f"{_human(r.min_bytes)}..{_human(r.max_bytes)}: {r.winner} "
-                                  f"wins again above {last}")
+                                  "wins again above another candidate's range")
+                continue
+            largest[r.winner] = r.max_bytes
+            current = r.winner
+        below = max(largest.values(), default=0)
+        exceptions += [f"{_human(r.min_bytes)}..{_human(r.max_bytes)}: {last} wins below "
+                       f"another candidate's largest size" for r in ranges
+                       if r.winner == last and r.min_bytes <= below]
+        largest[last] = ranges[-1].max_bytes
         return largest, exceptions
 
     def write_jsonl(self, path: str) -> None:
@@ -418,7 +429,8 @@ def tune_dispatch(process_group: Any = None, *,
     decision = tune_rank(desc, problems, options=options, timeout=timeout)
     if decision.fallback and on_unavailable == "raise":
         raise Unavailable(decision.reason, target=desc.target)
-    callables = {e.name: e.fn for e in entries if isinstance(e, _Own) and e.fn is not None}
+    callables = {e.name: _returning(e.fn) for e in entries
+                 if isinstance(e, _Own) and e.fn is not None}
     if decision.fallback:
         fallback = [pb.ProblemResult(problem=pb.Problem(count=n), status=pb.FALLBACK,
                                      winner=names[0], winner_index=0) for n in counts]
@@ -428,6 +440,14 @@ def tune_dispatch(process_group: Any = None, *,
         table = _table(collective, dtype, world, names, decision.results)
     table.callables = callables
     return table
+
+
+def _returning(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """fn as a runner calls it: its output, or x when it wrote into x."""
+    def run(x: Any) -> Any:
+        out = fn(x)
+        return x if out is None else out
+    return run
 
 
 def _rank_candidate(own: _Own, make_input: Callable[[], Any]) -> RankCandidate:

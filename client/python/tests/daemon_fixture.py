@@ -73,6 +73,14 @@ class Daemon:
                 raise RuntimeError(f"daemon did not listen within 30 s:\n{self.log()}")
             time.sleep(0.05)
 
+    def restart(self) -> None:
+        """SIGKILLs the daemon and starts it again on the same socket and
+        cache directory; returns once it answers."""
+        self.kill()
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        self._start()
+
     @property
     def target(self) -> str:
         return "unix:" + self.socket
@@ -85,14 +93,6 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
-
-    def restart(self) -> None:
-        """SIGKILLs the daemon and starts it again on the same socket and
-        cache directory."""
-        self.kill()
-        if os.path.exists(self.socket):
-            os.unlink(self.socket)
-        self._start()
 
     def stop(self) -> None:
         self.kill()
