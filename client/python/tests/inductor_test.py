@@ -200,7 +200,7 @@ def compile_steps(rank, world, target, plan):
         window = step.get("window_us", WINDOW_US)
         ai.enable(group=desc, target=target, deferred=plan.get("deferred", False),
                   impls=plan.get("impls"), timeout=120,
-                  options=pb.Options(warmup=1, iterations=5, timeout_ms=60000,
+                  options=pb.Options(warmup=1, iterations=5, timeout_ms=300000,
                                      presync_window_us=window))
         desc = ai._state.group
         state["variant"] = step.get("variant", 0)
@@ -264,7 +264,9 @@ def _tuned_then_cached(daemon, world):
     for _name, timings, winner, _status, _ in results[0][0]["decisions"]:
         # The op's default and both Python candidates, each timed as itself.
         assert len(timings) == 3, timings
-        assert winner in timings and all(0 < ms < 1000 for ms in timings.values())
+        assert winner in timings, timings
+        assert all(0 < ms < 1000 for ms in timings.values()), (timings,
+                                                              results[0][0]["warnings"])
     return results
 
 
@@ -306,10 +308,13 @@ def test_late_rank_falls_back_without_waiting_then_tuned(daemon):
     """Rank 1 compiles 10 s after rank 0, with a 5 s process-group timeout
     and a 2 s window: no crash, rank 0 waits no more than the window, the
     same FALLBACK on both with a warning; the next compile, both on time, is
-    measured (the daemon cannot measure the callers' code in the background)."""
+    measured (the daemon cannot measure the callers' code in the background):
+    the graph with the fallback was not saved to Inductor's cache, which both
+    compiles share."""
     gate = tempfile.mkdtemp(prefix="atpy-gate")
     plan = {"gate_dir": gate, "ops": ("all_reduce",),
-            "steps": [{"delay": {1: 10}, "window_us": 2_000_000}, {}]}
+            "steps": [{"delay": {1: 10}, "window_us": 2_000_000, "fresh": False},
+                      {"fresh": False}]}
     results = _ok(run_ranks(compile_steps, args=(daemon.target, plan), env=_env(),
                             timeout=500, pg_timeout=5))
     _same_on_every_rank(results, 0)
@@ -320,6 +325,7 @@ def test_late_rank_falls_back_without_waiting_then_tuned(daemon):
     assert all(any("FALLBACK" in w for w in r[0]["warnings"]) for r in results)
     _same_on_every_rank(results, 1)
     assert _statuses(results[0][1]) == [("all_reduce_autotuned", "TUNED")]
+    assert results[0][1]["fx_hits"] == 0
 
 
 def test_warm_and_cold_inductor_caches_same_choice(daemon):
