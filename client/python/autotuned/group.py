@@ -40,7 +40,7 @@ from typing import Any, Optional
 from autotuned import channels
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import candidate_spec, default_target, normalize_target
-from autotuned.errors import AutotunedError, GroupMismatch, Unavailable
+from autotuned.errors import AutotunedError, GroupMismatch
 
 DEFAULT_PRESYNC_WINDOW_US = 2_000_000
 
@@ -320,20 +320,3 @@ def with_presync(options: Optional[pb.Options]) -> pb.Options:
     if not opts.presync_window_us:
         opts.presync_window_us = DEFAULT_PRESYNC_WINDOW_US
     return opts
-
-
-def tune_group(desc: GroupDescription, problems: Sequence[pb.Problem], *,
-               process_group: Any = None, options: Optional[pb.Options] = None,
-               timeout: float = 600.0, on_unavailable: str = "fallback") -> GroupDecision:
-    """Compatibility: autotuned.rankrun.tune_rank after a local check that
-    `desc` fits `process_group` (GroupMismatch). No collective. With
-    on_unavailable="raise", a fallback raises Unavailable instead."""
-    from autotuned.rankrun import tune_rank
-
-    if on_unavailable not in ("fallback", "raise"):
-        raise ValueError("on_unavailable must be 'fallback' or 'raise'")
-    desc.check(process_group)
-    decision = tune_rank(desc, problems, options=options, timeout=timeout)
-    if decision.fallback and on_unavailable == "raise":
-        raise Unavailable(decision.reason, target=desc.target)
-    return decision

@@ -25,10 +25,11 @@ its schedule here, step by step:
      TOLERANCES of the dtype); an exception is caught and reported;
   2. RunStep(VERIFIED): a step some rank failed is skipped by every rank;
   3. `warmup` runs, then RunStep(WARMED_UP);
-  4. `iterations` runs, each timed alone: time.perf_counter_ns off the GPU;
-     CUDA events on a "cuda" device, or replays of a CUDA graph of one call
-     (captured on a side stream after the warmup) in CUDA_GRAPH mode. A step
-     past candidate_timeout_ms stops and is reported timed_out.
+  4. `iterations` runs, timed as the daemon times its own candidates (see
+     _Timer): time.perf_counter_ns around each run off the GPU; on a "cuda"
+     device CUDA events around back-to-back launches in at most 10 batches,
+     or one timed replay of a CUDA graph of every iteration in CUDA_GRAPH
+     mode. A step past candidate_timeout_ms stops and is reported timed_out.
 
 then Report, whose answer is the round's decision. The daemon computes the
 statistics (max over ranks per iteration, median, ...) from these times, as
@@ -151,6 +152,21 @@ def tune_rank(group: GroupDescription, problems: Sequence[ProblemLike], *,
                 channels.mark_down(target, str(e))
             return _fallback(protos, f"{lost}; asked again: {e}" if lost else str(e))
     raise AssertionError("unreachable")
+
+
+def tune_group(desc: GroupDescription, problems: Sequence[ProblemLike], *,
+               process_group: Any = None, options: Optional[pb.Options] = None,
+               timeout: float = 600.0, on_unavailable: str = "fallback") -> GroupDecision:
+    """Kept for callers of the former autotuned.group.tune_group: tune_rank
+    after a local check that `desc` fits `process_group` (GroupMismatch; no
+    collective). With on_unavailable="raise", a fallback raises Unavailable."""
+    if on_unavailable not in ("fallback", "raise"):
+        raise ValueError("on_unavailable must be 'fallback' or 'raise'")
+    desc.check(process_group)
+    decision = tune_rank(desc, problems, options=options, timeout=timeout)
+    if decision.fallback and on_unavailable == "raise":
+        raise Unavailable(decision.reason, target=desc.target)
+    return decision
 
 
 class _LostRun(Exception):
@@ -283,14 +299,24 @@ def _is_cuda(device: Any) -> bool:
     return device is not None and str(getattr(device, "type", device)).startswith("cuda")
 
 
+# As the daemon's GPU worker (daemon/backend/cuda/worker/cuda_rank_run.cc):
+# back-to-back launches with an event between at most this many batches.
+TIMED_BATCHES = 10
+
+
 class _Timer:
-    """Runs one candidate: its verify run, its warmup, its timed iterations."""
+    """Runs one candidate: its verify run, its warmup, its timed iterations,
+    timed as the daemon times its own candidates on a GPU: EVENT_LOOP puts
+    CUDA events around back-to-back launches, cut into at most TIMED_BATCHES
+    batches, each iteration getting its batch's mean; CUDA_GRAPH captures
+    every timed iteration into one graph (after the warmup), replays it once
+    untimed, then times one replay, each iteration getting the mean. Off the
+    GPU each iteration is timed alone by perf_counter_ns."""
 
     def __init__(self, device: Any, mode: int, runner: RankCandidate) -> None:
         self.cuda = _is_cuda(device)
         self.graph_mode = self.cuda and mode == pb.CUDA_GRAPH
         self.runner = runner
-        self.graph: Any = None
 
     def _sync(self) -> None:
         if self.cuda:
@@ -305,29 +331,19 @@ class _Timer:
         return _detached(out)
 
     def warm_up(self, count: int, deadline: float) -> bool:
-        """Runs `count` times; False when the deadline passed first. In graph
-        mode then captures one call (on a side stream)."""
+        """Runs `count` times; False when the deadline passed first."""
         for _ in range(count):
             if time.monotonic() > deadline:
                 return False
             self.runner.run()
             self._sync()
-        if self.graph_mode:
-            import torch
-            self.graph = torch.cuda.CUDAGraph()
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.graph(self.graph, stream=side):
-                self.runner.run()
-            torch.cuda.current_stream().wait_stream(side)
-            self._sync()
         return time.monotonic() <= deadline
 
     def timed(self, count: int, deadline: float) -> list[float]:
-        """Up to `count` iteration times in microseconds, each timed alone;
-        fewer when the deadline passed."""
-        out: list[float] = []
+        """Up to `count` iteration times in microseconds; fewer when the
+        deadline passed."""
         if not self.cuda:
+            out: list[float] = []
             for _ in range(count):
                 if time.monotonic() > deadline:
                     break
@@ -335,20 +351,50 @@ class _Timer:
                 self.runner.run()
                 out.append((time.perf_counter_ns() - t0) / 1000.0)
             return out
+        if self.graph_mode:
+            return self._timed_graph(count)
+        return self._timed_batches(count, deadline)
+
+    def _timed_batches(self, count: int, deadline: float) -> list[float]:
         import torch
-        call = self.graph.replay if self.graph is not None else self.runner.run
+        batches = min(count, TIMED_BATCHES)
+        ends = [count * (b + 1) // batches for b in range(batches)]
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(batches + 1)]
         torch.cuda.synchronize()
-        for _ in range(count):
-            if time.monotonic() > deadline:
-                break
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            call()
-            end.record()
-            end.synchronize()
-            out.append(start.elapsed_time(end) * 1000.0)
-        return out
+        events[0].record()
+        done, b = 0, 0
+        for i in range(count):
+            self.runner.run()
+            if i + 1 == ends[b]:
+                events[b + 1].record()
+                b += 1
+                done = i + 1
+                if time.monotonic() > deadline:
+                    break
+        torch.cuda.synchronize()
+        out: list[float] = []
+        for k in range(b):
+            n = ends[k] - (ends[k - 1] if k else 0)
+            out += [events[k].elapsed_time(events[k + 1]) * 1000.0 / n] * n
+        return out[:done]
+
+    def _timed_graph(self, count: int) -> list[float]:
+        import torch
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.graph(graph, stream=side):
+            for _ in range(count):
+                self.runner.run()
+        torch.cuda.current_stream().wait_stream(side)
+        graph.replay()  # untimed
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return [start.elapsed_time(end) * 1000.0 / count] * count
 
 
 def _detached(out: Any) -> Any:

@@ -55,7 +55,12 @@ def _options(iterations: int = 5):
 
 
 def busy(us: float) -> None:
+    """Takes `us` microseconds of wall time: a sleep, then a spin on
+    perf_counter for the last 300 us (a process that slept is seldom
+    preempted right after it wakes, so a loaded machine delays this little)."""
     end = time.perf_counter() + us / 1e6
+    if us > 500:
+        time.sleep((us - 300) / 1e6)
     while time.perf_counter() < end:
         pass
 
@@ -149,20 +154,34 @@ def spin_on_rank_1(rank, world, target, tag):
         if rank == 1:
             busy(SPIN_US)
         return torch.zeros(1)
-    d = tune_rank(desc, [RankProblem(p, {0: RankCandidate(run)})], options=_options(21))
+    # On a loaded machine a wall-clock wait is as long as the scheduler makes
+    # it: the spinning rank runs at a real-time priority where it may (root).
+    realtime = False
+    if rank == 1 and hasattr(os, "sched_setscheduler"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+            realtime = True
+        except PermissionError:
+            pass
+    try:
+        d = tune_rank(desc, [RankProblem(p, {0: RankCandidate(run)})], options=_options(41))
+    finally:
+        if rank == 1 and hasattr(os, "sched_setscheduler"):
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     c = d.results[0].ranked[0]
-    return summary(d), c.median_us, list(c.rank_mean_us)
+    return summary(d), c.median_us, list(c.rank_mean_us), realtime
 
 
 def test_busy_wait_on_one_rank_is_its_length_and_the_max_over_ranks(daemon):
     a, b = run_ranks(spin_on_rank_1, world=2, args=(daemon.target, "spin"), env=_env(2))
     assert not isinstance(a, RankError), a
-    assert a == b
-    decision, median, means = a
-    print(f"spin of {SPIN_US} us on rank 1: median {median:.1f} us, rank means {means}")
+    assert a[:3] == b[:3]
+    decision, median, means, _ = a
+    print(f"spin of {SPIN_US} us on rank 1: median {median:.1f} us, rank means {means}, "
+          f"real-time priority: {b[3]}")
     assert statuses(decision) == ["TUNED"], decision
     # The daemon's median of per-iteration maxima over ranks: rank 1's spin.
-    assert SPIN_US <= median < 1.05 * SPIN_US, (median, means)
+    assert SPIN_US <= median < 1.05 * SPIN_US, (median, means, b[3])
     assert means[1] >= SPIN_US > means[0], means
 
 

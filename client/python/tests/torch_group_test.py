@@ -1,7 +1,7 @@
 """The torch.distributed helpers against a live sim daemon: 2 ranks, gloo, CPU.
 
 Every rank must end with the same decision (each rank asks its daemon
-alone: autotuned.rankrun.tune_rank, here through tune_group's checks); bad
+alone: autotuned.rankrun.tune_rank, here through rankrun.tune_group's checks); bad
 input raises the same exception on every rank; an absent or dying daemon
 gives every rank the same fallback. Each case spawns its ranks (seconds each): the long tier
 (//client/python:torch_group_long_test, AUTOTUNED_LONG=1) adds the second
@@ -49,7 +49,8 @@ def _options():
 
 def describe_and_tune(rank, world, target):
     from autotuned import problem
-    from autotuned.group import describe_group, tune_group
+    from autotuned.group import describe_group
+    from autotuned.rankrun import tune_group
 
     desc = describe_group(target=target)
     p = problem("all_reduce", "float32", 16384, CANDIDATES)
@@ -143,7 +144,8 @@ def mismatched(rank, world, target, how):
     import torch.distributed as dist
 
     from autotuned import problem
-    from autotuned.group import describe_group, tune_group
+    from autotuned.group import describe_group
+    from autotuned.rankrun import tune_group
 
     desc = describe_group(target=target)
     pg = None
@@ -168,7 +170,8 @@ def test_group_mismatch_raises_on_every_rank(daemon, how):
 def unknown_candidate(rank, world, target):
     from autotuned import problem
     from autotuned.errors import InvalidArgument
-    from autotuned.group import describe_group, tune_group
+    from autotuned.group import describe_group
+    from autotuned.rankrun import tune_group
 
     desc = describe_group(target=target)
     try:
@@ -188,7 +191,8 @@ def test_unknown_candidate_raises_on_every_rank(daemon):
 
 def absent(rank, world, target, only_rank_1):
     from autotuned import problem
-    from autotuned.group import describe_group, tune_group
+    from autotuned.group import describe_group
+    from autotuned.rankrun import tune_group
 
     bad = "/tmp/atpy-no-such-dir/none.sock"
     desc = describe_group(target=bad if (rank == 1 or not only_rank_1) else target,
@@ -216,7 +220,8 @@ def test_absent_daemon_same_fallback_everywhere(daemon, only_rank_1):
 
 def dies(rank, world, target, marker):
     from autotuned import pb, problem
-    from autotuned.group import describe_group, tune_group
+    from autotuned.group import describe_group
+    from autotuned.rankrun import tune_group
 
     desc = describe_group(target=target)
     if rank == 0:
