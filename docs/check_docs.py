@@ -95,6 +95,9 @@ def check_file(root: str, rel: str, pending: set, problems: list, notes: list) -
     path = os.path.join(root, rel)
     text = open(path).read()
     here = os.path.dirname(rel)
+    for n, line in enumerate(text.split("\n"), 1):
+        if re.match(r"(<{7} |={7}$|>{7} )", line):
+            problems.append(f"{rel}:{n}: a merge conflict marker")
     body = prose(text)
     for target in re.findall(r"\]\(([^)\s]+)\)", body):
         if re.match(r"[a-z]+:", target):

@@ -241,7 +241,9 @@ def _group_id(text: str) -> str:
 def describe_from_env(target: Optional[str] = None) -> Optional[GroupDescription]:
     """The world as torchrun (or any launcher setting its variables) started
     it, without a collective: RANK and WORLD_SIZE; the group id from
-    TORCHELASTIC_RUN_ID, else MASTER_ADDR and MASTER_PORT. Every rank on
+    TORCHELASTIC_RUN_ID and TORCHELASTIC_RESTART_COUNT (an elastic restart
+    is a new group, whose rounds start afresh), else MASTER_ADDR and
+    MASTER_PORT. Every rank on
     one host (WORLD_SIZE == LOCAL_WORLD_SIZE) asks the same daemon, `target`
     (default: $AUTOTUNED_SOCKET, else the default socket), and rank r runs
     on local GPU r (its LOCAL_RANK on one host). None when a variable is
@@ -254,7 +256,7 @@ def describe_from_env(target: Optional[str] = None) -> Optional[GroupDescription
         return None
     run_id = env.get("TORCHELASTIC_RUN_ID", "")
     if run_id and run_id != "none":
-        gid = f"torchelastic:{run_id}"
+        gid = f"torchelastic:{run_id}:{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     elif env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
         gid = f"env:{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
     else:

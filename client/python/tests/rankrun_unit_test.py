@@ -264,6 +264,28 @@ def test_outputs_compared_exactly_or_within_the_dtype_tolerance():
     assert same_output(3, 3) == "" and same_output(1.0, 1.0 + 1e-9) == ""
 
 
+def test_group_from_the_launchers_environment(monkeypatch):
+    """torchrun's variables describe the group without a collective; an
+    elastic restart is a new group (its rounds start afresh); ranks on
+    several hosts, or a missing variable, need describe_group."""
+    from autotuned.group import describe_from_env
+
+    env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+           "TORCHELASTIC_RUN_ID": "job7", "TORCHELASTIC_RESTART_COUNT": "0"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    first = describe_from_env("/tmp/x.sock")
+    assert first is not None and first.rank == 1 and first.world_size == 2
+    assert [r.local_gpu for r in first.ranks] == [0, 1]
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    restarted = describe_from_env("/tmp/x.sock")
+    assert restarted is not None and restarted.id != first.id
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert describe_from_env("/tmp/x.sock") is None
+    monkeypatch.delenv("RANK")
+    assert describe_from_env("/tmp/x.sock") is None
+
+
 def test_max_sizes_in_vllms_form():
     from autotuned.vllm import DispatchTable, SizeRange, max_sizes_dict
 
