@@ -235,7 +235,7 @@ int Run() {
     listening->server->Shutdown(deadline);
     if (peer_listening.server) peer_listening.server->Shutdown(deadline);
     if (metrics_server) metrics_server->Stop();
-    if (!listening->unix_socket.empty()) unlink(listening->unix_socket.c_str());
+    RemoveOwnSocket(*listening);
   };
   bool drained = false;
   RunUntilStopped(notifier, hooks, absl::Milliseconds(config->drain_timeout_ms()),

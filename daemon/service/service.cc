@@ -213,11 +213,13 @@ grpc::Status AutotuneService::ListCache(grpc::ServerContext*, const v1::ListCach
 grpc::Status AutotuneService::ClearCache(grpc::ServerContext*, const v1::ClearCacheRequest*,
                                          v1::ClearCacheResponse* response) {
   if (cache_ == nullptr) return CacheDisabled();
-  absl::StatusOr<int64_t> removed = cache_->Clear();
-  if (!removed.ok()) return ToGrpcStatus(removed.status());
-  spdlog::info("cache cleared: {} entries removed", *removed);
+  absl::StatusOr<ResultCache::Cleared> cleared = cache_->Clear();
+  if (!cleared.ok()) return ToGrpcStatus(cleared.status());
+  spdlog::info("cache cleared: {} entries removed, {} files could not be removed",
+               cleared->removed, cleared->not_removed);
   metrics_->cache_entries->Set(cache_->size());
-  response->set_removed(*removed);
+  response->set_removed(cleared->removed);
+  response->set_not_removed(cleared->not_removed);
   return grpc::Status::OK;
 }
 
