@@ -173,7 +173,14 @@ int Run() {
   // token, and leads those whose rank 0 is here.
   std::unique_ptr<PeerClient> peer_client;
   if (peer && !config->peer_advertise().empty()) {
-    peer_client = std::make_unique<PeerClient>(*peer_token, config->peer_advertise());
+    peer_client = std::make_unique<PeerClient>(
+        *peer_token, config->peer_advertise(),
+        std::vector<std::string>(config->peers().begin(), config->peers().end()));
+    if (config->peers_size() == 0) {
+      spdlog::warn(
+          "peers is empty: groups spread over daemons are refused until the configuration "
+          "lists the other daemons");
+    }
   }
   AutotuneService service(
       backend->get(), cache.get(), *config,

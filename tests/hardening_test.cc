@@ -4,6 +4,7 @@
 // the token, client strings in logs, garbage bytes, stopping, /metrics.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/types.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -54,11 +55,11 @@ Node MakeNode(const std::string& name, const std::string& config_text,
   return n;
 }
 
-[[maybe_unused]] std::chrono::system_clock::time_point In(int seconds) {
+std::chrono::system_clock::time_point In(int seconds) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
 }
 
-[[maybe_unused]] std::unique_ptr<v1::Autotune::Stub> Stub(const Node& n) {
+std::unique_ptr<v1::Autotune::Stub> Stub(const Node& n) {
   return v1::Autotune::NewStub(
       grpc::CreateChannel("unix:" + n.socket, grpc::InsecureChannelCredentials()));
 }
@@ -101,6 +102,151 @@ TEST_CASE("a stopping daemon removes its own socket only; its directory is 0750"
     CHECK_THAT(d.Log(), Catch::Contains("no longer the socket this daemon made"));
     close(fd);
   }
+}
+
+constexpr char kToken[] = "peer-token-for-the-hardening-test";
+
+// A daemon with a peer port and this name for its peers; `extra`: more
+// configuration lines.
+Node PeerNode(const std::string& name, int* peer_port, const std::string& extra = "") {
+  *peer_port = testing::FreeLoopbackPort();
+  REQUIRE(*peer_port > 0);
+  const std::string peer = absl::StrCat("127.0.0.1:", *peer_port);
+  return MakeNode(name,
+                  absl::StrCat("peer_token: \"", kToken, "\"\npeer_advertise: \"", peer,
+                               "\"\n", extra),
+                  {"--peer_listen=" + peer});
+}
+
+// Rank 1 of a two-rank group whose rank 0 is on `leader` and rank 1 on
+// `self`.
+v1::TuneRequest SpreadAsk(const std::string& leader, const std::string& self) {
+  v1::TuneRequest req;
+  req.mutable_group()->set_id("spread");
+  req.mutable_group()->set_world_size(2);
+  req.mutable_group()->set_rank(1);
+  for (int r = 0; r < 2; ++r) {
+    v1::Member* m = req.mutable_group()->add_members();
+    m->set_rank(r);
+    m->set_daemon(r == 0 ? leader : self);
+  }
+  v1::Problem* p = req.add_problems();
+  p->set_collective(v1::ALL_REDUCE);
+  p->set_dtype(v1::FLOAT32);
+  p->set_count(1024);
+  p->add_candidates()->set_impl("all_reduce/ring");
+  return req;
+}
+
+// A TCP listener on loopback that counts the connections it was offered.
+struct Trap {
+  int fd = -1;
+  int port = 0;
+  Trap() {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    REQUIRE(listen(fd, 16) == 0);
+    socklen_t len = sizeof(addr);
+    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port = ntohs(addr.sin_port);
+  }
+  ~Trap() { close(fd); }
+  int Accepted() {
+    int n = 0;
+    for (int c; (c = accept(fd, nullptr, nullptr)) >= 0; ++n) close(c);
+    return n;
+  }
+};
+
+TEST_CASE("a member daemon not in the configured peers is refused before any connection") {
+  Trap trap;
+  const std::string trap_address = absl::StrCat("127.0.0.1:", trap.port);
+  int port = 0;
+  SECTION("no peers configured") {
+    Node n = PeerNode("no-peers", &port);
+    DaemonProcess d;
+    REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
+    CHECK_THAT(d.Log(), Catch::Contains("peers is empty"));
+    for (const std::string& leader : {trap_address, std::string("unix:/tmp/collect.sock")}) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(In(20));
+      v1::TuneResponse resp;
+      const grpc::Status s =
+          Stub(n)->Tune(&ctx, SpreadAsk(leader, absl::StrCat("127.0.0.1:", port)), &resp);
+      CHECK(s.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+      CHECK_THAT(s.error_message(),
+                 Catch::StartsWith("group.members[0].daemon: \"" + leader + "\""));
+    }
+  }
+  SECTION("another daemon configured") {
+    Node n = PeerNode("other-peer", &port, "peers: \"127.0.0.1:1\"\n");
+    DaemonProcess d;
+    REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(20));
+    v1::TuneResponse resp;
+    const grpc::Status s =
+        Stub(n)->Tune(&ctx, SpreadAsk(trap_address, absl::StrCat("127.0.0.1:", port)), &resp);
+    CHECK(s.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+    CHECK_THAT(s.error_message(), Catch::Contains("is not one of this daemon's peers"));
+  }
+  CHECK(trap.Accepted() == 0);
+}
+
+// The peak resident set of process `pid`, in KiB (VmHWM).
+int64_t PeakRssKib(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, "VmHWM:")) {
+      int64_t kib = 0;
+      std::string digits;
+      for (char c : line) if (c >= '0' && c <= '9') digits += c;
+      REQUIRE(absl::SimpleAtoi(digits, &kib));
+      return kib;
+    }
+  }
+  FAIL("no VmHWM in /proc/" << pid << "/status");
+  return 0;
+}
+
+TEST_CASE("an unauthenticated 200 MB Exchange is refused before its body is read") {
+  int port = 0;
+  Node n = PeerNode("peer-body", &port);
+  DaemonProcess d;
+  REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(256 << 20);
+  std::unique_ptr<v1::Peer::Stub> peer = v1::Peer::NewStub(grpc::CreateCustomChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials(), args));
+  {
+    // Warm the server's threads and buffers up with a small refused call.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(20));
+    v1::PingReply reply;
+    REQUIRE(peer->Ping(&ctx, v1::PingRequest(), &reply).error_code() ==
+            grpc::StatusCode::UNAUTHENTICATED);
+  }
+  const int64_t before = PeakRssKib(d.pid());
+  v1::ExchangeRequest big;
+  big.set_run_id("r");
+  big.set_data(std::string(200 << 20, 'x'));
+  for (const char* token : {"", "Bearer wrong-token-of-some-length"}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(60));
+    if (*token != 0) ctx.AddMetadata("authorization", token);
+    v1::ExchangeReply reply;
+    const grpc::Status s = peer->Exchange(&ctx, big, &reply);
+    CHECK(s.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  }
+  const int64_t after = PeakRssKib(d.pid());
+  INFO("peak RSS before " << before << " KiB, after " << after << " KiB");
+  CHECK(after - before < 16 * 1024);
+  // Refused calls are logged, at a bounded rate.
+  CHECK_THAT(d.Log(), Catch::Contains("peer: refused a call from"));
 }
 
 }  // namespace

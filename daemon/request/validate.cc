@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/escape.h"
 #include "daemon/common/status_macros.h"
 
 namespace autotuned {
@@ -244,6 +245,14 @@ absl::Status ValidateMember(const v1::Group& g, int i, const ValidationContext& 
                                   : absl::StrCat("\"", ctx.self_daemon, "\""),
           "); groups spread over several daemons need ranks asking one by one "
           "(whole_group false) and this daemon's peer_listen and peer_advertise"));
+    }
+    if (std::find(ctx.allowed_peers.begin(), ctx.allowed_peers.end(), m.daemon()) ==
+        ctx.allowed_peers.end()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          f, ".daemon: \"", LogEscaped(m.daemon()), "\" is not one of this daemon's peers ",
+          ctx.allowed_peers.empty() ? std::string("(none configured: groups spread over daemons "
+                                                  "need the configuration's peers)")
+                                    : std::string("(the configuration's peers)")));
     }
     if (m.rank() == g.rank() && m.daemon() != ctx.asking_daemon) {
       return Invalid("group.rank",

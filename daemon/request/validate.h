@@ -43,6 +43,10 @@ struct ValidationContext {
   // client: peer_listen and peer_advertise set). Otherwise they are
   // UNIMPLEMENTED.
   bool peers = false;
+  // The other daemons members may name (config peers, from the operator);
+  // a member on any other daemon is PERMISSION_DENIED, before anything is
+  // dialed.
+  std::vector<std::string> allowed_peers;
   // The daemon the asking rank must be on: "" = this one; the leader
   // validating a forwarded ask sets the follower's name (ReadyRequest).
   std::string asking_daemon;
@@ -119,7 +123,8 @@ absl::Status ValidateListImplementations(const v1::ListImplementationsRequest& r
 // Members: when given, there is one per rank (world_size of them, each rank
 // once). Members on this daemon (daemon "" or context.self_daemon) are each on
 // a distinct local GPU of this node. Members on other daemons need
-// context.peers (else UNIMPLEMENTED) and whole_group false; then the asking
+// context.peers (else UNIMPLEMENTED), a daemon in context.allowed_peers (else
+// PERMISSION_DENIED) and whole_group false; then the asking
 // rank must be on context.asking_daemon (this daemon by default), and
 // world_size is not bounded by this node (the leader decides what it can
 // measure). A group with members and whole_group false is served rank by rank

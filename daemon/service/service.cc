@@ -85,6 +85,7 @@ ValidationContext AutotuneService::Validation(const Settings& settings) const {
   context.backend_name = backend_->node().backend;
   context.self_daemon = config_.peer_advertise();
   context.peers = options_.peer_client != nullptr && !config_.peer_advertise().empty();
+  context.allowed_peers.assign(config_.peers().begin(), config_.peers().end());
   return context;
 }
 
