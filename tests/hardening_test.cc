@@ -249,5 +249,42 @@ TEST_CASE("an unauthenticated 200 MB Exchange is refused before its body is read
   CHECK_THAT(d.Log(), Catch::Contains("peer: refused a call from"));
 }
 
+v1::TuneRequest OneAllReduce(const std::string& impl) {
+  v1::TuneRequest req;
+  req.mutable_group()->set_world_size(2);
+  v1::Problem* p = req.add_problems();
+  p->set_collective(v1::ALL_REDUCE);
+  p->set_dtype(v1::FLOAT32);
+  p->set_count(1024);
+  p->add_candidates()->set_impl(impl);
+  return req;
+}
+
+TEST_CASE("client strings are bounded and cannot forge a log line") {
+  Node n = MakeNode("strings", "");
+  DaemonProcess d;
+  REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(20));
+    v1::TuneResponse resp;
+    const grpc::Status s = Stub(n)->Tune(&ctx, OneAllReduce(std::string(8 << 10, 'n')), &resp);
+    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(s.error_message() == "problems[0].candidates[0].impl: at most 128 bytes, got 8192");
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(20));
+    v1::TuneResponse resp;
+    const grpc::Status s =
+        Stub(n)->Tune(&ctx, OneAllReduce("all_reduce/x\n[error] FORGED LINE"), &resp);
+    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  const std::string log = d.Log();
+  CHECK_THAT(log, Catch::Contains("all_reduce/x\\x0a[error] FORGED LINE"));
+  CHECK_FALSE(absl::StrContains(log, "\n[error] FORGED LINE"));
+  CHECK_FALSE(absl::StrContains(log, std::string(300, 'n')));
+}
+
 }  // namespace
 }  // namespace autotuned

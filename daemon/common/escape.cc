@@ -11,9 +11,7 @@ std::string LogEscaped(absl::string_view s, size_t max_bytes) {
   out.reserve(shown.size() + 16);
   for (const char c : shown) {
     const auto u = static_cast<unsigned char>(c);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (u >= 0x20 && u <= 0x7e) {
+    if (u >= 0x20 && u <= 0x7e) {
       out += c;
     } else {
       absl::StrAppendFormat(&out, "\\x%02x", u);

@@ -23,8 +23,9 @@ namespace autotuned {
 // How many bytes of a foreign string a log line or error message shows.
 inline constexpr size_t kMaxLoggedBytes = 256;
 
-// `s` with printable ASCII (0x20 to 0x7e) kept, except '\\' written "\\\\";
-// every other byte written "\xNN". Past `max_bytes` input bytes, the rest is
+// `s` with printable ASCII (0x20 to 0x7e) kept and every other byte written
+// "\xNN" (a backslash stays as is: what was escaped once, in an error message
+// that is logged, is not escaped again). Past `max_bytes` input bytes, the rest is
 // replaced by "...(N bytes)" with N the full size of `s`.
 std::string LogEscaped(absl::string_view s, size_t max_bytes = kMaxLoggedBytes);
 

@@ -10,7 +10,8 @@ TEST_CASE("LogEscaped keeps printable ASCII and escapes everything else") {
   CHECK(LogEscaped("all_reduce/ring") == "all_reduce/ring");
   CHECK(LogEscaped("a\nINFO forged") == "a\\x0aINFO forged");
   CHECK(LogEscaped(std::string("\x1b[31m\0\xff", 7)) == "\\x1b[31m\\x00\\xff");
-  CHECK(LogEscaped("back\\slash") == "back\\\\slash");
+  CHECK(LogEscaped("back\\slash") == "back\\slash");
+  CHECK(LogEscaped(LogEscaped("a\nb")) == "a\\x0ab");
 }
 
 TEST_CASE("LogEscaped bounds what it shows and says how long the string was") {

@@ -29,6 +29,14 @@
 
 namespace autotuned {
 
+// Bounds on the strings of a request (docs/protocol.md, "Errors"); a longer
+// or ill-formed one is INVALID_ARGUMENT naming the field. Strings that reach
+// logs or error messages are printable ASCII or escaped (daemon/common/escape.h).
+inline constexpr size_t kMaxGroupIdBytes = 256;     // group.id: printable ASCII
+inline constexpr size_t kMaxDaemonBytes = 256;      // members[].daemon: printable ASCII
+inline constexpr size_t kMaxNameBytes = 128;        // candidates' impl and parameter names
+inline constexpr size_t kMaxLabelBytes = 1024;      // problems' label: any bytes
+
 // What the service needs to know about the node to validate a request.
 struct ValidationContext {
   const Catalogue* catalogue = nullptr;

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/time/clock.h"
+#include "daemon/common/escape.h"
 #include "daemon/common/grpc_status.h"
 #include "daemon/common/version.h"
 #include "daemon/service/describe.h"
@@ -101,7 +102,8 @@ grpc::Status AutotuneService::Reject(const absl::Status& status, const char* wha
       metrics_->rejected_invalid->Increment();
   }
   spdlog::info("rejected {} request: {}: {}", what,
-               absl::StatusCodeToString(status.code()), std::string(status.message()));
+               absl::StatusCodeToString(status.code()),
+               LogEscaped(status.message(), 4 * kMaxLoggedBytes));
   return ToGrpcStatus(status);
 }
 
