@@ -20,6 +20,7 @@
 
 #include <catch2/catch.hpp>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/client_unary_call.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -284,6 +285,30 @@ TEST_CASE("client strings are bounded and cannot forge a log line") {
   CHECK_THAT(log, Catch::Contains("all_reduce/x\\x0a[error] FORGED LINE"));
   CHECK_FALSE(absl::StrContains(log, "\n[error] FORGED LINE"));
   CHECK_FALSE(absl::StrContains(log, std::string(300, 'n')));
+}
+
+TEST_CASE("garbage bytes on the client API are INVALID_ARGUMENT saying what was wrong") {
+  Node n = MakeNode("garbage", "");
+  DaemonProcess d;
+  REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel("unix:" + n.socket, grpc::InsecureChannelCredentials());
+  const std::string garbage = "\xff\xff\xff\xff\x0f garbage";
+  grpc::Slice slice(garbage);
+  grpc::ByteBuffer request(&slice, 1);
+  for (const char* method : {"/autotuned.v1.Autotune/Tune", "/autotuned.v1.Autotune/Sweep"}) {
+    INFO(method);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(20));
+    grpc::ByteBuffer response;
+    const grpc::Status s = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+        channel.get(), grpc::internal::RpcMethod(method, grpc::internal::RpcMethod::NORMAL_RPC),
+        &ctx, request, &response);
+    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(s.error_message(),
+               Catch::StartsWith(absl::StrCat("request: the message to ", method,
+                                              " does not parse as its protobuf request")));
+  }
 }
 
 }  // namespace

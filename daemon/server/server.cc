@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include <spdlog/spdlog.h>
 #include "daemon/peer/peer_client.h"
+#include "daemon/server/parse_errors.h"
 #include "daemon/common/status_macros.h"
 
 namespace autotuned {
@@ -187,6 +188,9 @@ absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
   }
   for (grpc::Service* s : services) builder.RegisterService(s);
   builder.SetMaxReceiveMessageSize(config.limits().max_request_bytes());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(ParseErrorsFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   out.server = builder.BuildAndStart();
   if (out.server == nullptr) {
     return absl::UnavailableError(absl::StrCat(

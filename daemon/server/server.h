@@ -3,7 +3,9 @@
 // server reflection; the caller passes the health service among `services`)
 // and, when configured, the peer server (a TCP port for other daemons,
 // carrying the Peer service alone).
-// Both refuse messages over limits.max_request_bytes with RESOURCE_EXHAUSTED.
+// Both refuse messages over limits.max_request_bytes with RESOURCE_EXHAUSTED;
+// on the client server a message that does not parse is INVALID_ARGUMENT
+// saying so (parse_errors.h).
 #pragma once
 
 #include <sys/types.h>
