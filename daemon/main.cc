@@ -112,6 +112,8 @@ int Run() {
   // Before any thread starts: signals then reach only the lifecycle's sigwait.
   BlockLifecycleSignals();
   IgnoreBrokenPipes();
+  // Made first, destroyed last: a stop also bounds the destructors below.
+  StopBound stop_bound;
   const Notifier notifier(Env("NOTIFY_SOCKET"));
   absl::StatusOr<absl::Duration> watchdog_timeout = WatchdogTimeout(
       std::getenv("WATCHDOG_USEC"), std::getenv("WATCHDOG_PID"), getpid());
@@ -236,8 +238,8 @@ int Run() {
   };
   hooks.wait_drained = [&](absl::Time deadline) { return service.WaitForRounds(deadline); };
   hooks.stop = [&] {
-    // Answers already computed are still sent; after 5 s calls are cut.
-    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(5);
+    // Answers already computed are still sent; after kStopGrace calls are cut.
+    const auto deadline = absl::ToChronoTime(absl::Now() + kStopGrace);
     health.Stop();
     listening->server->Shutdown(deadline);
     if (peer_listening.server) peer_listening.server->Shutdown(deadline);
@@ -248,7 +250,7 @@ int Run() {
   RunUntilStopped(notifier, hooks, absl::Milliseconds(config->drain_timeout_ms()),
                   absl::StrCat("serving on ", listening->unix_socket.empty()
                                                   ? "tcp" : listening->unix_socket),
-                  &drained);
+                  &drained, &stop_bound);
   spdlog::info("stopped{}", drained ? "" : " (drain timed out)");
   return 0;
 }

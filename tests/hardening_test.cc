@@ -16,6 +16,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -308,6 +309,59 @@ TEST_CASE("garbage bytes on the client API are INVALID_ARGUMENT saying what was 
     CHECK_THAT(s.error_message(),
                Catch::StartsWith(absl::StrCat("request: the message to ", method,
                                               " does not parse as its protobuf request")));
+  }
+}
+
+// A daemon whose "all_reduce/slow" sleeps 0.2 s per iteration on rank 0,
+// with `queued` Tune calls of 20 iterations each sent to it (about 4 s of
+// measuring each; the engine runs one at a time). The calls' threads are
+// joined by the caller.
+std::vector<std::thread> Busy(const Node& n, int queued) {
+  std::vector<std::thread> calls;
+  for (int i = 0; i < queued; ++i) {
+    calls.emplace_back([&n] {
+      v1::TuneRequest req = OneAllReduce("all_reduce/slow");
+      req.mutable_options()->set_warmup(1);
+      req.mutable_options()->set_iterations(20);
+      req.mutable_options()->set_refresh(true);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(In(120));
+      v1::TuneResponse resp;
+      Stub(n)->Tune(&ctx, req, &resp);
+    });
+  }
+  return calls;
+}
+
+constexpr char kSlowConfig[] =
+    "sim { faults { name: \"all_reduce/slow\" base: \"all_reduce/ring\" kind: SLOW_RANK "
+    "rank: 0 delay_us: 200000 } }\n";
+
+TEST_CASE("a stop ends within the drain bound; a second signal ends it at once") {
+  SECTION("the drain bound bounds the process's life") {
+    // 500 ms of drain + 5 s of grace + 1 s of slack; 6 calls queue ~25 s.
+    Node n = MakeNode("bound", absl::StrCat(kSlowConfig, "drain_timeout_ms: 500\n"));
+    DaemonProcess d;
+    REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
+    std::vector<std::thread> calls = Busy(n, 6);
+    absl::SleepFor(absl::Milliseconds(500));
+    const absl::Time sent = absl::Now();
+    CHECK(d.Stop(SIGTERM, absl::Seconds(15)) == 0);
+    CHECK(absl::Now() - sent < absl::Seconds(15));
+    CHECK_THAT(d.Log(), Catch::Contains("the stop's bound passed: exiting now"));
+    for (std::thread& t : calls) t.join();
+  }
+  SECTION("a second SIGTERM stops at once") {
+    Node n = MakeNode("second", absl::StrCat(kSlowConfig, "drain_timeout_ms: 60000\n"));
+    DaemonProcess d;
+    REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
+    std::vector<std::thread> calls = Busy(n, 3);
+    absl::SleepFor(absl::Milliseconds(500));
+    REQUIRE(kill(d.pid(), SIGTERM) == 0);
+    absl::SleepFor(absl::Milliseconds(300));
+    CHECK(d.Stop(SIGTERM, absl::Seconds(5)) == 0);
+    CHECK_THAT(d.Log(), Catch::Contains("second signal"));
+    for (std::thread& t : calls) t.join();
   }
 }
 

@@ -5,6 +5,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 
 namespace autotuned {
@@ -23,6 +28,12 @@ void Report(const absl::Status& s) {
   if (!s.ok()) spdlog::warn("service manager: {}", s.ToString());
 }
 
+[[noreturn]] void ExitNow(const std::string& why) {
+  spdlog::warn("{}: exiting now, rounds still queued or running are not measured", why);
+  spdlog::default_logger()->flush();
+  std::_Exit(0);
+}
+
 }  // namespace
 
 void BlockLifecycleSignals() {
@@ -37,9 +48,40 @@ void UnblockLifecycleSignals() {
 
 void IgnoreBrokenPipes() { signal(SIGPIPE, SIG_IGN); }
 
+StopBound::~StopBound() {
+  {
+    absl::MutexLock lock(&mu_);
+    disarmed_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void StopBound::Arm(absl::Time bound) {
+  thread_ = std::thread([this, bound] { Watch(bound); });
+}
+
+// The stop signals stay blocked in every thread: this one takes them.
+void StopBound::Watch(absl::Time bound) {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGINT);
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (disarmed_) return;
+    }
+    const absl::Duration left = bound - absl::Now();
+    if (left <= absl::ZeroDuration()) ExitNow("the stop's bound passed");
+    const timespec wait = absl::ToTimespec(std::min(left, absl::Milliseconds(100)));
+    const int sig = sigtimedwait(&stops, nullptr, &wait);
+    if (sig > 0) ExitNow(absl::StrCat("second signal ", sig, " (", strsignal(sig), ")"));
+  }
+}
+
 int RunUntilStopped(const Notifier& notifier, const LifecycleHooks& hooks,
                     absl::Duration drain_timeout, const std::string& ready_status,
-                    bool* drained) {
+                    bool* drained, StopBound* bound) {
   const sigset_t set = LifecycleSignals();
   Report(notifier.Ready(ready_status));
   int sig = 0;
@@ -60,8 +102,9 @@ int RunUntilStopped(const Notifier& notifier, const LifecycleHooks& hooks,
                               : absl::StrCat(ready_status, "; reload failed: ",
                                              outcome.status().message())));
   }
-  spdlog::info("signal {} ({}): draining, at most {}", sig, strsignal(sig),
-               absl::FormatDuration(drain_timeout));
+  spdlog::info("signal {} ({}): draining, at most {}; a second signal stops at once", sig,
+               strsignal(sig), absl::FormatDuration(drain_timeout));
+  if (bound != nullptr) bound->Arm(absl::Now() + drain_timeout + kStopGrace + kExitSlack);
   hooks.begin_drain();
   Report(notifier.Stopping("draining: finishing the rounds in progress"));
   *drained = hooks.wait_drained(absl::Now() + drain_timeout);
