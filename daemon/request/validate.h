@@ -29,7 +29,7 @@
 
 namespace autotuned {
 
-// Bounds on the strings of a request (docs/protocol.md, "Errors"); a longer
+// Bounds on the strings of a request (docs/protocol.md, "Requests and errors"); a longer
 // or ill-formed one is INVALID_ARGUMENT naming the field. Strings that reach
 // logs or error messages are printable ASCII or escaped (daemon/common/escape.h).
 inline constexpr size_t kMaxGroupIdBytes = 256;     // group.id: printable ASCII
