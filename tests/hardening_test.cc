@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <sys/types.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -363,6 +364,50 @@ TEST_CASE("a stop ends within the drain bound; a second signal ends it at once")
     CHECK_THAT(d.Log(), Catch::Contains("second signal"));
     for (std::thread& t : calls) t.join();
   }
+}
+
+// Connections to the Unix socket at `path`, `n` of them, held open.
+std::vector<int> Connect(const std::string& path, int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      close(fd);
+      continue;
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+int OpenFds(pid_t pid) {
+  int n = 0;
+  for (int fd = 0; fd < 4096; ++fd) {
+    if (access(absl::StrCat("/proc/", pid, "/fd/", fd).c_str(), F_OK) == 0) ++n;
+  }
+  return n;
+}
+
+TEST_CASE("a listener lost to fd exhaustion makes the daemon exit to be restarted") {
+  Node n = MakeNode("fds", "", {"--listener_probe_ms=500"});
+  DaemonProcess d;
+  REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
+  // A few free descriptors left, then more clients than that at once.
+  rlimit limit{};
+  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, nullptr, &limit) == 0);
+  limit.rlim_cur = static_cast<rlim_t>(OpenFds(d.pid()) + 4);
+  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, &limit, nullptr) == 0);
+  std::vector<int> clients = Connect(n.socket, 40);
+  absl::SleepFor(absl::Seconds(1));
+  for (int fd : clients) close(fd);
+  // Before: gRPC's listener was gone for good ("Failed accept4: Too many
+  // open files") and the daemon ran on without serving.
+  CHECK(d.Wait(absl::Seconds(30)) == 1);
+  CHECK_THAT(d.Log(), Catch::Contains("no longer answers: exiting (status 1)"));
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 #include "daemon/lifecycle/lifecycle.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <string.h>
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -47,6 +49,20 @@ void UnblockLifecycleSignals() {
 }
 
 void IgnoreBrokenPipes() { signal(SIGPIPE, SIG_IGN); }
+
+absl::StatusOr<int64_t> RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return absl::ErrnoToStatus(errno, "getrlimit(RLIMIT_NOFILE)");
+  }
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      return absl::ErrnoToStatus(errno, "setrlimit(RLIMIT_NOFILE)");
+    }
+  }
+  return static_cast<int64_t>(limit.rlim_cur);
+}
 
 StopBound::~StopBound() {
   {

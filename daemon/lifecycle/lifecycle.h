@@ -63,6 +63,11 @@ void UnblockLifecycleSignals();
 // socket or pipe, a write fails with EPIPE instead of killing the daemon.
 void IgnoreBrokenPipes();
 
+// Raises the soft limit on open files to the hard one (systemd's default
+// soft limit, 1024, is what a few hundred clients and peers exhaust); the
+// limit now in force, or the error.
+absl::StatusOr<int64_t> RaiseOpenFileLimit();
+
 // The bound on a stop (above). Armed by RunUntilStopped at the first stop
 // signal: from then on a thread of its own ends the process with
 // std::_Exit(0) at the bound, or at once on a second SIGTERM or SIGINT,
