@@ -10,9 +10,12 @@
 #include <limits>
 #include <utility>
 
+#include "absl/random/random.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -84,6 +87,40 @@ void RemoveCrashedTemp(const std::string& path, const std::string& name) {
   }
 }
 
+constexpr char kEpochFile[] = "epoch";
+
+// A new epoch written atomically to the directory's epoch file.
+absl::StatusOr<std::string> NewEpoch(const std::string& dir) {
+  absl::BitGen gen;
+  const std::string epoch = absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
+                                            absl::Uniform<uint64_t>(gen));
+  const std::string path = absl::StrCat(dir, "/", kEpochFile);
+  const std::string temp = absl::StrCat(dir, "/", kTempPrefix, kEpochFile, "-", ::getpid());
+  cache_internal::RemoveFile(temp).IgnoreError();
+  absl::Status written = cache_internal::WriteNewFileSynced(temp, epoch + "\n", kFileMode);
+  if (!written.ok()) return written;
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    absl::Status renamed =
+        absl::ErrnoToStatus(errno, absl::StrCat("cannot rename ", temp, " to ", path));
+    cache_internal::RemoveFile(temp).IgnoreError();
+    return renamed;
+  }
+  absl::Status synced = cache_internal::SyncDir(dir);
+  if (!synced.ok()) return synced;
+  return epoch;
+}
+
+// The directory's epoch: the one in its epoch file, or a new one.
+absl::StatusOr<std::string> LoadEpoch(const std::string& dir) {
+  absl::StatusOr<std::string> bytes =
+      cache_internal::ReadRegularFile(absl::StrCat(dir, "/", kEpochFile), 4096);
+  if (bytes.ok()) {
+    std::string epoch(absl::StripAsciiWhitespace(*bytes));
+    if (IsCacheKey(epoch)) return epoch;
+  }
+  return NewEpoch(dir);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ResultCache>> ResultCache::Open(
@@ -122,19 +159,27 @@ absl::StatusOr<std::unique_ptr<ResultCache>> ResultCache::Open(
     spdlog::warn("result cache: {} more unusable files ignored, not listed",
                  corrupt - kMaxLoggedFiles);
   }
+  absl::StatusOr<std::string> epoch = LoadEpoch(dir);
+  if (!epoch.ok()) return epoch.status();
   spdlog::info(
       "result cache: {} entries loaded from {}, {} unusable files "
-      "ignored",
-      entries.size(), dir, corrupt);
+      "ignored, epoch {}",
+      entries.size(), dir, corrupt, *epoch);
   return std::unique_ptr<ResultCache>(
-      new ResultCache(dir, std::move(entries), corrupt));
+      new ResultCache(dir, std::move(entries), corrupt, *std::move(epoch)));
 }
 
 ResultCache::ResultCache(std::string dir, EntryMap entries,
-                         int64_t corrupt_files)
+                         int64_t corrupt_files, std::string epoch)
     : dir_(std::move(dir)),
       entries_(std::move(entries)),
-      corrupt_files_(corrupt_files) {}
+      corrupt_files_(corrupt_files),
+      epoch_(std::move(epoch)) {}
+
+std::string ResultCache::epoch() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return epoch_;
+}
 
 std::shared_ptr<const cache::CacheEntry> ResultCache::Find(
     const std::string& key) const {
@@ -266,6 +311,14 @@ absl::StatusOr<ResultCache::Cleared> ResultCache::Clear() {
     for (const std::string& key : kept_keys) {
       if (!entries_.contains(key)) ++corrupt_files_;
     }
+  }
+  // Renewed even when nothing was removed; a failure to write it leaves the
+  // old one in place (reported: the clear's error).
+  absl::StatusOr<std::string> epoch = NewEpoch(dir_);
+  if (!epoch.ok()) return epoch.status();
+  {
+    absl::MutexLock lock(&mu_);
+    epoch_ = *epoch;
   }
   absl::Status synced = cache_internal::SyncDir(dir_);
   if (!synced.ok()) return synced;

@@ -20,6 +20,11 @@
 // and then one line with the count of the others, counted (corrupt_files())
 // and ignored: never fatal, never deleted except by Clear().
 //
+// The epoch: a random id (32 hex digits) naming the cache's contents, kept
+// in the file "epoch" of the directory (written atomically; made when
+// missing or unreadable) and renewed by Clear, so clients that keep
+// decisions of their own key them on it (NodeInfo.cache_epoch).
+//
 // Thread-safety: every method may be called concurrently. Lookup, List,
 // size and corrupt_files read memory only, under a reader lock that is never
 // held during file I/O, so a lookup never waits for a disk. Store and Clear
@@ -92,7 +97,8 @@ class ResultCache {
   // and the reason), counted in not_removed, and the others are still
   // removed; its entry stays in memory, and corrupt_files() becomes the
   // number of unusable entry files left. Errors only when the directory
-  // cannot be listed (the errno's code, naming it).
+  // cannot be listed or the new epoch cannot be written (the errno's code,
+  // naming the path).
   absl::StatusOr<Cleared> Clear();
 
   // Corrupt files found by Open (and not removed by Clear since).
@@ -101,13 +107,15 @@ class ResultCache {
   int64_t size() const;
   // The cache directory as given to Open.
   const std::string& dir() const { return dir_; }
+  // The epoch (above).
+  std::string epoch() const;
 
  private:
   using EntryMap =
       absl::flat_hash_map<std::string,
                           std::shared_ptr<const cache::CacheEntry>>;
 
-  ResultCache(std::string dir, EntryMap entries, int64_t corrupt_files);
+  ResultCache(std::string dir, EntryMap entries, int64_t corrupt_files, std::string epoch);
 
   std::shared_ptr<const cache::CacheEntry> Find(const std::string& key) const;
 
@@ -120,6 +128,7 @@ class ResultCache {
   EntryMap entries_ ABSL_GUARDED_BY(mu_);
   int64_t corrupt_files_ ABSL_GUARDED_BY(mu_);
   int64_t temp_seq_ ABSL_GUARDED_BY(write_mu_) = 0;
+  std::string epoch_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace autotuned

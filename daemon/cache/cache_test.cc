@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -40,9 +41,11 @@ void WriteAll(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+// The directory's files but its epoch file.
 std::vector<std::string> Names(const std::string& dir) {
   absl::StatusOr<std::vector<std::string>> names = cache_internal::ListDir(dir);
   REQUIRE(names.ok());
+  names->erase(std::remove(names->begin(), names->end(), "epoch"), names->end());
   return *names;
 }
 
@@ -348,6 +351,30 @@ TEST_CASE("Clear removes files and entries and returns how many") {
   CHECK(removed->removed == 0);
 }
 
+TEST_CASE("the epoch survives a restart and is renewed by Clear") {
+  const std::string dir = NewDir("cache");
+  std::string first;
+  {
+    std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
+    first = cache->epoch();
+    CHECK(IsCacheKey(first));
+  }
+  std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
+  CHECK(cache->epoch() == first);
+  REQUIRE(cache->Clear().ok());
+  const std::string second = cache->epoch();
+  CHECK(IsCacheKey(second));
+  CHECK(second != first);
+  CHECK(OpenOrDie(dir)->epoch() == second);
+  CHECK(OpenOrDie(NewDir("other"))->epoch() != second);
+
+  // An unreadable epoch file is replaced by a new epoch.
+  WriteAll(dir + "/epoch", "not an epoch");
+  const std::string third = OpenOrDie(dir)->epoch();
+  CHECK(IsCacheKey(third));
+  CHECK(third != second);
+}
+
 TEST_CASE("Open fails, naming the path, when the directory cannot be made") {
   const std::string dir = NewDir("cache");
   std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
@@ -417,6 +444,17 @@ TEST_CASE("CacheKey changes with every input that matters") {
   CHECK(base == CacheKey(fp, 4, 4, labelled, v1::EVENT_LOOP));
 
   CHECK(base != CacheKey(fp, 4, 4, p, v1::EVENT_LOOP, "links: NV18"));
+
+  // A client candidate's key is part of the key; its display name is not.
+  v1::Problem client = p;
+  client.add_candidates()->mutable_client()->set_key("digest-1");
+  client.mutable_candidates(2)->mutable_client()->set_name("mine");
+  const std::string with_client = CacheKey(fp, 4, 4, client, v1::EVENT_LOOP);
+  CHECK(with_client != base);
+  client.mutable_candidates(2)->mutable_client()->set_name("renamed");
+  CHECK(with_client == CacheKey(fp, 4, 4, client, v1::EVENT_LOOP));
+  client.mutable_candidates(2)->mutable_client()->set_key("digest-2");
+  CHECK(with_client != CacheKey(fp, 4, 4, client, v1::EVENT_LOOP));
 }
 
 TEST_CASE("PlacementText names the links between the ranks' GPUs") {

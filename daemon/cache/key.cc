@@ -80,6 +80,9 @@ std::string CacheKeyText(const std::string& fingerprint, int world_size,
                          int timing_mode, const std::string& placement) {
   v1::Problem problem = canonical_problem;
   problem.clear_label();
+  for (v1::Candidate& c : *problem.mutable_candidates()) {
+    if (c.has_client()) c.mutable_client()->clear_name();
+  }
   // Single-line text format: fields in field-number order, map entries
   // sorted by key, strings escaped (no newline can appear).
   google::protobuf::TextFormat::Printer printer;

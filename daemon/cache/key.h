@@ -40,7 +40,7 @@ std::string NodeFingerprint(const NodeDescription& node,
 // single-line protobuf text format (map keys sorted, so candidate parameters
 // inserted in any order give the same text). The problem's `label` is left
 // out: it only names the problem for the caller and does not change what is
-// measured. Callers pass the canonical problem (defaults filled in, every
+// measured; so are the names of client candidates (their keys stay in). Callers pass the canonical problem (defaults filled in, every
 // candidate parameter present) so that equivalent requests share a key.
 // `placement` (PlacementText) tells apart groups of one shape placed on GPUs
 // with different links between them.

@@ -171,6 +171,7 @@ std::string Describe(const ProblemSpec& p) {
 }
 
 std::string Describe(const CandidateSpec& c) {
+  if (c.client()) return absl::StrCat("client:", c.client_key);
   if (c.params.empty()) return c.impl;
   return absl::StrCat(c.impl, "{",
                       absl::StrJoin(c.params, ",", absl::PairFormatter("=")),

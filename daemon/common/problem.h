@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -60,10 +61,28 @@ absl::Status CheckShape(const ProblemSpec& problem, int max_world_size);
 float ExpectedOutput(const ProblemSpec& problem, int rank, int64_t index);
 
 // A candidate: a catalogue name and its parameters (defaults filled in by
-// Catalogue::Canonicalize).
+// Catalogue::Canonicalize), or a candidate the ranks run in their own
+// processes (client_key set, impl and params empty; see docs/protocol.md,
+// "Candidates the ranks run"), which the daemon never runs.
 struct CandidateSpec {
+  CandidateSpec() = default;
+  CandidateSpec(std::string impl_name, std::map<std::string, int64_t> impl_params = {})
+      : impl(std::move(impl_name)), params(std::move(impl_params)) {}
+  static CandidateSpec Client(std::string key, std::string name) {
+    CandidateSpec c;
+    c.client_key = std::move(key);
+    c.client_name = std::move(name);
+    return c;
+  }
+
   std::string impl;
   std::map<std::string, int64_t> params;
+  std::string client_key;   // the client's content key; part of the cache key
+  std::string client_name;  // display only
+
+  bool client() const { return !client_key.empty(); }
+  // What answers name it: the implementation, or the client's name.
+  const std::string& name() const { return client() ? client_name : impl; }
 
   int64_t Param(const std::string& name, int64_t fallback) const {
     auto it = params.find(name);

@@ -101,13 +101,16 @@ std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes) {
 
 std::vector<CandidateOutcome> Engine::Measure(
     const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
-    const EngineOptions& options) {
+    const EngineOptions& options, const DeviceLease::Token* held) {
   std::vector<CandidateOutcome> outcomes;
   outcomes.reserve(candidates.size());
-  absl::MutexLock lock(&mu_);
+  absl::StatusOr<DeviceLease::Token> own = DeviceLease::Token();
+  if (held == nullptr) own = lease_.Acquire(options.lease_deadline);
   for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].client()) continue;
     const absl::Status supported =
-        backend_->catalogue().Supports(problem, candidates[i].impl, "candidate");
+        !own.ok() ? own.status()
+                  : backend_->catalogue().Supports(problem, candidates[i].impl, "candidate");
     if (!supported.ok()) {
       CandidateOutcome out;
       out.index = static_cast<int>(i);
@@ -141,14 +144,15 @@ std::vector<std::vector<RankOutcome>> Engine::MeasurePart(
     const std::function<std::shared_ptr<RunTransport>(int candidate)>& transport) {
   std::vector<std::vector<RankOutcome>> out;
   out.reserve(candidates.size());
-  absl::MutexLock lock(&mu_);
+  absl::StatusOr<DeviceLease::Token> lease = lease_.Acquire(options.lease_deadline);
   for (size_t i = 0; i < candidates.size(); ++i) {
     PartialRun part;
     part.local_ranks = local_ranks;
     part.transport = transport(static_cast<int>(i));
     part.backend_token = backend_token;
     const absl::Status supported =
-        backend_->catalogue().Supports(problem, candidates[i].impl, "candidate");
+        !lease.ok() ? lease.status()
+                    : backend_->catalogue().Supports(problem, candidates[i].impl, "candidate");
     if (!supported.ok()) {
       // As a backend refusing the run: the other daemons' ranks stop too.
       if (part.transport != nullptr) part.transport->Abort(supported);

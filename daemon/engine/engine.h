@@ -16,28 +16,36 @@
 // Summarize and Rank as for one daemon: the same max over ranks, the same
 // order.
 //
+// Candidates the ranks run (CandidateSpec::client) are never run here: the
+// engine measures a problem's catalogue candidates, and the run of the
+// ranks (daemon/clientrun) ranks its own with them by Summarize and Rank.
+//
 // Thread-safety: Engine::Measure and MeasurePart may be called from many
-// threads; one mutex per Engine serializes them, so an Engine runs one round
-// at a time on its backend, whichever devices the round uses (rounds on
-// disjoint devices wait for each other too). The free functions are pure and
-// thread-safe.
+// threads; each takes the Engine's DeviceLease (lease.h) for its problem,
+// so an Engine runs one measurement at a time on its backend, whichever
+// devices it uses (measurements on disjoint devices wait for each other
+// too), and none while a run of the ranks holds the lease. The free
+// functions are pure and thread-safe.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/common/problem.h"
+#include "daemon/engine/lease.h"
 
 namespace autotuned {
 
 struct EngineOptions {
   ScheduleOptions schedule;
   absl::Duration timeout = absl::Seconds(10);  // per candidate
+  // How long a measurement waits for the devices (the lease): past it,
+  // every candidate is ruled out with the reason. Every holder's hold is
+  // bounded, so the default ends too.
+  absl::Time lease_deadline = absl::InfiniteFuture();
 };
 
 // Statistics over per-iteration times, in microseconds.
@@ -87,14 +95,17 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Measures every candidate (canonical, validated by the caller) and returns
-  // them ranked. A candidate the backend's catalogue says cannot run the
-  // problem (Catalogue::Supports) is ruled out with that reason without
-  // running. Blocks for at most about candidates x timeout.
+  // Measures every catalogue candidate (canonical, validated by the caller)
+  // and returns them ranked; candidates the ranks run get no outcome. A
+  // candidate the backend's catalogue says cannot run the problem
+  // (Catalogue::Supports) is ruled out with that reason without running.
+  // Takes the lease until options.lease_deadline, unless the caller passes
+  // the one it holds (`held`). Blocks for at most the lease wait plus about
+  // candidates x timeout.
   std::vector<CandidateOutcome> Measure(const ProblemSpec& problem,
                                         const std::vector<CandidateSpec>& candidates,
-                                        const EngineOptions& options)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                                        const EngineOptions& options,
+                                        const DeviceLease::Token* held = nullptr);
 
   // This daemon's part of a cross-daemon measurement: every candidate in
   // order, each with its own deadline (now + options.timeout at its start),
@@ -105,12 +116,14 @@ class Engine {
       const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
       const EngineOptions& options, const std::vector<int>& local_ranks,
       const std::string& backend_token,
-      const std::function<std::shared_ptr<RunTransport>(int candidate)>& transport)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      const std::function<std::shared_ptr<RunTransport>(int candidate)>& transport);
+
+  // The devices' lease: held by each measurement, and by runs of the ranks.
+  DeviceLease& lease() { return lease_; }
 
  private:
   Backend* const backend_;  // not owned; outlives the engine
-  absl::Mutex mu_;          // held for the whole of a round on the backend
+  DeviceLease lease_;
 };
 
 }  // namespace autotuned

@@ -26,7 +26,7 @@ class LeaderFixture {
         peer_client_("a-test-peer-token-16+", "lead:1", {"follow:1"}),
         cross_(&stack_.backend(), &stack_.engine(), &stack_.solver(), &peer_client_, "lead:1"),
         admission_(16, nullptr),
-        rounds_(&stack_.solver(), &cross_, &stack_.metrics(), Options()),
+        rounds_(&stack_.solver(), &cross_, nullptr, &stack_.metrics(), Options()),
         leader_(&rounds_, &admission_) {}
   ~LeaderFixture() {
     if (rank0_.joinable()) rank0_.join();

@@ -16,6 +16,10 @@ constexpr char kLookups[] =
     "Cache lookups by result; a request with options.refresh, or a daemon "
     "with the cache disabled, makes none.";
 
+constexpr char kRuns[] =
+    "Runs of candidates the ranks run: opened by a round, decided once every "
+    "rank reported or at the run's bound.";
+
 }  // namespace
 
 DaemonMetrics::DaemonMetrics(Registry* r)
@@ -75,6 +79,12 @@ DaemonMetrics::DaemonMetrics(Registry* r)
       cache_entries(r->AddGauge("autotuned_cache_entries",
                                 "Rankings held in the result cache.")),
       start_time_seconds(r->AddGauge("autotuned_start_time_seconds",
-                                     "Unix time at which the daemon started.")) {}
+                                     "Unix time at which the daemon started.")),
+      runs_opened(r->AddCounter("autotuned_client_runs_total", kRuns, {{"event", "opened"}})),
+      runs_decided(r->AddCounter("autotuned_client_runs_total", kRuns, {{"event", "decided"}})),
+      client_candidates_ruled_out(r->AddCounter(
+          "autotuned_client_candidates_ruled_out_total",
+          "Candidates the ranks run that a decided run ruled out (failed or "
+          "skipped at a barrier, timed out, or a rank's report missing).")) {}
 
 }  // namespace autotuned::metrics

@@ -21,6 +21,9 @@
 //   draining                            gauge, 1 once SIGTERM arrived
 //   cache_entries                       gauge
 //   start_time_seconds                  gauge, Unix time the daemon started
+//   client_runs_total{event}            runs of candidates the ranks run:
+//                                       opened, decided
+//   client_candidates_ruled_out_total   client candidates a run ruled out
 //
 // Thread-safety: as registry.h (every member is safe to update concurrently).
 #pragma once
@@ -55,6 +58,9 @@ struct DaemonMetrics {
   Gauge* draining;
   Gauge* cache_entries;
   Gauge* start_time_seconds;
+  Counter* runs_opened;
+  Counter* runs_decided;
+  Counter* client_candidates_ruled_out;
 };
 
 }  // namespace autotuned::metrics

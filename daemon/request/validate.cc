@@ -1,6 +1,7 @@
 #include "daemon/request/validate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -172,6 +173,69 @@ absl::Status ValidateShape(const v1::Problem& p, const std::string& f, ProblemSp
   return absl::OkStatus();
 }
 
+bool ClientKeyChar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         c == '.' || c == '_' || c == ':' || c == '/' || c == '+' || c == '=' || c == '-';
+}
+
+// A candidate the ranks run: its key and name, into `out` (not checked
+// against the catalogue: the daemon never runs it).
+absl::StatusOr<CandidateSpec> ValidateClientCandidate(const v1::Candidate& c,
+                                                      const std::string& cf) {
+  if (!c.impl().empty()) {
+    return Invalid(cf + ".impl", "must be empty for a candidate the ranks run (client set)");
+  }
+  if (!c.params().empty()) {
+    return Invalid(cf + ".params", "must be empty for a candidate the ranks run (client set)");
+  }
+  const std::string& key = c.client().key();
+  if (key.empty() || key.size() > 128) {
+    return Invalid(cf + ".client.key",
+                   absl::StrCat("must be 1 to 128 characters, got ", key.size()));
+  }
+  for (size_t i = 0; i < key.size(); ++i) {
+    if (!ClientKeyChar(key[i])) {
+      return Invalid(cf + ".client.key",
+                     absl::StrCat("character ", i, " is not one of [A-Za-z0-9._:/+=-]"));
+    }
+  }
+  const std::string& name = c.client().name();
+  if (name.empty() || name.size() > 128) {
+    return Invalid(cf + ".client.name",
+                   absl::StrCat("must be 1 to 128 characters, got ", name.size()));
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] < 0x20 || name[i] > 0x7e) {
+      return Invalid(cf + ".client.name",
+                     absl::StrCat("character ", i, " is not printable ASCII"));
+    }
+  }
+  return CandidateSpec::Client(key, name);
+}
+
+// A catalogue candidate, canonical; `runnable` counts those that can run the
+// problem, `first_unsupported` keeps the first reason why one cannot.
+absl::StatusOr<CandidateSpec> ValidateCatalogueCandidate(const v1::Candidate& c,
+                                                         const std::string& cf,
+                                                         const ValidationContext& ctx,
+                                                         const ProblemSpec& spec,
+                                                         int* runnable,
+                                                         absl::Status* first_unsupported) {
+  CandidateSpec raw{c.impl(), {c.params().begin(), c.params().end()}};
+  // What the implementation cannot run (dtype, op, world size, alignment)
+  // does not make the request invalid: the engine rules that candidate out
+  // with the reason, unless no candidate of the problem can run at all.
+  AT_ASSIGN_OR_RETURN(CandidateSpec canonical,
+                      ctx.catalogue->Canonicalize(spec, raw, cf, /*check_support=*/false));
+  const absl::Status supported = ctx.catalogue->Supports(spec, canonical.impl, cf);
+  if (supported.ok()) {
+    ++*runnable;
+  } else if (first_unsupported->ok()) {
+    *first_unsupported = supported;
+  }
+  return canonical;
+}
+
 // The candidates of `p`, canonical, into `out` (whose spec is validated).
 absl::Status ValidateCandidates(const v1::Problem& p, const std::string& f,
                                 const ValidationContext& ctx, ValidProblem* out) {
@@ -189,30 +253,34 @@ absl::Status ValidateCandidates(const v1::Problem& p, const std::string& f,
   for (int i = 0; i < p.candidates_size(); ++i) {
     const std::string cf = absl::StrCat(f, ".candidates[", i, "]");
     const v1::Candidate& c = p.candidates(i);
-    CandidateSpec raw{c.impl(), {c.params().begin(), c.params().end()}};
-    // What the implementation cannot run (dtype, op, world size, alignment)
-    // does not make the request invalid: the engine rules that candidate out
-    // with the reason, unless no candidate of the problem can run at all.
-    AT_ASSIGN_OR_RETURN(CandidateSpec canonical,
-                        ctx.catalogue->Canonicalize(out->spec, raw, cf,
-                                                    /*check_support=*/false));
-    const absl::Status supported = ctx.catalogue->Supports(out->spec, canonical.impl, cf);
-    if (supported.ok()) {
-      ++runnable;
-    } else if (first_unsupported.ok()) {
-      first_unsupported = supported;
-    }
+    absl::StatusOr<CandidateSpec> canonical =
+        c.has_client() ? ValidateClientCandidate(c, cf)
+                       : ValidateCatalogueCandidate(c, cf, ctx, out->spec, &runnable,
+                                                    &first_unsupported);
+    if (!canonical.ok()) return canonical.status();
+    if (canonical->client()) ++runnable;
     for (size_t j = 0; j < out->candidates.size(); ++j) {
-      if (out->candidates[j].impl == canonical.impl &&
-          out->candidates[j].params == canonical.params) {
+      const CandidateSpec& other = out->candidates[j];
+      if (canonical->client() && other.client_key == canonical->client_key) {
+        return Invalid(cf + ".client.key",
+                       absl::StrCat("duplicate of candidates[", j, "] (key \"",
+                                    canonical->client_key, "\")"));
+      }
+      if (!canonical->client() && !other.client() && other.impl == canonical->impl &&
+          other.params == canonical->params) {
         return Invalid(cf, absl::StrCat("duplicate of candidates[", j, "] (",
-                                        Describe(canonical), ")"));
+                                        Describe(*canonical), ")"));
       }
     }
     v1::Candidate* wire = out->canonical.add_candidates();
-    wire->set_impl(canonical.impl);
-    wire->mutable_params()->insert(canonical.params.begin(), canonical.params.end());
-    out->candidates.push_back(std::move(canonical));
+    if (canonical->client()) {
+      wire->mutable_client()->set_key(canonical->client_key);
+      wire->mutable_client()->set_name(canonical->client_name);
+    } else {
+      wire->set_impl(canonical->impl);
+      wire->mutable_params()->insert(canonical->params.begin(), canonical->params.end());
+    }
+    out->candidates.push_back(*std::move(canonical));
   }
   if (runnable == 0 && !first_unsupported.ok()) return first_unsupported;
   return absl::OkStatus();
@@ -313,6 +381,26 @@ absl::Status ValidateMember(const v1::Group& g, int i, const ValidationContext& 
                                 index->of_gpu[m.local_gpu()], "])"));
   }
   index->of_gpu[m.local_gpu()] = i;
+  return absl::OkStatus();
+}
+
+// Candidates the ranks run need ranks asking one by one, all on this daemon.
+absl::Status CheckClientCandidatesServed(const v1::TuneRequest& request,
+                                         const ValidRequest& valid) {
+  for (int i = 0; i < request.problems_size(); ++i) {
+    for (int j = 0; j < request.problems(i).candidates_size(); ++j) {
+      if (!request.problems(i).candidates(j).has_client()) continue;
+      const std::string field = absl::StrCat("problems[", i, "].candidates[", j, "].client");
+      if (!valid.per_rank) {
+        return Invalid(field, "candidates the ranks run need ranks asking one by one "
+                              "(group.members given, whole_group false)");
+      }
+      if (valid.spread()) {
+        return Invalid(field, "candidates the ranks run need every rank on this daemon "
+                              "(the group spreads over several daemons)");
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -457,6 +545,7 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
                         out.world_size, ctx));
     out.problems.push_back(std::move(p));
   }
+  AT_RETURN_IF_ERROR(CheckClientCandidatesServed(request, out));
   if (!out.leader.empty()) {
     *out.wire.mutable_group() = request.group();
     *out.wire.mutable_options() = request.options();
@@ -479,6 +568,13 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
   if (request.problem().split_counts_size() > 0) {
     return Invalid("problem.split_counts",
                    "a sweep varies count; send uneven splits with Tune");
+  }
+  for (int j = 0; j < request.problem().candidates_size(); ++j) {
+    if (request.problem().candidates(j).has_client()) {
+      return Invalid(absl::StrCat("problem.candidates[", j, "].client"),
+                     "a sweep cannot time candidates the ranks run; ask Tune with one "
+                     "problem per size");
+    }
   }
   std::vector<ValidRequest> out;
   for (int i = 0; i < request.counts_size(); ++i) {
@@ -512,12 +608,100 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
   return out;
 }
 
+namespace {
+
+// The display names of `problem`'s client candidates on `result`.
+void RestoreNames(const ValidProblem& problem, v1::ProblemResult* result) {
+  const int n = static_cast<int>(problem.candidates.size());
+  auto name_of = [&](int index) -> const std::string* {
+    if (index < 0 || index >= n || !problem.candidates[index].client()) return nullptr;
+    return &problem.candidates[index].client_name;
+  };
+  for (v1::CandidateResult& c : *result->mutable_ranked()) {
+    if (const std::string* name = name_of(c.index()); name && c.candidate().has_client()) {
+      c.mutable_candidate()->mutable_client()->set_name(*name);
+    }
+  }
+  v1::Problem* wire = result->mutable_problem();
+  for (int i = 0; i < wire->candidates_size() && i < n; ++i) {
+    if (const std::string* name = name_of(i); name && wire->candidates(i).has_client()) {
+      wire->mutable_candidates(i)->mutable_client()->set_name(*name);
+    }
+  }
+  if (const std::string* name = name_of(result->winner_index()); name) {
+    result->set_winner(*name);
+  }
+}
+
+}  // namespace
+
 void RestoreLabels(const ValidRequest& request, v1::TuneResponse* response) {
   for (int i = 0;
        i < response->results_size() && i < static_cast<int>(request.problems.size()); ++i) {
-    response->mutable_results(i)->mutable_problem()->set_label(
-        request.problems[i].canonical.label());
+    v1::ProblemResult* result = response->mutable_results(i);
+    result->mutable_problem()->set_label(request.problems[i].canonical.label());
+    RestoreNames(request.problems[i], result);
   }
+}
+
+namespace {
+
+absl::Status ValidateRunIds(const std::string& run_id, const std::string& group_id,
+                            int rank) {
+  if (run_id.empty() || run_id.size() > 64) {
+    return Invalid("run_id", absl::StrCat("must be 1 to 64 characters, got ", run_id.size()));
+  }
+  if (group_id.size() > 256) {
+    return Invalid("group_id",
+                   absl::StrCat("at most 256 characters, got ", group_id.size()));
+  }
+  if (rank < 0) return Invalid("rank", absl::StrCat("must not be negative, got ", rank));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateReason(const std::string& field, const std::string& reason) {
+  if (reason.size() > 1024) {
+    return Invalid(field, absl::StrCat("at most 1024 characters, got ", reason.size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateStep(const v1::StepRequest& request) {
+  AT_RETURN_IF_ERROR(ValidateRunIds(request.run_id(), request.group_id(), request.rank()));
+  if (request.step() < 0) {
+    return Invalid("step", absl::StrCat("must not be negative, got ", request.step()));
+  }
+  if (request.phase() != v1::VERIFIED && request.phase() != v1::WARMED_UP) {
+    return Invalid("phase", absl::StrCat("must be VERIFIED or WARMED_UP, got ",
+                                         static_cast<int>(request.phase())));
+  }
+  return ValidateReason("reason", request.reason());
+}
+
+absl::Status ValidateReport(const v1::RunReport& report) {
+  AT_RETURN_IF_ERROR(ValidateRunIds(report.run_id(), report.group_id(), report.rank()));
+  for (int i = 0; i < report.steps_size(); ++i) {
+    const v1::StepTimes& step = report.steps(i);
+    const std::string f = absl::StrCat("steps[", i, "]");
+    if (step.step() != i) {
+      return Invalid(f + ".step", absl::StrCat("must be ", i, " (steps in order), got ",
+                                               step.step()));
+    }
+    AT_RETURN_IF_ERROR(ValidateReason(f + ".reason", step.reason()));
+    if (step.ok() && step.timed_out()) {
+      return Invalid(f + ".timed_out", "a step that timed out is not ok");
+    }
+    for (int t = 0; t < step.times_us_size(); ++t) {
+      const double us = step.times_us(t);
+      if (!std::isfinite(us) || us < 0) {
+        return Invalid(absl::StrCat(f, ".times_us[", t, "]"),
+                       absl::StrCat("must be finite and not negative, got ", us));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateListImplementations(const v1::ListImplementationsRequest& request) {

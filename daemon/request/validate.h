@@ -13,6 +13,12 @@
 // with that reason, so one candidate list serves every world size and size
 // of a sweep. When none can run, the first one's reason is the error.
 //
+// Candidates the ranks run (Candidate.client; docs/protocol.md, "Candidates
+// the ranks run") are not checked against the catalogue; they need ranks
+// asking one by one, every rank on this daemon (INVALID_ARGUMENT naming
+// "problems[i].candidates[j].client" otherwise), and no Sweep. A problem that
+// has one is never refused for its catalogue candidates that cannot run.
+//
 // Thread-safety: pure functions of their arguments; the context's pointers
 // are not owned and must stay valid during the call.
 #pragma once
@@ -64,6 +70,13 @@ struct ValidProblem {
   ProblemSpec spec;
   std::vector<CandidateSpec> candidates;  // canonical: every param present
   v1::Problem canonical;                  // the wire form of the above
+  // Whether some candidate is one the ranks run.
+  bool has_client() const {
+    for (const CandidateSpec& c : candidates) {
+      if (c.client()) return true;
+    }
+    return false;
+  }
 };
 
 struct ValidRequest {
@@ -96,6 +109,12 @@ struct ValidRequest {
     }
     return false;
   }
+  bool has_client() const {
+    for (const ValidProblem& p : problems) {
+      if (p.has_client()) return true;
+    }
+    return false;
+  }
   // The ranks on this daemon, ascending.
   std::vector<int> local_ranks() const {
     std::vector<int> out;
@@ -118,9 +137,17 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
 absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
     const v1::SweepRequest& request, const ValidationContext& context);
 
-// Puts `request`'s own problem labels on a round's shared answer (labels
-// are each rank's own and stay out of what ranks share and the cache keeps).
+// Puts `request`'s own problem labels and client candidates' names on a
+// round's shared answer (labels and names are each rank's own display and
+// stay out of round and cache keys).
 void RestoreLabels(const ValidRequest& request, v1::TuneResponse* response);
+
+// The shape of a rank's barrier call and report of a run (bounded strings,
+// known phase, finite non-negative times, steps in order); what depends on
+// the run (its ranks, steps, iterations) is the run's to check
+// (daemon/clientrun). INVALID_ARGUMENT naming the field.
+absl::Status ValidateStep(const v1::StepRequest& request);
+absl::Status ValidateReport(const v1::RunReport& report);
 
 // A ListImplementations filter: unset (all) or a known collective;
 // INVALID_ARGUMENT "collective: ..." otherwise.

@@ -2,6 +2,9 @@
 // (1 MiB buffer cap): every refusal names the field.
 #include "daemon/request/validate.h"
 
+#include <functional>
+#include <limits>
+
 #include <catch2/catch.hpp>
 
 #include "daemon/request/validate_testing.h"
@@ -167,6 +170,168 @@ TEST_CASE("a group over several daemons: the leader, the ranks' daemons, the wir
   CHECK(valid->leader.empty());
   CHECK(leader.Error(testing::SpreadRequest("g", 0, daemons)) ==
         "group.rank: rank 0 is on this daemon (group.members[0]), not on \"follow:1\"");
+}
+
+TEST_CASE("candidates the ranks run: keys, names, and where they may be asked") {
+  Validator v;
+  using testing::ClientRankRequest;
+  const v1::TuneRequest good = ClientRankRequest("g", 1, 2, {"all_reduce/a", "client:k.1/x+=:-_"});
+  absl::StatusOr<ValidRequest> valid = ValidateTune(good, v.context());
+  REQUIRE(valid.ok());
+  CHECK(valid->has_client());
+  CHECK(valid->problems[0].candidates[1].client_key == "k.1/x+=:-_");
+  CHECK(valid->problems[0].canonical.candidates(1).client().name() == "name of k.1/x+=:-_");
+  // Only client candidates, and a catalogue candidate that cannot run beside
+  // them: fine (the run has something to time).
+  CHECK(v.Error(ClientRankRequest("g", 0, 2, {"client:k1"})) == "OK");
+  CHECK(v.Error(ClientRankRequest("g", 0, 2, {"all_reduce/four_or_more", "client:k1"})) == "OK");
+
+  auto with = [&](const std::function<void(v1::Candidate*)>& change) {
+    v1::TuneRequest req = ClientRankRequest("g", 0, 2, {"all_reduce/a", "client:k1"});
+    change(req.mutable_problems(0)->mutable_candidates(1));
+    return v.Error(req);
+  };
+  CHECK(with([](v1::Candidate* c) { c->set_impl("all_reduce/a"); }) ==
+        "problems[0].candidates[1].impl: must be empty for a candidate the ranks run "
+        "(client set)");
+  CHECK_THAT(with([](v1::Candidate* c) { (*c->mutable_params())["x"] = 1; }),
+             Catch::StartsWith("problems[0].candidates[1].params: must be empty"));
+  CHECK(with([](v1::Candidate* c) { c->mutable_client()->set_key(""); }) ==
+        "problems[0].candidates[1].client.key: must be 1 to 128 characters, got 0");
+  CHECK(with([](v1::Candidate* c) { c->mutable_client()->set_key(std::string(129, 'k')); }) ==
+        "problems[0].candidates[1].client.key: must be 1 to 128 characters, got 129");
+  CHECK(with([](v1::Candidate* c) { c->mutable_client()->set_key("a b"); }) ==
+        "problems[0].candidates[1].client.key: character 1 is not one of [A-Za-z0-9._:/+=-]");
+  CHECK(with([](v1::Candidate* c) { c->mutable_client()->set_name(""); }) ==
+        "problems[0].candidates[1].client.name: must be 1 to 128 characters, got 0");
+  CHECK(with([](v1::Candidate* c) { c->mutable_client()->set_name(std::string(129, 'n')); }) ==
+        "problems[0].candidates[1].client.name: must be 1 to 128 characters, got 129");
+  CHECK(with([](v1::Candidate* c) { c->mutable_client()->set_name("tab\there"); }) ==
+        "problems[0].candidates[1].client.name: character 3 is not printable ASCII");
+  CHECK(v.Error(ClientRankRequest("g", 0, 2, {"client:k1", "all_reduce/a", "client:k1"})) ==
+        "problems[0].candidates[2].client.key: duplicate of candidates[0] (key \"k1\")");
+  // The problem's shape is still checked.
+  v1::TuneRequest shape = ClientRankRequest("g", 0, 2, {"client:k1"});
+  shape.mutable_problems(0)->set_count(0);
+  CHECK(v.Error(shape) == "problems[0].count: must be positive, got 0");
+
+  // Per rank, every rank on this daemon: not for the whole group.
+  v1::TuneRequest whole = ClientRankRequest("g", 0, 2, {"all_reduce/a", "client:k1"});
+  whole.mutable_group()->set_whole_group(true);
+  CHECK(v.Error(whole) ==
+        "problems[0].candidates[1].client: candidates the ranks run need ranks asking one "
+        "by one (group.members given, whole_group false)");
+  v1::TuneRequest bare = Request({"all_reduce/a"});
+  bare.mutable_problems(0)->add_candidates()->mutable_client()->set_key("k");
+  bare.mutable_problems(0)->mutable_candidates(1)->mutable_client()->set_name("k");
+  CHECK_THAT(v.Error(bare), Catch::StartsWith("problems[0].candidates[1].client: "));
+
+  // Not across daemons.
+  Validator lead("lead:1", /*peers=*/true);
+  v1::TuneRequest spread = testing::SpreadRequest("g", 0, {"lead:1", "other:1"});
+  spread.mutable_problems(0)->add_candidates()->mutable_client()->set_key("k");
+  spread.mutable_problems(0)->mutable_candidates(3)->mutable_client()->set_name("k");
+  CHECK(lead.Error(spread) ==
+        "problems[0].candidates[3].client: candidates the ranks run need every rank on this "
+        "daemon (the group spreads over several daemons)");
+
+  // Not in a sweep.
+  v1::SweepRequest sweep;
+  *sweep.mutable_group() = good.group();
+  *sweep.mutable_problem() = good.problems(0);
+  sweep.add_counts(1024);
+  absl::StatusOr<std::vector<ValidRequest>> sizes = ValidateSweep(sweep, v.context());
+  CHECK(sizes.status().message() ==
+        "problem.candidates[1].client: a sweep cannot time candidates the ranks run; ask "
+        "Tune with one problem per size");
+}
+
+TEST_CASE("each rank's answer carries its own labels and client names") {
+  Validator v;
+  v1::TuneRequest mine = testing::ClientRankRequest("g", 0, 2, {"all_reduce/a", "client:k1"});
+  mine.mutable_problems(0)->mutable_candidates(1)->mutable_client()->set_name("my name");
+  ValidRequest valid = *ValidateTune(mine, v.context());
+  v1::TuneResponse shared;
+  v1::ProblemResult* r = shared.add_results();
+  *r->mutable_problem() = valid.problems[0].canonical;
+  r->mutable_problem()->mutable_candidates(1)->mutable_client()->set_name("their name");
+  r->set_winner("their name");
+  r->set_winner_index(1);
+  v1::CandidateResult* c = r->add_ranked();
+  c->set_index(1);
+  c->mutable_candidate()->mutable_client()->set_key("k1");
+  c->mutable_candidate()->mutable_client()->set_name("their name");
+  RestoreLabels(valid, &shared);
+  CHECK(r->winner() == "my name");
+  CHECK(r->ranked(0).candidate().client().name() == "my name");
+  CHECK(r->problem().candidates(1).client().name() == "my name");
+  CHECK(r->problem().label() == "op-of-rank-0");
+}
+
+v1::StepRequest GoodStep() {
+  v1::StepRequest s;
+  s.set_run_id("0123456789abcdef0123456789abcdef");
+  s.set_group_id("g");
+  s.set_rank(1);
+  s.set_step(0);
+  s.set_phase(v1::VERIFIED);
+  s.set_ok(true);
+  return s;
+}
+
+TEST_CASE("a barrier call and a report: their shapes, naming the field") {
+  auto step_error = [](const std::function<void(v1::StepRequest*)>& change) {
+    v1::StepRequest s = GoodStep();
+    change(&s);
+    absl::Status status = ValidateStep(s);
+    return status.ok() ? std::string("OK") : std::string(status.message());
+  };
+  CHECK(step_error([](v1::StepRequest*) {}) == "OK");
+  CHECK(step_error([](v1::StepRequest* s) { s->set_run_id(""); }) ==
+        "run_id: must be 1 to 64 characters, got 0");
+  CHECK(step_error([](v1::StepRequest* s) { s->set_run_id(std::string(65, 'a')); }) ==
+        "run_id: must be 1 to 64 characters, got 65");
+  CHECK(step_error([](v1::StepRequest* s) { s->set_group_id(std::string(257, 'g')); }) ==
+        "group_id: at most 256 characters, got 257");
+  CHECK(step_error([](v1::StepRequest* s) { s->set_rank(-1); }) ==
+        "rank: must not be negative, got -1");
+  CHECK(step_error([](v1::StepRequest* s) { s->set_step(-2); }) ==
+        "step: must not be negative, got -2");
+  CHECK(step_error([](v1::StepRequest* s) { s->set_phase(v1::STEP_PHASE_UNSPECIFIED); }) ==
+        "phase: must be VERIFIED or WARMED_UP, got 0");
+  CHECK(step_error([](v1::StepRequest* s) { s->set_reason(std::string(1025, 'r')); }) ==
+        "reason: at most 1024 characters, got 1025");
+
+  auto report_error = [](const std::function<void(v1::RunReport*)>& change) {
+    v1::RunReport r;
+    r.set_run_id("0123");
+    r.set_group_id("g");
+    for (int i = 0; i < 2; ++i) {
+      r.add_steps()->set_step(i);
+      r.mutable_steps(i)->set_ok(true);
+      r.mutable_steps(i)->add_times_us(1.5);
+    }
+    change(&r);
+    absl::Status status = ValidateReport(r);
+    return status.ok() ? std::string("OK") : std::string(status.message());
+  };
+  CHECK(report_error([](v1::RunReport*) {}) == "OK");
+  CHECK(report_error([](v1::RunReport* r) { r->set_run_id(""); }) ==
+        "run_id: must be 1 to 64 characters, got 0");
+  CHECK(report_error([](v1::RunReport* r) { r->set_rank(-1); }) ==
+        "rank: must not be negative, got -1");
+  CHECK(report_error([](v1::RunReport* r) { r->mutable_steps(1)->set_step(0); }) ==
+        "steps[1].step: must be 1 (steps in order), got 0");
+  CHECK(report_error([](v1::RunReport* r) {
+          r->mutable_steps(0)->set_reason(std::string(1025, 'r'));
+        }) == "steps[0].reason: at most 1024 characters, got 1025");
+  CHECK(report_error([](v1::RunReport* r) { r->mutable_steps(0)->set_timed_out(true); }) ==
+        "steps[0].timed_out: a step that timed out is not ok");
+  CHECK(report_error([](v1::RunReport* r) { r->mutable_steps(1)->set_times_us(0, -1); }) ==
+        "steps[1].times_us[0]: must be finite and not negative, got -1");
+  CHECK(report_error([](v1::RunReport* r) {
+          r->mutable_steps(1)->add_times_us(std::numeric_limits<double>::infinity());
+        }) == "steps[1].times_us[1]: must be finite and not negative, got inf");
 }
 
 TEST_CASE("a sweep is one request per count, its errors naming the sweep's fields") {

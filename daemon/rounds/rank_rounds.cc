@@ -38,10 +38,11 @@ rendezvous::RoundKey RoundKeyOf(const ValidRequest& request) {
                               CacheKeyDigest(problems)};
 }
 
-RankRounds::RankRounds(Solver* solver, CrossRunner* cross, metrics::DaemonMetrics* metrics,
-                       const RankRoundsOptions& options)
+RankRounds::RankRounds(Solver* solver, CrossRunner* cross, clientrun::ClientRuns* runs,
+                       metrics::DaemonMetrics* metrics, const RankRoundsOptions& options)
     : solver_(solver),
       cross_(cross),
+      client_runs_(runs),
       metrics_(metrics),
       options_(options),
       table_(rendezvous::Clock::Real(), options.table),
@@ -90,11 +91,17 @@ absl::StatusOr<v1::TuneResponse> RankRounds::Round(const ValidRequest& request,
   } else if (arrival->decided_here) {
     LogDecided(request, *arrival, decision, round_id);
   }
+  // The daemon cannot run the callers' own candidates in the background.
   if (arrival->measure_in_background && options_.measure_after_fallback &&
-      !request.spread() && request.world_size <= options_.max_world_size) {
+      !request.spread() && !request.has_client() &&
+      request.world_size <= options_.max_world_size) {
     background_.Add(request);
   }
   if (decision.verdict == rendezvous::Verdict::kError) return decision.error;
+  if (decision.response->has_run() && client_runs_ != nullptr) {
+    client_runs_->Attach(decision.response->run().run_id(), request.rank,
+                  std::make_shared<const ValidRequest>(request));
+  }
   return RankAnswer(request, decision, start);
 }
 
@@ -128,10 +135,15 @@ absl::StatusOr<rendezvous::Arrival> RankRounds::Arrive(const ValidRequest& reque
 rendezvous::Decision RankRounds::MeasureHere(const ValidRequest& request,
                                              const rendezvous::Arrival& arrival,
                                              const std::string& round_id, absl::Time start) {
-  v1::TuneResponse measured = solver_->NewResponse(round_id);
   const absl::Time measuring_from = absl::Now();
-  for (const ValidProblem& p : request.problems) {
-    *measured.add_results() = solver_->Solve(p, request, arrival.decision.waited);
+  std::optional<v1::TuneResponse> run;
+  if (client_runs_ != nullptr && request.has_client()) {
+    run = client_runs_->Start(request, round_id, measuring_from + RoundRunBound(request),
+                       arrival.decision.waited);
+  }
+  v1::TuneResponse measured = run ? *std::move(run) : solver_->NewResponse(round_id);
+  for (size_t i = 0; !run && i < request.problems.size(); ++i) {
+    *measured.add_results() = solver_->Solve(request.problems[i], request, arrival.decision.waited);
   }
   const absl::Duration measuring = absl::Now() - measuring_from;
   rendezvous::Decision decision = table_.Publish(arrival, std::move(measured));

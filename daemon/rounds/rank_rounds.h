@@ -4,11 +4,15 @@
 // completes a GO round in time measures it, here or (ranks on several
 // daemons) through the CrossRunner; each rank gets its copy of the round's
 // one answer; a round that fell back is measured in the background once
-// every rank has asked. See docs/protocol.md ("Rounds of ranks that ask one
+// every rank has asked. A GO round whose cache misses include candidates
+// the ranks run opens a run of them (daemon/clientrun) instead: every rank
+// gets the run's schedule, and the run's decision comes with each rank's
+// Report. See docs/protocol.md ("Rounds of ranks that ask one
 // by one") for the protocol.
 //
-// Ownership: `solver`, `cross` (null: no cross-daemon runs) and `metrics`
-// are not owned and outlive the rounds.
+// Ownership: `solver`, `cross` (null: no cross-daemon runs), `runs` (null:
+// no runs of client candidates) and `metrics` are not owned and outlive the
+// rounds.
 //
 // Thread-safety: every method may be called concurrently (one call per
 // asking rank).
@@ -21,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/clientrun/client_runs.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/rendezvous/round_table.h"
 #include "daemon/request/validate.h"
@@ -48,8 +53,8 @@ struct RankRoundsOptions {
 
 class RankRounds {
  public:
-  RankRounds(Solver* solver, CrossRunner* cross, metrics::DaemonMetrics* metrics,
-             const RankRoundsOptions& options);
+  RankRounds(Solver* solver, CrossRunner* cross, clientrun::ClientRuns* runs,
+             metrics::DaemonMetrics* metrics, const RankRoundsOptions& options);
   // Stops the background measurement (waits for the problem it measures),
   // then waits for the cross-daemon runs started for followers (each ends by
   // its run bound).
@@ -106,6 +111,7 @@ class RankRounds {
   // Constant after construction.
   Solver* const solver_;
   CrossRunner* const cross_;
+  clientrun::ClientRuns* const client_runs_;
   metrics::DaemonMetrics* const metrics_;
   const RankRoundsOptions options_;
 

@@ -66,7 +66,8 @@ class RoundsFixture {
     RankRoundsOptions options;
     options.measure_after_fallback = measure_after_fallback;
     options.max_world_size = stack_.backend().max_world_size();
-    rounds_ = std::make_unique<RankRounds>(&stack_.solver(), &cross_, &stack_.metrics(), options);
+    rounds_ = std::make_unique<RankRounds>(&stack_.solver(), &cross_, nullptr,
+                                           &stack_.metrics(), options);
   }
 
   ValidRequest Valid(const v1::TuneRequest& request, const std::string& asking = "") const {
@@ -197,6 +198,32 @@ TEST_CASE("no measurement after a fallback when the configuration says so") {
   absl::SleepFor(absl::Milliseconds(200));
   CHECK(f.backend().runs() == 0);
   CHECK(f.cache().size() == 0);
+}
+
+TEST_CASE("a round with candidates the ranks run is not measured after its fallback") {
+  RoundsFixture f("no_background_own");
+  auto own = [](int r) {
+    v1::TuneRequest req = testing::ClientRankRequest("own", r, 2, {"all_reduce/c", "client:k"});
+    req.mutable_options()->set_presync_window_us(1000);
+    return req;
+  };
+  Answer first = f.Ask(own(0));
+  REQUIRE(first.status.ok());
+  CHECK(first.response.results(0).status() == v1::FALLBACK);
+  CHECK(first.response.results(0).winner() == "all_reduce/c");
+  REQUIRE(f.Ask(own(1)).status.ok());
+  // A round of catalogue candidates falling back after it is measured in the
+  // background (one worker, in order): only its candidates ran.
+  std::vector<v1::TuneRequest> three;
+  for (int r : {0, 1, 3}) three.push_back(RankRequest("job", r, 4, 1000));
+  for (const Answer& a : f.AskTogether(three)) REQUIRE(a.status.ok());
+  REQUIRE(f.Ask(RankRequest("job", 2, 4, 1000)).status.ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline && f.cache().size() < 1) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  REQUIRE(f.cache().size() == 1);
+  CHECK(f.backend().runs() == 3);
 }
 
 TEST_CASE("inconsistent ranks: every rank involved gets the same clear error") {

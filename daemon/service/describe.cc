@@ -82,6 +82,9 @@ void DescribeMetrics(const metrics::DaemonMetrics& m, v1::NodeMetrics* out) {
   out->set_gpu_memory_held_bytes(m.gpu_memory_held_bytes->value());
   out->set_rounds_in_flight(m.rounds_in_flight->value());
   out->set_draining(m.draining->value() != 0);
+  out->set_runs_opened(m.runs_opened->value());
+  out->set_runs_decided(m.runs_decided->value());
+  out->set_client_candidates_ruled_out(m.client_candidates_ruled_out->value());
 }
 
 }  // namespace autotuned

@@ -25,6 +25,13 @@ rounds::RankRoundsOptions RoundsOptions(const config::DaemonConfig& config,
   return options;
 }
 
+clientrun::ClientRunsOptions RunsOptions(const config::DaemonConfig& config) {
+  clientrun::ClientRunsOptions options;
+  options.decision_ttl = absl::Milliseconds(config.rendezvous().decision_ttl_ms());
+  options.max_runs_kept = config.rendezvous().max_rounds_kept();
+  return options;
+}
+
 grpc::Status CacheDisabled() {
   return ToGrpcStatus(
       absl::FailedPreconditionError("the cache is disabled (cache.enabled: false)"));
@@ -51,7 +58,8 @@ AutotuneService::AutotuneService(Backend* backend, ResultCache* cache,
       engine_(backend),
       solver_(backend, cache, &engine_, metrics_),
       cross_runs_(backend, &engine_, &solver_, options.peer_client, config.peer_advertise()),
-      rounds_(&solver_, &cross_runs_, metrics_, RoundsOptions(config, *backend)),
+      client_runs_(&solver_, &engine_, metrics_, RunsOptions(config)),
+      rounds_(&solver_, &cross_runs_, &client_runs_, metrics_, RoundsOptions(config, *backend)),
       leader_(&rounds_, &admission_),
       follower_(options.peer_client, &engine_, backend, config.peer_advertise()) {
   metrics_->start_time_seconds->Set(absl::ToUnixSeconds(started_));
@@ -193,6 +201,7 @@ grpc::Status AutotuneService::NodeInfo(grpc::ServerContext*, const v1::NodeInfoR
   if (cache_ != nullptr) {
     response->set_cache_entries(cache_->size());
     response->set_cache_dir(cache_->dir());
+    response->set_cache_epoch(cache_->epoch());
   }
   response->set_uptime_s(absl::ToInt64Seconds(absl::Now() - started_));
   response->set_rounds_served(solver_.rounds_served());
@@ -223,6 +232,29 @@ grpc::Status AutotuneService::ClearCache(grpc::ServerContext*, const v1::ClearCa
   metrics_->cache_entries->Set(cache_->size());
   response->set_removed(cleared->removed);
   response->set_not_removed(cleared->not_removed);
+  return grpc::Status::OK;
+}
+
+grpc::Status AutotuneService::RunStep(grpc::ServerContext* context,
+                                      const v1::StepRequest* request,
+                                      v1::StepReply* response) {
+  if (absl::Status valid = ValidateStep(*request); !valid.ok()) return ToGrpcStatus(valid);
+  absl::StatusOr<v1::StepReply> reply =
+      client_runs_.Step(*request, absl::FromChrono(context->deadline()));
+  if (!reply.ok()) return ToGrpcStatus(reply.status());
+  *response = *std::move(reply);
+  return grpc::Status::OK;
+}
+
+grpc::Status AutotuneService::Report(grpc::ServerContext* context,
+                                     const v1::RunReport* request,
+                                     v1::TuneResponse* response) {
+  if (absl::Status valid = ValidateReport(*request); !valid.ok()) return ToGrpcStatus(valid);
+  absl::StatusOr<v1::TuneResponse> answer =
+      client_runs_.Report(*request, absl::FromChrono(context->deadline()));
+  if (!answer.ok()) return ToGrpcStatus(answer.status());
+  solver_.CountResults(*answer);
+  *response = *std::move(answer);
   return grpc::Status::OK;
 }
 

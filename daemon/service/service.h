@@ -6,6 +6,8 @@
 //   - a whole group asked at once: Solver (daemon/solver);
 //   - ranks asking one by one in a group this daemon leads:
 //     rounds::RankRounds (daemon/rounds);
+//   - the barriers and reports of runs of candidates the ranks run:
+//     clientrun::ClientRuns (daemon/clientrun);
 //   - ranks of a group led by another daemon: leadership::Follower;
 //     followers' peer calls: leadership::Leader and leadership::CrossRuns
 //     (daemon/leadership).
@@ -18,7 +20,10 @@
 // BeginDrain (calls in progress run to their answer); CANCELLED for a sweep
 // whose client cancelled or went away; FAILED_PRECONDITION from ListCache
 // and ClearCache when the cache is disabled; a per-rank round's own (see
-// rounds/rank_rounds.h and leadership/follower.h).
+// rounds/rank_rounds.h and leadership/follower.h); a run's own for RunStep
+// and Report (clientrun/client_runs.h). RunStep and Report are not admitted
+// (they are cheap bounded waits, served while draining too): each waits at
+// most its run's bounds and the caller's deadline.
 //
 // Live settings: limits and defaults may be replaced while serving
 // (UpdateSettings, on SIGHUP); each call validates against the settings it
@@ -42,6 +47,7 @@
 #include "daemon/admission/admission.h"
 #include "daemon/backend/backend.h"
 #include "daemon/cache/cache.h"
+#include "daemon/clientrun/client_runs.h"
 #include "daemon/engine/engine.h"
 #include "daemon/leadership/cross_runs.h"
 #include "daemon/leadership/follower.h"
@@ -97,6 +103,10 @@ class AutotuneService final : public v1::Autotune::Service {
   grpc::Status ClearCache(grpc::ServerContext* context,
                           const v1::ClearCacheRequest* request,
                           v1::ClearCacheResponse* response) override;
+  grpc::Status RunStep(grpc::ServerContext* context, const v1::StepRequest* request,
+                       v1::StepReply* response) override;
+  grpc::Status Report(grpc::ServerContext* context, const v1::RunReport* request,
+                      v1::TuneResponse* response) override;
 
   const std::string& fingerprint() const { return solver_.fingerprint(); }
 
@@ -156,6 +166,7 @@ class AutotuneService final : public v1::Autotune::Service {
   Engine engine_;
   Solver solver_;
   leadership::CrossRuns cross_runs_;
+  clientrun::ClientRuns client_runs_;
   rounds::RankRounds rounds_;
   leadership::Leader leader_;
   leadership::Follower follower_;

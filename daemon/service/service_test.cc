@@ -6,6 +6,7 @@
 #include "daemon/service/service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -524,6 +525,173 @@ TEST_CASE("a sweep asked rank by rank: the same sizes and table for every rank")
   }
   CHECK(updates[0][2].table().ranges(0).winner() == "all_reduce/b");
   CHECK(f.backend().runs() == 4);  // two sizes, two candidates, measured once
+}
+
+// A rank of a round with candidates of its own, through the stub: its Tune,
+// then every step's barriers (each of its steps takes `us` per iteration),
+// then its Report.
+struct ClientRankEnd {
+  v1::TuneResponse tune;
+  grpc::Status report_status;
+  v1::TuneResponse answer;
+};
+
+// Every step's barriers of `end.tune`'s run, then the Report.
+void FinishClientRank(Fixture& f, const v1::TuneRequest& request, double us,
+                      ClientRankEnd* end) {
+  const v1::ClientRun& run = end->tune.run();
+  v1::RunReport report;
+  report.set_run_id(run.run_id());
+  report.set_group_id(request.group().id());
+  report.set_rank(request.group().rank());
+  for (int i = 0; i < run.steps_size(); ++i) {
+    v1::StepTimes* times = report.add_steps();
+    times->set_step(i);
+    bool proceed = true;
+    for (v1::StepPhase phase : {v1::VERIFIED, v1::WARMED_UP}) {
+      v1::StepRequest step;
+      step.set_run_id(run.run_id());
+      step.set_group_id(request.group().id());
+      step.set_rank(request.group().rank());
+      step.set_step(i);
+      step.set_phase(phase);
+      step.set_ok(true);
+      v1::StepReply reply;
+      grpc::ClientContext ctx;
+      proceed = proceed && f.stub().RunStep(&ctx, step, &reply).ok() && reply.proceed();
+    }
+    times->set_ok(proceed);
+    for (int t = 0; proceed && t < run.iterations(); ++t) times->add_times_us(us);
+  }
+  grpc::ClientContext ctx;
+  end->report_status = f.stub().Report(&ctx, report, &end->answer);
+}
+
+ClientRankEnd RunClientRank(Fixture& f, const v1::TuneRequest& request, double us) {
+  ClientRankEnd end;
+  grpc::ClientContext tune_ctx;
+  if (!f.stub().Tune(&tune_ctx, request, &end.tune).ok() || !end.tune.has_run()) return end;
+  FinishClientRank(f, request, us, &end);
+  return end;
+}
+
+std::vector<ClientRankEnd> RunClientRound(Fixture& f, int world,
+                                          const std::vector<std::string>& candidates) {
+  std::vector<ClientRankEnd> ends(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      ends[r] = RunClientRank(f, testing::ClientRankRequest("own", r, world, candidates), 5);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return ends;
+}
+
+TEST_CASE("candidates the ranks run: one schedule, one answer, then the cache") {
+  for (int world : {2, 4}) {
+    Fixture f(absl::StrCat("own-", world));
+    const std::vector<std::string> candidates = {"all_reduce/a", "client:k1", "all_reduce/b"};
+    std::vector<ClientRankEnd> ends = RunClientRound(f, world, candidates);
+    for (int r = 0; r < world; ++r) {
+      REQUIRE(ends[r].tune.has_run());
+      CHECK(ends[r].tune.results_size() == 0);
+      CHECK(ends[r].tune.run().SerializeAsString() == ends[0].tune.run().SerializeAsString());
+      REQUIRE(ends[r].report_status.ok());
+      const v1::ProblemResult& result = ends[r].answer.results(0);
+      CHECK(result.status() == v1::TUNED);
+      CHECK(result.winner() == "name of k1");  // 5 us, before b's 10 and a's 30
+      CHECK(result.ranked_size() == 3);
+      CHECK(result.problem().label() == absl::StrCat("op-of-rank-", r));
+      CHECK(Shared(ends[r].answer) == Shared(ends[0].answer));
+    }
+    CHECK(f.backend().runs() == 2);  // a and b, once
+
+    // The same candidates again: from the cache, nothing to run.
+    std::vector<ClientRankEnd> again = RunClientRound(f, world, candidates);
+    for (int r = 0; r < world; ++r) {
+      CHECK_FALSE(again[r].tune.has_run());
+      REQUIRE(again[r].tune.results_size() == 1);
+      CHECK(again[r].tune.results(0).status() == v1::CACHED);
+      CHECK(again[r].tune.results(0).winner() == "name of k1");
+    }
+    // A changed key is measured again.
+    std::vector<ClientRankEnd> changed =
+        RunClientRound(f, world, {"all_reduce/a", "client:k2", "all_reduce/b"});
+    CHECK(changed[0].tune.has_run());
+    CHECK(changed[0].answer.results(0).status() == v1::TUNED);
+    const v1::NodeMetrics m = f.Metrics();
+    CHECK(m.runs_opened() == 2);
+    CHECK(m.runs_decided() == 2);
+  }
+}
+
+TEST_CASE("a run holds the devices: a round that needs them waits for its decision") {
+  Fixture f("own-lease");
+  std::vector<v1::TuneRequest> asks;
+  for (int r = 0; r < 2; ++r) asks.push_back(testing::ClientRankRequest("own", r, 2, {"client:k"}));
+  std::vector<Answer> tuned = AskTogether(f, asks);
+  REQUIRE(tuned[0].response.has_run());
+  std::atomic<bool> decided{false};
+  std::atomic<bool> measured_before_decision{false};
+  v1::TuneResponse whole;
+  std::thread other([&] {
+    CHECK(f.Tune(Request({"all_reduce/a"}), &whole).ok());
+    measured_before_decision = !decided.load();
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  decided = true;
+  std::vector<ClientRankEnd> ends(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      ends[r].tune = tuned[r].response;
+      FinishClientRank(f, asks[r], 5, &ends[r]);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  other.join();
+  CHECK_FALSE(measured_before_decision.load());
+  CHECK(whole.results(0).status() == v1::TUNED);
+  REQUIRE(ends[1].report_status.ok());
+  CHECK(ends[1].answer.results(0).winner() == "name of k");
+}
+
+TEST_CASE("candidates the ranks run: refused where they cannot run, unknown runs") {
+  Fixture f("own-refused");
+  v1::TuneRequest whole = testing::ClientRankRequest("own", 0, 2, {"client:k1"});
+  whole.mutable_group()->set_whole_group(true);
+  CHECK_THAT(f.TuneError(whole), Catch::StartsWith("problems[0].candidates[0].client: "));
+  v1::TuneResponse resp;
+  grpc::ClientContext ctx;
+  v1::StepRequest step;
+  step.set_run_id("feed");
+  step.set_phase(v1::VERIFIED);
+  v1::StepReply reply;
+  grpc::Status s = f.stub().RunStep(&ctx, step, &reply);
+  CHECK(s.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  grpc::ClientContext ctx2;
+  step.set_phase(v1::STEP_PHASE_UNSPECIFIED);
+  s = f.stub().RunStep(&ctx2, step, &reply);
+  CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK_THAT(s.error_message(), Catch::StartsWith("phase: "));
+}
+
+TEST_CASE("NodeInfo names the cache's epoch, renewed by ClearCache") {
+  Fixture f("epoch");
+  auto epoch = [&f] {
+    grpc::ClientContext ctx;
+    v1::NodeInfoResponse node;
+    CHECK(f.stub().NodeInfo(&ctx, {}, &node).ok());
+    return node.cache_epoch();
+  };
+  const std::string first = epoch();
+  CHECK(first.size() == 32);
+  CHECK(epoch() == first);
+  grpc::ClientContext ctx;
+  v1::ClearCacheResponse cleared;
+  REQUIRE(f.stub().ClearCache(&ctx, {}, &cleared).ok());
+  CHECK(epoch() != first);
 }
 
 }  // namespace

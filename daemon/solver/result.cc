@@ -10,9 +10,14 @@ namespace {
 
 void FillCandidate(const CandidateOutcome& o, int64_t bytes, double bus_factor,
                    v1::CandidateResult* out) {
-  out->mutable_candidate()->set_impl(o.candidate.impl);
-  out->mutable_candidate()->mutable_params()->insert(o.candidate.params.begin(),
-                                                     o.candidate.params.end());
+  if (o.candidate.client()) {
+    out->mutable_candidate()->mutable_client()->set_key(o.candidate.client_key);
+    out->mutable_candidate()->mutable_client()->set_name(o.candidate.client_name);
+  } else {
+    out->mutable_candidate()->set_impl(o.candidate.impl);
+    out->mutable_candidate()->mutable_params()->insert(o.candidate.params.begin(),
+                                                       o.candidate.params.end());
+  }
   out->set_index(o.index);
   out->set_ok(o.ok);
   out->set_reason(o.reason);
@@ -44,7 +49,7 @@ v1::ProblemResult ToProblemResult(const ValidProblem& problem,
   }
   if (!ranked.empty() && ranked[0].ok) {
     r.set_status(v1::TUNED);
-    r.set_winner(ranked[0].candidate.impl);
+    r.set_winner(ranked[0].candidate.name());
     r.set_winner_index(ranked[0].index);
     int ruled_out = 0;
     for (const CandidateOutcome& o : ranked) ruled_out += o.ok ? 0 : 1;
@@ -63,7 +68,7 @@ v1::ProblemResult FallbackResult(const ValidProblem& problem, const std::string&
   v1::ProblemResult r;
   *r.mutable_problem() = problem.canonical;
   r.set_status(v1::FALLBACK);
-  r.set_winner(problem.candidates[0].impl);
+  r.set_winner(problem.candidates[0].name());
   r.set_winner_index(0);
   r.set_bytes(problem.spec.MessageBytes());
   r.set_cache_key(cache_key);

@@ -67,14 +67,18 @@ std::optional<v1::ProblemResult> Solver::Cached(const ValidProblem& problem,
 }
 
 v1::ProblemResult Solver::Solve(const ValidProblem& problem, const ValidRequest& request,
-                                absl::Duration rendezvous) {
+                                absl::Duration rendezvous, const DeviceLease::Token* held) {
   if (std::optional<v1::ProblemResult> hit = Cached(problem, request)) {
     hit->mutable_problem()->set_label(problem.canonical.label());
     return *std::move(hit);
   }
   metrics_->rendezvous_latency->Observe(absl::ToDoubleSeconds(rendezvous));
+  EngineOptions options = request.engine;
+  if (options.lease_deadline == absl::InfiniteFuture()) {
+    options.lease_deadline = absl::Now() + RoundRunBound(request);
+  }
   return Measured(problem, request,
-                  engine_->Measure(problem.spec, problem.candidates, request.engine),
+                  engine_->Measure(problem.spec, problem.candidates, options, held),
                   /*may_store=*/true);
 }
 

@@ -59,9 +59,12 @@ class Solver {
                                           const ValidRequest& request);
   // One problem: its cached answer with its own label, or measured now (and
   // stored). `rendezvous`: how long its round waited for its ranks
-  // (observed for a measured problem).
+  // (observed for a measured problem). The measurement waits for the
+  // devices' lease at most RoundRunBound(request), unless the caller holds
+  // it (`held`).
   v1::ProblemResult Solve(const ValidProblem& problem, const ValidRequest& request,
-                          absl::Duration rendezvous = absl::ZeroDuration());
+                          absl::Duration rendezvous = absl::ZeroDuration(),
+                          const DeviceLease::Token* held = nullptr);
   // The wire result of a measured ranking under its cache key; stored in the
   // cache when TUNED and `may_store`.
   v1::ProblemResult Measured(const ValidProblem& problem, const ValidRequest& request,

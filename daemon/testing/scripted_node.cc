@@ -82,6 +82,25 @@ v1::TuneRequest RankRequest(const std::string& group, int rank, int world,
   return req;
 }
 
+v1::TuneRequest ClientRankRequest(const std::string& group, int rank, int world,
+                                  const std::vector<std::string>& candidates,
+                                  int64_t timeout_ms) {
+  v1::TuneRequest req = RankRequest(group, rank, world);
+  req.mutable_options()->set_timeout_ms(timeout_ms);
+  v1::Problem* p = req.mutable_problems(0);
+  p->clear_candidates();
+  for (const std::string& c : candidates) {
+    v1::Candidate* out = p->add_candidates();
+    if (c.rfind("client:", 0) == 0) {
+      out->mutable_client()->set_key(c.substr(7));
+      out->mutable_client()->set_name("name of " + c.substr(7));
+    } else {
+      out->set_impl(c);
+    }
+  }
+  return req;
+}
+
 v1::TuneRequest SpreadRequest(const std::string& group, int rank,
                               const std::vector<std::string>& daemons) {
   v1::TuneRequest req = RankRequest(group, rank, static_cast<int>(daemons.size()));

@@ -39,6 +39,14 @@ v1::TuneRequest Request(const std::vector<std::string>& impls, int64_t count = 1
 v1::TuneRequest RankRequest(const std::string& group, int rank, int world = 4,
                             int64_t window_us = 2000000);
 
+// RankRequest(group, rank, world) whose problem's candidates are
+// `candidates`: catalogue names ("all_reduce/a"), and candidates the ranks
+// run given as "client:KEY" (key KEY, name "name of KEY"); a candidate
+// timeout of `timeout_ms`.
+v1::TuneRequest ClientRankRequest(const std::string& group, int rank, int world,
+                                  const std::vector<std::string>& candidates,
+                                  int64_t timeout_ms = 300);
+
 // RankRequest with member r on daemon daemons[r].
 v1::TuneRequest SpreadRequest(const std::string& group, int rank,
                               const std::vector<std::string>& daemons);

@@ -1,0 +1,191 @@
+#include "daemon/clientrun/client_runs.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "daemon/cache/key.h"
+#include "daemon/solver/result.h"
+
+namespace autotuned::clientrun {
+namespace {
+
+// 128 random bits as 32 hex digits.
+std::string NewRunId() {
+  absl::BitGen gen;
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
+                         absl::Uniform<uint64_t>(gen));
+}
+
+int ClientCount(const ValidProblem& p) {
+  int n = 0;
+  for (const CandidateSpec& c : p.candidates) n += c.client() ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+absl::Duration ReportWithin(int steps, absl::Duration candidate_timeout,
+                            absl::Duration report_grace) {
+  return report_grace + steps * candidate_timeout;
+}
+
+ClientRuns::ClientRuns(Solver* solver, Engine* engine, metrics::DaemonMetrics* metrics,
+                       const ClientRunsOptions& options)
+    : solver_(solver), engine_(engine), metrics_(metrics), options_(options) {}
+
+std::optional<v1::TuneResponse> ClientRuns::Start(const ValidRequest& request,
+                                                  const std::string& round_id,
+                                                  absl::Time round_deadline,
+                                                  absl::Duration rendezvous) {
+  RunPlan plan;
+  plan.request = std::make_shared<const ValidRequest>(request);
+  plan.answer = solver_->NewResponse(round_id);
+  std::vector<bool> hit(request.problems.size(), false);
+  int steps = 0;
+  for (size_t i = 0; i < request.problems.size(); ++i) {
+    const ValidProblem& p = request.problems[i];
+    std::optional<v1::ProblemResult> cached = solver_->Cached(p, request);
+    hit[i] = cached.has_value();
+    *plan.answer.add_results() =
+        cached ? *std::move(cached)
+               : FallbackResult(p, CacheKeyDigest(solver_->KeyText(p, request)));
+    if (!hit[i] && p.has_client()) {
+      plan.problems.push_back(static_cast<int>(i));
+      steps += ClientCount(p);
+    }
+  }
+  if (plan.problems.empty()) return std::nullopt;
+  const absl::Duration within = ReportWithin(steps, request.engine.timeout, options_.report_grace);
+  absl::StatusOr<DeviceLease::Token> lease =
+      engine_->lease().Acquire(round_deadline, round_deadline + within);
+  if (!lease.ok()) {
+    v1::TuneResponse busy = plan.answer;
+    for (int i = 0; i < busy.results_size(); ++i) {
+      if (hit[i]) continue;
+      busy.mutable_results(i)->set_reason(
+          absl::StrCat("not measured: ", lease.status().message()));
+    }
+    return busy;
+  }
+  for (size_t i = 0; i < request.problems.size(); ++i) {
+    const ValidProblem& p = request.problems[i];
+    if (hit[i]) continue;
+    metrics_->rendezvous_latency->Observe(absl::ToDoubleSeconds(rendezvous));
+    std::vector<CandidateOutcome> catalogue =
+        engine_->Measure(p.spec, p.candidates, request.engine, &*lease);
+    if (p.has_client()) {
+      plan.catalogue.push_back(std::move(catalogue));
+    } else {
+      *plan.answer.mutable_results(i) = solver_->Measured(p, request, catalogue, true);
+    }
+  }
+  v1::ClientRun schedule = Schedule(plan);
+  const absl::Time opened = absl::Now();
+  lease->HoldUntil(opened + absl::Milliseconds(schedule.report_within_ms()));
+  v1::TuneResponse answer = solver_->NewResponse(round_id);
+  *answer.mutable_run() = schedule;
+  Keep(std::make_shared<Run>(std::move(schedule), std::move(plan), *std::move(lease),
+                             opened, solver_, metrics_));
+  metrics_->runs_opened->Increment();
+  spdlog::info("run={} group={} opened: {} steps, report within {} ms", answer.run().run_id(),
+               absl::CEscape(request.group_id), answer.run().steps_size(),
+               answer.run().report_within_ms());
+  return answer;
+}
+
+v1::ClientRun ClientRuns::Schedule(const RunPlan& plan) const {
+  const ValidRequest& request = *plan.request;
+  v1::ClientRun run;
+  run.set_run_id(NewRunId());
+  for (int p : plan.problems) {
+    const std::vector<CandidateSpec>& candidates = request.problems[p].candidates;
+    int reference = -1;
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      if (!candidates[c].client()) continue;
+      if (reference < 0) reference = static_cast<int>(c);
+      v1::ClientStep* step = run.add_steps();
+      step->set_problem(p);
+      step->set_candidate(static_cast<int>(c));
+      step->set_reference(reference);
+    }
+  }
+  run.set_warmup(request.engine.schedule.warmup);
+  run.set_iterations(request.engine.schedule.iterations);
+  run.set_timing_mode(static_cast<v1::TimingMode>(request.timing_mode()));
+  run.set_candidate_timeout_ms(absl::ToInt64Milliseconds(request.engine.timeout));
+  run.set_report_within_ms(absl::ToInt64Milliseconds(
+      ReportWithin(run.steps_size(), request.engine.timeout, options_.report_grace)));
+  return run;
+}
+
+void ClientRuns::Keep(std::shared_ptr<Run> run) {
+  absl::MutexLock lock(&mu_);
+  Expire(absl::Now());
+  const std::string id = run->schedule().run_id();
+  runs_[id] = std::move(run);
+  order_.push_back(id);
+  while (static_cast<int>(runs_.size()) > options_.max_runs_kept && !order_.empty()) {
+    runs_.erase(order_.front());
+    order_.pop_front();
+  }
+}
+
+void ClientRuns::Expire(absl::Time now) {
+  while (!order_.empty()) {
+    auto it = runs_.find(order_.front());
+    if (it != runs_.end()) {
+      const std::optional<absl::Time> decided = it->second->decided_at();
+      const absl::Time since = decided ? *decided : it->second->bound();
+      if (now < since + options_.decision_ttl) break;
+      runs_.erase(it);
+    }
+    order_.pop_front();
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Run>> ClientRuns::Find(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  Expire(absl::Now());
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("run \"", absl::CEscape(run_id),
+                     "\" is unknown to this daemon (forgotten, or opened before a restart)"));
+  }
+  return it->second;
+}
+
+void ClientRuns::Attach(const std::string& run_id, int rank,
+                        std::shared_ptr<const ValidRequest> request) {
+  absl::StatusOr<std::shared_ptr<Run>> run = Find(run_id);
+  if (run.ok()) (*run)->Attach(rank, std::move(request));
+}
+
+absl::StatusOr<v1::StepReply> ClientRuns::Step(const v1::StepRequest& request,
+                                               absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<Run>> run = Find(request.run_id());
+  if (!run.ok()) return run.status();
+  return (*run)->Step(request, deadline);
+}
+
+absl::StatusOr<v1::TuneResponse> ClientRuns::Report(const v1::RunReport& report,
+                                                    absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<Run>> run = Find(report.run_id());
+  if (!run.ok()) return run.status();
+  return (*run)->Report(report, deadline);
+}
+
+int ClientRuns::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(runs_.size());
+}
+
+}  // namespace autotuned::clientrun

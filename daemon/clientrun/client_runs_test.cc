@@ -1,0 +1,396 @@
+// Runs of candidates the ranks run over the scripted node: the round's
+// runner opens a run (Start), ranks are threads calling Step and Report as
+// their RunStep and Report would. Short candidate timeouts and a short
+// report grace keep the faults quick.
+#include "daemon/clientrun/client_runs.h"
+
+#include <atomic>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/solver/solver_testing.h"
+#include "daemon/testing/scripted_node.h"
+
+namespace autotuned::clientrun {
+namespace {
+
+using testing::ClientRankRequest;
+using testing::Shared;
+
+constexpr int64_t kTimeoutMs = 200;
+
+// What one rank does in a run.
+struct RankScript {
+  // Per iteration time of each step (us).
+  std::function<double(int step)> time_us = [](int) { return 50.0; };
+  // Why the step fails at its verify ("" = it works).
+  std::function<std::string(int step)> fails = [](int) { return std::string(); };
+  int stop_before_step = -1;  // never reaches this step's barrier, never reports
+  bool report = true;
+  bool timed_out_step0 = false;  // step 0 passes its barriers, then runs past its timeout
+};
+
+struct RankEnd {
+  std::vector<v1::StepReply> verified;  // per step reached
+  absl::StatusOr<v1::TuneResponse> answer = absl::UnknownError("no report");
+};
+
+class Runs {
+ public:
+  explicit Runs(const std::string& cache, absl::Duration grace = absl::Milliseconds(300))
+      : stack_(cache),
+        runs_(&stack_.solver(), &stack_.engine(), &stack_.metrics(),
+              ClientRunsOptions{grace, absl::Minutes(10), 16}) {}
+
+  // Rank 0's ask of `world` ranks, opened as the round's runner would.
+  std::optional<v1::TuneResponse> Open(const std::string& group, int world,
+                                       const std::vector<std::string>& candidates,
+                                       absl::Duration lease_wait = absl::Seconds(10)) {
+    ValidRequest request = stack_.Valid(ClientRankRequest(group, 0, world, candidates, kTimeoutMs));
+    return runs_.Start(request, "round-1", absl::Now() + lease_wait, absl::ZeroDuration());
+  }
+
+  RankEnd RunRank(const v1::ClientRun& run, const std::string& group, int rank,
+                  const RankScript& script) {
+    RankEnd end;
+    v1::RunReport report;
+    report.set_run_id(run.run_id());
+    report.set_group_id(group);
+    report.set_rank(rank);
+    for (int i = 0; i < run.steps_size(); ++i) {
+      if (i == script.stop_before_step) return end;
+      v1::StepTimes* times = report.add_steps();
+      times->set_step(i);
+      const std::string fails = script.fails(i);
+      v1::StepReply verified = Step(run, group, rank, i, v1::VERIFIED, fails);
+      end.verified.push_back(verified);
+      if (!verified.proceed()) {
+        times->set_reason(verified.reason());
+        continue;
+      }
+      v1::StepReply warmed = Step(run, group, rank, i, v1::WARMED_UP, "");
+      if (!warmed.proceed()) {
+        times->set_reason(warmed.reason());
+        continue;
+      }
+      if (i == 0 && script.timed_out_step0) {
+        times->set_timed_out(true);
+        continue;
+      }
+      times->set_ok(true);
+      for (int t = 0; t < run.iterations(); ++t) times->add_times_us(script.time_us(i));
+    }
+    if (script.report) end.answer = runs_.Report(report, absl::Now() + absl::Seconds(30));
+    return end;
+  }
+
+  v1::StepReply Step(const v1::ClientRun& run, const std::string& group, int rank, int step,
+                     v1::StepPhase phase, const std::string& fails) {
+    v1::StepRequest req;
+    req.set_run_id(run.run_id());
+    req.set_group_id(group);
+    req.set_rank(rank);
+    req.set_step(step);
+    req.set_phase(phase);
+    req.set_ok(fails.empty());
+    req.set_reason(fails);
+    absl::StatusOr<v1::StepReply> reply = runs_.Step(req, absl::Now() + absl::Seconds(30));
+    return reply.ok() ? *reply : v1::StepReply();
+  }
+
+  // Every rank at once, each with its script.
+  std::vector<RankEnd> RunAll(const v1::ClientRun& run, const std::string& group,
+                              const std::vector<RankScript>& scripts) {
+    std::vector<RankEnd> ends(scripts.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < scripts.size(); ++r) {
+      threads.emplace_back(
+          [&, r] { ends[r] = RunRank(run, group, static_cast<int>(r), scripts[r]); });
+    }
+    for (std::thread& t : threads) t.join();
+    return ends;
+  }
+
+  ClientRuns& runs() { return runs_; }
+  testing::ScriptedSolver& stack() { return stack_; }
+
+ private:
+  testing::ScriptedSolver stack_;
+  ClientRuns runs_;
+};
+
+const v1::CandidateResult& Ranked(const v1::TuneResponse& r, int index) {
+  for (const v1::CandidateResult& c : r.results(0).ranked()) {
+    if (c.index() == index) return c;
+  }
+  FAIL("no candidate " << index);
+  return r.results(0).ranked(0);
+}
+
+TEST_CASE("the schedule: client candidates of the missed problems, in order") {
+  Runs f("schedule");
+  CHECK_FALSE(f.Open("g", 2, {"all_reduce/a", "all_reduce/b"}).has_value());
+
+  v1::TuneRequest ask = ClientRankRequest("g", 0, 2, {"all_reduce/a", "client:k1", "client:k2"},
+                                          kTimeoutMs);
+  *ask.add_problems() = ClientRankRequest("g", 0, 2, {"all_reduce/b"}).problems(0);
+  *ask.add_problems() = ClientRankRequest("g", 0, 2, {"client:k3"}).problems(0);
+  ask.mutable_problems(2)->set_count(2048);
+  std::optional<v1::TuneResponse> opened =
+      f.runs().Start(f.stack().Valid(ask), "r", absl::Now() + absl::Seconds(5), {});
+  REQUIRE(opened.has_value());
+  CHECK(opened->results_size() == 0);
+  const v1::ClientRun& run = opened->run();
+  CHECK(run.run_id().size() == 32);
+  REQUIRE(run.steps_size() == 3);
+  CHECK((run.steps(0).problem() == 0 && run.steps(0).candidate() == 1 &&
+         run.steps(0).reference() == 1));
+  CHECK((run.steps(1).problem() == 0 && run.steps(1).candidate() == 2 &&
+         run.steps(1).reference() == 1));
+  CHECK((run.steps(2).problem() == 2 && run.steps(2).candidate() == 0 &&
+         run.steps(2).reference() == 0));
+  CHECK(run.warmup() == 1);
+  CHECK(run.iterations() == 3);
+  CHECK(run.timing_mode() == v1::EVENT_LOOP);
+  CHECK(run.candidate_timeout_ms() == kTimeoutMs);
+  CHECK(run.report_within_ms() == 300 + 3 * kTimeoutMs);
+  // The catalogue candidates were measured first: a, then b (its problem
+  // decided and stored already).
+  CHECK(f.stack().backend().runs() == 2);
+  CHECK(f.stack().cache().size() == 1);
+  CHECK(f.stack().engine().lease().busy());
+}
+
+TEST_CASE("client and catalogue candidates ranked together; the slowest rank's time counts") {
+  Runs f("ranked");
+  std::optional<v1::TuneResponse> opened =
+      f.Open("g", 2, {"all_reduce/a", "client:k1", "client:k2"});
+  REQUIRE(opened.has_value());
+  RankScript r0, r1;
+  // k1: rank 0 1000 us, rank 1 2000 us: 2000 per iteration. k2: 10 us.
+  r0.time_us = [](int step) { return step == 0 ? 1000.0 : 10.0; };
+  r1.time_us = [](int step) { return step == 0 ? 2000.0 : 10.0; };
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
+  REQUIRE(ends[0].answer.ok());
+  REQUIRE(ends[1].answer.ok());
+  CHECK(Shared(*ends[0].answer) == Shared(*ends[1].answer));
+  CHECK(ends[1].answer->results(0).problem().label() == "op-of-rank-0");  // unattached
+
+  const v1::ProblemResult& r = ends[0].answer->results(0);
+  CHECK(r.status() == v1::TUNED);
+  CHECK(r.winner() == "name of k2");
+  CHECK(r.winner_index() == 2);
+  REQUIRE(r.ranked_size() == 3);
+  CHECK(r.ranked(1).candidate().impl() == "all_reduce/a");
+  CHECK(r.ranked(2).candidate().client().key() == "k1");
+  CHECK(r.ranked(2).median_us() == 2000);
+  CHECK(r.ranked(2).rank_mean_us(0) == 1000);
+  CHECK(r.ranked(2).rank_mean_us(1) == 2000);
+  CHECK(f.stack().cache().size() == 1);  // stored: every rank reported
+  CHECK_FALSE(f.stack().engine().lease().busy());
+  CHECK(f.stack().metrics().runs_decided->value() == 1);
+}
+
+TEST_CASE("a candidate failing on one rank is ruled out at its barrier, the same everywhere") {
+  Runs f("failing");
+  std::optional<v1::TuneResponse> opened =
+      f.Open("g", 2, {"client:k1", "client:k2", "client:k3"});
+  REQUIRE(opened.has_value());
+  RankScript r0, r1;
+  r0.fails = [](int step) {
+    return step == 1 ? std::string("output differs from the reference \"name of k1\"")
+                     : std::string();
+  };
+  r1.fails = [](int step) {
+    return step == 0 ? std::string("raised ValueError: no") : std::string();
+  };
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
+  for (const RankEnd& e : ends) {
+    CHECK_FALSE(e.verified[0].proceed());
+    CHECK(e.verified[0].reason() == "rank 1: raised ValueError: no");
+    CHECK(e.verified[1].reason() == "rank 0: output differs from the reference \"name of k1\"");
+    CHECK(e.verified[2].proceed());
+    REQUIRE(e.answer.ok());
+  }
+  const v1::TuneResponse& a = *ends[1].answer;
+  CHECK(Shared(*ends[0].answer) == Shared(a));
+  CHECK(a.results(0).winner() == "name of k3");
+  CHECK(Ranked(a, 0).reason() == "rank 1: raised ValueError: no");
+  CHECK(Ranked(a, 1).reason() == "rank 0: output differs from the reference \"name of k1\"");
+  CHECK(f.stack().metrics().client_candidates_ruled_out->value() == 2);
+}
+
+TEST_CASE("a step that ran past its timeout is ruled out as timed out") {
+  Runs f("timed-out");
+  std::optional<v1::TuneResponse> opened = f.Open("g", 2, {"client:k1", "client:k2"});
+  REQUIRE(opened.has_value());
+  RankScript r0, r1;
+  r1.timed_out_step0 = true;
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
+  REQUIRE(ends[0].answer.ok());
+  CHECK(Ranked(*ends[0].answer, 0).reason() ==
+        "rank 1: ran past the candidate timeout of 200 ms");
+  CHECK(ends[0].answer->results(0).winner() == "name of k2");
+  CHECK(f.stack().metrics().candidate_timeouts->value() == 1);
+}
+
+TEST_CASE("a rank that never reaches a barrier is lost: the others go on, nothing stored") {
+  Runs f("lost");
+  std::optional<v1::TuneResponse> opened =
+      f.Open("g", 2, {"all_reduce/a", "client:k1", "client:k2"});
+  REQUIRE(opened.has_value());
+  RankScript r0, r1;
+  r1.stop_before_step = 0;
+  const absl::Time start = absl::Now();
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
+  CHECK(absl::Now() - start < absl::Seconds(10));
+  REQUIRE(ends[0].verified.size() == 2);
+  const std::string lost = "rank 1 did not reach step 0 (verified) within 200 ms";
+  CHECK(ends[0].verified[0].reason() == lost);
+  CHECK(ends[0].verified[1].reason() == lost);  // at once: the rank is lost
+  REQUIRE(ends[0].answer.ok());
+  const v1::ProblemResult& r = ends[0].answer->results(0);
+  CHECK(r.status() == v1::TUNED);
+  CHECK(r.winner() == "all_reduce/a");  // the catalogue candidate keeps its timing
+  CHECK(Ranked(*ends[0].answer, 1).reason() == lost);
+  CHECK(f.stack().cache().size() == 0);  // a rank's report is missing
+
+  // The lost rank's report after the decision gets the decision.
+  RankScript late;
+  RankEnd again = f.RunRank(opened->run(), "g", 1, late);
+  REQUIRE(again.answer.ok());
+  CHECK(Shared(*again.answer) == Shared(*ends[0].answer));
+}
+
+TEST_CASE("a rank that never reports: decided at the bound, client candidates ruled out") {
+  Runs f("silent");
+  std::optional<v1::TuneResponse> opened = f.Open("g", 2, {"all_reduce/a", "client:k1"});
+  REQUIRE(opened.has_value());
+  RankScript r0, r1;
+  r1.report = false;
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
+  REQUIRE(ends[0].answer.ok());
+  CHECK(Ranked(*ends[0].answer, 1).reason() == "rank 1 sent no report within 500 ms");
+  CHECK(ends[0].answer->results(0).winner() == "all_reduce/a");
+  CHECK(f.stack().cache().size() == 0);
+  CHECK_FALSE(f.stack().engine().lease().busy());
+}
+
+v1::RunReport Report(const v1::ClientRun& run, int rank, int steps, int times) {
+  v1::RunReport report;
+  report.set_run_id(run.run_id());
+  report.set_group_id("g");
+  report.set_rank(rank);
+  for (int i = 0; i < steps; ++i) {
+    v1::StepTimes* s = report.add_steps();
+    s->set_step(i);
+    s->set_ok(true);
+    for (int t = 0; t < times; ++t) s->add_times_us(5);
+  }
+  return report;
+}
+
+TEST_CASE("unknown runs, strangers, bad reports and second reports change nothing") {
+  Runs f("strangers", absl::Seconds(30));
+  std::optional<v1::TuneResponse> opened = f.Open("g", 2, {"client:k1"});
+  REQUIRE(opened.has_value());
+  const v1::ClientRun& run = opened->run();
+  const absl::Time soon = absl::Now() + absl::Seconds(5);
+
+  v1::RunReport unknown = Report(run, 0, 1, 3);
+  unknown.set_run_id("0123");
+  absl::StatusOr<v1::TuneResponse> r = f.runs().Report(unknown, soon);
+  CHECK(r.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(r.status().message() ==
+        "run \"0123\" is unknown to this daemon (forgotten, or opened before a restart)");
+
+  v1::RunReport other = Report(run, 0, 1, 3);
+  other.set_group_id("h");
+  CHECK_THAT(std::string(f.runs().Report(other, soon).status().message()),
+             Catch::StartsWith("group_id: run \""));
+  CHECK_THAT(std::string(f.runs().Report(Report(run, 2, 1, 3), soon).status().message()),
+             Catch::StartsWith("rank: must be in [0, 2)"));
+  CHECK_THAT(std::string(f.runs().Report(Report(run, 0, 2, 3), soon).status().message()),
+             Catch::Contains("has 1 steps, got 2") && Catch::StartsWith("steps: "));
+  CHECK(std::string(f.runs().Report(Report(run, 0, 1, 2), soon).status().message()) ==
+        "steps[0].times_us: the run times 3 iterations, got 2 times");
+  v1::StepRequest step;
+  step.set_run_id(run.run_id());
+  step.set_group_id("g");
+  step.set_step(1);
+  step.set_phase(v1::VERIFIED);
+  CHECK(f.runs().Step(step, soon).status().message() ==
+        absl::StrCat("step: run \"", run.run_id(), "\" has 1 steps, got 1"));
+
+  // Rank 0 reports and stops waiting at its own deadline; its second report
+  // is refused; rank 1's report decides the run for both.
+  absl::StatusOr<v1::TuneResponse> first =
+      f.runs().Report(Report(run, 0, 1, 3), absl::Now() + absl::Milliseconds(20));
+  CHECK(first.status().code() == absl::StatusCode::kDeadlineExceeded);
+  absl::StatusOr<v1::TuneResponse> second = f.runs().Report(Report(run, 0, 1, 3), soon);
+  CHECK(second.status().code() == absl::StatusCode::kFailedPrecondition);
+  // The barriers were never passed: the step is ruled out.
+  absl::StatusOr<v1::TuneResponse> last = f.runs().Report(Report(run, 1, 1, 3), soon);
+  REQUIRE(last.ok());
+  CHECK(last->results(0).status() == v1::FAILED);
+  CHECK(last->results(0).ranked(0).reason() == "the ranks did not pass the step's barriers");
+  absl::StatusOr<v1::TuneResponse> after = f.runs().Report(Report(run, 0, 1, 3), soon);
+  REQUIRE(after.ok());
+  CHECK(Shared(*after) == Shared(*last));
+}
+
+TEST_CASE("two runs on one daemon do not overlap: the second waits for the lease") {
+  Runs f("two-runs");
+  std::optional<v1::TuneResponse> first = f.Open("g", 2, {"client:k1"});
+  REQUIRE(first.has_value());
+
+  // A round whose bound passes while the first run holds the devices falls
+  // back, saying why.
+  std::optional<v1::TuneResponse> busy =
+      f.Open("h", 2, {"client:k2"}, absl::Milliseconds(50));
+  REQUIRE(busy.has_value());
+  CHECK_FALSE(busy->has_run());
+  CHECK(busy->results(0).status() == v1::FALLBACK);
+  CHECK_THAT(busy->results(0).reason(), Catch::StartsWith("not measured: the devices"));
+
+  std::atomic<bool> first_decided{false};
+  std::atomic<bool> second_opened_early{false};
+  std::optional<v1::TuneResponse> second;
+  std::thread opener([&] {
+    second = f.Open("h", 2, {"client:k2"});
+    second_opened_early = !first_decided.load();
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  first_decided = true;
+  f.RunAll(first->run(), "g", {RankScript(), RankScript()});
+  opener.join();
+  CHECK_FALSE(second_opened_early.load());
+  REQUIRE(second.has_value());
+  CHECK(second->has_run());
+}
+
+TEST_CASE("runs are forgotten past their bound and retention") {
+  Runs f("forgotten");
+  std::optional<v1::TuneResponse> a = f.Open("g", 1, {"client:first"});
+  REQUIRE(a.has_value());
+  CHECK(f.runs().size() == 1);
+  f.RunAll(a->run(), "g", {RankScript()});
+  for (int i = 0; i < 20; ++i) {
+    std::optional<v1::TuneResponse> next =
+        f.Open(absl::StrCat("g", i), 1, {absl::StrCat("client:k", i)});
+    REQUIRE(next.has_value());
+    f.RunAll(next->run(), absl::StrCat("g", i), {RankScript()});
+  }
+  CHECK(f.runs().size() == 16);  // max_runs_kept
+  v1::RunReport late = Report(a->run(), 0, 1, 3);
+  CHECK(f.runs().Report(late, absl::Now()).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace autotuned::clientrun
