@@ -3,14 +3,16 @@
     autotuned.Client          typed gRPC client (Unix socket by default, TCP optional)
     autotuned.problem(...)    builds a Problem; autotuned.pb holds every message
     autotuned.errors          exceptions (InvalidArgument.field, Unavailable, ...)
+    autotuned.channels        one channel per daemon for the process; daemons found down
     autotuned.group           describes a torch.distributed group to the daemon
-    autotuned.vllm            dispatch table for a tensor-parallel group
+    autotuned.rankrun         candidates the ranks run in their own processes: tune_rank
+    autotuned.vllm            dispatch table for a tensor-parallel group, from its own callables
     autotuned.inductor        daemon timings for Inductor's collective autotuning
     autotuned.kernels         the daemon's P2P kernels in this process: torch ops over CUDA IPC
     autotuned.dispatch        Dispatcher: a dispatch table's winner run per tensor
 
-The torch-dependent modules (group, vllm, inductor) import torch only when
-used; autotuned.kernels registers its ops when imported.
+The torch-dependent modules (group, rankrun, vllm, inductor) import torch
+only when used; autotuned.kernels registers its ops when imported.
 """
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import (
@@ -25,13 +27,15 @@ from autotuned.client import (
 from autotuned.errors import (
     AutotunedError,
     DeadlineExceeded,
+    FailedPrecondition,
     GroupMismatch,
     InvalidArgument,
     Unavailable,
 )
 
 __all__ = [
-    "DEFAULT_SOCKET", "AutotunedError", "Client", "DeadlineExceeded", "GroupMismatch",
+    "DEFAULT_SOCKET", "AutotunedError", "Client", "DeadlineExceeded", "FailedPrecondition",
+    "GroupMismatch",
     "InvalidArgument", "Unavailable", "candidate", "candidate_spec", "default_target",
     "pb", "problem", "whole_node_group",
 ]

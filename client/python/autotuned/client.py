@@ -17,7 +17,8 @@ seconds, the others `query_timeout`. Failures raise autotuned.errors
 exceptions carrying the daemon's status code and message unchanged.
 
 A Client may be used from several threads at once; close() it (or use it as a
-context manager) when done.
+context manager) when done. autotuned.channels keeps one Client per daemon
+for the life of the process; the package's helpers ask through it.
 """
 from __future__ import annotations
 
@@ -131,21 +132,35 @@ def candidate(spec: CandidateLike, params: Optional[Mapping[str, int]] = None) -
 
 
 def candidate_spec(c: pb.Candidate) -> str:
-    """The "impl:name=int,..." text of a Candidate (parameters sorted)."""
+    """The "impl:name=int,..." text of a Candidate (parameters sorted), or
+    the name of a candidate the ranks run (`client` set): what answers call
+    the winner."""
+    if c.HasField("client"):
+        return c.client.name
     if not c.params:
         return c.impl
     return c.impl + ":" + ",".join(f"{k}={c.params[k]}" for k in sorted(c.params))
 
 
 def problem(collective: Union[str, int], dtype: object, count: int,
-            candidates: Sequence[CandidateLike], *, op: str = "sum", root: int = 0,
+            candidates: Sequence[CandidateLike], *, op: Optional[str] = None, root: int = 0,
             split_counts: Sequence[int] = (), label: str = "") -> pb.Problem:
-    """A Problem; `count` is in elements per rank (see proto/autotuned.proto)."""
-    try:
-        op_value = _OPS[op.lower()]
-    except KeyError:
-        raise InvalidArgument(f"op: unknown reduce op {op!r} (sum, max, min)") from None
-    return pb.Problem(collective=collective_enum(collective), dtype=dtype_enum(dtype),
+    """A Problem; `count` is in elements per rank (see proto/autotuned.proto).
+
+    `op` is the reduce op of all_reduce and reduce_scatter (sum when None);
+    the other collectives take none (given one, the daemon refuses it,
+    naming `problems[i].op`). `candidates` are catalogue specs
+    ("impl:name=int,...") or Candidates, such as autotuned.rankrun's
+    client_candidate(name, key) for code the ranks run themselves.
+    """
+    kind = collective_enum(collective)
+    op_value = 0
+    if op is not None or kind in (pb.ALL_REDUCE, pb.REDUCE_SCATTER):
+        try:
+            op_value = _OPS[(op or "sum").lower()]
+        except KeyError:
+            raise InvalidArgument(f"op: unknown reduce op {op!r} (sum, max, min)") from None
+    return pb.Problem(collective=kind, dtype=dtype_enum(dtype),
                       count=int(count), split_counts=list(split_counts), op=op_value,
                       root=root, candidates=[candidate(c) for c in candidates], label=label)
 
@@ -167,17 +182,20 @@ class Client:
     def __init__(self, target: Optional[str] = None, *,
                  connect_timeout: Optional[float] = DEFAULT_CONNECT_TIMEOUT_S,
                  measure_timeout: float = DEFAULT_MEASURE_TIMEOUT_S,
-                 query_timeout: float = DEFAULT_QUERY_TIMEOUT_S) -> None:
+                 query_timeout: float = DEFAULT_QUERY_TIMEOUT_S,
+                 channel_options: Sequence[tuple[str, Any]] = ()) -> None:
         """Opens a channel to `target` (default: default_target()).
 
         With `connect_timeout` (seconds) the constructor waits that long for
         the channel to connect and raises Unavailable naming the target when
         it did not; None connects lazily, at the first call.
+        `channel_options` are gRPC channel arguments (autotuned.channels
+        bounds the reconnect backoff with them).
         """
         self.target = normalize_target(target) if target else default_target()
         self.measure_timeout = measure_timeout
         self.query_timeout = query_timeout
-        self._channel = grpc.insecure_channel(self.target)
+        self._channel = grpc.insecure_channel(self.target, options=list(channel_options))
         self._stub = pb_grpc.AutotuneStub(self._channel)
         if connect_timeout is not None:
             try:
@@ -189,6 +207,14 @@ class Client:
 
     def close(self) -> None:
         self._channel.close()
+
+    def ready(self, timeout: float) -> bool:
+        """Whether the channel connects within `timeout` seconds."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+            return True
+        except grpc.FutureTimeoutError:
+            return False
 
     def __enter__(self) -> Client:
         return self
@@ -216,6 +242,15 @@ class Client:
             request = pb.TuneRequest(group=group or whole_node_group(2),
                                      problems=list(problems), options=options)
         return self._call(self._stub.Tune, request, timeout or self.measure_timeout)
+
+    def run_step(self, request: pb.StepRequest, *, timeout: float) -> pb.StepReply:
+        """A rank at a barrier of a run (docs/protocol.md, "Candidates the
+        ranks run"); answers when every rank reached it or at its bound."""
+        return self._call(self._stub.RunStep, request, timeout)
+
+    def report(self, request: pb.RunReport, *, timeout: float) -> pb.TuneResponse:
+        """A rank's times for a run; answers the round's decision."""
+        return self._call(self._stub.Report, request, timeout)
 
     def sweep(self, request: pb.SweepRequest, *,
               timeout: Optional[float] = None) -> Iterator[pb.SweepUpdate]:

@@ -66,6 +66,13 @@ class Unimplemented(AutotunedError):
     code = "UNIMPLEMENTED"
 
 
+class FailedPrecondition(AutotunedError):
+    """The daemon no longer knows what was asked about: a round or a run it
+    forgot (a restart, retention), or a second report of a rank."""
+
+    code = "FAILED_PRECONDITION"
+
+
 class Cancelled(AutotunedError):
     code = "CANCELLED"
 
@@ -95,6 +102,7 @@ _BY_CODE = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
     grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
     grpc.StatusCode.CANCELLED: Cancelled,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
     grpc.StatusCode.INTERNAL: Internal,
 }

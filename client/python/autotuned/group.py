@@ -1,31 +1,32 @@
-"""Describing a torch.distributed group to the daemon, and asking as a group.
+"""Describing a torch.distributed group to the daemon.
 
-    desc = describe_group(pg)                 # collective: every rank of pg calls it
-    decision = tune_group(desc, [problem(...)], process_group=pg)
+    desc = describe_group(pg)            # collective: every rank of pg, OUTSIDE compilation
+    desc = describe_from_env()           # or from the launcher's environment (one host)
+    decision = autotuned.rankrun.tune_rank(desc, [problem(...)])   # per rank, no collective
 
 describe_group runs one all_gather_object over the group: each rank sends its
 daemon target, whether that daemon answered, its host, its local GPU and its
-daemon's peer name, so every rank learns the group's daemons once. The result
+daemon's peer name, so every rank learns the group's daemons once. Call it
+where every rank surely calls it, outside torch.compile (autotuned.inductor
+does at enable(), or at first use before a graph is compiled). The result
 turns into the per-rank Group message (members, this rank, whole_group
 false) that lets the daemon match the asks of one round.
 
-tune_group asks per rank and then agrees through the process group, so that
-every rank ends with the same decision:
-  * a description that does not match the process group raises GroupMismatch
-    on every rank before anything is sent;
-  * INVALID_ARGUMENT from any rank's daemon raises InvalidArgument (the
-    daemon's message, naming the field) on every rank;
-  * a daemon that is absent, unreachable, dies mid-call or answers
-    differently gives every rank the same fallback: the first candidate of
-    each problem, with the reason (or raises Unavailable on every rank with
-    on_unavailable="raise").
-No rank ever measures alone.
+describe_from_env needs no collective: it reads torchrun's environment
+(RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, and TORCHELASTIC_RUN_ID or
+MASTER_ADDR/MASTER_PORT for the group id), for a group on one host only.
 
-The collectives here may run inside torch.compile (Inductor asks at lowering
-or scheduling time), where PyTorch's Python dispatcher is on. They run with it
-off: through it, a gloo collective is enqueued while holding the GIL, and
-ProcessGroupGloo's worker thread, which frees a finished work's tensors under
-the same queue lock, then waits for the GIL: both ranks hang (seen in 2.11).
+Asking is per rank (autotuned.rankrun.tune_rank): each rank asks only its
+daemon, which alone keeps the ranks together; nothing here runs a
+process-group collective while asking. A description that does not fit the
+process group it is used with is GroupMismatch (GroupDescription.check, a
+local check).
+
+describe_group's collective may run where PyTorch's Python dispatcher is on
+(inside a compile). It runs with it off: through it, a gloo collective is
+enqueued while holding the GIL, and ProcessGroupGloo's worker thread, which
+frees a finished work's tensors under the same queue lock, then waits for
+the GIL: both ranks hang (seen in 2.11).
 """
 from __future__ import annotations
 
@@ -34,14 +35,14 @@ import hashlib
 import os
 import socket
 from collections.abc import Sequence
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Optional
 
+from autotuned import channels
 from autotuned._proto import autotuned_pb2 as pb
-from autotuned.client import Client, candidate_spec, default_target, normalize_target
-from autotuned.errors import AutotunedError, GroupMismatch, InvalidArgument, Unavailable
+from autotuned.client import candidate_spec, default_target, normalize_target
+from autotuned.errors import AutotunedError, GroupMismatch
 
 DEFAULT_PRESYNC_WINDOW_US = 2_000_000
-T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,11 +204,12 @@ def describe_group(process_group: Any = None, *, target: Optional[str] = None,
     host = socket.gethostname()
     reachable, error, peer, gpus = True, "", "", []
     try:
-        with Client(tgt, connect_timeout=connect_timeout, query_timeout=connect_timeout) as c:
-            info = c.node_info()
-            peer, gpus = info.peer_address, list(info.gpus)
+        info = channels.channel(tgt).node_info(timeout=connect_timeout)
+        peer, gpus = info.peer_address, list(info.gpus)
+        channels.mark_up(tgt)
     except AutotunedError as err:
         reachable, error = False, str(err)
+        channels.mark_down(tgt, error)
     gpu = _default_local_gpu(rank, gpus) if local_gpu is None else int(local_gpu)
     members = "-".join(map(str, _global_ranks(process_group)))
     mine = {"global_rank": dist.get_rank(), "hostname": host, "target": tgt,
@@ -226,17 +228,50 @@ def describe_group(process_group: Any = None, *, target: Optional[str] = None,
         ranks.append(RankInfo(rank=r, global_rank=e["global_rank"], hostname=e["hostname"],
                               target=e["target"], local_gpu=e["local_gpu"], daemon=name,
                               reachable=e["reachable"], error=e["error"]))
-    gid = everyone[0]["id"]
-    if len(gid) > 200:
-        gid = "torch:" + hashlib.sha256(gid.encode()).hexdigest()
-    return GroupDescription(id=gid, rank=rank, world_size=world,
+    return GroupDescription(id=_group_id(everyone[0]["id"]), rank=rank, world_size=world,
                             global_ranks=tuple(e["global_rank"] for e in everyone),
                             ranks=tuple(ranks))
 
 
+def _group_id(text: str) -> str:
+    """A group id within the daemon's 256 characters."""
+    return text if len(text) <= 200 else "torch:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def describe_from_env(target: Optional[str] = None) -> Optional[GroupDescription]:
+    """The world as torchrun (or any launcher setting its variables) started
+    it, without a collective: RANK and WORLD_SIZE; the group id from
+    TORCHELASTIC_RUN_ID, else MASTER_ADDR and MASTER_PORT. Every rank on
+    one host (WORLD_SIZE == LOCAL_WORLD_SIZE) asks the same daemon, `target`
+    (default: $AUTOTUNED_SOCKET, else the default socket), and rank r runs
+    on local GPU r (its LOCAL_RANK on one host). None when a variable is
+    missing or the ranks span hosts: use describe_group then."""
+    env = os.environ
+    try:
+        rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
+        local_world = int(env.get("LOCAL_WORLD_SIZE", "-1"))
+    except (KeyError, ValueError):
+        return None
+    run_id = env.get("TORCHELASTIC_RUN_ID", "")
+    if run_id and run_id != "none":
+        gid = f"torchelastic:{run_id}"
+    elif env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+        gid = f"env:{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
+    else:
+        return None
+    if local_world != world or not 0 <= rank < world:
+        return None
+    tgt = normalize_target(target) if target else default_target()
+    host = socket.gethostname()
+    ranks = tuple(RankInfo(rank=r, global_rank=r, hostname=host, target=tgt, local_gpu=r,
+                           daemon="", reachable=True, error="") for r in range(world))
+    return GroupDescription(id=_group_id(f"{gid}:world{world}"), rank=rank, world_size=world,
+                            global_ranks=tuple(range(world)), ranks=ranks)
+
+
 @dataclasses.dataclass
 class GroupDecision:
-    """The outcome of tune_group: the same on every rank."""
+    """The outcome of an ask (autotuned.rankrun.tune_rank): the same on every rank."""
 
     results: list[pb.ProblemResult]   # one per problem; FALLBACK ones when fallback
     fallback: bool                    # True: the daemon's answer was not used
@@ -247,18 +282,14 @@ class GroupDecision:
         return [r.winner for r in self.results]
 
 
-def _fallback_results(problems: Sequence[pb.Problem], reason: str) -> list[pb.ProblemResult]:
+def fallback_results(problems: Sequence[pb.Problem], reason: str) -> list[pb.ProblemResult]:
+    """FALLBACK results: the first candidate of each problem, with `reason`."""
     out = []
     for p in problems:
         first = p.candidates[0] if p.candidates else pb.Candidate()
         out.append(pb.ProblemResult(problem=p, status=pb.FALLBACK, reason=reason,
-                                    winner=first.impl, winner_index=0))
+                                    winner=candidate_spec(first), winner_index=0))
     return out
-
-
-def _summary(results: Sequence[pb.ProblemResult]) -> list[tuple[str, int, str]]:
-    return [(r.winner, r.winner_index,
-             ",".join(candidate_spec(c.candidate) for c in r.ranked)) for r in results]
 
 
 def _all_gather_object(out: list[Any], value: Any, process_group: Any) -> None:
@@ -272,60 +303,13 @@ def _all_gather_object(out: list[Any], value: Any, process_group: Any) -> None:
 
 
 def agree(process_group: Any, value: Any) -> list[Any]:
-    """Every rank's `value` (all_gather_object over the group), in rank order."""
+    """Every rank's `value` (all_gather_object over the group), in rank order.
+    A collective, for checks outside the asks (examples, tests)."""
     import torch.distributed as dist
 
     everyone: list[Any] = [None] * dist.get_world_size(process_group)
     _all_gather_object(everyone, value, process_group)
     return everyone
-
-
-def ask_agreed(desc: GroupDescription, ask: Callable[[], T], summarize: Callable[[T], Any], *,
-               process_group: Any = None,
-               on_unavailable: str = "fallback") -> tuple[Optional[T], str]:
-    """Runs `ask` (one per-rank call to this rank's daemon) on every rank and
-    agrees on its outcome through `process_group`.
-
-    Collective. Returns (value, "") when every rank's call succeeded with the
-    same summarize(value); (None, reason) for the identical fallback. Raises
-    GroupMismatch / InvalidArgument on every rank as the module docstring says.
-    """
-    if on_unavailable not in ("fallback", "raise"):
-        raise ValueError("on_unavailable must be 'fallback' or 'raise'")
-    # The check doubles as the barrier that lines the ranks up for the ask.
-    checks = agree(process_group, desc.mismatch(process_group))
-    bad = [(r, why) for r, why in enumerate(checks) if why]
-    if bad:
-        raise GroupMismatch("; ".join(f"rank {r}: {why}" for r, why in bad), target=desc.target)
-    value: Optional[T] = None
-    outcome: dict[str, Any]
-    if not desc.reachable:
-        outcome = {"error": "UNAVAILABLE", "details": desc.unreachable_reason(), "target": ""}
-    else:
-        try:
-            value = ask()
-            outcome = {"summary": summarize(value)}
-        except AutotunedError as e:
-            outcome = {"error": e.code, "details": e.details, "target": e.target}
-    everyone = agree(process_group, outcome)
-    invalid = [(r, o["details"]) for r, o in enumerate(everyone)
-               if o.get("error") in ("INVALID_ARGUMENT", "UNIMPLEMENTED")]
-    if invalid:
-        details = {d for _, d in invalid}
-        raise InvalidArgument(invalid[0][1] if len(details) == 1 else
-                              "; ".join(f"rank {r}: {d}" for r, d in invalid),
-                              target=desc.target)
-    errors = [(r, o) for r, o in enumerate(everyone) if "error" in o]
-    if errors:
-        reason = "daemon unreachable or failed on some rank: " + "; ".join(
-            f"rank {r}: {o['error']}: {o['details']}" + (f" ({o['target']})" if o["target"] else "")
-            for r, o in errors)
-        if on_unavailable == "raise":
-            raise Unavailable(reason, target=desc.target)
-        return None, reason
-    if any(o["summary"] != everyone[0]["summary"] for o in everyone):
-        return None, "ranks received different answers from their daemons"
-    return value, ""
 
 
 def with_presync(options: Optional[pb.Options]) -> pb.Options:
@@ -336,29 +320,3 @@ def with_presync(options: Optional[pb.Options]) -> pb.Options:
     if not opts.presync_window_us:
         opts.presync_window_us = DEFAULT_PRESYNC_WINDOW_US
     return opts
-
-
-def tune_group(desc: GroupDescription, problems: Sequence[pb.Problem], *,
-               process_group: Any = None, options: Optional[pb.Options] = None,
-               timeout: float = 600.0, on_unavailable: str = "fallback") -> GroupDecision:
-    """One per-rank Tune for `problems`, agreed on by every rank of the group.
-
-    Collective over `process_group` (the group `desc` describes; it is
-    checked). `options.presync_window_us` defaults to 2 s: the ranks are
-    lined up by an all_gather just before they ask. See the module docstring
-    for what each failure gives.
-    """
-    problems = list(problems)
-    request = pb.TuneRequest(group=desc.proto(), problems=problems, options=with_presync(options))
-
-    def ask() -> list[pb.ProblemResult]:
-        with Client(desc.target, connect_timeout=min(timeout, 10.0)) as c:
-            return list(c.tune(request, timeout=timeout).results)
-
-    # Bound before unpacking: mypy infers T from the targets of an unpacking.
-    agreed = ask_agreed(desc, ask, _summary, process_group=process_group,
-                        on_unavailable=on_unavailable)
-    results, reason = agreed
-    if results is None:
-        return GroupDecision(_fallback_results(problems, reason), True, reason)
-    return GroupDecision(results, False, "")

@@ -56,7 +56,8 @@ from typing import Any, Callable, Optional, Union
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import candidate, candidate_spec, dtype_enum, problem
 from autotuned.errors import InvalidArgument
-from autotuned.group import GroupDescription, describe_group, tune_group
+from autotuned.group import GroupDescription, describe_group
+from autotuned.rankrun import tune_group
 
 log = logging.getLogger("autotuned.inductor")
 

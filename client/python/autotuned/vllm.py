@@ -1,34 +1,60 @@
-"""A dispatch table for one tensor-parallel group, made once at worker startup.
+"""A dispatch table for one tensor-parallel group, made once at worker startup,
+from the worker's own implementations (and, if wanted, the daemon's).
 
-    from autotuned.vllm import tune_dispatch
-    table = tune_dispatch(tp_group, collective="all_reduce", dtype=torch.bfloat16,
-                          candidates=["all_reduce/nccl", "all_reduce/one_shot",
-                                      "all_reduce/two_shot"])
-    impl = table.pick(x)          # e.g. "all_reduce/one_shot" for this tensor's size
-    i = table.pick_index(x)       # its position in `candidates`
+    from autotuned.vllm import max_sizes_json, tune_dispatch
 
-    # Run the winner itself, in this process (autotuned.kernels):
-    p2p = autotuned.kernels.P2PGroup(tp_group)   # CUDA IPC peer buffers
-    all_reduce = table.runner(p2p)
-    y = all_reduce(x)             # the kernel the daemon measured, on x's size
+    def nccl(x):                  # each gets the tensor of the size being tuned
+        dist.all_reduce(x, group=tp_group)      # in place: returning None means x
+    def symm_one_shot(x):
+        return my_symm_mem_one_shot(x)
+    table = tune_dispatch(tp_group, dtype=torch.bfloat16,
+                          candidates={"nccl": nccl, "symm_one_shot": symm_one_shot})
+    table.pick(x)                 # "symm_one_shot" for this tensor's size
+    run = table.runner()          # x -> the pick's output, with the callables above
+    table.max_sizes()             # {"symm_one_shot": {2: 262144}, "nccl": {2: 67108864}}
+    max_sizes_json([table])       # the same as JSON, as vLLM's *_MAX_SIZES dicts read
 
-Collective over the group: every rank calls it once, and every rank gets the
-same table (one per-rank Sweep, agreed through the group; see
-autotuned.group). Where the daemon is absent or fails on any rank, every rank
-gets the same fallback table: the first candidate at every size, with
+`candidates` is a dict name -> callable(x), or a list whose entries are:
+  * (name, callable(x)), as in the dict: x is this rank's input at the size
+    measured (integer-valued data, so outputs are compared exactly); the
+    callable returns its output, or None when it writes into x;
+  * (name, key, make(x)): make is called once per size with x and returns
+    the zero-argument callable that is run and timed (buffers it needs are
+    made there, outside the timing); `key` says what the code is
+    (autotuned.rankrun.content_key): a changed key is measured again;
+  * a catalogue implementation ("all_reduce/one_shot", "impl:name=int,...")
+    that the daemon runs itself (autotuned.kernels runs its kernels here).
+A callable's own key is a digest of its name, its source and the names of
+the functions it closes over: editing it measures it again.
+
+Every size is a problem of ONE per-rank Tune (autotuned.rankrun.tune_rank):
+the ranks run their callables as the daemon's schedule says, the daemon
+times, ranks and caches, and every rank gets the same table. Every rank of
+the group calls tune_dispatch once (describe_group, by default, is a
+collective; the Tune is not). Where the daemon is absent or fails, every
+rank gets the same fallback table: the first candidate at every size, with
 `fallback` True and the reason.
+
+The export: vLLM picks its all-reduce by message size, each implementation
+taking messages up to a largest size per world size
+(vllm/distributed/device_communicators/all_reduce_utils.py:
+CUSTOM_ALL_REDUCE_MAX_SIZES and SYMM_MEM_ALL_REDUCE_MAX_SIZES, {device
+capability: {world size: bytes}}). DispatchTable.max_sizes() gives the
+measured decision in that form; max_sizes_dict / max_sizes_json merge the
+tables of several world sizes.
 """
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import json
 import math
-from collections.abc import Sequence
-from typing import Any, Optional, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, Union
 
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import (
     CandidateLike,
-    Client,
     candidate,
     candidate_spec,
     collective_enum,
@@ -37,7 +63,9 @@ from autotuned.client import (
     problem,
 )
 from autotuned.dispatch import Dispatcher, nearest_winner
-from autotuned.group import GroupDescription, ask_agreed, describe_group, with_presync
+from autotuned.errors import InvalidArgument, Unavailable
+from autotuned.group import GroupDescription, describe_group
+from autotuned.rankrun import RankCandidate, RankProblem, client_candidate, content_key, tune_rank
 
 # 1 KiB .. 64 MiB per rank, powers of two.
 DEFAULT_SIZES_BYTES = tuple(1 << s for s in range(10, 27))
@@ -80,6 +108,11 @@ class DispatchTable:
     ranges: list[SizeRange]
     fallback: bool = False
     reason: str = ""
+    # The caller's callables by candidate name (the (name, callable(x))
+    # entries; x itself when one returns None), which runner() runs; left
+    # out of comparisons.
+    callables: dict[str, Callable[[Any], Any]] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False)
     # The daemon's answer per size, as received (synthesized FALLBACK ones
     # for a fallback table); left out of comparisons.
     results: list[pb.ProblemResult] = dataclasses.field(default_factory=list, compare=False,
@@ -99,12 +132,13 @@ class DispatchTable:
     def pick_index(self, tensor_or_count: Union[int, Any]) -> int:
         """Index in `candidates` of the implementation for this size: the
         winner at the nearest measured size (log scale); below the smallest
-        and above the largest measured size, the winner there."""
+        and above the largest measured size, the winner there; the first
+        candidate where the nearest size has none (FAILED)."""
         if not self.sizes:
             return 0
-        return nearest_winner([s.count for s in self.sizes],
-                              [s.winner_index for s in self.sizes],
-                              self.count_of(tensor_or_count))
+        return max(0, nearest_winner([s.count for s in self.sizes],
+                                     [s.winner_index for s in self.sizes],
+                                     self.count_of(tensor_or_count)))
 
     def pick(self, tensor_or_count: Union[int, Any]) -> str:
         """The candidate spec (e.g. "all_reduce/one_shot") for this size."""
@@ -115,9 +149,56 @@ class DispatchTable:
         """A callable x -> Tensor running this table's pick for x: the daemon's
         implementation itself, as a torch op of autotuned.kernels (P2P kernels
         through `p2p`, an autotuned.kernels.P2PGroup; "<collective>/nccl"
-        through torch.distributed). `others` maps candidate specs or names to
-        the caller's own callables. See autotuned.dispatch.Dispatcher."""
-        return Dispatcher(self, p2p, op=op, others=others, process_group=process_group)
+        through torch.distributed), or the caller's callables given to
+        tune_dispatch. `others` maps candidate specs or names to more of the
+        caller's own callables. See autotuned.dispatch.Dispatcher."""
+        return Dispatcher(self, p2p, op=op, others={**self.callables, **(others or {})},
+                          process_group=process_group)
+
+    def max_sizes(self) -> dict[str, dict[int, int]]:
+        """{candidate: {world_size: largest message in bytes it should take}},
+        the form of vLLM's CUSTOM_ALL_REDUCE_MAX_SIZES[capability] and
+        SYMM_MEM_ALL_REDUCE_MAX_SIZES[capability]: per-rank input bytes, as
+        vLLM compares `inp.numel() * inp.element_size()` with them.
+
+        Read as vLLM's chain: a message goes to the candidate with the
+        smallest largest size that it does not exceed; the winner at the
+        largest measured size takes anything larger too (NCCL's place in
+        vLLM). A candidate that wins no size gets 0. What the form cannot
+        say (a candidate winning again above another's range, or the last
+        one winning below another's largest size) goes to the chain's
+        choice; max_sizes_exceptions() lists those ranges."""
+        largest, _ = self._chain()
+        order = sorted(self.candidates, key=lambda n: (n not in largest, largest.get(n, 0)))
+        return {name: {self.world_size: largest.get(name, 0)} for name in order}
+
+    def max_sizes_exceptions(self) -> list[str]:
+        """The measured ranges that max_sizes() sends elsewhere, as text."""
+        return self._chain()[1]
+
+    def _chain(self) -> tuple[dict[str, int], list[str]]:
+        ranges = [r for r in self.ranges if r.winner]
+        if not ranges:
+            return {}, []
+        last = ranges[-1].winner
+        largest: dict[str, int] = {}
+        exceptions: list[str] = []
+        current = ""
+        for r in ranges:
+            if r.winner == last:
+                continue
+            if r.winner in largest and r.winner != current:
+                exceptions.append(f"{_human(r.min_bytes)}..{_human(r.max_bytes)}: {r.winner} "
+                                  "wins again above another candidate's range")
+                continue
+            largest[r.winner] = r.max_bytes
+            current = r.winner
+        below = max(largest.values(), default=0)
+        exceptions += [f"{_human(r.min_bytes)}..{_human(r.max_bytes)}: {last} wins below "
+                       f"another candidate's largest size" for r in ranges
+                       if r.winner == last and r.min_bytes <= below]
+        largest[last] = ranges[-1].max_bytes
+        return largest, exceptions
 
     def write_jsonl(self, path: str) -> None:
         """Writes the per-size results as `autotunectl --json sweep` prints them (one
@@ -159,6 +240,26 @@ def _dtype_name(dtype: object) -> str:
     return pb.DType.Name(dtype_enum(dtype)).lower()
 
 
+def max_sizes_dict(tables: Sequence[DispatchTable],
+                   capability: Optional[str] = None) -> dict[str, Any]:
+    """The max_sizes() of tables of several world sizes merged: {candidate:
+    {world_size: bytes}}, or with `capability` (e.g. "9.0", as vLLM keys by
+    torch.cuda.get_device_capability) {candidate: {capability: {world_size:
+    bytes}}}: per candidate, the shape of vLLM's *_MAX_SIZES dicts."""
+    merged: dict[str, dict[int, int]] = {}
+    for t in tables:
+        for name, by_world in t.max_sizes().items():
+            merged.setdefault(name, {}).update(by_world)
+    if capability is None:
+        return dict(merged)
+    return {name: {capability: by_world} for name, by_world in merged.items()}
+
+
+def max_sizes_json(tables: Sequence[DispatchTable], capability: Optional[str] = None) -> str:
+    """max_sizes_dict as JSON (world sizes become string keys)."""
+    return json.dumps(max_sizes_dict(tables, capability), indent=2, sort_keys=True)
+
+
 def _table(collective: str, dtype: object, world: int, specs: list[str],
            results: Sequence[pb.ProblemResult]) -> DispatchTable:
     size = dtype_bytes(dtype)
@@ -168,13 +269,15 @@ def _table(collective: str, dtype: object, world: int, specs: list[str],
         # filled in, "all_reduce/ring:chunk_kib=256"), the caller maybe not.
         med = {specs[c.index]: (c.median_us if c.ok else math.inf) for c in r.ranked
                if 0 <= c.index < len(specs)}
+        won = 0 <= r.winner_index < len(specs)   # FAILED: no winner
         sizes.append(SizeTiming(count=r.problem.count, bytes=r.problem.count * size,
-                                winner=specs[r.winner_index], winner_index=r.winner_index,
+                                winner=specs[r.winner_index] if won else "",
+                                winner_index=r.winner_index if won else -1,
                                 median_us={s: med.get(s, math.inf) for s in specs},
                                 status=pb.DecisionStatus.Name(r.status)))
     ranges: list[SizeRange] = []
     for s in sizes:
-        us = s.median_us[s.winner]
+        us = s.median_us.get(s.winner, math.inf)
         if ranges and ranges[-1].winner_index == s.winner_index:
             last = ranges[-1]
             ranges[-1] = dataclasses.replace(last, max_count=s.count, max_bytes=s.bytes,
@@ -186,48 +289,167 @@ def _table(collective: str, dtype: object, world: int, specs: list[str],
                          results=list(results))
 
 
-def tune_dispatch(process_group: Any = None, *, candidates: Sequence[CandidateLike],
-                  collective: str = "all_reduce", dtype: object = "bfloat16",
-                  sizes_bytes: Sequence[int] = DEFAULT_SIZES_BYTES,
-                  desc: Optional[GroupDescription] = None, op: str = "sum",
-                  options: Optional[pb.Options] = None, timeout: float = 600.0,
-                  on_unavailable: str = "fallback") -> DispatchTable:
-    """Measures `candidates` at each size through this rank's daemon and
-    returns the group's dispatch table (see the module docstring).
 
-    Collective over `process_group`. `desc` defaults to
-    describe_group(process_group); `sizes_bytes` are per-rank sizes of the
-    tensor the caller holds (see DispatchTable.count_of).
+
+Entry = Union[CandidateLike, tuple[str, Callable[[Any], Any]],
+              tuple[str, str, Callable[[Any], Callable[[], Any]]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Own:
+    """One of the caller's candidates."""
+
+    name: str
+    key: str
+    fn: Optional[Callable[[Any], Any]] = None              # fn(x) -> output or None
+    make: Optional[Callable[[Any], Callable[[], Any]]] = None   # make(x) -> run()
+
+
+def _code_key(name: str, fn: Callable[..., Any]) -> str:
+    """A digest of what `fn` runs: its name, source (else qualified name) and
+    the names of the functions it closes over."""
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        source = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
+    cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
+             if _cell_set(c)]
+    called = [getattr(v, "__qualname__", None) or str(v) for v in cells if callable(v)]
+    return content_key(name, source, called)
+
+
+def _cell_set(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+        return True
+    except ValueError:
+        return False
+
+
+def _entries(candidates: Union[Mapping[str, Callable[[Any], Any]], Sequence[Entry]]
+             ) -> list[Union[pb.Candidate, _Own]]:
+    items: Sequence[Any] = list(candidates.items()) if isinstance(candidates, Mapping) \
+        else candidates
+    out: list[Union[pb.Candidate, _Own]] = []
+    for i, e in enumerate(items):
+        if isinstance(e, (str, pb.Candidate)):
+            out.append(candidate(e))
+        elif isinstance(e, tuple) and len(e) == 2 and callable(e[1]):
+            out.append(_Own(str(e[0]), _code_key(str(e[0]), e[1]), fn=e[1]))
+        elif isinstance(e, tuple) and len(e) == 3 and callable(e[2]):
+            out.append(_Own(str(e[0]), str(e[1]), make=e[2]))
+        else:
+            raise InvalidArgument(f"candidates[{i}]: a catalogue name, (name, callable(x)) or "
+                                  f"(name, key, make(x)), got {type(e).__name__}")
+    if not out:
+        raise InvalidArgument("candidates: at least one is required")
+    return out
+
+
+class _Call:
+    """A caller's candidate at one size: its input made at the first run (so
+    that each candidate's verify run sees fresh data), then reused."""
+
+    def __init__(self, own: _Own, make_input: Callable[[], Any]) -> None:
+        self.own, self.make_input = own, make_input
+        self.x: Any = None
+        self.call: Optional[Callable[[], Any]] = None
+
+    def run(self) -> Any:
+        if self.call is None:
+            self.x = self.make_input()
+            if self.own.make is not None:
+                self.call = self.own.make(self.x)
+            else:
+                fn, x = self.own.fn, self.x
+                assert fn is not None
+                self.call = lambda: fn(x)
+        return self.call()
+
+    def output(self) -> Any:
+        return self.x
+
+
+def _input_maker(collective: str, count: int, world: int, dtype: Any, device: Any,
+                 rank: int) -> Callable[[], Any]:
+    """This rank's input for `count`: integer-valued (exact in any sum order)."""
+    import torch
+
+    n = count * world if collective in ("reduce_scatter", "all_to_all") else count
+
+    def make() -> Any:
+        return ((torch.arange(n, device=device) % 13) + rank + 1).to(dtype)
+    return make
+
+
+def tune_dispatch(process_group: Any = None, *,
+                  candidates: Union[Mapping[str, Callable[[Any], Any]], Sequence[Entry]],
+                  collective: str = "all_reduce", dtype: Any = "bfloat16",
+                  sizes_bytes: Sequence[int] = DEFAULT_SIZES_BYTES,
+                  desc: Optional[GroupDescription] = None, op: Optional[str] = None,
+                  options: Optional[pb.Options] = None, timeout: float = 600.0,
+                  on_unavailable: str = "fallback", device: Any = None) -> DispatchTable:
+    """Measures `candidates` at each size and returns the group's dispatch
+    table (see the module docstring).
+
+    Every rank of `process_group` calls it. `desc` defaults to
+    describe_group(process_group) (a collective); `sizes_bytes` are per-rank
+    sizes of the tensor the caller holds (see DispatchTable.count_of);
+    `device` where the callables' inputs live (default: the current CUDA
+    device on an NCCL group, else the CPU); `op` the reduce op of all_reduce
+    and reduce_scatter (sum). With on_unavailable="raise" a fallback raises
+    Unavailable instead.
     """
+    import torch
     import torch.distributed as dist
 
+    if on_unavailable not in ("fallback", "raise"):
+        raise ValueError("on_unavailable must be 'fallback' or 'raise'")
     collective_enum(collective)
-    specs = [candidate_spec(candidate(c)) for c in candidates]
-    if not specs:
-        raise ValueError("candidates: at least one is required")
+    entries = _entries(candidates)
+    names = [e.name if isinstance(e, _Own) else candidate_spec(e) for e in entries]
     world = dist.get_world_size(process_group)
     desc = desc or describe_group(process_group)
+    if device is None:
+        nccl = dist.get_backend(process_group) == "nccl"
+        device = torch.device("cuda", torch.cuda.current_device()) if nccl else \
+            torch.device("cpu")
+    torch_dtype = getattr(torch, pb.DType.Name(dtype_enum(dtype)).lower())
     elem = dtype_bytes(dtype)
     div = world if collective in ("reduce_scatter", "all_to_all") else 1
     counts = sorted({max(1, b // elem // div) for b in sizes_bytes})
-    request = pb.SweepRequest(
-        group=desc.proto(), counts=counts, options=with_presync(options),
-        problem=problem(collective, dtype, 0, specs, op=op, label=f"dispatch:{collective}"))
-
-    def ask() -> list[pb.ProblemResult]:
-        with Client(desc.target, connect_timeout=min(timeout, 10.0)) as c:
-            results, _ = c.sweep_table(request, timeout=timeout)
-            return results
-
-    # Bound before unpacking: mypy infers T from the targets of an unpacking.
-    agreed = ask_agreed(
-        desc, ask, lambda rs: [(r.problem.count, r.winner_index) for r in rs],
-        process_group=process_group, on_unavailable=on_unavailable)
-    results, reason = agreed
-    if results is None:
+    protos = [client_candidate(e.name, e.key) if isinstance(e, _Own) else e for e in entries]
+    problems = []
+    for n in counts:
+        p = problem(collective, dtype, n, protos, op=op, label=f"dispatch:{collective}:{n}")
+        make_input = _input_maker(collective, n, world, torch_dtype, device, desc.rank)
+        runners = {i: _rank_candidate(e, make_input) for i, e in enumerate(entries)
+                   if isinstance(e, _Own)}
+        problems.append(RankProblem(p, runners, device))
+    decision = tune_rank(desc, problems, options=options, timeout=timeout)
+    if decision.fallback and on_unavailable == "raise":
+        raise Unavailable(decision.reason, target=desc.target)
+    callables = {e.name: _returning(e.fn) for e in entries
+                 if isinstance(e, _Own) and e.fn is not None}
+    if decision.fallback:
         fallback = [pb.ProblemResult(problem=pb.Problem(count=n), status=pb.FALLBACK,
-                                     winner=specs[0], winner_index=0) for n in counts]
-        table = _table(collective, dtype, world, specs, fallback)
-        table.fallback, table.reason = True, reason
-        return table
-    return _table(collective, dtype, world, specs, results)
+                                     winner=names[0], winner_index=0) for n in counts]
+        table = _table(collective, dtype, world, names, fallback)
+        table.fallback, table.reason = True, decision.reason
+    else:
+        table = _table(collective, dtype, world, names, decision.results)
+    table.callables = callables
+    return table
+
+
+def _returning(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """fn as a runner calls it: its output, or x when it wrote into x."""
+    def run(x: Any) -> Any:
+        out = fn(x)
+        return x if out is None else out
+    return run
+
+
+def _rank_candidate(own: _Own, make_input: Callable[[], Any]) -> RankCandidate:
+    call = _Call(own, make_input)
+    return RankCandidate(run=call.run, output=call.output)

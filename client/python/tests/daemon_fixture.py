@@ -51,8 +51,12 @@ class Daemon:
                 f.write(config_text)
             args.append(f"--config={conf}")
         args.extend(extra_args)
+        self._args = args
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log,
+        self._start()
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen(self._args, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while True:
@@ -68,6 +72,14 @@ class Daemon:
                 self.kill()
                 raise RuntimeError(f"daemon did not listen within 30 s:\n{self.log()}")
             time.sleep(0.05)
+
+    def restart(self) -> None:
+        """SIGKILLs the daemon and starts it again on the same socket and
+        cache directory; returns once it answers."""
+        self.kill()
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        self._start()
 
     @property
     def target(self) -> str:

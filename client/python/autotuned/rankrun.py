@@ -1,0 +1,470 @@
+"""Candidates the ranks run: the daemon coordinates, times and judges code that
+lives in this process (docs/protocol.md, "Candidates the ranks run").
+
+    from autotuned.rankrun import RankCandidate, RankProblem, client_candidate, content_key
+    from autotuned.rankrun import tune_rank
+
+    x = torch.ones(4096)
+    def nccl():                       # runs the candidate once on its inputs
+        y = x.clone(); dist.all_reduce(y); return y
+    p = problem("all_reduce", "float32", 4096,
+                [client_candidate("nccl", content_key("nccl", 1)),
+                 client_candidate("mine", content_key(my_source))])
+    decision = tune_rank(desc, [RankProblem(p, {0: RankCandidate(nccl),
+                                                1: RankCandidate(mine)})])
+    decision.winners                  # ["mine"]: the same on every rank
+
+tune_rank sends ONE per-rank Tune to this rank's daemon (through
+autotuned.channels) and runs no torch.distributed call of its own: the
+candidates' collectives run on the caller's process group, and the daemon
+alone keeps the ranks together. When the answer is a run, every rank runs
+its schedule here, step by step:
+
+  1. the candidate once, its output compared with the step's reference
+     (same_output: exact for integer-valued data, else torch.allclose with
+     TOLERANCES of the dtype); an exception is caught and reported;
+  2. RunStep(VERIFIED): a step some rank failed is skipped by every rank;
+  3. `warmup` runs, then RunStep(WARMED_UP);
+  4. `iterations` runs, timed as the daemon times its own candidates (see
+     _Timer): time.perf_counter_ns around each run off the GPU; on a "cuda"
+     device CUDA events around back-to-back launches in at most 10 batches,
+     or one timed replay of a CUDA graph of every iteration in CUDA_GRAPH
+     mode. A step past candidate_timeout_ms stops and is reported timed_out.
+
+then Report, whose answer is the round's decision. The daemon computes the
+statistics (max over ranks per iteration, median, ...) from these times, as
+for its own candidates.
+
+What each failure gives (a GroupDecision, the same on every rank):
+  * INVALID_ARGUMENT / UNIMPLEMENTED: InvalidArgument raised (the request is
+    the same on every rank, so is the error);
+  * the daemon down or unreachable (it is marked down, and later asks fail
+    fast), or any other failure of the Tune: the fallback, the first
+    candidate of each problem, with the reason;
+  * a lost run (the daemon restarted, or forgot it): Tune asked once more,
+    once the daemon answers again (at most REASK_CONNECT_S later); a result
+    stored before the loss comes back CACHED, a fresh round is run as any,
+    else every rank ends with the fallback.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import re
+import time
+from collections.abc import Sequence
+from typing import Any, Callable, Optional, Union
+
+from autotuned import channels
+from autotuned._proto import autotuned_pb2 as pb
+from autotuned.client import Client, candidate_spec
+from autotuned.errors import AutotunedError, InvalidArgument, Unavailable, Unimplemented
+from autotuned.group import GroupDecision, GroupDescription, fallback_results, with_presync
+
+MAX_REASON = 1024
+# How long a rank that lost its run waits for its daemon before asking again.
+REASK_CONNECT_S = 5.0
+_KEY = re.compile(r"^[A-Za-z0-9._:/+=-]{1,128}$")
+# (rtol, atol) of torch.allclose per floating dtype: a few units in the last
+# place, as reductions in another order differ by.
+TOLERANCES = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5),
+              "float16": (2e-3, 1e-3), "bfloat16": (1.6e-2, 1e-2)}
+# Below 2 ** mantissa digits, integer-valued floats add up exactly in any order.
+_EXACT_BELOW = {"float64": 2.0 ** 53, "float32": 2.0 ** 24, "float16": 2.0 ** 11,
+                "bfloat16": 2.0 ** 8}
+
+
+def content_key(*parts: object) -> str:
+    """A stable content key: the first 40 hex digits of sha256(str(parts))."""
+    return hashlib.sha256(str(parts).encode()).hexdigest()[:40]
+
+
+def client_candidate(name: str, key: str) -> pb.Candidate:
+    """A candidate the ranks run: Candidate(client=ClientCandidate(key, name)),
+    checked as the daemon checks it (InvalidArgument naming the field)."""
+    if not _KEY.match(key):
+        raise InvalidArgument(f"client.key: must be 1..128 characters of [A-Za-z0-9._:/+=-], "
+                              f"got {key[:140]!r}")
+    if not 1 <= len(name) <= 128 or any(not " " <= ch <= "~" for ch in name):
+        raise InvalidArgument(f"client.name: must be 1..128 printable ASCII characters, "
+                              f"got {name[:140]!r}")
+    return pb.Candidate(client=pb.ClientCandidate(key=key, name=name))
+
+
+@dataclasses.dataclass
+class RankCandidate:
+    """The code of one client candidate, on its prepared inputs."""
+
+    # Runs the candidate once; returns its output (a tensor, a tuple/list of
+    # them), or None when it writes into `output()`.
+    run: Callable[[], Any]
+    # The output to compare when run() returns None.
+    output: Optional[Callable[[], Any]] = None
+
+
+@dataclasses.dataclass
+class RankProblem:
+    """A problem and the code of its client candidates on this rank."""
+
+    problem: pb.Problem                 # catalogue and client candidates
+    runners: dict[int, RankCandidate]   # index in problem.candidates -> its code
+    device: Any = None                  # "cuda": CUDA events / graphs; else perf_counter_ns
+
+
+ProblemLike = Union[RankProblem, pb.Problem]
+
+
+def tune_rank(group: GroupDescription, problems: Sequence[ProblemLike], *,
+              options: Optional[pb.Options] = None, timeout: float = 600.0) -> GroupDecision:
+    """One per-rank Tune of `problems` for this rank of `group`; runs the
+    schedule when the answer is a run. See the module docstring."""
+    rank_problems = [p if isinstance(p, RankProblem) else RankProblem(p, {}) for p in problems]
+    _check_runners(rank_problems)
+    protos = [rp.problem for rp in rank_problems]
+    request = pb.TuneRequest(group=group.proto(), problems=protos,
+                             options=with_presync(options))
+    target = group.target
+    down = channels.down_reason(target)
+    if down is not None:
+        return _fallback(protos, f"daemon down: {down}")
+    client = channels.channel(target)
+    lost = ""
+    for attempt in range(2):
+        try:
+            answer = client.tune(request, timeout=timeout)
+            if answer.HasField("run"):
+                answer = _Schedule(client, group, answer.run, rank_problems).run()
+            return GroupDecision(list(answer.results), False, "")
+        except _LostRun as e:
+            if attempt == 0:
+                lost = f"run lost: {e.cause}"
+                # A daemon that restarts answers again within a few seconds.
+                client.ready(REASK_CONNECT_S)
+                continue
+            return _fallback(protos, f"{lost}; asked again, run lost: {e.cause}")
+        except (InvalidArgument, Unimplemented) as e:
+            if attempt == 0:
+                raise InvalidArgument(e.details, target=e.target) from None
+            return _fallback(protos, f"{lost}; asked again: {e}")
+        except AutotunedError as e:
+            if isinstance(e, Unavailable) and not e.details.startswith("leader "):
+                channels.mark_down(target, str(e))
+            return _fallback(protos, f"{lost}; asked again: {e}" if lost else str(e))
+    raise AssertionError("unreachable")
+
+
+def tune_group(desc: GroupDescription, problems: Sequence[ProblemLike], *,
+               process_group: Any = None, options: Optional[pb.Options] = None,
+               timeout: float = 600.0, on_unavailable: str = "fallback") -> GroupDecision:
+    """Kept for callers of the former autotuned.group.tune_group: tune_rank
+    after a local check that `desc` fits `process_group` (GroupMismatch; no
+    collective). With on_unavailable="raise", a fallback raises Unavailable."""
+    if on_unavailable not in ("fallback", "raise"):
+        raise ValueError("on_unavailable must be 'fallback' or 'raise'")
+    desc.check(process_group)
+    decision = tune_rank(desc, problems, options=options, timeout=timeout)
+    if decision.fallback and on_unavailable == "raise":
+        raise Unavailable(decision.reason, target=desc.target)
+    return decision
+
+
+class _LostRun(Exception):
+    """A RunStep or Report of the run failed: the run is lost to this rank."""
+
+    def __init__(self, cause: AutotunedError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _fallback(problems: Sequence[pb.Problem], reason: str) -> GroupDecision:
+    return GroupDecision(fallback_results(problems, reason), True, reason)
+
+
+def _check_runners(problems: Sequence[RankProblem]) -> None:
+    for i, rp in enumerate(problems):
+        for j, c in enumerate(rp.problem.candidates):
+            if c.HasField("client") and j not in rp.runners:
+                raise InvalidArgument(f"problems[{i}].candidates[{j}].client: no code for "
+                                      f"{candidate_spec(c)!r} in runners")
+        extra = [j for j in rp.runners if not 0 <= j < len(rp.problem.candidates)
+                 or not rp.problem.candidates[j].HasField("client")]
+        if extra:
+            raise InvalidArgument(f"problems[{i}]: runners {sorted(extra)} are not "
+                                  "client candidates of the problem")
+
+
+def _bounded(text: str) -> str:
+    """`text` within MAX_REASON bytes of UTF-8, as the daemon counts."""
+    raw = text.encode()
+    if len(raw) <= MAX_REASON:
+        return text
+    return raw[:MAX_REASON - 3].decode(errors="ignore") + "..."
+
+
+def _raised(e: BaseException) -> str:
+    return _bounded(f"raised {type(e).__name__}: {e}")
+
+
+class _Schedule:
+    """One rank's part of a run: every step in order, then the Report."""
+
+    def __init__(self, client: Client, group: GroupDescription, run: pb.ClientRun,
+                 problems: Sequence[RankProblem]) -> None:
+        self.client, self.group, self.spec, self.problems = client, group, run, problems
+        self.started = time.monotonic()
+        self.step_timeout = run.candidate_timeout_ms / 1000.0
+        # (problem, candidate) of the steps that passed their verify on every
+        # rank, in order, with their verify output (the references).
+        self.passed: dict[tuple[int, int], Any] = {}
+
+    def run(self) -> pb.TuneResponse:
+        times = [self._step(i, s) for i, s in enumerate(self.spec.steps)]
+        report = pb.RunReport(run_id=self.spec.run_id, group_id=self.group.id,
+                              rank=self.group.rank, steps=times)
+        left = self.spec.report_within_ms / 1000.0 - (time.monotonic() - self.started)
+        try:
+            return self.client.report(report, timeout=max(left, 0.0) + 10.0)
+        except AutotunedError as e:
+            raise _LostRun(e) from None
+
+    def _barrier(self, step: int, phase: int, ok: bool, reason: str) -> pb.StepReply:
+        request = pb.StepRequest(run_id=self.spec.run_id, group_id=self.group.id,
+                                 rank=self.group.rank, step=step, phase=phase, ok=ok,
+                                 reason=_bounded(reason))
+        try:
+            # The daemon answers at most candidate_timeout_ms after the first
+            # rank reached the barrier.
+            return self.client.run_step(request, timeout=self.step_timeout + 10.0)
+        except AutotunedError as e:
+            raise _LostRun(e) from None
+
+    def _reference(self, step: pb.ClientStep) -> Optional[tuple[int, int]]:
+        """The step whose output this one's must match; None: its own."""
+        if step.reference == step.candidate:
+            return None
+        if (step.problem, step.reference) in self.passed:
+            return (step.problem, step.reference)
+        # The reference was skipped: the problem's first step that passed.
+        return next((k for k in self.passed if k[0] == step.problem), None)
+
+    def _step(self, index: int, step: pb.ClientStep) -> pb.StepTimes:
+        # Steps come in problem order: earlier problems' references are done.
+        for done in [k for k in self.passed if k[0] != step.problem]:
+            del self.passed[done]
+        rp = self.problems[step.problem]
+        runner = rp.runners[step.candidate]
+        timer = _Timer(rp.device, self.spec.timing_mode, runner)
+        deadline = time.monotonic() + self.step_timeout
+        ok, reason, out = True, "", None
+        try:
+            out = timer.verify_run()
+            ref = self._reference(step)
+            if ref is not None:
+                why = same_output(out, self.passed[ref])
+                if why:
+                    ok, reason = False, _bounded(
+                        f"output differs from the reference "
+                        f"\"{candidate_spec(rp.problem.candidates[ref[1]])}\": {why}")
+        except Exception as e:  # noqa: BLE001 - the candidate's own failure, reported
+            ok, reason = False, _raised(e)
+        reply = self._barrier(index, pb.VERIFIED, ok, reason)
+        if not reply.proceed:
+            return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason))
+        self.passed[(step.problem, step.candidate)] = out
+        ok, reason, timed_out = True, "", False
+        try:
+            timed_out = not timer.warm_up(self.spec.warmup, deadline)
+            if timed_out:
+                ok, reason = False, (f"ran past the candidate timeout of "
+                                     f"{self.spec.candidate_timeout_ms} ms in the warmup")
+        except Exception as e:  # noqa: BLE001
+            ok, reason = False, _raised(e)
+        reply = self._barrier(index, pb.WARMED_UP, ok, reason)
+        if not reply.proceed:
+            return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason or reason),
+                                timed_out=timed_out)
+        try:
+            times = timer.timed(self.spec.iterations, deadline)
+        except Exception as e:  # noqa: BLE001
+            return pb.StepTimes(step=index, ok=False, reason=_raised(e))
+        if len(times) < self.spec.iterations:
+            return pb.StepTimes(step=index, ok=False, timed_out=True, reason=(
+                f"ran past the candidate timeout of {self.spec.candidate_timeout_ms} ms "
+                f"after {len(times)} of {self.spec.iterations} timed iterations"))
+        return pb.StepTimes(step=index, ok=True, times_us=times)
+
+
+def _is_cuda(device: Any) -> bool:
+    return device is not None and str(getattr(device, "type", device)).startswith("cuda")
+
+
+# As the daemon's GPU worker (daemon/backend/cuda/worker/cuda_rank_run.cc):
+# back-to-back launches with an event between at most this many batches.
+TIMED_BATCHES = 10
+
+
+class _Timer:
+    """Runs one candidate: its verify run, its warmup, its timed iterations,
+    timed as the daemon times its own candidates on a GPU: EVENT_LOOP puts
+    CUDA events around back-to-back launches, cut into at most TIMED_BATCHES
+    batches, each iteration getting its batch's mean; CUDA_GRAPH captures
+    every timed iteration into one graph (after the warmup), replays it once
+    untimed, then times one replay, each iteration getting the mean. Off the
+    GPU each iteration is timed alone by perf_counter_ns."""
+
+    def __init__(self, device: Any, mode: int, runner: RankCandidate) -> None:
+        self.cuda = _is_cuda(device)
+        self.graph_mode = self.cuda and mode == pb.CUDA_GRAPH
+        self.runner = runner
+
+    def _sync(self) -> None:
+        if self.cuda:
+            import torch
+            torch.cuda.synchronize()
+
+    def verify_run(self) -> Any:
+        out = self.runner.run()
+        if out is None and self.runner.output is not None:
+            out = self.runner.output()
+        self._sync()
+        return _detached(out)
+
+    def warm_up(self, count: int, deadline: float) -> bool:
+        """Runs `count` times; False when the deadline passed first."""
+        for _ in range(count):
+            if time.monotonic() > deadline:
+                return False
+            self.runner.run()
+            self._sync()
+        return time.monotonic() <= deadline
+
+    def timed(self, count: int, deadline: float) -> list[float]:
+        """Up to `count` iteration times in microseconds; fewer when the
+        deadline passed."""
+        if not self.cuda:
+            out: list[float] = []
+            for _ in range(count):
+                if time.monotonic() > deadline:
+                    break
+                t0 = time.perf_counter_ns()
+                self.runner.run()
+                out.append((time.perf_counter_ns() - t0) / 1000.0)
+            return out
+        if self.graph_mode:
+            return self._timed_graph(count)
+        return self._timed_batches(count, deadline)
+
+    def _timed_batches(self, count: int, deadline: float) -> list[float]:
+        import torch
+        batches = min(count, TIMED_BATCHES)
+        ends = [count * (b + 1) // batches for b in range(batches)]
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(batches + 1)]
+        torch.cuda.synchronize()
+        events[0].record()
+        done, b = 0, 0
+        for i in range(count):
+            self.runner.run()
+            if i + 1 == ends[b]:
+                events[b + 1].record()
+                b += 1
+                done = i + 1
+                if time.monotonic() > deadline:
+                    break
+        torch.cuda.synchronize()
+        out: list[float] = []
+        for k in range(b):
+            n = ends[k] - (ends[k - 1] if k else 0)
+            out += [events[k].elapsed_time(events[k + 1]) * 1000.0 / n] * n
+        return out[:done]
+
+    def _timed_graph(self, count: int) -> list[float]:
+        import torch
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.graph(graph, stream=side):
+            for _ in range(count):
+                self.runner.run()
+        torch.cuda.current_stream().wait_stream(side)
+        graph.replay()  # untimed
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        return [start.elapsed_time(end) * 1000.0 / count] * count
+
+
+def _detached(out: Any) -> Any:
+    """A copy of an output that later runs cannot change."""
+    if isinstance(out, (list, tuple)):
+        return type(out)(_detached(o) for o in out)
+    clone = getattr(out, "clone", None)
+    if callable(clone) and hasattr(out, "detach"):
+        return out.detach().clone()
+    return out
+
+
+def same_output(out: Any, ref: Any) -> str:
+    """Why `out` differs from `ref` ("" when it matches): nested tuples and
+    lists element by element; tensors by shape and dtype, then exactly when
+    integer-valued (integer dtypes, or floats holding integers small enough
+    to add up exactly), else torch.allclose with TOLERANCES; anything else
+    by ==."""
+    if isinstance(ref, (list, tuple)):
+        if not isinstance(out, (list, tuple)) or len(out) != len(ref):
+            return f"expected a sequence of {len(ref)}, got {_kind(out)}"
+        for i, (o, r) in enumerate(zip(out, ref)):
+            why = same_output(o, r)
+            if why:
+                return f"[{i}]: {why}"
+        return ""
+    if hasattr(ref, "shape") and hasattr(ref, "dtype"):
+        return _same_tensor(out, ref)
+    if isinstance(ref, float) and isinstance(out, (int, float)):
+        return "" if math.isclose(out, ref, rel_tol=1e-6) else f"{out!r} != {ref!r}"
+    return "" if out == ref else _bounded(f"{out!r} != {ref!r}")
+
+
+def _kind(x: Any) -> str:
+    if hasattr(x, "shape"):
+        return f"a tensor of shape {list(x.shape)}"
+    return type(x).__name__
+
+
+def _same_tensor(out: Any, ref: Any) -> str:
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return f"expected a tensor, got {_kind(out)}"
+    if out.shape != ref.shape or out.dtype != ref.dtype:
+        return (f"shape {list(out.shape)} {out.dtype}, the reference's "
+                f"{list(ref.shape)} {ref.dtype}")
+    o, r = out.detach().cpu(), ref.detach().cpu()
+    name = str(r.dtype).replace("torch.", "")
+    if not r.is_floating_point() or _integer_valued(r, _EXACT_BELOW.get(name, 0.0)):
+        if torch.equal(o, r):
+            return ""
+        bad = (o != r).nonzero()
+        first = tuple(int(v) for v in bad[0]) if len(bad) else ()
+        return (f"{len(bad)} of {r.numel()} elements differ (exact comparison), first at "
+                f"{list(first)}: {o[first].item()!r} != {r[first].item()!r}")
+    rtol, atol = TOLERANCES.get(name, TOLERANCES["float32"])
+    if torch.allclose(o.double(), r.double(), rtol=rtol, atol=atol, equal_nan=True):
+        return ""
+    diff = (o.double() - r.double()).abs()
+    worst = int(diff.nan_to_num(math.inf).argmax())
+    return (f"max abs difference {float(diff.flatten()[worst]):.6g} at flat index {worst} "
+            f"(rtol {rtol:g}, atol {atol:g})")
+
+
+def _integer_valued(t: Any, below: float) -> bool:
+    import torch
+
+    if below <= 0 or t.numel() == 0:
+        return below > 0
+    d = t.double()
+    return bool(torch.isfinite(d).all()) and bool((d == d.round()).all()) \
+        and float(d.abs().max()) < below

@@ -1,0 +1,304 @@
+"""autotuned.rankrun's rank side against a scripted in-process daemon (one
+rank, no torch.distributed): what the schedule sends and in which order,
+how outputs are compared, what a failing candidate reports, the lost run
+asked again, and an absent daemon found once. The real daemon's side is
+tests/rankrun_test.py.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from concurrent import futures
+
+import grpc
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from timeout_guard import guard  # noqa: E402
+
+from autotuned import channels, pb, problem  # noqa: E402
+from autotuned._proto import autotuned_pb2_grpc as pb_grpc  # noqa: E402
+from autotuned.errors import InvalidArgument  # noqa: E402
+from autotuned.group import GroupDescription, RankInfo  # noqa: E402
+from autotuned.rankrun import (  # noqa: E402
+    RankCandidate,
+    RankProblem,
+    client_candidate,
+    content_key,
+    same_output,
+    tune_rank,
+)
+
+
+@pytest.fixture(autouse=True)
+def deadline():
+    with guard(60):
+        yield
+
+
+class Scripted(pb_grpc.AutotuneServicer):
+    """Answers Tune with a run of every client candidate (or `answers` in
+    turn), every barrier with proceed = ok, and Report with TUNED results;
+    records what the rank sent."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[int, int, bool, str]] = []
+        self.reports: list[pb.RunReport] = []
+        self.tunes = 0
+        self.lose_run = False
+        self.refuse: set[tuple[int, int]] = set()   # (step, phase) answered proceed=False
+        self.timeout_ms = 5000
+        self.mode = pb.EVENT_LOOP
+        self.iterations = 4
+
+    def Tune(self, request, context):
+        self.tunes += 1
+        self.request = request
+        steps = []
+        for pi, p in enumerate(request.problems):
+            first = None
+            for ci, c in enumerate(p.candidates):
+                if c.HasField("client"):
+                    first = ci if first is None else first
+                    steps.append(pb.ClientStep(problem=pi, candidate=ci, reference=first))
+        return pb.TuneResponse(run=pb.ClientRun(
+            run_id=f"run{self.tunes}", steps=steps, warmup=2, iterations=self.iterations,
+            timing_mode=self.mode, candidate_timeout_ms=self.timeout_ms,
+            report_within_ms=30000))
+
+    def RunStep(self, request, context):
+        self.steps.append((request.step, request.phase, request.ok, request.reason))
+        if self.lose_run:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f'run "{request.run_id}" is '
+                          "unknown to this daemon")
+        if (request.step, request.phase) in self.refuse:
+            return pb.StepReply(proceed=False, reason="rank 1: raised RuntimeError: x")
+        return pb.StepReply(proceed=request.ok, reason="" if request.ok else
+                            f"rank {request.rank}: {request.reason}")
+
+    def Report(self, request, context):
+        self.reports.append(request)
+        return pb.TuneResponse(results=[
+            pb.ProblemResult(problem=p, status=pb.TUNED, winner="w")
+            for p in self.request.problems])
+
+
+@pytest.fixture
+def daemon():
+    d = tempfile.mkdtemp(prefix="atru", dir="/tmp")
+    target = f"unix:{d}/s.sock"
+    server = grpc.server(futures.ThreadPoolExecutor(4))
+    servicer = Scripted()
+    pb_grpc.add_AutotuneServicer_to_server(servicer, server)
+    server.add_insecure_port(target)
+    server.start()
+    servicer.target = target
+    yield servicer
+    server.stop(0)
+    channels.mark_up(target)
+
+
+def _desc(target: str) -> GroupDescription:
+    info = RankInfo(rank=0, global_rank=0, hostname="h", target=target, local_gpu=0,
+                    daemon="", reachable=True, error="")
+    return GroupDescription(id="g", rank=0, world_size=1, global_ranks=(0,), ranks=(info,))
+
+
+def _problem(n: int, catalogue=()):
+    return problem("all_gather", "float32", 4,
+                   [client_candidate(f"c{i}", content_key(i)) for i in range(n)]
+                   + list(catalogue))
+
+
+def test_schedule_in_order_and_failures_reported(daemon):
+    calls = []
+
+    def good():
+        calls.append("good")
+        return (torch.ones(4), [torch.arange(3)])
+
+    def raises():
+        raise ValueError("no" * 1000)
+
+    buf = torch.zeros(4)
+
+    def writes():              # returns None: the output is buf
+        buf.fill_(1.0)
+        calls.append("writes")
+
+    def differs():
+        return (torch.ones(4) * 1.5, [torch.arange(3)])
+
+    p = _problem(4, catalogue=["all_gather/ring"])
+    runners = {0: RankCandidate(good), 1: RankCandidate(raises),
+               2: RankCandidate(writes, output=lambda: (buf, [torch.arange(3)])),
+               3: RankCandidate(differs)}
+    d = tune_rank(_desc(daemon.target), [RankProblem(p, runners)])
+    assert not d.fallback and d.winners == ["w"]
+    # Verify once, barrier, warmup (2), barrier, 4 timed: 7 calls a step.
+    assert calls == ["good"] * 7 + ["writes"] * 7
+    phases = [(s, ph, ok) for s, ph, ok, _ in daemon.steps]
+    assert phases == [(0, pb.VERIFIED, True), (0, pb.WARMED_UP, True),
+                      (1, pb.VERIFIED, False),
+                      (2, pb.VERIFIED, True), (2, pb.WARMED_UP, True),
+                      (3, pb.VERIFIED, False)]
+    raised = daemon.steps[2][3]
+    assert raised.startswith("raised ValueError: nono") and len(raised.encode()) <= 1024
+    assert daemon.steps[5][3].startswith('output differs from the reference "c0": [0]: ')
+    (report,) = daemon.reports
+    assert [(s.step, s.ok, len(s.times_us)) for s in report.steps] == \
+        [(0, True, 4), (1, False, 0), (2, True, 4), (3, False, 0)]
+    assert all(t >= 0 for t in report.steps[0].times_us)
+    assert report.steps[1].reason.startswith("rank 0: raised ValueError")
+    assert all(len(s.reason.encode()) <= 1024 for s in report.steps)
+
+
+def test_skipped_reference_is_replaced_by_the_first_step_that_passed(daemon):
+    daemon.refuse = {(0, pb.VERIFIED)}    # another rank failed the reference
+    p = _problem(3)
+    runners = {0: RankCandidate(lambda: torch.zeros(2)),
+               1: RankCandidate(lambda: torch.ones(2)),
+               2: RankCandidate(lambda: torch.ones(2) * 2)}
+    tune_rank(_desc(daemon.target), [RankProblem(p, runners)])
+    verified = [(s, ok, why) for s, ph, ok, why in daemon.steps if ph == pb.VERIFIED]
+    # Step 0 (its own reference) passed here but was skipped; step 1 is then
+    # its own reference, and step 2 is compared with step 1.
+    assert [v[:2] for v in verified] == [(0, True), (1, True), (2, False)]
+    assert 'reference "c1"' in verified[2][2]
+    assert daemon.reports[0].steps[0].reason == "rank 1: raised RuntimeError: x"
+
+
+def test_step_past_its_timeout_is_reported_timed_out(daemon):
+    daemon.timeout_ms = 50
+    p = _problem(1)
+    tune_rank(_desc(daemon.target), [RankProblem(p, {0: RankCandidate(
+        lambda: time.sleep(0.02) or 1.0)})])
+    (step,) = daemon.reports[0].steps
+    assert not step.ok and step.timed_out and "candidate timeout of 50 ms" in step.reason
+
+
+def test_lost_run_is_asked_again_once_then_falls_back(daemon):
+    daemon.lose_run = True
+    p = _problem(2)
+    d = tune_rank(_desc(daemon.target), [RankProblem(p, {0: RankCandidate(lambda: 1.0),
+                                                         1: RankCandidate(lambda: 1.0)})])
+    assert daemon.tunes == 2
+    assert d.fallback and d.winners == ["c0"]
+    assert "run lost" in d.reason and "unknown to this daemon" in d.reason
+
+
+def test_missing_runner_is_invalid_before_asking(daemon):
+    with pytest.raises(InvalidArgument) as e:
+        tune_rank(_desc(daemon.target), [RankProblem(_problem(2), {0: RankCandidate(list)})])
+    assert e.value.field == "problems[0].candidates[1].client"
+    assert daemon.tunes == 0
+
+
+def test_absent_daemon_found_once_then_every_ask_falls_back_at_once():
+    target = "unix:/tmp/atru-no-such-dir/none.sock"
+    channels.mark_up(target)
+    p = _problem(2)
+    start = time.monotonic()
+    rp = RankProblem(p, {0: RankCandidate(list), 1: RankCandidate(list)})
+    first = tune_rank(_desc(target), [rp])
+    assert channels.down_reason(target) is not None
+    again = [tune_rank(_desc(target), [rp]) for _ in range(20)]
+    assert time.monotonic() - start < 2.0
+    assert first.fallback and first.winners == ["c0"] and "none.sock" in first.reason
+    assert all(d.fallback and d.reason.startswith("daemon down: ") for d in again)
+    assert channels.channel(target) is channels.channel(target)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("mode", ["EVENT_LOOP", "CUDA_GRAPH"])
+def test_cuda_candidates_timed_by_events_or_graph_replays(daemon, mode):
+    """A kernel of a known length (torch.cuda._sleep) is timed as that length
+    by CUDA events around batches of launches, or by a replay of a graph of
+    every iteration."""
+    daemon.mode, daemon.iterations = getattr(pb, mode), 20
+    x = torch.ones(1 << 20, device="cuda")
+    cycles = 2_000_000
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(cycles)   # the first call loads the kernel
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    end.synchronize()
+    expected_us = start.elapsed_time(end) * 1000.0
+    launches = []
+
+    def sleep_then_add():
+        launches.append(1)
+        torch.cuda._sleep(cycles)
+        return x + 1
+
+    p = _problem(2)
+    runners = {0: RankCandidate(sleep_then_add), 1: RankCandidate(lambda: x * 1 + 1)}
+    tune_rank(_desc(daemon.target), [RankProblem(p, runners, device=torch.device("cuda"))])
+    slow, fast = daemon.reports[0].steps
+    assert slow.ok and fast.ok, (slow.reason, fast.reason)
+    median = sorted(slow.times_us)[10]
+    print(f"{mode}: kernel of {expected_us:.1f} us timed {median:.1f} us (median of 20); "
+          f"an add of 4 MiB {sorted(fast.times_us)[10]:.1f} us")
+    assert 0.9 * expected_us < median < 1.1 * expected_us, (median, expected_us)
+    assert max(fast.times_us) < expected_us
+    # Graph mode: the verify run, 2 warmup runs and a capture of the 20
+    # iterations, which the replays run without Python.
+    assert len(launches) == 1 + 2 + 20
+
+
+def test_outputs_compared_exactly_or_within_the_dtype_tolerance():
+    assert same_output(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])) == ""
+    assert "exact" in same_output(torch.tensor([1.0, 2.0 + 2 ** -20]), torch.tensor([1.0, 2.0]))
+    x = torch.rand(100)
+    assert same_output(x * (1 + 1e-6), x) == ""
+    assert "max abs difference" in same_output(x + 1e-2, x)
+    third = torch.full((3,), 0.3, dtype=torch.bfloat16)
+    assert same_output(third * 1.004, third) == ""   # 1 ulp of bfloat16
+    assert "shape" in same_output(torch.ones(3), torch.ones(4))
+    assert "int32" in same_output(torch.ones(3, dtype=torch.int32), torch.ones(3))
+    assert "sequence of 2" in same_output([torch.ones(1)], [torch.ones(1), torch.ones(1)])
+    assert same_output(3, 3) == "" and same_output(1.0, 1.0 + 1e-9) == ""
+
+
+def test_max_sizes_in_vllms_form():
+    from autotuned.vllm import DispatchTable, SizeRange, max_sizes_dict
+
+    def table(world, wins):
+        ranges = [SizeRange(0, 0, lo, hi, w, 0, ()) for lo, hi, w in wins]
+        return DispatchTable("all_reduce", "bfloat16", world, ["a", "b", "c"], [], ranges)
+    staircase = table(2, [(1024, 2048, "a"), (4096, 4096, "b"), (8192, 1 << 20, "c")])
+    assert staircase.max_sizes() == {"a": {2: 2048}, "b": {2: 4096}, "c": {2: 1 << 20}}
+    assert staircase.max_sizes_exceptions() == []
+    # The winner at the largest size takes the rest, even where it also
+    # wins below another's largest size.
+    nccl_twice = table(4, [(1024, 1024, "c"), (4096, 4096, "a"), (16384, 65536, "c")])
+    assert nccl_twice.max_sizes() == {"a": {4: 4096}, "c": {4: 65536}, "b": {4: 0}}
+    assert nccl_twice.max_sizes_exceptions() == [
+        "1KiB..1KiB: c wins below another candidate's largest size"]
+    again = table(8, [(1024, 1024, "a"), (4096, 4096, "b"), (8192, 8192, "a"),
+                      (16384, 16384, "c")])
+    assert again.max_sizes()["a"] == {8: 1024}
+    assert again.max_sizes_exceptions() == [
+        "8KiB..8KiB: a wins again above another candidate's range"]
+    assert max_sizes_dict([staircase, nccl_twice], capability="9.0")["a"] == \
+        {"9.0": {2: 2048, 4: 4096}}
+
+
+def test_client_candidate_checked_as_the_daemon_does():
+    c = client_candidate("my all_reduce", content_key("src", 3))
+    assert c.client.name == "my all_reduce" and len(c.client.key) == 40
+    assert content_key("src", 3) == content_key("src", 3) != content_key("src", 4)
+    for name, key, field in [("n", "", "client.key"), ("n", "a b", "client.key"),
+                             ("n", "k" * 129, "client.key"), ("", "k", "client.name"),
+                             ("t\tab", "k", "client.name"), ("x" * 129, "k", "client.name")]:
+        with pytest.raises(InvalidArgument) as e:
+            client_candidate(name, key)
+        assert e.value.field == field
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
