@@ -7,7 +7,13 @@ way (both timing modes), and the same callable timed outside any autotuner.
 World 1 (one GPU, one rank, a NCCL process group of one): what it shows is
 the GPU timing path of the client round (CUDA events, CUDA graph replays)
 and that the rank's figure for a piece of code agrees with the daemon's
-figure for the same code. Prints one line per size and mode; writes every
+figure for the same code. The daemon's all_reduce/nccl is an out-of-place
+ncclAllReduce, which on one rank is a device copy; PyTorch's all_reduce is
+in place (nothing to do on one rank), so the client candidate is the copy
+into the output followed by PyTorch's NCCL all_reduce of it: the same work.
+In EVENT_LOOP mode back-to-back launches from Python cost about 25 us each,
+so small sizes measure the launch rate of each caller (C++ in the daemon,
+Python here); CUDA_GRAPH mode removes it. Prints one line per size and mode; writes every
 figure to OUT.json.
 """
 from __future__ import annotations
@@ -25,7 +31,7 @@ from autotuned.client import problem
 from autotuned.group import describe_group
 from autotuned.rankrun import RankCandidate, RankProblem, client_candidate, content_key, tune_rank
 
-SIZES = [8 << 10, 1 << 20, 64 << 20]  # bytes of bfloat16
+SIZES = [8 << 10, 1 << 20, 64 << 20, 256 << 20]  # bytes of bfloat16
 WARMUP, ITERATIONS = 10, 50
 
 
@@ -55,10 +61,12 @@ def main() -> int:
         for nbytes in SIZES:
             n = nbytes // 2
             x = torch.ones(n, dtype=torch.bfloat16, device="cuda")
+            y = torch.empty_like(x)
 
-            def nccl_pg(x=x):
-                dist.all_reduce(x)
-                return x
+            def nccl_pg(x=x, y=y):
+                y.copy_(x)
+                dist.all_reduce(y)
+                return y
 
             p = problem("all_reduce", "bfloat16", n,
                         [client_candidate("nccl_pg", content_key("nccl_pg", torch.__version__)),

@@ -1,14 +1,19 @@
 """GPU acceptance: a torch.compile on 2 (or more) ranks of a model with an autotuned
-collective custom op whose candidates are NCCL, one-shot and two-shot.
+collective custom op whose choices are NCCL (a functional all_reduce), PyTorch's
+symmetric-memory one-shot and two-shot (each behind a staging copy), and the op's
+own default (torch.distributed.all_reduce).
 
 Three runs of the same model, each a fresh compile (caches off):
-  daemon-immediate   autotuned.inductor.enable(...): the daemon times the
-                     candidates when the op is lowered
-  daemon-deferred    enable(deferred=True): one batch for the graph's
-                     collectives at scheduling time
+  daemon-immediate   autotuned.inductor.enable(): every choice is timed as
+                     itself by the ranks (CUDA events; the daemon max-reduces
+                     over ranks and ranks them) when the op is lowered, and
+                     the compiled graph runs the winner, the code timed
+  daemon-deferred    enable(deferred=True): one round for the graph's
+                     collectives at scheduling time (the op's default is not
+                     a deferred choice)
   pytorch            PyTorch 2.11's own in-process collective autotuning
                      (is_collective: CUDA events per rank, averaged)
-For each: the compile + first call wall time, every candidate's reported time,
+For each: the compile + first call wall time, every choice's reported time,
 the winner, whether both ranks chose the same, and the output's largest
 difference from eager NCCL.
 
@@ -36,9 +41,6 @@ import autotuned.inductor as ai
 from autotuned import pb
 from autotuned.group import agree, describe_group
 
-IMPLS = {"nccl": "all_reduce/nccl", "one_shot": "all_reduce/one_shot",
-         "two_shot": "all_reduce/two_shot"}
-
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -47,7 +49,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--tokens", type=int, nargs="+", default=[16, 1024],
                    help="tokens of each collective in the graph (one all_reduce each)")
-    p.add_argument("--iterations", type=int, default=50, help="daemon iterations per candidate")
+    p.add_argument("--iterations", type=int, default=50, help="timed iterations per candidate")
     p.add_argument("--cached", action="store_true",
                    help="let the daemon answer from its cache (default: measure anew)")
     p.add_argument("--modes", nargs="+", default=["daemon-immediate", "daemon-deferred", "pytorch"])
@@ -165,7 +167,7 @@ def main() -> int:
                     return t
                 sa.AlgorithmSelectorCache.benchmark_collective_choice = classmethod(recording)
         else:
-            ai.enable(impls=IMPLS, deferred=(mode == "daemon-deferred"), group=desc,
+            ai.enable(deferred=(mode == "daemon-deferred"), group=desc, target=args.socket,
                       options=options)
         dist.barrier()
         start = time.monotonic()

@@ -3,7 +3,8 @@ group (FileStore rendezvous, no ports), with a deadline.
 
     results = run_ranks(fn, world=2, timeout=120, args=(...))
 
-`fn(rank, world, *args)` runs after init_process_group; its return value
+`fn(rank, world, *args)` runs after init_process_group (its timeout
+`pg_timeout`; `env` and `rank_env[rank]` set in the rank's environment); its return value
 (picklable) comes back per rank, or the exception it raised, as
 RankError(type name, message). A rank that has not finished by the deadline
 is killed, and TimeoutError is raised.
@@ -29,7 +30,7 @@ class RankError:
 
 
 def _main(fn: Callable, rank: int, world: int, store: str, q: Any, args: Sequence[Any],
-          env: dict) -> None:
+          env: dict, pg_timeout: float) -> None:
     os.environ.update(env)
     os.environ["LOCAL_RANK"] = str(rank)
     os.environ["RANK"] = str(rank)
@@ -43,7 +44,7 @@ def _main(fn: Callable, rank: int, world: int, store: str, q: Any, args: Sequenc
     faulthandler.dump_traceback_later(90, exit=False)
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=240))
+                            world_size=world, timeout=datetime.timedelta(seconds=pg_timeout))
     try:
         q.put((rank, fn(rank, world, *args)))
     except BaseException as e:  # noqa: BLE001 - reported to the parent
@@ -56,13 +57,16 @@ def _main(fn: Callable, rank: int, world: int, store: str, q: Any, args: Sequenc
 
 
 def run_ranks(fn: Callable, world: int = 2, timeout: float = 120.0,
-              args: Sequence[Any] = (), env: dict | None = None) -> list[Any]:
+              args: Sequence[Any] = (), env: dict | None = None,
+              pg_timeout: float = 240.0, rank_env: dict | None = None) -> list[Any]:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     fd, store = tempfile.mkstemp(prefix="atpy-store")
     os.close(fd)
     os.unlink(store)
-    procs = [ctx.Process(target=_main, args=(fn, r, world, store, q, args, env or {}))
+    procs = [ctx.Process(target=_main, args=(fn, r, world, store, q, args,
+                                             {**(env or {}), **(rank_env or {}).get(r, {})},
+                                             pg_timeout))
              for r in range(world)]
     for p in procs:
         p.start()

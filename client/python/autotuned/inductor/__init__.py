@@ -1,0 +1,171 @@
+"""Inductor's collective autotuning, every choice timed as itself by the
+ranks through the daemon's client round.
+
+    import autotuned.inductor
+    autotuned.inductor.enable()          # after init_process_group, before compiling
+
+One explicit call switches it on (disable() switches it off); docs/python.md
+("Inductor") is the user's guide. It applies to collective custom-op
+selections: custom ops autotuned with torch._inductor.kernel.custom_op's
+register_custom_op_autotuning / CustomOpConfig whose decompositions run a
+collective (functional collectives, as make_fx traces them). Every choice of
+such a selection (each decomposition and the op's own default) is a client
+candidate (_choices), run by the ranks on the inputs Inductor makes for it
+(_runners) when the daemon's round asks them to; the winner Inductor keeps
+is the code that was timed (_select). Other selections are Inductor's own.
+
+Nothing here runs a collective during compilation: the group is learned
+once, at enable() (describe_group when a process group is initialized,
+else describe_from_env), and during compilation a rank only asks its own
+daemon; the round's candidates run their own collectives on the caller's
+process group when every rank is there. A late rank, a daemon that is absent
+or dies: the same FALLBACK (the op's default) on every rank, with a warning
+naming the reason, never a wait beyond the daemon's window. Inductor's
+caches: _caches. Its custom-op lowering: _lowering.
+
+Patches PyTorch 2.11.x only (select_algorithm.AlgorithmSelectorCache.__call__,
+custom_op.autotune_custom_op, the FX graph and AOTAutograd caches' save and
+key); enable() raises RuntimeError on any other version.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, Union
+
+from autotuned._proto import autotuned_pb2 as pb
+from autotuned.client import candidate, default_target, normalize_target
+from autotuned.group import GroupDescription
+from autotuned.inductor import _caches, _lowering, _select
+
+SUPPORTED_TORCH = "2.11."
+# A candidate's first run (the round's verify of it) compiles its subgraph's
+# module, as 2.11's own benchmark_collective does on its first call: seconds
+# on a CPU (a C++ toolchain) and on a GPU (Triton). The daemon's default
+# per-candidate timeout (10 s) would rule candidates out for it.
+DEFAULT_CANDIDATE_TIMEOUT_MS = 120_000
+
+
+@dataclasses.dataclass
+class _State:
+    group: GroupDescription
+    impls: dict[Any, list[str]]
+    deferred: bool
+    options: Optional[pb.Options]
+    timeout: float
+    decisions: list[_select.Decision]
+
+
+_state: Optional[_State] = None
+_originals: dict[str, Any] = {}
+
+
+def check_version(version: Optional[str] = None) -> None:
+    """Raises RuntimeError unless `version` (default: torch's) is one the
+    integration patches."""
+    if version is None:
+        import torch
+
+        version = torch.__version__
+    if not version.startswith(SUPPORTED_TORCH):
+        raise RuntimeError(
+            f"autotuned.inductor patches PyTorch {SUPPORTED_TORCH}x internals "
+            f"(select_algorithm, kernel/custom_op, codecache); this is PyTorch {version}. "
+            "Use PyTorch 2.11, or leave the integration off (Inductor's own autotuning).")
+
+
+def _learn_group(process_group: Any, target: Optional[str]) -> GroupDescription:
+    import torch.distributed as dist
+
+    from autotuned.group import describe_from_env, describe_group
+
+    if dist.is_available() and dist.is_initialized():
+        return describe_group(process_group, target=target)
+    desc = describe_from_env(target)
+    if desc is None:
+        raise RuntimeError("autotuned.inductor.enable(): no torch.distributed process group "
+                           "is initialized and the launcher's environment does not describe "
+                           "one host's ranks (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE): call it "
+                           "after init_process_group, or pass group=")
+    return desc
+
+
+def _patch(state: _State) -> None:
+    import torch._inductor.kernel.custom_op as custom_op
+    import torch._inductor.select_algorithm as sa
+
+    if not _originals:
+        _originals.update(call=sa.AlgorithmSelectorCache.__call__,
+                          autotune_custom_op=custom_op.autotune_custom_op)
+    call, lower = _originals["call"], _originals["autotune_custom_op"]
+
+    def patched_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return _select.select(state, call, self, *args, **kwargs)
+
+    def patched_lowering(*args: Any, **kwargs: Any) -> Any:
+        return _lowering.autotune_custom_op(lower, state.impls, *args, **kwargs)
+
+    sa.AlgorithmSelectorCache.__call__ = patched_call  # type: ignore[method-assign]
+    custom_op.autotune_custom_op = patched_lowering
+
+
+def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
+                                      Union[str, Sequence[str]]]] = None,
+           deferred: bool = False, process_group: Any = None,
+           group: Optional[GroupDescription] = None, target: Optional[str] = None,
+           options: Optional[pb.Options] = None, timeout: float = 600.0) -> None:
+    """Times every choice of collective custom-op selections as itself (the
+    module docstring). Call it on every rank, outside compilation: with a
+    process group initialized it describes the group (a collective over
+    `process_group`, default the world), else reads the launcher's
+    environment; `group` skips both. `target`: this rank's daemon (default
+    $AUTOTUNED_SOCKET). `impls` maps a custom op (its CustomOpDef, OpOverload
+    or "ns::name") or one of its decompositions (the function or its
+    __name__) to daemon implementations ("all_reduce/one_shot", or a list)
+    added as extra choices run through torch.ops.autotuned. `deferred`: one
+    Tune per graph at scheduling time. `options`, `timeout`: the Tune's
+    (options.timeout_ms defaults to DEFAULT_CANDIDATE_TIMEOUT_MS).
+    Calling it again replaces the settings."""
+    global _state
+    check_version()
+    table: dict[Any, list[str]] = {}
+    for key, specs in (impls or {}).items():
+        table[key] = [specs] if isinstance(specs, str) else list(specs)
+        for spec in table[key]:
+            candidate(spec)
+    opts = pb.Options()
+    if options is not None:
+        opts.CopyFrom(options)
+    if not opts.timeout_ms:
+        opts.timeout_ms = DEFAULT_CANDIDATE_TIMEOUT_MS
+    options = opts
+    desc = group if group is not None else _learn_group(process_group, target)
+    _state = _State(group=desc, impls=table, deferred=deferred, options=options,
+                    timeout=timeout, decisions=[])
+    _patch(_state)
+    # What shapes the candidate lists and the daemon's cache key, for
+    # Inductor's cache key (the window or iteration counts do not).
+    settings = repr((deferred, sorted(sorted(v) for v in table.values()), options.timing_mode))
+    _caches.install(normalize_target(target) if target else desc.target or default_target(),
+                    settings)
+
+
+def disable() -> None:
+    """Restores Inductor's own selection, lowering and caches."""
+    import torch._inductor.kernel.custom_op as custom_op
+    import torch._inductor.select_algorithm as sa
+
+    global _state
+    if _originals:
+        sa.AlgorithmSelectorCache.__call__ = _originals["call"]  # type: ignore[method-assign]
+        custom_op.autotune_custom_op = _originals["autotune_custom_op"]
+        _originals.clear()
+    _caches.uninstall()
+    _state = None
+
+
+def decisions() -> list[_select.Decision]:
+    """Every selection decided by this process so far, in order (the same on
+    every rank that compiled it): (selection name, {candidate name: median
+    ms}, winner name, status, reason)."""
+    return list(_state.decisions) if _state else []

@@ -1,0 +1,205 @@
+"""The seam in Inductor: AlgorithmSelectorCache.__call__ (PyTorch 2.11,
+torch/_inductor/select_algorithm.py) for collective selections.
+
+Immediate path: the selection's choices become one problem of client
+candidates (autotuned.inductor._choices), one per-rank Tune through
+autotuned.rankrun.tune_rank (which runs the round's schedule when the daemon
+answers with one), and Inductor keeps the winner's code, the code that was
+timed. Deferred path: a MultiTemplateBuffer whose timings are lazy; the
+first time the scheduler asks for the timings of any of a graph's collective
+selections, all of that graph's pending ones go as one Tune (one problem
+each).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import re
+import weakref
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from autotuned._proto import autotuned_pb2 as pb
+from autotuned.inductor import _caches, _choices, _runners
+
+log = logging.getLogger("autotuned.inductor")
+
+# (selection name, {candidate name: ms}, winner name, status, reason)
+Decision = tuple[str, dict[str, float], str, str, str]
+
+
+@dataclasses.dataclass
+class Selection:
+    """One collective selection: its choices (the op's default first) and
+    its distinct candidates (choices with the same code are one candidate)."""
+
+    name: str
+    choices: list[Any]
+    keys: list[str]                 # per choice
+    candidates: list[pb.Candidate]  # per distinct key, in order
+    call: _choices.CollectiveCall
+    input_nodes: list[Any]
+    layout: Any
+    input_gen_fns: Any
+
+    @classmethod
+    def make(cls, name: str, choices: Sequence[Any], call: _choices.CollectiveCall,
+             input_nodes: Sequence[Any], layout: Any, input_gen_fns: Any) -> Selection:
+        from autotuned.rankrun import client_candidate
+
+        ordered = sorted(choices, key=lambda c: not _choices.is_default(c))
+        for c in ordered:
+            # A subgraph's name names Python functions in the code Inductor
+            # generates for it: a decomposition named "<lambda>", or an op
+            # "mylib::op", would not parse.
+            if getattr(c, "gm", None) is not None:
+                c.name = re.sub(r"\W", "_", str(c.name))
+        keys = [_choices.choice_key(c) for c in ordered]
+        candidates: list[pb.Candidate] = []
+        seen: set[str] = set()
+        for choice, key in zip(ordered, keys):
+            if key not in seen:
+                seen.add(key)
+                candidates.append(client_candidate(_choices.display_name(choice), key))
+        return cls(name, ordered, keys, candidates, call, list(input_nodes), layout,
+                   input_gen_fns)
+
+    def choice(self, index: int) -> Any:
+        """The first choice of candidate `index`."""
+        return self.choices[self.keys.index(self.candidates[index].client.key)]
+
+    def rank_problem(self, world_size: int, hint_override: Optional[int]) -> Any:
+        from autotuned.rankrun import RankProblem
+
+        inputs = _runners.SelectionInputs(self.choices, self.input_nodes, self.layout,
+                                          self.input_gen_fns, hint_override)
+        problem = _choices.problem_of(self.name, self.call, self.input_nodes[0], world_size,
+                                      self.candidates, hint_override)
+        runners = {i: _runners.runner(self.choice(i), inputs)
+                   for i in range(len(self.candidates))}
+        return RankProblem(problem, runners, device=self.layout.device)
+
+    def outcome(self, result: pb.ProblemResult, fallback: bool, reason: str
+                ) -> tuple[Any, dict[Any, float], Decision]:
+        """The winner, {choice: ms} with the winner first and least, and the
+        record of the decision."""
+        status = pb.FALLBACK if fallback else result.status
+        measured = {c.index: c.median_us / 1000.0 for c in result.ranked if c.ok}
+        index = result.winner_index if status in (pb.TUNED, pb.CACHED) and measured else 0
+        winner = self.choice(index)
+        best = measured.get(index, 0.0)
+        timings = {winner: best}
+        for choice, key in zip(self.choices, self.keys):
+            i = next(j for j, c in enumerate(self.candidates) if c.client.key == key)
+            timings.setdefault(choice, max(measured.get(i, math.inf), best))
+        shown = {c.client.name: measured.get(i, math.inf) for i, c in enumerate(self.candidates)}
+        for c in result.ranked:
+            if not c.ok and status in (pb.TUNED, pb.CACHED):
+                log.warning("autotuned: %s: %s ruled out: %s", self.name,
+                            self.candidates[c.index].client.name, c.reason)
+        why = "" if status in (pb.TUNED, pb.CACHED) else \
+            (reason or result.reason or "no candidate succeeded")
+        return winner, timings, (self.name, shown, self.candidates[index].client.name,
+                                 pb.DecisionStatus.Name(status), why)
+
+
+def ask(state: Any, selections: Sequence[Selection], hint_override: Optional[int] = None
+        ) -> list[tuple[Any, dict[Any, float]]]:
+    """One per-rank Tune for the selections; (winner, {choice: ms}) for each."""
+    from autotuned.rankrun import tune_rank
+
+    problems = [s.rank_problem(state.group.world_size, hint_override) for s in selections]
+    decision = tune_rank(state.group, problems, options=state.options, timeout=state.timeout)
+    out = []
+    for s, result in zip(selections, decision.results):
+        winner, timings, record = s.outcome(result, decision.fallback, decision.reason)
+        state.decisions.append(record)
+        name, shown, won, status, why = record
+        if why:
+            _caches.note_fallback(f"{name}: {why}")
+            log.warning("autotuned: %s: %s to %s on every rank: %s", name, status, won, why)
+        else:
+            log.info("autotuned: %s: %s -> %s (%s)", name,
+                     ", ".join(f"{k} {v:.4f} ms" for k, v in shown.items()), won, status)
+        out.append((winner, timings))
+    return out
+
+
+class _Deferred:
+    """Stands for the winner while it is not known yet: autotune_custom_op
+    inlines a winner's graph (gm) only when it has one."""
+
+    gm = None
+    name = "autotuned_deferred"
+
+
+class _Batch:
+    """The collective selections of one graph awaiting their timings."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        self.pending: list[tuple[Selection, dict[Optional[int], dict[Any, float]]]] = []
+
+    def timings(self, index: int, hint_override: Optional[int] = None) -> dict[Any, float]:
+        selection, by_hint = self.pending[index]
+        if hint_override not in by_hint:
+            todo = [(s, t) for s, t in self.pending if hint_override not in t]
+            log.info("autotuned: %d collective selection(s) of this graph sent as one batch",
+                     len(todo))
+            answers = ask(self.state, [s for s, _ in todo], hint_override)
+            for (_, t), (_, timings) in zip(todo, answers):
+                t[hint_override] = timings
+        return by_hint[hint_override]
+
+
+_batches: weakref.WeakKeyDictionary[Any, _Batch] = weakref.WeakKeyDictionary()
+
+
+def _deferred(state: Any, selection: Selection) -> Any:
+    import functools
+
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+    from torch.utils._ordered_set import OrderedSet
+
+    batch = _batches.get(V.graph)
+    if batch is None:
+        batch = _batches[V.graph] = _Batch(state)
+    batch.pending.append((selection, {}))
+    buffer = ir.MultiTemplateBuffer(
+        selection.layout, selection.input_nodes,
+        functools.partial(batch.timings, len(batch.pending) - 1), selection.choices,
+        OrderedSet())
+    # 2.11 makes epilogue-fused variants only of Triton template choices
+    # (Scheduler.speedup_by_fusion); these are subgraphs and extern kernels,
+    # finalized as their own buffers. Left unfused, the scheduler finalizes
+    # the buffer as its fastest choice (finalize_multi_template_buffers).
+    V.graph.no_fuse_buffer_names.add(buffer.get_name())
+    return ir.TensorBox.create(buffer)
+
+
+def select(state: Any, original: Any, selector: Any, name: str, choices: list[Any],
+           input_nodes: Any, layout: Any, input_gen_fns: Any = None, *args: Any,
+           **kwargs: Any) -> Any:
+    """AlgorithmSelectorCache.__call__ while enabled."""
+    call = _choices.collective_of(choices)
+    if call is None:
+        return original(selector, name, choices, input_nodes, layout, input_gen_fns,
+                        *args, **kwargs)
+    if state.deferred:
+        # 2.11's finalize_multi_template_buffers places a winner by its
+        # output_node(); the op's default makes a FallbackKernel there whose
+        # MultiOutput wraps a buffer the scheduler never sees (the generated
+        # code names an undefined buffer). Deferred selections leave it out.
+        choices = [c for c in choices if not _choices.is_default(c)]
+    selection = Selection.make(name, choices, call, input_nodes, layout, input_gen_fns)
+    if len(selection.candidates) < 2:  # one code: nothing to choose
+        node = selection.choices[0].output_node()
+        return (node, selection.choices[0]) if kwargs.get("return_choice") else node
+    if state.deferred:
+        node = _deferred(state, selection)
+        return (node, _Deferred()) if kwargs.get("return_choice") else node
+    winner, _ = ask(state, [selection])[0]
+    node = winner.output_node()
+    return (node, winner) if kwargs.get("return_choice") else node
