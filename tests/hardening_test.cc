@@ -40,23 +40,9 @@ using testing::FreshTempDir;
 using testing::Runfile;
 using testing::ShortTempDir;
 
-struct Node {
-  std::string dir;
-  std::string socket;
-  std::vector<std::string> args;
-};
+using Node = testing::DaemonNode;
+using testing::MakeDaemonNode;
 
-Node MakeNode(const std::string& name, const std::string& config_text,
-              std::vector<std::string> extra = {}) {
-  Node n;
-  n.dir = FreshTempDir(name);
-  n.socket = ShortTempDir() + "/run/autotuned.sock";
-  std::ofstream(n.dir + "/autotuned.conf") << config_text;
-  n.args = {"--config=" + n.dir + "/autotuned.conf", "--socket=" + n.socket,
-            "--cache_dir=" + n.dir + "/cache", "--sim_gpus=4"};
-  n.args.insert(n.args.end(), extra.begin(), extra.end());
-  return n;
-}
 
 std::chrono::system_clock::time_point In(int seconds) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
@@ -81,7 +67,7 @@ int BindUnix(const std::string& path) {
 }
 
 TEST_CASE("a stopping daemon removes its own socket only; its directory is 0750") {
-  Node n = MakeNode("socket", "");
+  Node n = MakeDaemonNode("socket", "");
   DaemonProcess d;
   REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
   const std::string dir = n.socket.substr(0, n.socket.rfind('/'));
@@ -115,7 +101,7 @@ Node PeerNode(const std::string& name, int* peer_port, const std::string& extra 
   *peer_port = testing::FreeLoopbackPort();
   REQUIRE(*peer_port > 0);
   const std::string peer = absl::StrCat("127.0.0.1:", *peer_port);
-  return MakeNode(name,
+  return MakeDaemonNode(name,
                   absl::StrCat("peer_token: \"", kToken, "\"\npeer_advertise: \"", peer,
                                "\"\n", extra),
                   {"--peer_listen=" + peer});
@@ -264,7 +250,7 @@ v1::TuneRequest OneAllReduce(const std::string& impl) {
 }
 
 TEST_CASE("client strings are bounded and cannot forge a log line") {
-  Node n = MakeNode("strings", "");
+  Node n = MakeDaemonNode("strings", "");
   DaemonProcess d;
   REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
   {
@@ -290,7 +276,7 @@ TEST_CASE("client strings are bounded and cannot forge a log line") {
 }
 
 TEST_CASE("garbage bytes on the client API are INVALID_ARGUMENT saying what was wrong") {
-  Node n = MakeNode("garbage", "");
+  Node n = MakeDaemonNode("garbage", "");
   DaemonProcess d;
   REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
   std::shared_ptr<grpc::Channel> channel =
@@ -341,7 +327,7 @@ constexpr char kSlowConfig[] =
 TEST_CASE("a stop ends within the drain bound; a second signal ends it at once") {
   SECTION("the drain bound bounds the process's life") {
     // 500 ms of drain + 5 s of grace + 1 s of slack; 6 calls queue ~25 s.
-    Node n = MakeNode("bound", absl::StrCat(kSlowConfig, "drain_timeout_ms: 500\n"));
+    Node n = MakeDaemonNode("bound", absl::StrCat(kSlowConfig, "drain_timeout_ms: 500\n"));
     DaemonProcess d;
     REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
     std::vector<std::thread> calls = Busy(n, 6);
@@ -353,7 +339,7 @@ TEST_CASE("a stop ends within the drain bound; a second signal ends it at once")
     for (std::thread& t : calls) t.join();
   }
   SECTION("a second SIGTERM stops at once") {
-    Node n = MakeNode("second", absl::StrCat(kSlowConfig, "drain_timeout_ms: 60000\n"));
+    Node n = MakeDaemonNode("second", absl::StrCat(kSlowConfig, "drain_timeout_ms: 60000\n"));
     DaemonProcess d;
     REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
     std::vector<std::thread> calls = Busy(n, 3);
@@ -393,7 +379,7 @@ int OpenFds(pid_t pid) {
 }
 
 TEST_CASE("a listener lost to fd exhaustion makes the daemon exit to be restarted") {
-  Node n = MakeNode("fds", "", {"--listener_probe_ms=500"});
+  Node n = MakeDaemonNode("fds", "", {"--listener_probe_ms=500"});
   DaemonProcess d;
   REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
   // A few free descriptors left, then more clients than that at once.
