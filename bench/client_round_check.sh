@@ -10,26 +10,9 @@
 #
 # BIN_DIR, PY_DIR as for bench/one_gpu_check.sh. Exits non-zero when a step
 # failed.
-set -u
-if [ $# -ne 3 ]; then echo "usage: bash bench/client_round_check.sh BIN_DIR PY_DIR OUT_DIR" >&2; exit 2; fi
-BIN=$(cd "$1" && pwd) || exit 2
-PYDIR=$(cd "$2" && pwd) || exit 2
-mkdir -p "$3" && OUT=$(cd "$3" && pwd) || exit 2
+. "$(dirname "$0")/gpu_steps.sh"
+export PYTHONPATH="$PYDIR"
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-PY=${PYTHON:-/opt/torch/.venv/bin/python3}
-[ -x "$PY" ] || PY=$(command -v python3)
-NCCL_LIB_DIR=${NCCL_LIB_DIR:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib}
-export LD_LIBRARY_PATH="$NCCL_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONPATH="$PYDIR"
-failed=0
-step() {  # step NAME COMMAND...: runs it, output to OUT/NAME.txt, one line of verdict
-  local name=$1; shift
-  local t0=$SECONDS
-  "$@" > "$OUT/$name.txt" 2>&1
-  local rc=$?
-  echo "$name: rc=$rc ($((SECONDS - t0)) s)" | tee -a "$OUT/summary.txt"
-  [ $rc -eq 0 ] || failed=$((failed + 1))
-}
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; "$PY" -c 'import torch; print(torch.__version__)'; } > "$OUT/env.txt" 2>&1
 
 DIR=$(mktemp -d)

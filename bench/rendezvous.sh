@@ -47,7 +47,16 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-# start NAME GPUS [peer]  -> sets $sock (and $peer when peered)
+# plan_peers N -> planned=(N free loopback addresses), every daemon's peers
+plan_peers() {
+  planned=(); peer_lines=""
+  for ((i = 0; i < $1; i++)); do
+    planned+=("127.0.0.1:$(free_port)")
+    peer_lines+="peers: \"${planned[$i]}\""$'\n'
+  done
+}
+
+# start NAME GPUS [PEER]  -> sets $sock (and $peer = PEER, one of $planned)
 start() {
   local name=$1 gpus=$2 peered=${3:-} dir="$root/$1"
   mkdir -p "$dir"
@@ -55,8 +64,8 @@ start() {
   local args=(--backend=sim --sim_gpus="$gpus" --socket="$sock" --log_level="${LOG_LEVEL:-warn}")
   if [ "$name" = hit ]; then args+=(--cache_dir="$dir/cache"); else args+=(--no_cache); fi
   if [ -n "$peered" ]; then
-    peer="127.0.0.1:$(free_port)"
-    printf 'peer_token: "%s"\npeer_advertise: "%s"\n' "$token" "$peer" > "$dir/conf"
+    peer=$peered
+    printf 'peer_token: "%s"\npeer_advertise: "%s"\n%s' "$token" "$peer" "$peer_lines" > "$dir/conf"
     args+=(--config="$dir/conf" --peer_listen="$peer")
   fi
   "$daemon" "${args[@]}" > "$dir/log" 2>&1 &
@@ -114,9 +123,10 @@ python3 bench/rendezvous_pair.py "$root/batch.lat" "$root/batch/log" >> "$out.tm
 # 2b. 3 daemons x 2 ranks.
 section "2b. per-rank round, 3 daemons on loopback x 2 ranks (leader --sim_gpus=6, followers 2, --no_cache)"
 socks=(); peers=()
-LOG_LEVEL=info start d0 6 peered; socks+=("$sock"); peers+=("$peer")
-start d1 2 peered; socks+=("$sock"); peers+=("$peer")
-start d2 2 peered; socks+=("$sock"); peers+=("$peer")
+plan_peers 3
+LOG_LEVEL=info start d0 6 "${planned[0]}"; socks+=("$sock"); peers+=("$peer")
+start d1 2 "${planned[1]}"; socks+=("$sock"); peers+=("$peer")
+start d2 2 "${planned[2]}"; socks+=("$sock"); peers+=("$peer")
 $bench --mode=round --sockets="$(IFS=,; echo "${socks[*]}")" --peers="$(IFS=,; echo "${peers[*]}")" \
   --ranks_per_daemon=2 --problems=1 --rounds="$rounds" --latencies_out="$root/d.lat" \
   --title="per-rank round vs whole_group at the leader, 3 daemons" >> "$out.tmp" 2>&1 || status=1
@@ -127,8 +137,9 @@ python3 bench/rendezvous_pair.py "$root/d.lat" "$root/d0/log" >> "$out.tmp" 2>&1
 for n in $ns; do
   section "4. N = $n daemons on loopback, 1 rank each (leader --sim_gpus=$n, followers 1, --no_cache)"
   socks=(); peers=(); ok=1
+  plan_peers "$n"
   for ((h = 0; h < n; h++)); do
-    if ! LOG_LEVEL=$([ $h -eq 0 ] && echo info || echo warn) start "n$n-$h" $([ $h -eq 0 ] && echo "$n" || echo 1) peered 2>> "$out.tmp"; then ok=0; break; fi
+    if ! LOG_LEVEL=$([ $h -eq 0 ] && echo info || echo warn) start "n$n-$h" $([ $h -eq 0 ] && echo "$n" || echo 1) "${planned[$h]}" 2>> "$out.tmp"; then ok=0; break; fi
     socks+=("$sock"); peers+=("$peer")
   done
   if [ $ok = 1 ]; then

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/default_config.h"
@@ -125,6 +126,9 @@ absl::Status CheckAddress(const std::string& field, const std::string& value) {
   if (host.front() == '[' && host.back() != ']') return bad("unclosed [");
   if (host.front() != '[' && host.find(':') != std::string::npos) {
     return bad("an IPv6 host goes in brackets");
+  }
+  if (host.find_first_of("/@?#%\\ ") != std::string::npos) {
+    return bad("a host name has no scheme, path or spaces");
   }
   if (port.empty() || port.size() > 5 ||
       port.find_first_not_of("0123456789") != std::string::npos ||
@@ -276,6 +280,14 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
       return absl::InvalidArgumentError(
           "peer_listen: the peer port needs a shared token; set peer_token_file "
           "(or peer_token), or leave peer_listen empty");
+    }
+  }
+  for (int i = 0; i < c.peers_size(); ++i) {
+    const std::string field = absl::StrCat("peers[", i, "]");
+    AT_RETURN_IF_ERROR(CheckAddress(field, c.peers(i)));
+    if (absl::EndsWith(c.peers(i), ":0")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": \"", c.peers(i), "\" names no port"));
     }
   }
   AT_RETURN_IF_ERROR(CheckPositive("drain_timeout_ms", c.drain_timeout_ms()));

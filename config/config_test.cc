@@ -386,6 +386,23 @@ TEST_CASE("listen addresses and the peer token are checked") {
              Catch::StartsWith("peer_listen: want HOST:PORT"));
 }
 
+TEST_CASE("peers are host:port addresses, never another scheme") {
+  CHECK(Reject([](DaemonConfig* c) {
+          c->add_peers("node7:7451");
+          c->add_peers("[fe80::1]:7451");
+        }).empty());
+  for (const char* bad : {"unix:/run/autotuned/autotuned.sock", "unix:///tmp/x:1",
+                          "dns:///node7:7451", "ipv4:10.0.0.1:7451", "node7",
+                          "a/b:7451", "user@node7:7451", "node7:0"}) {
+    INFO(bad);
+    CHECK_THAT(Reject([&](DaemonConfig* c) {
+                 c->add_peers("node6:7451");
+                 c->add_peers(bad);
+               }),
+               Catch::StartsWith("peers[1]: "));
+  }
+}
+
 TEST_CASE("ParseConfigText parses text alone, naming errors after `name`") {
   absl::StatusOr<DaemonConfig> c = ParseConfigText("sim { gpus: 2 }", "t");
   REQUIRE(c.ok());

@@ -23,6 +23,7 @@
 #include "daemon/common/version.h"
 #include "daemon/http/http_server.h"
 #include "daemon/lifecycle/lifecycle.h"
+#include "daemon/server/listener_probe.h"
 #include "daemon/lifecycle/notify.h"
 #include "daemon/lifecycle/reload.h"
 #include "daemon/metrics/daemon_metrics.h"
@@ -46,6 +47,9 @@ ABSL_FLAG(std::string, metrics_listen, "", "overrides metrics_listen (host:port)
 ABSL_FLAG(std::string, peer_listen, "", "overrides peer_listen (host:port)");
 ABSL_FLAG(bool, check_config, false,
           "print the effective configuration and exit (status 0 if valid)");
+ABSL_FLAG(int64_t, listener_probe_ms, 10000,
+          "how often the daemon checks that its client listener answers; 3 failures in a "
+          "row: it exits with status 1 (0 = off)");
 ABSL_FLAG(bool, gpu_worker, false,
           "internal: run as the cuda backend's GPU worker process (the daemon "
           "starts its own binary this way)");
@@ -90,6 +94,24 @@ std::string SelfExe() {
   return n > 0 ? std::string(path, static_cast<size_t>(n)) : "/proc/self/exe";
 }
 
+// Probes the client listener every --listener_probe_ms (Unix socket, else
+// the TCP port); three failures in a row: the listener is gone for good
+// (e.g. accept failed with "Too many open files"), and the daemon exits 1 so
+// that the service manager restarts it. Null when off.
+std::unique_ptr<ListenerProbe> StartProbe(const Listening& listening) {
+  const int64_t ms = absl::GetFlag(FLAGS_listener_probe_ms);
+  if (ms <= 0) return nullptr;
+  const std::string target = !listening.unix_socket.empty()
+                                 ? "unix:" + listening.unix_socket
+                                 : absl::StrCat("127.0.0.1:", listening.tcp_port);
+  return std::make_unique<ListenerProbe>(target, absl::Milliseconds(ms), 3, [target] {
+    spdlog::error("the client listener {} no longer answers: exiting (status 1) to be "
+                  "restarted", target);
+    spdlog::default_logger()->flush();
+    std::_Exit(1);
+  });
+}
+
 int Run() {
   absl::StatusOr<config::DaemonConfig> config = EffectiveConfig();
   if (!config.ok()) {
@@ -112,6 +134,10 @@ int Run() {
   // Before any thread starts: signals then reach only the lifecycle's sigwait.
   BlockLifecycleSignals();
   IgnoreBrokenPipes();
+  // Made first, destroyed last: a stop also bounds the destructors below.
+  StopBound stop_bound;
+  absl::StatusOr<int64_t> open_files = RaiseOpenFileLimit();
+  if (!open_files.ok()) spdlog::warn("open files: {}", open_files.status().ToString());
   const Notifier notifier(Env("NOTIFY_SOCKET"));
   absl::StatusOr<absl::Duration> watchdog_timeout = WatchdogTimeout(
       std::getenv("WATCHDOG_USEC"), std::getenv("WATCHDOG_PID"), getpid());
@@ -175,7 +201,14 @@ int Run() {
   // token, and leads those whose rank 0 is here.
   std::unique_ptr<PeerClient> peer_client;
   if (peer && !config->peer_advertise().empty()) {
-    peer_client = std::make_unique<PeerClient>(*peer_token, config->peer_advertise());
+    peer_client = std::make_unique<PeerClient>(
+        *peer_token, config->peer_advertise(),
+        std::vector<std::string>(config->peers().begin(), config->peers().end()));
+    if (config->peers_size() == 0) {
+      spdlog::warn(
+          "peers is empty: groups spread over daemons are refused until the configuration "
+          "lists the other daemons");
+    }
   }
   AutotuneService service(
       backend->get(), cache.get(), *config,
@@ -199,6 +232,8 @@ int Run() {
     spdlog::error("{}", listening.status().ToString());
     return 1;
   }
+  std::unique_ptr<ListenerProbe> probe = StartProbe(*listening);
+  if (probe) watchdog.SetHealthy([&probe] { return probe->serving(); });
   spdlog::info(
       "autotuned {} ready: backend={} gpus={} fingerprint={} unix={} tcp_port={} "
       "metrics={} peer={} cache={} ({} entries, {} corrupt files ignored)",
@@ -226,24 +261,26 @@ int Run() {
         changes.need_restart.empty() ? "none" : Describe(changes.need_restart));
   };
   hooks.begin_drain = [&] {
+    watchdog.SetHealthy(nullptr);
+    probe.reset();  // the listeners close during the stop
     service.BeginDrain();
     health.Changed();
   };
   hooks.wait_drained = [&](absl::Time deadline) { return service.WaitForRounds(deadline); };
   hooks.stop = [&] {
-    // Answers already computed are still sent; after 5 s calls are cut.
-    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(5);
+    // Answers already computed are still sent; after kStopGrace calls are cut.
+    const auto deadline = absl::ToChronoTime(absl::Now() + kStopGrace);
     health.Stop();
     listening->server->Shutdown(deadline);
     if (peer_listening.server) peer_listening.server->Shutdown(deadline);
     if (metrics_server) metrics_server->Stop();
-    if (!listening->unix_socket.empty()) unlink(listening->unix_socket.c_str());
+    RemoveOwnSocket(*listening);
   };
   bool drained = false;
   RunUntilStopped(notifier, hooks, absl::Milliseconds(config->drain_timeout_ms()),
                   absl::StrCat("serving on ", listening->unix_socket.empty()
                                                   ? "tcp" : listening->unix_socket),
-                  &drained);
+                  &drained, &stop_bound);
   spdlog::info("stopped{}", drained ? "" : " (drain timed out)");
   return 0;
 }

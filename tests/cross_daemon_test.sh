@@ -47,13 +47,17 @@ trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null;
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
 peers=()
 sockets=()
+peer_lines=""  # every daemon lists the others as its peers (config peers)
 for d in $(seq 0 $last); do
-  peer=127.0.0.1:$(port)
-  peers+=("$peer")
+  peers+=("127.0.0.1:$(port)")
+  peer_lines+="peers: \"${peers[$d]}\""$'\n'
+done
+for d in $(seq 0 $last); do
+  peer=${peers[$d]}
   sockets+=("$dir/s$d.sock")
   visible=$(seq -s, $((d * per)) $((d * per + per - 1)))
-  printf 'backend: "%s"\nsim { gpus: %d }\npeer_token: "cross-daemon-test-token"\npeer_advertise: "%s"\n' \
-    "$backend" "$per" "$peer" >"$dir/conf$d"
+  printf 'backend: "%s"\nsim { gpus: %d }\npeer_token: "cross-daemon-test-token"\npeer_advertise: "%s"\n%s' \
+    "$backend" "$per" "$peer" "$peer_lines" >"$dir/conf$d"
   CUDA_VISIBLE_DEVICES=$visible "$daemon" --config="$dir/conf$d" --socket="$dir/s$d.sock" \
     --cache_dir="$dir/cache$d" --peer_listen="$peer" --log_level=info >"$dir/daemon$d.log" 2>&1 &
   pids+=($!)

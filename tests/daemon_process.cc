@@ -128,6 +128,18 @@ std::string ShortTempDir() {
   return dir;
 }
 
+DaemonNode MakeDaemonNode(const std::string& name, const std::string& config_text,
+                          std::vector<std::string> extra) {
+  DaemonNode n;
+  n.dir = FreshTempDir(name);
+  n.socket = ShortTempDir() + "/run/autotuned.sock";
+  std::ofstream(n.dir + "/autotuned.conf") << config_text;
+  n.args = {"--config=" + n.dir + "/autotuned.conf", "--socket=" + n.socket,
+            "--cache_dir=" + n.dir + "/cache", "--sim_gpus=4"};
+  n.args.insert(n.args.end(), extra.begin(), extra.end());
+  return n;
+}
+
 std::string Runfile(const std::string& runfile) {
   const char* base = std::getenv("TEST_SRCDIR");
   return absl::StrCat(base ? base : ".", "/autotuned/", runfile);

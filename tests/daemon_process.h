@@ -27,6 +27,18 @@ std::string ShortTempDir();
 // back, closed), for a daemon's peer_listen; 0 when no socket could be had.
 int FreeLoopbackPort();
 
+// A daemon's files for a test: its directory (FreshTempDir(name)) holding
+// autotuned.conf (`config_text`) and the cache, its socket in a directory
+// "run" the daemon creates under a ShortTempDir, and the arguments that
+// start it on them with 4 sim GPUs, then `extra`.
+struct DaemonNode {
+  std::string dir;
+  std::string socket;
+  std::vector<std::string> args;
+};
+DaemonNode MakeDaemonNode(const std::string& name, const std::string& config_text,
+                          std::vector<std::string> extra = {});
+
 // A file `runfile` of the workspace (e.g. "daemon/autotuned") in the test's
 // runfiles.
 std::string Runfile(const std::string& runfile);

@@ -154,13 +154,18 @@ TEST_CASE("random rounds across 3 daemons: no two surviving ranks ever get diffe
   std::cout << "seed " << seed << ", rounds " << rounds << std::endl;
 
   std::vector<Host> hosts(kHosts);
+  std::string peers;  // every daemon lists all of them (config peers)
+  for (Host& host : hosts) {
+    host.peer = absl::StrCat("127.0.0.1:", FreePort());
+    absl::StrAppend(&peers, "peers: \"", host.peer, "\"\n");
+  }
   for (int h = 0; h < kHosts; ++h) {
     Host& host = hosts[h];
     host.dir = FreshTempDir(absl::StrCat("random-", h));
     host.socket = ShortTempDir() + "/autotuned.sock";
-    host.peer = absl::StrCat("127.0.0.1:", FreePort());
     std::ofstream(host.dir + "/autotuned.conf")
-        << "peer_token: \"" << kToken << "\"\npeer_advertise: \"" << host.peer << "\"\n";
+        << "peer_token: \"" << kToken << "\"\npeer_advertise: \"" << host.peer << "\"\n"
+        << peers;
     host.args = {"--config=" + host.dir + "/autotuned.conf", "--socket=" + host.socket,
                  "--cache_dir=" + host.dir + "/cache", "--peer_listen=" + host.peer,
                  "--sim_gpus=2"};

@@ -56,18 +56,23 @@ struct Cluster {
 
   // `extra_config`: appended to every daemon's configuration file.
   explicit Cluster(const std::string& name, const std::string& extra_config = "") {
+    std::string peers;  // every daemon lists all of them (config peers)
     for (int h = 0; h < kHosts; ++h) {
       Host host;
+      host.peer = absl::StrCat("127.0.0.1:", FreePort());
+      absl::StrAppend(&peers, "peers: \"", host.peer, "\"\n");
+      hosts.push_back(std::move(host));
+    }
+    for (int h = 0; h < kHosts; ++h) {
+      Host& host = hosts[h];
       host.dir = FreshTempDir(absl::StrCat(name, "-", h));
       host.socket = ShortTempDir() + "/autotuned.sock";
-      host.peer = absl::StrCat("127.0.0.1:", FreePort());
       std::ofstream(host.dir + "/autotuned.conf")
           << "peer_token: \"" << kToken << "\"\npeer_advertise: \"" << host.peer << "\"\n"
-          << extra_config << "\n";
+          << peers << extra_config << "\n";
       host.args = {"--config=" + host.dir + "/autotuned.conf", "--socket=" + host.socket,
                    "--cache_dir=" + host.dir + "/cache", "--peer_listen=" + host.peer,
                    "--sim_gpus=2"};
-      hosts.push_back(std::move(host));
     }
     for (Host& host : hosts) {
       const absl::Status s = host.daemon->Start(host.args, host.socket, host.dir + "/log");

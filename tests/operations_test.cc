@@ -42,23 +42,9 @@ using testing::ShortTempDir;
 
 constexpr char kToken[] = "peer-token-for-the-operations-test";
 
-struct Node {
-  std::string dir;
-  std::string socket;
-  std::vector<std::string> args;
-};
+using Node = testing::DaemonNode;
+using testing::MakeDaemonNode;
 
-Node MakeNode(const std::string& name, const std::string& config_text,
-              std::vector<std::string> extra = {}) {
-  Node n;
-  n.dir = FreshTempDir(name);
-  n.socket = ShortTempDir() + "/autotuned.sock";
-  std::ofstream(n.dir + "/autotuned.conf") << config_text;
-  n.args = {"--config=" + n.dir + "/autotuned.conf", "--socket=" + n.socket,
-            "--cache_dir=" + n.dir + "/cache", "--sim_gpus=4"};
-  n.args.insert(n.args.end(), extra.begin(), extra.end());
-  return n;
-}
 
 std::unique_ptr<v1::Autotune::Stub> Stub(const Node& n) {
   return v1::Autotune::NewStub(
@@ -141,7 +127,7 @@ std::map<std::string, double> Samples(const std::string& page) {
 }
 
 TEST_CASE("the metrics endpoint counts what was done: 2 tuned, 1 cached, 1 rejected") {
-  Node n = MakeNode("metrics", "", {"--metrics_listen=127.0.0.1:0"});
+  Node n = MakeDaemonNode("metrics", "", {"--metrics_listen=127.0.0.1:0"});
   DaemonProcess daemon;
   REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());
   const std::string address = NodeInfo(n).metrics_address();
@@ -207,7 +193,7 @@ grpc::Status Ping(const std::string& address, const std::string& authorization,
 TEST_CASE("the peer port refuses a peer without the token, and will not open without one") {
   const std::string token_dir = FreshTempDir("peer-token");
   std::ofstream(token_dir + "/peer.token") << kToken << "\n";
-  Node n = MakeNode("peer", "peer_token_file: \"" + token_dir + "/peer.token\"\n",
+  Node n = MakeDaemonNode("peer", "peer_token_file: \"" + token_dir + "/peer.token\"\n",
                     {"--peer_listen=127.0.0.1:0"});
   DaemonProcess daemon;
   REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());
@@ -227,13 +213,13 @@ TEST_CASE("the peer port refuses a peer without the token, and will not open wit
   CHECK(daemon.Stop(SIGTERM) == 0);
 
   DaemonProcess tokenless;
-  Node bare = MakeNode("peer-bare", "", {"--peer_listen=127.0.0.1:0"});
+  Node bare = MakeDaemonNode("peer-bare", "", {"--peer_listen=127.0.0.1:0"});
   CHECK(tokenless.RunToExit(bare.args, bare.dir + "/log") == 2);
   CHECK_THAT(tokenless.Log(), Catch::Contains("peer_listen: the peer port needs a shared token"));
 }
 
 TEST_CASE("a request over limits.max_request_bytes is refused with RESOURCE_EXHAUSTED") {
-  Node n = MakeNode("bytes", "limits { max_request_bytes: 2048 }\n");
+  Node n = MakeDaemonNode("bytes", "limits { max_request_bytes: 2048 }\n");
   DaemonProcess daemon;
   REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());
   v1::TuneRequest big = AllReduce(1024);
@@ -351,9 +337,12 @@ TEST_CASE("a local user outside the socket's group is refused; a member connects
     REQUIRE(RunCommand(add).exit_code == 0);
   }
 
-  Node n = MakeNode("socket-group", "unix_socket_group: \"" + group.name + "\"\n");
-  // The socket's directory lets anyone through; the socket itself decides.
+  Node n = MakeDaemonNode("socket-group", "unix_socket_group: \"" + group.name + "\"\n");
+  // The socket's directories let anyone through; the socket itself decides.
   const std::string socket_dir = n.socket.substr(0, n.socket.rfind('/'));
+  const std::string short_dir = socket_dir.substr(0, socket_dir.rfind('/'));
+  REQUIRE(mkdir(socket_dir.c_str(), 0755) == 0);
+  REQUIRE(chmod(short_dir.c_str(), 0755) == 0);
   REQUIRE(chmod(socket_dir.c_str(), 0755) == 0);
   DaemonProcess daemon;
   REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());

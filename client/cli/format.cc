@@ -432,6 +432,11 @@ std::string FormatCacheList(const v1::ListCacheResponse& response) {
 }
 
 std::string FormatClearCache(const v1::ClearCacheResponse& response) {
+  if (response.not_removed() > 0) {
+    return absl::StrCat("removed ", response.removed(), " cache entries; ",
+                        response.not_removed(),
+                        " files could not be removed (see the daemon's log)\n");
+  }
   return absl::StrCat("removed ", response.removed(), " cache entries\n");
 }
 

@@ -316,11 +316,14 @@ TEST_CASE("implementations, node info and cache render") {
   v1::ClearCacheResponse cleared;
   cleared.set_removed(5);
   CHECK(FormatClearCache(cleared) == "removed 5 cache entries\n");
+  cleared.set_not_removed(2);
+  CHECK(FormatClearCache(cleared) ==
+        "removed 5 cache entries; 2 files could not be removed (see the daemon's log)\n");
 }
 
 TEST_CASE("JSON keeps the proto field names and prints defaults") {
   v1::ClearCacheResponse cleared;
-  CHECK(*ToJson(cleared, false) == "{\"removed\":\"0\"}\n");
+  CHECK(*ToJson(cleared, false) == "{\"removed\":\"0\",\"not_removed\":\"0\"}\n");
   v1::SweepUpdate update;
   *update.mutable_size_result() = AllReduceResult(1024, 0);
   const std::string json = *ToJson(update, true);

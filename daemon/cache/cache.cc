@@ -1,22 +1,27 @@
 #include "daemon/cache/cache.h"
 
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <limits>
 #include <utility>
 
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/cache/entry_file.h"
 #include "daemon/cache/file_util.h"
+#include "daemon/common/escape.h"
 
 namespace autotuned {
 namespace {
@@ -37,7 +42,7 @@ absl::StatusOr<cache::CacheEntry> LoadEntryFile(const std::string& path,
   if (!IsCacheKey(key)) {
     return absl::DataLossError("the file name is not a cache key");
   }
-  absl::StatusOr<std::string> bytes = cache_internal::ReadFile(path);
+  absl::StatusOr<std::string> bytes = cache_internal::ReadRegularFile(path, kMaxEntryFileBytes);
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<cache::CacheEntry> entry = DecodeEntryFile(*bytes);
   if (!entry.ok()) return entry.status();
@@ -50,6 +55,36 @@ absl::StatusOr<cache::CacheEntry> LoadEntryFile(const std::string& path,
         "its key text does not hash to the key of its file name");
   }
   return entry;
+}
+
+// The pid in a temporary file's name ".tmp-<key>-<pid>-<seq>", or 0.
+pid_t WriterPid(const std::string& name) {
+  const std::vector<std::string> parts = absl::StrSplit(name, '-');
+  int64_t pid = 0;
+  if (parts.size() != 4 || !absl::SimpleAtoi(parts[2], &pid) || pid <= 0 ||
+      pid > std::numeric_limits<pid_t>::max()) {
+    return 0;
+  }
+  return static_cast<pid_t>(pid);
+}
+
+// Removes the temporary file `path` when no live process may still be
+// writing it (its writer's pid is gone, or its name carries none).
+void RemoveCrashedTemp(const std::string& path, const std::string& name) {
+  const pid_t writer = WriterPid(name);
+  if (writer != 0 && writer != ::getpid() &&
+      (::kill(writer, 0) == 0 || errno != ESRCH)) {
+    spdlog::info("result cache: leaving {}: its writer (pid {}) is alive",
+                 LogEscaped(path), writer);
+    return;
+  }
+  absl::Status removed = cache_internal::RemoveFile(path);
+  if (removed.ok() || absl::IsNotFound(removed)) {
+    spdlog::info("result cache: removed {}, left by an interrupted write",
+                 LogEscaped(path));
+  } else {
+    spdlog::warn("result cache: {}", LogEscaped(removed.message()));
+  }
 }
 
 constexpr char kEpochFile[] = "epoch";
@@ -78,7 +113,7 @@ absl::StatusOr<std::string> NewEpoch(const std::string& dir) {
 // The directory's epoch: the one in its epoch file, or a new one.
 absl::StatusOr<std::string> LoadEpoch(const std::string& dir) {
   absl::StatusOr<std::string> bytes =
-      cache_internal::ReadFile(absl::StrCat(dir, "/", kEpochFile));
+      cache_internal::ReadRegularFile(absl::StrCat(dir, "/", kEpochFile), 4096);
   if (bytes.ok()) {
     std::string epoch(absl::StripAsciiWhitespace(*bytes));
     if (IsCacheKey(epoch)) return epoch;
@@ -103,8 +138,7 @@ absl::StatusOr<std::unique_ptr<ResultCache>> ResultCache::Open(
   for (const std::string& name : *names) {
     const std::string path = absl::StrCat(dir, "/", name);
     if (absl::StartsWith(name, kTempPrefix)) {
-      spdlog::info("result cache: ignoring {}, left by an interrupted write",
-                   path);
+      RemoveCrashedTemp(path, name);
       continue;
     }
     if (!absl::EndsWith(name, kEntrySuffix)) continue;
@@ -112,17 +146,23 @@ absl::StatusOr<std::unique_ptr<ResultCache>> ResultCache::Open(
         name.substr(0, name.size() - (sizeof(kEntrySuffix) - 1));
     absl::StatusOr<cache::CacheEntry> entry = LoadEntryFile(path, key);
     if (!entry.ok()) {
-      spdlog::warn("result cache: ignoring corrupt file {}: {}", path,
-                   std::string(entry.status().message()));
-      ++corrupt;
+      if (++corrupt <= kMaxLoggedFiles) {
+        spdlog::warn("result cache: ignoring unusable file {}: {}",
+                     LogEscaped(path),
+                     LogEscaped(entry.status().message(), 2 * kMaxLoggedBytes));
+      }
       continue;
     }
     entries[key] = std::make_shared<const cache::CacheEntry>(*std::move(entry));
   }
+  if (corrupt > kMaxLoggedFiles) {
+    spdlog::warn("result cache: {} more unusable files ignored, not listed",
+                 corrupt - kMaxLoggedFiles);
+  }
   absl::StatusOr<std::string> epoch = LoadEpoch(dir);
   if (!epoch.ok()) return epoch.status();
   spdlog::info(
-      "result cache: {} entries loaded from {}, {} corrupt files "
+      "result cache: {} entries loaded from {}, {} unusable files "
       "ignored, epoch {}",
       entries.size(), dir, corrupt, *epoch);
   std::unique_ptr<ResultCache> cache(
@@ -269,6 +309,11 @@ absl::Status ResultCache::Store(const std::string& key,
   *entry.mutable_result() = result;
   entry.set_stored_unix_ms(absl::ToUnixMillis(absl::Now()));
   const std::string bytes = EncodeEntryFile(entry);
+  if (bytes.size() > kMaxEntryFileBytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("key ", key, ": entry of ", bytes.size(),
+                     " bytes, over the cache's limit of ", kMaxEntryFileBytes));
+  }
   auto shared = std::make_shared<const cache::CacheEntry>(std::move(entry));
 
   absl::MutexLock write_lock(&write_mu_);
@@ -322,51 +367,52 @@ std::vector<v1::CacheEntrySummary> ResultCache::List() const {
   return out;
 }
 
-absl::StatusOr<int64_t> ResultCache::Clear() {
+absl::StatusOr<ResultCache::Cleared> ResultCache::Clear() {
   absl::MutexLock write_lock(&write_mu_);
   absl::StatusOr<std::vector<std::string>> names =
       cache_internal::ListDir(dir_);
   if (!names.ok()) return names.status();
-  int64_t removed = 0;
+  Cleared cleared;
   std::vector<std::string> removed_keys;
-  absl::Status failed;
+  std::vector<std::string> kept_keys;
   for (const std::string& name : *names) {
     const bool entry = absl::EndsWith(name, kEntrySuffix);
     if (!entry && !absl::StartsWith(name, kTempPrefix)) continue;
     absl::Status s = cache_internal::RemoveFile(absl::StrCat(dir_, "/", name));
     if (absl::IsNotFound(s)) continue;
+    const std::string key =
+        entry ? name.substr(0, name.size() - (sizeof(kEntrySuffix) - 1)) : "";
     if (!s.ok()) {
-      failed = s;
-      break;
+      spdlog::warn("result cache: clear: {}", LogEscaped(s.message()));
+      ++cleared.not_removed;
+      if (entry) kept_keys.push_back(key);
+      continue;
     }
     if (entry) {
-      ++removed;
-      removed_keys.push_back(
-          name.substr(0, name.size() - (sizeof(kEntrySuffix) - 1)));
+      ++cleared.removed;
+      removed_keys.push_back(key);
     }
   }
   {
     absl::MutexLock lock(&mu_);
-    if (failed.ok()) {
-      entries_.clear();
-      corrupt_files_ = 0;
-    } else {
-      for (const std::string& key : removed_keys) entries_.erase(key);
+    for (const std::string& key : removed_keys) entries_.erase(key);
+    corrupt_files_ = 0;
+    for (const std::string& key : kept_keys) {
+      if (!entries_.contains(key)) ++corrupt_files_;
     }
   }
   Recount();
   // Renewed even when nothing was removed; a failure to write it leaves the
-  // old one in place (reported, as a failed removal is).
+  // old one in place (reported: the clear's error).
   absl::StatusOr<std::string> epoch = NewEpoch(dir_);
-  if (epoch.ok()) {
+  if (!epoch.ok()) return epoch.status();
+  {
     absl::MutexLock lock(&mu_);
     epoch_ = *epoch;
   }
-  if (!failed.ok()) return failed;
-  if (!epoch.ok()) return epoch.status();
   absl::Status synced = cache_internal::SyncDir(dir_);
   if (!synced.ok()) return synced;
-  return removed;
+  return cleared;
 }
 
 int64_t ResultCache::corrupt_files() const {

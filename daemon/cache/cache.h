@@ -7,12 +7,18 @@
 // 0640. Writes are atomic: a temporary file ".tmp-<key>-..." in the same
 // directory is written, fsync'ed and renamed over the entry, then the
 // directory is fsync'ed; a crash leaves the old entry or the new one, never a
-// mix. Other files in the directory are left alone.
+// mix. Temporary files whose writer process is gone (a crash) are removed by
+// Open. A directory belongs to one daemon at a time; other files in it are
+// left alone.
 //
-// A file that cannot be used (unreadable, bad magic, truncated, length
-// mismatch, unparsable payload, key not matching its file name or key text)
-// is logged with spdlog::warn naming the file and the reason, counted
-// (corrupt_files()) and ignored: never fatal, never deleted except by Clear().
+// Open reads regular files of at most kMaxEntryFileBytes only, without
+// following symbolic links and without blocking. A "*.entry" file that cannot
+// be used (a symbolic link, FIFO, device or directory; over the size limit;
+// unreadable, bad magic, truncated, length mismatch, unparsable payload, key
+// not matching its file name or key text) is logged with spdlog::warn naming
+// the file (escaped) and the reason, at most kMaxLoggedFiles lines per Open
+// and then one line with the count of the others, counted (corrupt_files())
+// and ignored: never fatal, never deleted except by Clear().
 //
 // Bounds (ResultCacheOptions): at most max_entries entries and max_bytes
 // bytes of them (an entry's size is its encoded record's); past either, the
@@ -78,7 +84,8 @@ class ResultCache {
 
   // Stores `result` under `key`, replacing an older entry, on disk (atomic,
   // durable when OK) and in memory. INVALID_ARGUMENT when `key` is not
-  // CacheKeyDigest(key_text); otherwise the errno's code of the failed file
+  // CacheKeyDigest(key_text); RESOURCE_EXHAUSTED when the entry file would
+  // be over kMaxEntryFileBytes; otherwise the errno's code of the failed file
   // operation, naming the file. A failure before the rename leaves the old
   // entry and no temporary file; when only the final directory fsync fails
   // the new entry is in place (and in memory) but may not survive a crash.
@@ -90,12 +97,22 @@ class ResultCache {
   // else 0.
   std::vector<v1::CacheEntrySummary> List() const;
 
-  // Removes every entry: the "*.entry" files (corrupt ones included), any
-  // temporary file left by an interrupted write, and everything in memory;
-  // resets corrupt_files(). Returns the number of entry files removed. On a
-  // failed removal, returns the errno's code naming the file; what was
-  // removed up to then is gone from memory too.
-  absl::StatusOr<int64_t> Clear();
+  // How many unusable files Open logs one by one.
+  static constexpr int kMaxLoggedFiles = 16;
+
+  struct Cleared {
+    int64_t removed = 0;      // "*.entry" files removed
+    int64_t not_removed = 0;  // "*.entry" and temporary files still there
+  };
+  // Removes every entry it can: the "*.entry" files (corrupt ones included),
+  // any temporary file left by an interrupted write, and their entries in
+  // memory. A file that cannot be removed is logged (spdlog::warn, naming it
+  // and the reason), counted in not_removed, and the others are still
+  // removed; its entry stays in memory, and corrupt_files() becomes the
+  // number of unusable entry files left. Errors only when the directory
+  // cannot be listed or the new epoch cannot be written (the errno's code,
+  // naming the path).
+  absl::StatusOr<Cleared> Clear();
 
   // Corrupt files found by Open (and not removed by Clear since).
   int64_t corrupt_files() const;

@@ -1,6 +1,8 @@
 #include "daemon/cache/cache.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <algorithm>
@@ -224,7 +226,9 @@ TEST_CASE("corrupt files are counted and ignored, good entries still load") {
   WriteAll(dir + "/" + corrupt[6], EncodeEntryFile(forged));
   // Not entries: left alone, not counted.
   WriteAll(dir + "/README", "notes");
-  WriteAll(dir + "/.tmp-" + good.key + "-1-0", real.substr(0, 3));
+  // A temporary file of a live writer (our parent process) is left alone.
+  WriteAll(dir + "/.tmp-" + good.key + "-" + std::to_string(::getppid()) + "-0",
+           real.substr(0, 3));
 
   std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
   CHECK(cache->corrupt_files() == static_cast<int64_t>(corrupt.size()));
@@ -236,9 +240,10 @@ TEST_CASE("corrupt files are counted and ignored, good entries still load") {
   CHECK(Names(dir).size() == corrupt.size() + 3);
 
   SECTION("Clear removes every entry file, corrupt ones included") {
-    absl::StatusOr<int64_t> removed = cache->Clear();
+    absl::StatusOr<ResultCache::Cleared> removed = cache->Clear();
     REQUIRE(removed.ok());
-    CHECK(*removed == static_cast<int64_t>(corrupt.size()) + 1);
+    CHECK(removed->removed == static_cast<int64_t>(corrupt.size()) + 1);
+    CHECK(removed->not_removed == 0);
     CHECK(cache->size() == 0);
     CHECK(cache->corrupt_files() == 0);
     CHECK_FALSE(cache->Lookup(good.key).has_value());
@@ -249,6 +254,84 @@ TEST_CASE("corrupt files are counted and ignored, good entries still load") {
   }
 }
 
+TEST_CASE("Open reads regular files of bounded size only, never blocking") {
+  const std::string dir = NewDir("cache");
+  const Keyed good = KeyFor(1024);
+  {
+    std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
+    REQUIRE(cache->Store(good.key, good.text, Result(AllReduce(1024), 7)).ok());
+  }
+  const std::string good_path = dir + "/" + good.key + ".entry";
+  // A symbolic link to a good entry, under its own key's name.
+  const Keyed linked = KeyFor(2);
+  WriteAll(dir + "/" + linked.key + ".real", ReadAll(good_path));
+  REQUIRE(::symlink((dir + "/" + linked.key + ".real").c_str(),
+                    (dir + "/" + linked.key + ".entry").c_str()) == 0);
+  // Before: the FIFO blocked Open for ever, /dev/zero read until out of
+  // memory, the sparse file was read whole.
+  REQUIRE(::mkfifo((dir + "/" + KeyFor(3).key + ".entry").c_str(), 0600) == 0);
+  REQUIRE(::symlink("/dev/zero", (dir + "/" + KeyFor(4).key + ".entry").c_str()) == 0);
+  const std::string sparse = dir + "/" + KeyFor(5).key + ".entry";
+  WriteAll(sparse, ReadAll(good_path));
+  REQUIRE(::truncate(sparse.c_str(), static_cast<off_t>(kMaxEntryFileBytes) + 1) == 0);
+  REQUIRE(::mkdir((dir + "/" + KeyFor(6).key + ".entry").c_str(), 0700) == 0);
+
+  std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
+  CHECK(cache->size() == 1);
+  CHECK(cache->Lookup(good.key).has_value());
+  CHECK_FALSE(cache->Lookup(linked.key).has_value());
+  CHECK(cache->corrupt_files() == 5);
+
+  absl::StatusOr<std::string> read =
+      cache_internal::ReadRegularFile(sparse, kMaxEntryFileBytes);
+  CHECK(read.status().code() == absl::StatusCode::kResourceExhausted);
+  read = cache_internal::ReadRegularFile(dir + "/" + KeyFor(3).key + ".entry", 1);
+  CHECK(read.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(read.status().message()), Catch::Contains("FIFO"));
+  read = cache_internal::ReadRegularFile(dir + "/" + linked.key + ".entry", 1 << 20);
+  CHECK_THAT(std::string(read.status().message()), Catch::Contains("symbolic link"));
+}
+
+TEST_CASE("Open removes temporary files whose writer is gone") {
+  const std::string dir = NewDir("cache");
+  std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  const Keyed k = KeyFor(1024);
+  const std::string dead = ".tmp-" + k.key + "-" + std::to_string(child) + "-0";
+  const std::string live = ".tmp-" + k.key + "-" + std::to_string(::getppid()) + "-0";
+  WriteAll(dir + "/" + dead, "half");
+  WriteAll(dir + "/" + live, "half");
+  WriteAll(dir + "/.tmp-garbage", "half");
+  cache = OpenOrDie(dir);
+  CHECK(Names(dir) == std::vector<std::string>{live});
+  CHECK(cache->corrupt_files() == 0);
+}
+
+TEST_CASE("Clear removes what it can and counts what it cannot") {
+  const std::string dir = NewDir("cache");
+  std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
+  for (int64_t count : {1024, 2048}) {
+    const Keyed k = KeyFor(count);
+    REQUIRE(cache->Store(k.key, k.text, Result(AllReduce(count), 1)).ok());
+  }
+  // A non-empty directory named like an entry: unlink fails (root included).
+  const std::string stuck = dir + "/" + KeyFor(7).key + ".entry";
+  REQUIRE(::mkdir(stuck.c_str(), 0700) == 0);
+  WriteAll(stuck + "/inside", "x");
+  cache = OpenOrDie(dir);
+  CHECK(cache->corrupt_files() == 1);
+  absl::StatusOr<ResultCache::Cleared> cleared = cache->Clear();
+  REQUIRE(cleared.ok());
+  CHECK(cleared->removed == 2);
+  CHECK(cleared->not_removed == 1);
+  CHECK(cache->size() == 0);
+  CHECK(cache->corrupt_files() == 1);
+  CHECK(Names(dir) == std::vector<std::string>{KeyFor(7).key + ".entry"});
+}
+
 TEST_CASE("Clear removes files and entries and returns how many") {
   const std::string dir = NewDir("cache");
   std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
@@ -257,15 +340,15 @@ TEST_CASE("Clear removes files and entries and returns how many") {
     REQUIRE(cache->Store(k.key, k.text, Result(AllReduce(count), 1)).ok());
   }
   CHECK(cache->size() == 3);
-  absl::StatusOr<int64_t> removed = cache->Clear();
+  absl::StatusOr<ResultCache::Cleared> removed = cache->Clear();
   REQUIRE(removed.ok());
-  CHECK(*removed == 3);
+  CHECK(removed->removed == 3);
   CHECK(cache->size() == 0);
   CHECK(cache->List().empty());
   CHECK(Names(dir).empty());
   removed = cache->Clear();
   REQUIRE(removed.ok());
-  CHECK(*removed == 0);
+  CHECK(removed->removed == 0);
 }
 
 TEST_CASE("the epoch survives a restart and is renewed by Clear") {

@@ -20,6 +20,11 @@ namespace autotuned {
 
 inline constexpr char kEntryFileMagic[] = "ATCACHE1";  // 8 bytes, no NUL
 inline constexpr size_t kEntryFileHeaderBytes = 16;
+// The largest entry file the cache writes or reads (64 MiB): an entry holds
+// one problem and its ranked results, far smaller. A larger file is not read
+// (daemon/cache/cache.h), so that no file in the directory can make the
+// daemon allocate more.
+inline constexpr size_t kMaxEntryFileBytes = size_t{64} << 20;
 
 // The file bytes for `entry` (deterministic serialization of the payload).
 std::string EncodeEntryFile(const cache::CacheEntry& entry);

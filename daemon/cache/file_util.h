@@ -24,8 +24,14 @@ absl::Status MakeDirs(const std::string& path, mode_t mode);
 // The names in directory `dir` (not "." or ".."), sorted.
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir);
 
-// The whole content of the file at `path`.
-absl::StatusOr<std::string> ReadFile(const std::string& path);
+// The whole content of the regular file at `path`, at most `max_bytes`
+// long. Opened without following a symbolic link and without blocking (a
+// FIFO or device never stalls the caller): FAILED_PRECONDITION naming what
+// `path` is when it is not a regular file (a symbolic link, FIFO, socket,
+// device, directory), RESOURCE_EXHAUSTED when it holds more than `max_bytes`;
+// otherwise the errno's code.
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path,
+                                            size_t max_bytes);
 
 // Creates `path` (which must not exist), writes `bytes`, fsyncs and closes
 // it. On failure, removes what it created.

@@ -1,5 +1,7 @@
 #include "daemon/catalogue/catalogue.h"
 
+#include "daemon/common/escape.h"
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -73,7 +75,7 @@ absl::Status Catalogue::Supports(const ProblemSpec& problem, const std::string& 
   const ImplInfo* info = Find(impl);
   if (info == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ".impl: unknown implementation \"", impl, "\""));
+        absl::StrCat(field, ".impl: unknown implementation \"", LogEscaped(impl), "\""));
   }
   if (!Contains(info->dtypes, problem.dtype)) {
     return absl::InvalidArgumentError(
@@ -113,7 +115,7 @@ absl::StatusOr<CandidateSpec> Catalogue::Canonicalize(
   if (info == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".impl: unknown implementation \"",
-                     candidate.impl, "\" (see ListImplementations)"));
+                     LogEscaped(candidate.impl), "\" (see ListImplementations)"));
   }
   if (info->collective != problem.collective) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -136,8 +138,8 @@ absl::StatusOr<CandidateSpec> Catalogue::Canonicalize(
       std::vector<std::string> known;
       for (const ParamInfo& pi : info->params) known.push_back(pi.name);
       return absl::InvalidArgumentError(absl::StrCat(
-          field, ".params[\"", name, "\"]: \"", info->name,
-          "\" takes no parameter \"", name, "\" (it takes: ",
+          field, ".params[\"", LogEscaped(name), "\"]: \"", info->name,
+          "\" takes no parameter \"", LogEscaped(name), "\" (it takes: ",
           known.empty() ? "none" : absl::StrJoin(known, ", "), ")"));
     }
     if (value < p->min_value || value > p->max_value) {

@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/common/escape.h"
 
 namespace autotuned::clientrun {
 namespace {
@@ -120,7 +121,7 @@ void Run::DecideMissing(Barrier& barrier, int step, int phase) {
   if (lost_.empty()) {
     lost_ = reason;
     spdlog::warn("run={} group={}: {}; the rank is lost for the run", schedule_.run_id(),
-                 absl::CEscape(plan_.request->group_id), reason);
+                 absl::CEscape(plan_.request->group_id), LogEscaped(reason));
   }
   DecideBarrier(barrier, false, reason);
 }

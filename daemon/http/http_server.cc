@@ -13,9 +13,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "daemon/common/escape.h"
 
 namespace autotuned {
 namespace {
@@ -50,42 +52,6 @@ std::string FormatAddress(const sockaddr_storage& sa, int* port) {
   inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
   *port = ntohs(in->sin_port);
   return absl::StrCat(host, ":", *port);
-}
-
-// Waits until `fd` is ready for `events` or `deadline`; false on timeout.
-bool WaitFd(int fd, short events, absl::Time deadline) {
-  while (true) {
-    const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (ms <= 0) return false;
-    pollfd p{fd, events, 0};
-    const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1000)));
-    if (r > 0) return true;
-    if (r < 0 && errno != EINTR) return false;
-  }
-}
-
-void WriteAll(int fd, const std::string& data, absl::Time deadline) {
-  size_t done = 0;
-  while (done < data.size()) {
-    if (!WaitFd(fd, POLLOUT, deadline)) return;
-    const ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
-// Closes after the answer without resetting the connection: a close with
-// unread input sends a TCP reset, which can destroy the answer before the
-// client reads it. Discards what the client still sends, for a bounded time
-// and amount.
-void LingeringClose(int fd, absl::Time deadline) {
-  shutdown(fd, SHUT_WR);
-  char buf[4096];
-  for (int i = 0; i < 16 && WaitFd(fd, POLLIN, deadline); ++i) {
-    if (recv(fd, buf, sizeof(buf), 0) <= 0) break;
-  }
-  close(fd);
 }
 
 std::string Response(int code, const char* reason, const std::string& content_type,
@@ -176,70 +142,155 @@ void HttpServer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+// One client connection of the loop: reading its request head, writing the
+// answer, then discarding what it still sends until it closes (lingering).
+struct HttpServer::Conn {
+  enum class Phase { kRead, kWrite, kLinger };
+  int fd = -1;
+  Phase phase = Phase::kRead;
+  absl::Time started;
+  absl::Time deadline;  // of the current phase
+  std::string in;
+  std::string out;
+  size_t sent = 0;
+  int linger_reads = 0;
+};
+
 void HttpServer::Loop() {
+  std::vector<Conn> conns;
+  std::vector<pollfd> fds;
   while (!stopping_.load()) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    const int r = poll(fds, 2, -1);
-    if (r < 0 && errno != EINTR) return;
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (conn < 0) continue;
-    Serve(conn);
-    LingeringClose(conn, absl::Now() + std::min(options_.read_timeout, absl::Seconds(1)));
+    fds.assign({{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}});
+    absl::Time next = absl::Now() + absl::Seconds(1);
+    for (const Conn& c : conns) {
+      fds.push_back({c.fd, static_cast<short>(c.phase == Conn::Phase::kWrite ? POLLOUT : POLLIN),
+                     0});
+      next = std::min(next, c.deadline);
+    }
+    const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(next - absl::Now()) + 1);
+    const int r = poll(fds.data(), fds.size(), static_cast<int>(ms));
+    if (r < 0 && errno != EINTR) break;
+    if (fds[1].revents != 0) break;
+    const absl::Time now = absl::Now();
+    for (size_t i = 0; i < conns.size(); ++i) Step(&conns[i], fds[i + 2].revents, now);
+    conns.erase(std::remove_if(conns.begin(), conns.end(), [](const Conn& c) { return c.fd < 0; }),
+                conns.end());
+    if ((fds[0].revents & POLLIN) != 0) Accept(&conns, now);
+  }
+  for (Conn& c : conns) close(c.fd);
+}
+
+void HttpServer::Accept(std::vector<Conn>* conns, absl::Time now) {
+  for (int i = 0; i < options_.max_connections; ++i) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    if (static_cast<int>(conns->size()) >= options_.max_connections) {
+      // Full: the client that has been sending its request head longest
+      // makes room, so that slow clients never lock a scrape out.
+      auto oldest = conns->end();
+      for (auto it = conns->begin(); it != conns->end(); ++it) {
+        if (it->phase == Conn::Phase::kRead && (oldest == conns->end() || it->started < oldest->started)) {
+          oldest = it;
+        }
+      }
+      if (oldest == conns->end()) {
+        const std::string busy =
+            Error(503, "Service Unavailable", "too many connections; retry shortly");
+        (void)!send(fd, busy.data(), busy.size(), MSG_NOSIGNAL);
+        close(fd);
+        continue;
+      }
+      close(oldest->fd);
+      conns->erase(oldest);
+    }
+    Conn c;
+    c.fd = fd;
+    c.started = now;
+    c.deadline = now + options_.read_timeout;
+    conns->push_back(std::move(c));
   }
 }
 
-void HttpServer::Serve(int fd) {
-  const absl::Time read_deadline = absl::Now() + options_.read_timeout;
-  std::string head;
-  char buf[1024];
-  size_t end = std::string::npos;
-  while (true) {
-    end = head.find("\r\n\r\n");
-    const size_t head_bytes = end == std::string::npos ? head.size() : end + 4;
-    if (head_bytes > options_.max_request_bytes) {
-      WriteAll(fd,
-               Error(431, "Request Header Fields Too Large",
-                     absl::StrCat("the request head exceeds ",
-                                  options_.max_request_bytes, " bytes")),
-               absl::Now() + options_.write_timeout);
+void HttpServer::Reply(Conn* c, std::string response, absl::Time now) {
+  c->out = std::move(response);
+  c->sent = 0;
+  c->phase = Conn::Phase::kWrite;
+  c->deadline = now + options_.write_timeout;
+}
+
+void HttpServer::Step(Conn* c, short revents, absl::Time now) {
+  char buf[4096];
+  auto finish = [c] {
+    close(c->fd);
+    c->fd = -1;
+  };
+  switch (c->phase) {
+    case Conn::Phase::kRead: {
+      if (revents != 0) {
+        const ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return finish();
+        if (n > 0) c->in.append(buf, static_cast<size_t>(n));
+      }
+      const size_t end = c->in.find("\r\n\r\n");
+      const size_t head_bytes = end == std::string::npos ? c->in.size() : end + 4;
+      if (head_bytes > options_.max_request_bytes) {
+        return Reply(c,
+                     Error(431, "Request Header Fields Too Large",
+                           absl::StrCat("the request head exceeds ", options_.max_request_bytes,
+                                        " bytes")),
+                     now);
+      }
+      if (end != std::string::npos) return Reply(c, Answer(c->in.substr(0, end)), now);
+      if (now >= c->deadline) {
+        return Reply(c, Error(408, "Request Timeout", "the request head did not arrive in time"),
+                     now);
+      }
       return;
     }
-    if (end != std::string::npos) break;
-    if (!WaitFd(fd, POLLIN, read_deadline)) {
-      WriteAll(fd, Error(408, "Request Timeout", "the request head did not arrive in time"),
-               absl::Now() + options_.write_timeout);
+    case Conn::Phase::kWrite: {
+      if (now >= c->deadline) return finish();
+      if ((revents & POLLOUT) == 0) return;
+      const ssize_t n =
+          send(c->fd, c->out.data() + c->sent, c->out.size() - c->sent, MSG_NOSIGNAL);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+      if (n <= 0) return finish();
+      c->sent += static_cast<size_t>(n);
+      if (c->sent < c->out.size()) return;
+      // Closes without resetting the connection: a close with unread input
+      // sends a TCP reset, which can destroy the answer before the client
+      // reads it. What the client still sends is discarded, for a bounded
+      // time and amount.
+      shutdown(c->fd, SHUT_WR);
+      c->phase = Conn::Phase::kLinger;
+      c->deadline = now + std::min(options_.read_timeout, absl::Seconds(1));
       return;
     }
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) return;  // the client went away
-    head.append(buf, static_cast<size_t>(n));
+    case Conn::Phase::kLinger: {
+      if (now >= c->deadline) return finish();
+      if (revents == 0) return;
+      if (recv(c->fd, buf, sizeof(buf), 0) <= 0 || ++c->linger_reads > 16) return finish();
+      return;
+    }
   }
-  const absl::Time write_deadline = absl::Now() + options_.write_timeout;
+}
+
+std::string HttpServer::Answer(const std::string& head) const {
   const std::string line = head.substr(0, head.find("\r\n"));
   std::vector<std::string> parts = absl::StrSplit(line, ' ');
   if (parts.size() != 3 || parts[2].rfind("HTTP/1.", 0) != 0 || parts[1].empty() ||
       parts[1][0] != '/') {
-    WriteAll(fd, Error(400, "Bad Request", "malformed request line"), write_deadline);
-    return;
+    return Error(400, "Bad Request", "malformed request line");
   }
   const std::string& method = parts[0];
   if (method != "GET" && method != "HEAD") {
-    WriteAll(fd, Error(405, "Method Not Allowed", "only GET and HEAD"), write_deadline);
-    return;
+    return Error(405, "Method Not Allowed", "only GET and HEAD");
   }
   const std::string path = parts[1].substr(0, parts[1].find('?'));
   auto page = pages_.find(path);
   if (page == pages_.end()) {
-    WriteAll(fd, Error(404, "Not Found", absl::StrCat("no page ", path)), write_deadline);
-    return;
+    return Error(404, "Not Found", absl::StrCat("no page ", LogEscaped(path)));
   }
-  WriteAll(fd,
-           Response(200, "OK", page->second.content_type, page->second.body(),
-                    method == "HEAD"),
-           write_deadline);
+  return Response(200, "OK", page->second.content_type, page->second.body(), method == "HEAD");
 }
 
 }  // namespace autotuned

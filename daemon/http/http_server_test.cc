@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -42,11 +43,13 @@ std::string Exchange(int port, const std::string& request) {
 }
 
 std::unique_ptr<HttpServer> StartServer(std::atomic<int>* renders,
-                                        absl::Duration read_timeout = absl::Seconds(5)) {
+                                        absl::Duration read_timeout = absl::Seconds(5),
+                                        int max_connections = 16) {
   HttpServer::Options options;
   options.address = "127.0.0.1:0";
   options.max_request_bytes = 512;
   options.read_timeout = read_timeout;
+  options.max_connections = max_connections;
   auto server = HttpServer::Start(
       options, {{"/metrics", HttpPage{"text/plain; version=0.0.4", [renders] {
                                         ++*renders;
@@ -112,6 +115,39 @@ TEST_CASE("a client that never finishes its request gets 408") {
              Catch::StartsWith("HTTP/1.1 200 OK"));
   server->Stop();
   server->Stop();
+}
+
+// A client that connects and sends part of a request head, then nothing.
+int SlowClient(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  send(fd, "GET /met", 8, MSG_NOSIGNAL);
+  return fd;
+}
+
+TEST_CASE("slow clients never block a scrape") {
+  std::atomic<int> renders{0};
+  // Each slow client could hold a connection for 30 s.
+  auto server = StartServer(&renders, absl::Seconds(30), /*max_connections=*/4);
+  std::vector<int> slow;
+  for (int i = 0; i < 3; ++i) slow.push_back(SlowClient(server->port()));
+  absl::SleepFor(absl::Milliseconds(100));
+  const absl::Time start = absl::Now();
+  CHECK_THAT(Exchange(server->port(), "GET /metrics HTTP/1.1\r\n\r\n"),
+             Catch::StartsWith("HTTP/1.1 200 OK"));
+  CHECK(absl::Now() - start < absl::Seconds(5));
+  // More slow clients than connections: the oldest make room.
+  for (int i = 0; i < 6; ++i) slow.push_back(SlowClient(server->port()));
+  absl::SleepFor(absl::Milliseconds(100));
+  CHECK_THAT(Exchange(server->port(), "GET /metrics HTTP/1.1\r\n\r\n"),
+             Catch::StartsWith("HTTP/1.1 200 OK"));
+  CHECK(renders == 2);
+  for (int fd : slow) close(fd);
 }
 
 TEST_CASE("a bad or busy address is refused with a reason") {

@@ -64,13 +64,15 @@ class FakeLeader {
 
 class FollowerFixture {
  public:
-  FollowerFixture()
+  // `leader`: the leader's address, the one peer of this follower.
+  explicit FollowerFixture(const std::string& leader)
       : backend_(testing::ScriptedBackend()),
         config_(testing::TestConfig()),
         engine_(backend_.get()),
-        client_(kToken, "follow:1"),
+        client_(kToken, "follow:1", {leader}),
         follower_(&client_, &engine_, backend_.get(), "follow:1") {
     config_.set_peer_advertise("follow:1");
+    config_.add_peers(leader);
   }
 
   absl::StatusOr<v1::TuneResponse> Ask(const v1::TuneRequest& request,
@@ -98,7 +100,7 @@ v1::Decision Rejected(int code, const std::string& message) {
 }
 
 TEST_CASE("a follower never decides: its leader unreachable is UNAVAILABLE for its ranks") {
-  FollowerFixture f;
+  FollowerFixture f("127.0.0.1:1");
   // Port 1 on loopback: nobody listens.
   const std::vector<std::string> daemons = {"127.0.0.1:1", "follow:1", "follow:1"};
   std::vector<absl::Status> answers(2);
@@ -119,7 +121,7 @@ TEST_CASE("a follower never decides: its leader unreachable is UNAVAILABLE for i
 
 TEST_CASE("the leader's answer goes to the rank as is, its labels restored") {
   FakeLeader leader;
-  FollowerFixture f;
+  FollowerFixture f(leader.address());
   const std::vector<std::string> daemons = {leader.address(), "follow:1"};
   v1::Decision answered;
   answered.set_verdict(v1::ANSWERED);
@@ -146,7 +148,7 @@ TEST_CASE("the leader's answer goes to the rank as is, its labels restored") {
 
 TEST_CASE("a REJECTED decision is the rank's error; a code off the range is UNKNOWN") {
   FakeLeader leader;
-  FollowerFixture f;
+  FollowerFixture f(leader.address());
   const v1::TuneRequest ask = SpreadRequest("g", 1, {leader.address(), "follow:1"});
   leader.Answer(Rejected(9, "group.members: they disagree"));
   CHECK(f.Ask(ask).status() == absl::FailedPreconditionError("group.members: they disagree"));
@@ -169,7 +171,7 @@ TEST_CASE("a REJECTED decision is the rank's error; a code off the range is UNKN
 
 TEST_CASE("a rank's own deadline ends its wait for the leader") {
   FakeLeader leader;
-  FollowerFixture f;
+  FollowerFixture f(leader.address());
   leader.Answer(v1::Decision(), absl::Seconds(2));
   const absl::Status s =
       f.Ask(SpreadRequest("g", 1, {leader.address(), "follow:1"}), absl::Milliseconds(200))
@@ -177,6 +179,31 @@ TEST_CASE("a rank's own deadline ends its wait for the leader") {
   CHECK(s.code() == absl::StatusCode::kDeadlineExceeded);
   CHECK_THAT(std::string(s.message()),
              Catch::StartsWith("no decision from the leader 127.0.0.1:"));
+}
+
+TEST_CASE("only the operator's peers are dialed: a request's address never gets the token") {
+  FakeLeader leader;
+  config::DaemonConfig config = testing::TestConfig();
+  config.set_peer_advertise("follow:1");
+  std::unique_ptr<FakeBackend> backend = testing::ScriptedBackend();
+  const ValidationContext context = testing::ContextFor(*backend, config, /*peers=*/true);
+  for (const std::string& at : {leader.address(), std::string("unix:/tmp/collect.sock")}) {
+    INFO(at);
+    const absl::StatusOr<ValidRequest> valid =
+        ValidateTune(SpreadRequest("g", 1, {at, "follow:1"}), context);
+    CHECK(valid.status().code() == absl::StatusCode::kPermissionDenied);
+    CHECK_THAT(std::string(valid.status().message()),
+               Catch::StartsWith("group.members[0].daemon: \"" + at +
+                                 "\" is not one of this daemon's peers"));
+  }
+  // The peer client itself dials nothing else, whatever reaches it.
+  PeerClient client(kToken, "follow:1", {"lead:1"});
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  CHECK(client.Ready(leader.address(), v1::ReadyRequest(), deadline).status().code() ==
+        absl::StatusCode::kPermissionDenied);
+  CHECK(client.Ping("unix:/tmp/collect.sock", deadline).code() ==
+        absl::StatusCode::kPermissionDenied);
+  CHECK(leader.asked().empty());
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ class LeaderFixture {
  public:
   explicit LeaderFixture(const std::string& cache_name)
       : stack_(cache_name, "lead:1"),
-        peer_client_("a-test-peer-token-16+", "lead:1"),
+        peer_client_("a-test-peer-token-16+", "lead:1", {"follow:1"}),
         cross_(&stack_.backend(), &stack_.engine(), &stack_.solver(), &peer_client_, "lead:1"),
         admission_(16, nullptr),
         rounds_(&stack_.solver(), &cross_, nullptr, &stack_.metrics(), Options()),

@@ -113,6 +113,21 @@ TEST_CASE("the watchdog pinger keeps sending WATCHDOG=1 until destroyed") {
   CHECK(listener->Next(absl::Milliseconds(100)).empty());
 }
 
+TEST_CASE("the watchdog pinger is silent while the daemon cannot serve") {
+  std::unique_ptr<NotifyListener> listener = Listener(true);
+  Notifier n(listener->address());
+  std::atomic<bool> healthy{true};
+  WatchdogPinger pinger(&n, absl::Milliseconds(40));
+  pinger.SetHealthy([&healthy] { return healthy.load(); });
+  CHECK(listener->Next(absl::Seconds(10)) == "WATCHDOG=1");
+  healthy = false;
+  while (!listener->Next(absl::Milliseconds(100)).empty()) {
+  }
+  CHECK(listener->Next(absl::Milliseconds(200)).empty());
+  healthy = true;
+  CHECK(listener->Next(absl::Seconds(10)) == "WATCHDOG=1");
+}
+
 TEST_CASE("a reload sorts changed fields into live and restart") {
   config::DaemonConfig before = *config::DefaultConfig();
   config::DaemonConfig after = before;

@@ -101,9 +101,24 @@ WatchdogPinger::WatchdogPinger(const Notifier* notifier, absl::Duration timeout)
   if (timeout <= absl::ZeroDuration() || !notifier_->enabled()) return;
   thread_ = std::thread([this] {
     do {
-      notifier_->Watchdog().IgnoreError();  // a lost ping is the manager's call
+      // A lost ping is the manager's call.
+      if (Healthy()) notifier_->Watchdog().IgnoreError();
     } while (!stop_.WaitForNotificationWithTimeout(interval_));
   });
+}
+
+void WatchdogPinger::SetHealthy(std::function<bool()> healthy) {
+  absl::MutexLock lock(&mu_);
+  healthy_ = std::move(healthy);
+}
+
+bool WatchdogPinger::Healthy() {
+  std::function<bool()> healthy;
+  {
+    absl::MutexLock lock(&mu_);
+    healthy = healthy_;
+  }
+  return !healthy || healthy();
 }
 
 WatchdogPinger::~WatchdogPinger() {

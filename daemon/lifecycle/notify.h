@@ -15,11 +15,14 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
@@ -62,7 +65,9 @@ absl::StatusOr<absl::Duration> WatchdogTimeout(const char* watchdog_usec,
 
 // Sends WATCHDOG=1 through `notifier` every `timeout / 2` on its own thread,
 // from construction until destruction (a zero timeout starts nothing). It
-// shows that the process is alive and scheduling; rounds are bounded by their
+// shows that the process is alive and scheduling and, once SetHealthy is
+// called, that it can serve: a ping is skipped while `healthy` returns false
+// (the service manager then restarts the daemon). Rounds are bounded by their
 // own deadlines.
 class WatchdogPinger {
  public:
@@ -73,9 +78,17 @@ class WatchdogPinger {
 
   absl::Duration interval() const { return interval_; }
 
+  // From now on pings only while `healthy()` is true (called on the pinger's
+  // thread; must outlive the pinger or be replaced).
+  void SetHealthy(std::function<bool()> healthy) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
+  bool Healthy() ABSL_LOCKS_EXCLUDED(mu_);
+
   const Notifier* const notifier_;  // not owned
   const absl::Duration interval_;
+  absl::Mutex mu_;
+  std::function<bool()> healthy_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
   std::thread thread_;
 };

@@ -3,12 +3,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/escape.h"
 #include "daemon/common/grpc_status.h"
 
 namespace autotuned {
 
-PeerClient::PeerClient(std::string token, std::string self)
-    : token_(std::move(token)), self_(std::move(self)) {}
+PeerClient::PeerClient(std::string token, std::string self, std::vector<std::string> peers)
+    : token_(std::move(token)), self_(std::move(self)), peers_(peers.begin(), peers.end()) {}
 
 std::shared_ptr<v1::Peer::Stub> PeerClient::Stub(const std::string& address) {
   absl::MutexLock lock(&mu_);
@@ -38,6 +39,10 @@ void PeerClient::Forget(const std::string& address,
 template <typename Request, typename Reply, typename Method>
 absl::Status PeerClient::Call(const std::string& address, const Request& request,
                               Reply* reply, absl::Time deadline, Method method) {
+  if (!peers_.contains(address)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "peer \"", LogEscaped(address), "\" is not one of this daemon's peers (configuration)"));
+  }
   for (int attempt = 0;; ++attempt) {
     std::shared_ptr<v1::Peer::Stub> stub = Stub(address);
     grpc::ClientContext context;

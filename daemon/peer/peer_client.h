@@ -2,7 +2,8 @@
 // daemon reaches the leader of a group's round.
 //
 // Every call carries "authorization: Bearer <token>" (the node's shared peer
-// token) and ends by its deadline. Channels are made once per address and
+// token) and ends by its deadline. Only the operator's peers are dialed
+// (see the constructor): an address from a request never receives the token. Channels are made once per address and
 // kept (plain TCP, like the peer port: see peer_service.h); a call that fails
 // UNAVAILABLE drops its channel and is tried once more on a fresh one (a
 // daemon that restarted is reached at once, not after a reconnect backoff).
@@ -23,9 +24,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -36,8 +39,10 @@ namespace autotuned {
 class PeerClient {
  public:
   // `token`: the shared peer token; `self`: this daemon's peer_advertise
-  // name, sent as from_daemon.
-  PeerClient(std::string token, std::string self);
+  // name, sent as from_daemon; `peers`: the only addresses it dials and
+  // sends the token to (config peers). A call to any other address is
+  // PERMISSION_DENIED, naming it, before any connection is made.
+  PeerClient(std::string token, std::string self, std::vector<std::string> peers);
 
   PeerClient(const PeerClient&) = delete;
   PeerClient& operator=(const PeerClient&) = delete;
@@ -73,6 +78,7 @@ class PeerClient {
   // Constant after construction.
   const std::string token_;
   const std::string self_;
+  const absl::flat_hash_set<std::string> peers_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<v1::Peer::Stub>> stubs_

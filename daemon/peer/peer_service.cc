@@ -53,17 +53,54 @@ grpc::Status PeerService::Authenticate(const grpc::ServerContext& context) const
     }
   }
   if (why.empty()) return grpc::Status::OK;
-  spdlog::warn("peer: refused a call from {}: {}", context.peer(), why);
+  int64_t suppressed = 0;
+  if (refused_log_.Allow(&suppressed)) {
+    spdlog::warn("peer: refused a call from {}: {}{}", LogEscaped(context.peer()), why,
+                 suppressed > 0 ? absl::StrCat(" (", suppressed, " more refused, not logged)")
+                                : std::string());
+  }
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, why);
 }
 
-grpc::Status PeerService::Ping(grpc::ServerContext* context, const v1::PingRequest*,
-                               v1::PingReply* reply) {
+template <typename Request, typename Reply, typename Handle>
+grpc::Status PeerService::Serve(grpc::ServerContext* context,
+                                grpc::ServerUnaryStreamer<Request, Reply>* stream,
+                                Handle handle) {
   grpc::Status auth = Authenticate(*context);
-  if (!auth.ok()) return auth;
-  reply->set_daemon(daemon_);
-  reply->set_fingerprint(fingerprint_);
+  if (!auth.ok()) return auth;  // the message is never read
+  Request request;
+  if (!stream->Read(&request)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "no request message, or one that does not parse");
+  }
+  Reply reply;
+  grpc::Status s = handle(request, absl::FromChrono(context->deadline()), &reply);
+  if (!s.ok()) return s;
+  if (!stream->Write(reply)) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the caller went away");
+  }
   return grpc::Status::OK;
+}
+
+// A handler's answer (or its error status) as the call's.
+template <typename Handler, typename Request, typename Reply>
+grpc::Status Answer(const Handler& handler, const char* method, const Request& request,
+                    absl::Time deadline, Reply* reply) {
+  if (!handler) return NotServing(method);
+  auto out = handler(request, deadline);
+  if (!out.ok()) return ToGrpcStatus(out.status());
+  *reply = *std::move(out);
+  return grpc::Status::OK;
+}
+
+grpc::Status PeerService::StreamedPing(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<v1::PingRequest, v1::PingReply>* stream) {
+  return Serve(context, stream, [this](const v1::PingRequest&, absl::Time, v1::PingReply* reply) {
+    reply->set_daemon(daemon_);
+    reply->set_fingerprint(fingerprint_);
+    return grpc::Status::OK;
+  });
 }
 
 void PeerService::SetReadyHandler(ReadyHandler handler) {
@@ -71,21 +108,18 @@ void PeerService::SetReadyHandler(ReadyHandler handler) {
   ready_ = std::move(handler);
 }
 
-grpc::Status PeerService::Ready(grpc::ServerContext* context,
-                                const v1::ReadyRequest* request, v1::Decision* reply) {
-  grpc::Status auth = Authenticate(*context);
-  if (!auth.ok()) return auth;
-  ReadyHandler handler;
-  {
-    absl::MutexLock lock(&mu_);
-    handler = ready_;
-  }
-  if (!handler) return NotServing("Ready");
-  absl::StatusOr<v1::Decision> decision =
-      handler(*request, absl::FromChrono(context->deadline()));
-  if (!decision.ok()) return ToGrpcStatus(decision.status());
-  *reply = *std::move(decision);
-  return grpc::Status::OK;
+grpc::Status PeerService::StreamedReady(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<v1::ReadyRequest, v1::Decision>* stream) {
+  return Serve(context, stream,
+               [this](const v1::ReadyRequest& request, absl::Time deadline, v1::Decision* reply) {
+                 ReadyHandler handler;
+                 {
+                   absl::MutexLock lock(&mu_);
+                   handler = ready_;
+                 }
+                 return Answer(handler, "Ready", request, deadline, reply);
+               });
 }
 
 void PeerService::SetRunHandlers(ReduceHandler reduce, ExchangeHandler exchange) {
@@ -94,40 +128,33 @@ void PeerService::SetRunHandlers(ReduceHandler reduce, ExchangeHandler exchange)
   exchange_ = std::move(exchange);
 }
 
-grpc::Status PeerService::ReduceTimings(grpc::ServerContext* context,
-                                        const v1::RankTimings* request,
-                                        v1::Decision* reply) {
-  grpc::Status auth = Authenticate(*context);
-  if (!auth.ok()) return auth;
-  ReduceHandler handler;
-  {
-    absl::MutexLock lock(&mu_);
-    handler = reduce_;
-  }
-  if (!handler) return NotServing("ReduceTimings");
-  absl::StatusOr<v1::Decision> decision =
-      handler(*request, absl::FromChrono(context->deadline()));
-  if (!decision.ok()) return ToGrpcStatus(decision.status());
-  *reply = *std::move(decision);
-  return grpc::Status::OK;
+grpc::Status PeerService::StreamedReduceTimings(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<v1::RankTimings, v1::Decision>* stream) {
+  return Serve(context, stream,
+               [this](const v1::RankTimings& request, absl::Time deadline, v1::Decision* reply) {
+                 ReduceHandler handler;
+                 {
+                   absl::MutexLock lock(&mu_);
+                   handler = reduce_;
+                 }
+                 return Answer(handler, "ReduceTimings", request, deadline, reply);
+               });
 }
 
-grpc::Status PeerService::Exchange(grpc::ServerContext* context,
-                                   const v1::ExchangeRequest* request,
-                                   v1::ExchangeReply* reply) {
-  grpc::Status auth = Authenticate(*context);
-  if (!auth.ok()) return auth;
-  ExchangeHandler handler;
-  {
-    absl::MutexLock lock(&mu_);
-    handler = exchange_;
-  }
-  if (!handler) return NotServing("Exchange");
-  absl::StatusOr<v1::ExchangeReply> out =
-      handler(*request, absl::FromChrono(context->deadline()));
-  if (!out.ok()) return ToGrpcStatus(out.status());
-  *reply = *std::move(out);
-  return grpc::Status::OK;
+grpc::Status PeerService::StreamedExchange(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<v1::ExchangeRequest, v1::ExchangeReply>* stream) {
+  return Serve(context, stream,
+               [this](const v1::ExchangeRequest& request, absl::Time deadline,
+                      v1::ExchangeReply* reply) {
+                 ExchangeHandler handler;
+                 {
+                   absl::MutexLock lock(&mu_);
+                   handler = exchange_;
+                 }
+                 return Answer(handler, "Exchange", request, deadline, reply);
+               });
 }
 
 absl::StatusOr<std::string> LoadPeerToken(const config::DaemonConfig& config) {

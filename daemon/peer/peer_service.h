@@ -10,9 +10,12 @@
 // Authentication: every call must carry the metadata
 //   authorization: Bearer <token>
 // with the node's shared peer token (config peer_token or peer_token_file);
-// any other call is refused with UNAUTHENTICATED before anything else
-// happens, and logged with the caller's address. The token is compared in
-// constant time. There is no TLS (the static build links grpc_unsecure): the
+// any other call is refused with UNAUTHENTICATED from its metadata alone,
+// before its message is read (every method is a streamed unary one: gRPC
+// reads the body only when the handler asks, so a caller without the token
+// makes the daemon hold no more than the transport's flow-control window),
+// and logged with the caller's address (at most kRefusedLogBurst lines per
+// kRefusedLogPeriod, then a count). The token is compared in constant time. There is no TLS (the static build links grpc_unsecure): the
 // token keeps strangers out; it does not hide the traffic, so keep the peer
 // network private.
 //
@@ -28,11 +31,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "config/config.pb.h"
+#include "daemon/common/escape.h"
 #include "proto/peer.grpc.pb.h"
 
 namespace autotuned {
 
-class PeerService final : public v1::Peer::Service {
+class PeerService final : public v1::Peer::StreamedUnaryService {
  public:
   // Answers an authenticated Ready by `deadline` (the caller's): the
   // leader's decision, or an error status passed to the caller as is.
@@ -57,23 +61,35 @@ class PeerService final : public v1::Peer::Service {
   void SetRunHandlers(ReduceHandler reduce, ExchangeHandler exchange)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  grpc::Status Ping(grpc::ServerContext* context, const v1::PingRequest* request,
-                    v1::PingReply* reply) override;
-  grpc::Status Ready(grpc::ServerContext* context, const v1::ReadyRequest* request,
-                     v1::Decision* reply) override;
-  grpc::Status ReduceTimings(grpc::ServerContext* context,
-                             const v1::RankTimings* request,
-                             v1::Decision* reply) override;
-  grpc::Status Exchange(grpc::ServerContext* context, const v1::ExchangeRequest* request,
-                        v1::ExchangeReply* reply) override;
+  static constexpr int kRefusedLogBurst = 5;
+  static constexpr absl::Duration kRefusedLogPeriod = absl::Seconds(10);
+
+  grpc::Status StreamedPing(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<v1::PingRequest, v1::PingReply>* stream) override;
+  grpc::Status StreamedReady(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<v1::ReadyRequest, v1::Decision>* stream) override;
+  grpc::Status StreamedReduceTimings(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<v1::RankTimings, v1::Decision>* stream) override;
+  grpc::Status StreamedExchange(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<v1::ExchangeRequest, v1::ExchangeReply>* stream) override;
 
  private:
   // OK, or UNAUTHENTICATED saying what was wrong (never the token).
   grpc::Status Authenticate(const grpc::ServerContext& context) const;
+  // Authenticates, then reads the request, answers it with `handle` and
+  // writes the reply.
+  template <typename Request, typename Reply, typename Handle>
+  grpc::Status Serve(grpc::ServerContext* context,
+                     grpc::ServerUnaryStreamer<Request, Reply>* stream, Handle handle);
 
   const std::string token_;
   const std::string daemon_;
   const std::string fingerprint_;
+  mutable RateLimitedLog refused_log_{kRefusedLogBurst, kRefusedLogPeriod};
 
   mutable absl::Mutex mu_;
   ReadyHandler ready_ ABSL_GUARDED_BY(mu_);

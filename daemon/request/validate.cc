@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/escape.h"
 #include "daemon/common/status_macros.h"
 
 namespace autotuned {
@@ -12,6 +13,40 @@ namespace {
 
 absl::Status Invalid(const std::string& field, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+bool PrintableAscii(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+}
+
+// `value` of `field` is at most `max` bytes (and printable ASCII when
+// `printable`).
+absl::Status CheckString(const std::string& field, const std::string& value, size_t max,
+                         bool printable) {
+  if (value.size() > max) {
+    return Invalid(field, absl::StrCat("at most ", max, " bytes, got ", value.size()));
+  }
+  if (printable && !PrintableAscii(value)) {
+    return Invalid(field, absl::StrCat("printable ASCII only, got \"", LogEscaped(value), "\""));
+  }
+  return absl::OkStatus();
+}
+
+// The strings of problem `p` (`f`: its field path) within their bounds.
+absl::Status CheckProblemStrings(const v1::Problem& p, const std::string& f) {
+  AT_RETURN_IF_ERROR(CheckString(f + ".label", p.label(), kMaxLabelBytes, false));
+  for (int i = 0; i < p.candidates_size(); ++i) {
+    const std::string cf = absl::StrCat(f, ".candidates[", i, "]");
+    AT_RETURN_IF_ERROR(CheckString(cf + ".impl", p.candidates(i).impl(), kMaxNameBytes, false));
+    for (const auto& param : p.candidates(i).params()) {
+      if (param.first.size() > kMaxNameBytes) {
+        return Invalid(absl::StrCat(cf, ".params[\"", LogEscaped(param.first, 32), "\"]"),
+                       absl::StrCat("a parameter name of at most ", kMaxNameBytes,
+                                    " bytes, got ", param.first.size()));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 bool ToCollective(v1::Collective c, Collective* out) {
@@ -255,6 +290,7 @@ absl::StatusOr<ValidProblem> ValidateProblem(const v1::Problem& p,
                                              const std::string& f,
                                              int world_size,
                                              const ValidationContext& ctx) {
+  AT_RETURN_IF_ERROR(CheckProblemStrings(p, f));
   ValidProblem out;
   ProblemSpec& spec = out.spec;
   spec.world_size = world_size;
@@ -304,6 +340,7 @@ absl::Status ValidateMember(const v1::Group& g, int i, const ValidationContext& 
                                              index->of_rank[m.rank()], "])"));
   }
   index->of_rank[m.rank()] = i;
+  AT_RETURN_IF_ERROR(CheckString(f + ".daemon", m.daemon(), kMaxDaemonBytes, true));
   if (!m.daemon().empty() && m.daemon() != ctx.self_daemon) {
     if (!ctx.peers || g.whole_group()) {
       return absl::UnimplementedError(absl::StrCat(
@@ -312,6 +349,14 @@ absl::Status ValidateMember(const v1::Group& g, int i, const ValidationContext& 
                                   : absl::StrCat("\"", ctx.self_daemon, "\""),
           "); groups spread over several daemons need ranks asking one by one "
           "(whole_group false) and this daemon's peer_listen and peer_advertise"));
+    }
+    if (std::find(ctx.allowed_peers.begin(), ctx.allowed_peers.end(), m.daemon()) ==
+        ctx.allowed_peers.end()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          f, ".daemon: \"", LogEscaped(m.daemon()), "\" is not one of this daemon's peers ",
+          ctx.allowed_peers.empty() ? std::string("(none configured: groups spread over daemons "
+                                                  "need the configuration's peers)")
+                                    : std::string("(the configuration's peers)")));
     }
     if (m.rank() == g.rank() && m.daemon() != ctx.asking_daemon) {
       return Invalid("group.rank",
@@ -362,6 +407,7 @@ absl::Status CheckClientCandidatesServed(const v1::TuneRequest& request,
 }  // namespace
 
 absl::Status ValidateGroup(const v1::Group& g, const ValidationContext& ctx) {
+  AT_RETURN_IF_ERROR(CheckString("group.id", g.id(), kMaxGroupIdBytes, true));
   if (g.world_size() <= 0) {
     return Invalid("group.world_size",
                    absl::StrCat("must be positive, got ", g.world_size()));
@@ -395,9 +441,6 @@ absl::Status ValidateGroup(const v1::Group& g, const ValidationContext& ctx) {
     if (g.id().empty()) {
       return Invalid("group.id", "is required when ranks ask one by one (members "
                                  "given, whole_group false)");
-    }
-    if (g.id().size() > 256) {
-      return Invalid("group.id", absl::StrCat("at most 256 characters, got ", g.id().size()));
     }
   }
   return absl::OkStatus();

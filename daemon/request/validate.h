@@ -35,6 +35,14 @@
 
 namespace autotuned {
 
+// Bounds on the strings of a request (docs/protocol.md, "Requests and errors"); a longer
+// or ill-formed one is INVALID_ARGUMENT naming the field. Strings that reach
+// logs or error messages are printable ASCII or escaped (daemon/common/escape.h).
+inline constexpr size_t kMaxGroupIdBytes = 256;     // group.id: printable ASCII
+inline constexpr size_t kMaxDaemonBytes = 256;      // members[].daemon: printable ASCII
+inline constexpr size_t kMaxNameBytes = 128;        // candidates' impl and parameter names
+inline constexpr size_t kMaxLabelBytes = 1024;      // problems' label: any bytes
+
 // What the service needs to know about the node to validate a request.
 struct ValidationContext {
   const Catalogue* catalogue = nullptr;
@@ -49,6 +57,10 @@ struct ValidationContext {
   // client: peer_listen and peer_advertise set). Otherwise they are
   // UNIMPLEMENTED.
   bool peers = false;
+  // The other daemons members may name (config peers, from the operator);
+  // a member on any other daemon is PERMISSION_DENIED, before anything is
+  // dialed.
+  std::vector<std::string> allowed_peers;
   // The daemon the asking rank must be on: "" = this one; the leader
   // validating a forwarded ask sets the follower's name (ReadyRequest).
   std::string asking_daemon;
@@ -146,7 +158,8 @@ absl::Status ValidateListImplementations(const v1::ListImplementationsRequest& r
 // Members: when given, there is one per rank (world_size of them, each rank
 // once). Members on this daemon (daemon "" or context.self_daemon) are each on
 // a distinct local GPU of this node. Members on other daemons need
-// context.peers (else UNIMPLEMENTED) and whole_group false; then the asking
+// context.peers (else UNIMPLEMENTED), a daemon in context.allowed_peers (else
+// PERMISSION_DENIED) and whole_group false; then the asking
 // rank must be on context.asking_daemon (this daemon by default), and
 // world_size is not bounded by this node (the leader decides what it can
 // measure). A group with members and whole_group false is served rank by rank

@@ -379,5 +379,34 @@ TEST_CASE("ListImplementations takes no collective it does not know") {
         absl::InvalidArgumentError("collective: unknown collective 99"));
 }
 
+TEST_CASE("client strings are bounded and printable where they reach logs") {
+  Validator v;
+  const std::string big(8 << 10, 'n');
+  v1::TuneRequest req = Request({big});
+  CHECK(v.Error(req) == "problems[0].candidates[0].impl: at most 128 bytes, got 8192");
+  req = Request({"all_reduce/a"});
+  (*req.mutable_problems(0)->mutable_candidates(0)->mutable_params())[big] = 1;
+  CHECK_THAT(v.Error(req),
+             Catch::StartsWith("problems[0].candidates[0].params[\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
+                               "...(8192 bytes)\"]: a parameter name of at most 128 bytes"));
+  req = Request({"all_reduce/a"});
+  req.mutable_problems(0)->set_label(std::string(1025, 'l'));
+  CHECK(v.Error(req) == "problems[0].label: at most 1024 bytes, got 1025");
+  req.mutable_problems(0)->set_label("any bytes \n\xff are echoed back as they came");
+  CHECK(v.Error(req) == "OK");
+  // A newline in an unknown name comes back escaped: it cannot forge a line.
+  req = Request({"all_reduce/x\nINFO forged"});
+  CHECK(v.Error(req) == "problems[0].candidates[0].impl: unknown implementation "
+                        "\"all_reduce/x\\x0aINFO forged\" (see ListImplementations)");
+
+  req = RankRequest("g\nforged", 0);
+  CHECK(v.Error(req) == "group.id: printable ASCII only, got \"g\\x0aforged\"");
+  req = RankRequest(std::string(257, 'g'), 0);
+  CHECK(v.Error(req) == "group.id: at most 256 bytes, got 257");
+  req = RankRequest("g", 0);
+  req.mutable_group()->mutable_members(1)->set_daemon("a\r\nb:1");
+  CHECK(v.Error(req) == "group.members[1].daemon: printable ASCII only, got \"a\\x0d\\x0ab:1\"");
+}
+
 }  // namespace
 }  // namespace autotuned

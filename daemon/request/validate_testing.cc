@@ -14,6 +14,7 @@ ValidationContext ContextFor(const Backend& backend, const config::DaemonConfig&
   context.backend_name = backend.node().backend;
   context.self_daemon = config.peer_advertise();
   context.peers = peers && !config.peer_advertise().empty();
+  context.allowed_peers.assign(config.peers().begin(), config.peers().end());
   return context;
 }
 

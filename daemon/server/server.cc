@@ -16,25 +16,47 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include <spdlog/spdlog.h>
 #include "daemon/peer/peer_client.h"
+#include "daemon/server/parse_errors.h"
 #include "daemon/common/status_macros.h"
 
 namespace autotuned {
 namespace {
 
-absl::Status MakeDirs(const std::string& dir) {
+constexpr mode_t kSocketDirMode = 0750;
+
+// mkdir -p with mode 0750: the socket's directory admits the daemon's user
+// and `gid` (the socket's group; -1 keeps the daemon's), nobody else.
+absl::Status MakeDirs(const std::string& dir, gid_t gid) {
   if (dir.empty()) return absl::OkStatus();
   struct stat st;
   if (stat(dir.c_str(), &st) == 0) return absl::OkStatus();
   const size_t slash = dir.rfind('/');
   if (slash != std::string::npos && slash > 0) {
-    AT_RETURN_IF_ERROR(MakeDirs(dir.substr(0, slash)));
+    AT_RETURN_IF_ERROR(MakeDirs(dir.substr(0, slash), gid));
   }
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+  if (mkdir(dir.c_str(), kSocketDirMode) != 0) {
+    if (errno == EEXIST) return absl::OkStatus();
     return absl::UnavailableError(
         absl::StrCat("unix_socket: cannot create ", dir, ": ", strerror(errno)));
   }
+  if (gid != static_cast<gid_t>(-1) && chown(dir.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("unix_socket_group: chown ", dir, ": ", strerror(errno)));
+  }
   return absl::OkStatus();
+}
+
+// The gid of config.unix_socket_group, or -1 when it is "".
+absl::StatusOr<gid_t> SocketGroup(const config::DaemonConfig& config) {
+  if (config.unix_socket_group().empty()) return static_cast<gid_t>(-1);
+  struct group* g = getgrnam(config.unix_socket_group().c_str());
+  if (g == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unix_socket_group: no group named \"", config.unix_socket_group(), "\""));
+  }
+  return g->gr_gid;
 }
 
 // True when something accepts connections on the socket at `path`.
@@ -50,14 +72,14 @@ bool SomeoneListens(const std::string& path) {
   return live;
 }
 
-absl::Status PrepareSocketPath(const std::string& path) {
+absl::Status PrepareSocketPath(const std::string& path, gid_t gid) {
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
     return absl::InvalidArgumentError(
         absl::StrCat("unix_socket: path longer than ",
                      sizeof(sockaddr_un::sun_path) - 1, " bytes: ", path));
   }
   const size_t slash = path.rfind('/');
-  if (slash != std::string::npos) AT_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash)));
+  if (slash != std::string::npos) AT_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash), gid));
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
   if (!S_ISSOCK(st.st_mode)) {
@@ -76,18 +98,11 @@ absl::Status PrepareSocketPath(const std::string& path) {
 // then renamed into place: no client ever finds it with other permissions.
 std::string StagingPath(const std::string& path) { return path + ".new"; }
 
-absl::Status SetSocketAccess(const config::DaemonConfig& config,
+absl::Status SetSocketAccess(const config::DaemonConfig& config, gid_t gid,
                              const std::string& path) {
-  if (!config.unix_socket_group().empty()) {
-    struct group* g = getgrnam(config.unix_socket_group().c_str());
-    if (g == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unix_socket_group: no group named \"", config.unix_socket_group(), "\""));
-    }
-    if (chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "unix_socket_group: chown ", path, ": ", strerror(errno)));
-    }
+  if (gid != static_cast<gid_t>(-1) && chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "unix_socket_group: chown ", path, ": ", strerror(errno)));
   }
   if (chmod(path.c_str(), config.unix_socket_mode()) != 0) {
     return absl::PermissionDeniedError(
@@ -107,6 +122,20 @@ class NoPlugins : public grpc::ServerBuilderOption {
 };
 
 }  // namespace
+
+bool RemoveOwnSocket(const Listening& listening) {
+  if (listening.unix_socket.empty()) return false;
+  struct stat st;
+  const char* path = listening.unix_socket.c_str();
+  if (lstat(path, &st) != 0) return false;
+  if (!S_ISSOCK(st.st_mode) || st.st_dev != listening.socket_dev ||
+      st.st_ino != listening.socket_ino) {
+    spdlog::warn("unix_socket: {} is no longer the socket this daemon made; left in place",
+                 listening.unix_socket);
+    return false;
+  }
+  return unlink(path) == 0;
+}
 
 absl::StatusOr<PeerListening> StartPeerServer(const config::DaemonConfig& config,
                                               grpc::Service* peer) {
@@ -144,9 +173,11 @@ absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   Listening out;
+  gid_t gid = static_cast<gid_t>(-1);
   if (!config.unix_socket().empty()) {
-    AT_RETURN_IF_ERROR(PrepareSocketPath(config.unix_socket()));
-    AT_RETURN_IF_ERROR(PrepareSocketPath(StagingPath(config.unix_socket())));
+    AT_ASSIGN_OR_RETURN(gid, SocketGroup(config));
+    AT_RETURN_IF_ERROR(PrepareSocketPath(config.unix_socket(), gid));
+    AT_RETURN_IF_ERROR(PrepareSocketPath(StagingPath(config.unix_socket()), gid));
     builder.AddListeningPort("unix:" + StagingPath(config.unix_socket()),
                              grpc::InsecureServerCredentials());
     out.unix_socket = config.unix_socket();
@@ -157,6 +188,9 @@ absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
   }
   for (grpc::Service* s : services) builder.RegisterService(s);
   builder.SetMaxReceiveMessageSize(config.limits().max_request_bytes());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(ParseErrorsFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   out.server = builder.BuildAndStart();
   if (out.server == nullptr) {
     return absl::UnavailableError(absl::StrCat(
@@ -171,10 +205,19 @@ absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
   }
   if (!out.unix_socket.empty()) {
     const std::string staging = StagingPath(out.unix_socket);
-    absl::Status access = SetSocketAccess(config, staging);
+    absl::Status access = SetSocketAccess(config, gid, staging);
+    struct stat st;
+    if (access.ok() && lstat(staging.c_str(), &st) != 0) {
+      access = absl::UnavailableError(
+          absl::StrCat("unix_socket: stat ", staging, ": ", strerror(errno)));
+    }
     if (access.ok() && rename(staging.c_str(), out.unix_socket.c_str()) != 0) {
       access = absl::UnavailableError(absl::StrCat(
           "unix_socket: rename ", staging, " to ", out.unix_socket, ": ", strerror(errno)));
+    }
+    if (access.ok()) {
+      out.socket_dev = st.st_dev;
+      out.socket_ino = st.st_ino;
     }
     if (!access.ok()) {
       out.server->Shutdown();

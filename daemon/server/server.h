@@ -3,8 +3,12 @@
 // server reflection; the caller passes the health service among `services`)
 // and, when configured, the peer server (a TCP port for other daemons,
 // carrying the Peer service alone).
-// Both refuse messages over limits.max_request_bytes with RESOURCE_EXHAUSTED.
+// Both refuse messages over limits.max_request_bytes with RESOURCE_EXHAUSTED;
+// on the client server a message that does not parse is INVALID_ARGUMENT
+// saying so (parse_errors.h).
 #pragma once
+
+#include <sys/types.h>
 
 #include <memory>
 #include <string>
@@ -20,10 +24,14 @@ struct Listening {
   std::unique_ptr<grpc::Server> server;
   std::string unix_socket;  // "" when off
   int tcp_port = 0;         // 0 when off
+  // The socket file this daemon made (RemoveOwnSocket compares them).
+  dev_t socket_dev = 0;
+  ino_t socket_ino = 0;
 };
 
 // Listens where `config` says and serves `services` (not owned; they outlive
-// the server). The Unix socket's directory is created when missing, a stale
+// the server). The Unix socket's directory is created when missing (mode
+// 0750, group config.unix_socket_group when set), a stale
 // socket file left by a dead daemon is replaced, and the socket gets
 // config.unix_socket_mode and config.unix_socket_group before it appears at
 // its path (it is bound as "<path>.new" and renamed into place), so no client
@@ -32,6 +40,11 @@ struct Listening {
 // cannot be opened.
 absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
                                       const std::vector<grpc::Service*>& services);
+
+// Removes the Unix socket of `listening` only when the file at its path is
+// still the one StartServer made (same device and inode): a socket another
+// daemon put there since is left alone (logged). True when it was removed.
+bool RemoveOwnSocket(const Listening& listening);
 
 struct PeerListening {
   std::unique_ptr<grpc::Server> server;

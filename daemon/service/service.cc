@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/time/clock.h"
+#include "daemon/common/escape.h"
 #include "daemon/common/grpc_status.h"
 #include "daemon/common/version.h"
 #include "daemon/service/describe.h"
@@ -98,6 +99,7 @@ ValidationContext AutotuneService::Validation(const Settings& settings) const {
   context.backend_name = backend_->node().backend;
   context.self_daemon = config_.peer_advertise();
   context.peers = options_.peer_client != nullptr && !config_.peer_advertise().empty();
+  context.allowed_peers.assign(config_.peers().begin(), config_.peers().end());
   return context;
 }
 
@@ -113,7 +115,8 @@ grpc::Status AutotuneService::Reject(const absl::Status& status, const char* wha
       metrics_->rejected_invalid->Increment();
   }
   spdlog::info("rejected {} request: {}: {}", what,
-               absl::StatusCodeToString(status.code()), std::string(status.message()));
+               absl::StatusCodeToString(status.code()),
+               LogEscaped(status.message(), 4 * kMaxLoggedBytes));
   return ToGrpcStatus(status);
 }
 
@@ -237,11 +240,13 @@ grpc::Status AutotuneService::ListCache(grpc::ServerContext*, const v1::ListCach
 grpc::Status AutotuneService::ClearCache(grpc::ServerContext*, const v1::ClearCacheRequest*,
                                          v1::ClearCacheResponse* response) {
   if (cache_ == nullptr) return CacheDisabled();
-  absl::StatusOr<int64_t> removed = cache_->Clear();
-  if (!removed.ok()) return ToGrpcStatus(removed.status());
-  spdlog::info("cache cleared: {} entries removed", *removed);
+  absl::StatusOr<ResultCache::Cleared> cleared = cache_->Clear();
+  if (!cleared.ok()) return ToGrpcStatus(cleared.status());
+  spdlog::info("cache cleared: {} entries removed, {} files could not be removed",
+               cleared->removed, cleared->not_removed);
   metrics_->cache_entries->Set(cache_->size());
-  response->set_removed(*removed);
+  response->set_removed(cleared->removed);
+  response->set_not_removed(cleared->not_removed);
   return grpc::Status::OK;
 }
 

@@ -38,8 +38,9 @@ class Fixture {
     config_ = testing::TestConfig();
     if (change) change(&config_);
     if (peers) {
-      peer_client_ = std::make_unique<PeerClient>("a-test-peer-token-16+",
-                                                  config_.peer_advertise());
+      peer_client_ = std::make_unique<PeerClient>(
+          "a-test-peer-token-16+", config_.peer_advertise(),
+          std::vector<std::string>(config_.peers().begin(), config_.peers().end()));
     }
     backend_ = testing::ScriptedBackend();
     cache_ = *ResultCache::Open(
@@ -552,7 +553,11 @@ TEST_CASE("members naming this daemon, or asked for the whole group, need no wai
 // rules; tests/multi_daemon_test.cc runs real daemons together).
 
 TEST_CASE("a follower's ranks go to their leader; unreachable is UNAVAILABLE on the wire") {
-  Fixture f("follower", [](config::DaemonConfig* c) { c->set_peer_advertise("follow:1"); },
+  Fixture f("follower",
+            [](config::DaemonConfig* c) {
+              c->set_peer_advertise("follow:1");
+              c->add_peers("127.0.0.1:1");
+            },
             /*peers=*/true);
   // Port 1 on loopback: nobody listens.
   const std::vector<std::string> daemons = {"127.0.0.1:1", "follow:1", "follow:1"};

@@ -40,6 +40,10 @@ std::unique_ptr<FakeBackend> ScriptedBackend() {
 config::DaemonConfig TestConfig() {
   config::DaemonConfig config = *config::DefaultConfig();
   config.mutable_limits()->set_max_buffer_bytes(1 << 20);
+  // The daemons the tests' groups spread over.
+  config.add_peers("lead:1");
+  config.add_peers("follow:1");
+  config.add_peers("other:1");
   return config;
 }
 

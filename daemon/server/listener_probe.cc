@@ -1,0 +1,49 @@
+#include "daemon/server/listener_probe.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/server/health.grpc.pb.h"
+
+namespace autotuned {
+
+ListenerProbe::ListenerProbe(std::string target, absl::Duration interval, int max_failures,
+                             std::function<void()> on_dead)
+    : target_(std::move(target)), interval_(interval) {
+  thread_ = std::thread([this, max_failures, on_dead = std::move(on_dead)] {
+    while (!stop_.WaitForNotificationWithTimeout(interval_)) {
+      if (ProbeOnce()) {
+        failures_ = 0;
+        continue;
+      }
+      const int failed = ++failures_;
+      spdlog::warn("listener probe: {} does not answer ({} of {} in a row)", target_, failed,
+                   max_failures);
+      if (failed >= max_failures && !stop_.HasBeenNotified()) {
+        on_dead();
+        return;
+      }
+    }
+  });
+}
+
+ListenerProbe::~ListenerProbe() {
+  stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool ListenerProbe::ProbeOnce() const {
+  // A fresh channel each time: one that was connected would not notice a
+  // listener that stopped accepting.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + interval_));
+  context.set_wait_for_ready(true);
+  grpc::health::v1::HealthCheckResponse response;
+  return stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response).ok();
+}
+
+}  // namespace autotuned

@@ -1,0 +1,46 @@
+// Whether the client listener still accepts and answers: a thread of its own
+// calls grpc.health.v1.Health/Check on a fresh channel to the daemon's own
+// address every `interval` (deadline: the interval). gRPC closes a listener
+// for good when accept fails for a reason other than a retryable one (e.g.
+// "Too many open files"), and the process would then stay up without
+// serving; after `max_failures` failed probes in a row the probe calls
+// `on_dead` (the daemon logs and exits with status 1, so that the service
+// manager restarts it). Any answer, NOT_SERVING included, counts as alive.
+//
+// Thread-safety: serving() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+
+namespace autotuned {
+
+class ListenerProbe {
+ public:
+  // `target`: a gRPC target of the client listener ("unix:/run/...").
+  ListenerProbe(std::string target, absl::Duration interval, int max_failures,
+                std::function<void()> on_dead);
+  // Stops probing (at most one probe's deadline later).
+  ~ListenerProbe();
+  ListenerProbe(const ListenerProbe&) = delete;
+  ListenerProbe& operator=(const ListenerProbe&) = delete;
+
+  // False after a failed probe, until one succeeds (for the watchdog).
+  bool serving() const { return failures_.load() == 0; }
+
+ private:
+  bool ProbeOnce() const;
+
+  const std::string target_;
+  const absl::Duration interval_;
+  std::atomic<int> failures_{0};
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+}  // namespace autotuned
