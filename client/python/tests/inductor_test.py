@@ -9,8 +9,8 @@ answer, and what the daemon's cache, Inductor's caches, a late rank and a
 dead daemon do to it.
 
 Each case spawns its ranks and compiles (tens of seconds on a small
-machine): the default tier runs 2 ranks; the long tier
-(//client/python:inductor_long_test, AUTOTUNED_LONG=1) adds 4 ranks.
+machine); the default target runs them in 3 shards, its long twin
+(//client/python:inductor_long_test) in one process.
 """
 
 import logging
@@ -25,10 +25,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_fixture import Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
-from tier import long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
 
-LONG = long_only("//client/python:inductor_long_test")
 THREE = ("all_reduce", "all_gather", "reduce_scatter")
 FIVE = THREE + ("broadcast", "all_to_all")
 WINDOW_US = 10_000_000  # ranks compiling side by side on a busy machine drift apart
@@ -285,7 +283,6 @@ def test_two_ranks_tuned_cached_restart_changed_body(daemon):
     assert [s for _, s in _statuses(results[0][1])] == ["TUNED", "CACHED", "CACHED"]
 
 
-@LONG
 def test_four_ranks_tuned_then_cached(daemon):
     _tuned_then_cached(daemon, 4)
 

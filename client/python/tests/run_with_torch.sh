@@ -21,5 +21,7 @@ export AUTOTUNED_CTL="$TEST_SRCDIR/autotuned/client/cli/autotunectl"  # where a 
 export TORCHINDUCTOR_CACHE_DIR="${TEST_TMPDIR:-/tmp}/inductor"
 export TRITON_CACHE_DIR="${TEST_TMPDIR:-/tmp}/triton"
 export HOME="${TEST_TMPDIR:-/tmp}"
+# Bazel's test sharding: tests/conftest.py keeps this shard's tests.
+if [ -n "${TEST_SHARD_STATUS_FILE:-}" ]; then touch "$TEST_SHARD_STATUS_FILE"; fi
 cd "$here/tests"
 exec "$py" -m pytest -v -p no:cacheprovider --durations=0 "$1"
