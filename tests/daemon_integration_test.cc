@@ -190,6 +190,17 @@ TEST_CASE("a hanging candidate is cut off, a wrong one disqualified, and the dae
   REQUIRE(next.ok());
   CHECK(next->results(0).status() == v1::TUNED);
   CHECK(next->results(0).ranked(1).ok());
+
+  // Nothing won: the CLI's exit status says so (3), apart from errors (1).
+  for (const bool json : {false, true}) {
+    std::vector<std::string> args = {"tune", "--collective=all_reduce", "--bytes=4KiB",
+                                     "--world=4", "--candidates=wrong", "--iters=3"};
+    if (json) args.insert(args.begin(), "--json");
+    CommandResult failed = Ctl(n, args);
+    INFO(failed.out << failed.err);
+    CHECK(failed.exit_code == 3);
+    CHECK_THAT(failed.out, Catch::Contains("FAILED"));
+  }
 }
 
 TEST_CASE("the CLI tunes, sweeps, lists, shows the node and manages the cache") {
@@ -239,6 +250,16 @@ TEST_CASE("the CLI tunes, sweeps, lists, shows the node and manages the cache") 
   CommandResult garbage = Ctl(n, {"plot", "--input=" + png2, "--plot=" + png2 + ".x"});
   CHECK(garbage.exit_code == 2);
   CHECK_THAT(garbage.err, Catch::Contains("--input: line 1: not a sweep update"));
+
+  // --version: the daemon's version string, no daemon needed.
+  CommandResult version = RunCommand({Runfile("client/cli/autotunectl"), "--version"});
+  REQUIRE(version.exit_code == 0);
+  REQUIRE_THAT(version.out, Catch::StartsWith("autotunectl ") && Catch::EndsWith("\n"));
+  CommandResult info_json = Ctl(n, {"--json", "info"});
+  REQUIRE(info_json.exit_code == 0);
+  CHECK_THAT(info_json.out,
+             Catch::Contains("\"daemon_version\": \"" +
+                             version.out.substr(12, version.out.size() - 13) + "\""));
 
   CommandResult list = Ctl(n, {"list", "--collective=broadcast"});
   REQUIRE(list.exit_code == 0);

@@ -83,8 +83,12 @@ const char kUsage[] =
     "  --connect_timeout=DUR  how long to wait for the daemon (default 5s)\n"
     "  --deadline=DUR         limit of one tune or sweep call (default 10m)\n"
     "\n"
-    "exit status: 0 ok, 1 the daemon answered an error or could not be\n"
-    "reached (printed as \"autotunectl: CODE: message\"), 2 usage error\n";
+    "  --version              print autotunectl's version and exit\n"
+    "\n"
+    "exit status: 0 ok (tune, sweep: every size TUNED or CACHED), 1 the daemon\n"
+    "answered an error or could not be reached (printed as \"autotunectl: CODE:\n"
+    "message\"), 2 usage error, 3 tune or sweep answered but some size is\n"
+    "FALLBACK or FAILED (nothing was measured to win there)\n";
 
 namespace {
 
@@ -139,6 +143,13 @@ absl::StatusOr<Resolved> Resolve(Client& client, const Plan& plan,
   return r;
 }
 
+Outcome OutcomeOf(const std::vector<v1::ProblemResult>& results) {
+  for (const v1::ProblemResult& r : results) {
+    if (r.status() != v1::TUNED && r.status() != v1::CACHED) return Outcome::kNotTuned;
+  }
+  return Outcome::kTuned;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ResolveTarget(const std::string& socket,
@@ -154,15 +165,19 @@ absl::StatusOr<std::string> ResolveTarget(const std::string& socket,
   return DefaultTarget();
 }
 
-absl::Status RunTune(Client& client, const Plan& plan, const Output& output) {
+absl::StatusOr<Outcome> RunTune(Client& client, const Plan& plan, const Output& output) {
   absl::StatusOr<Resolved> resolved = Resolve(client, plan, output);
   if (!resolved.ok()) return resolved.status();
   absl::StatusOr<v1::TuneResponse> response = client.Tune(
       MakeTuneRequest(plan, resolved->world, resolved->candidates));
   if (!response.ok()) return response.status();
-  if (output.json) return Print(*response, output);
-  *output.out << FormatTuneResponse(*response);
-  return absl::OkStatus();
+  if (output.json) {
+    absl::Status printed = Print(*response, output);
+    if (!printed.ok()) return printed;
+  } else {
+    *output.out << FormatTuneResponse(*response);
+  }
+  return OutcomeOf({response->results().begin(), response->results().end()});
 }
 
 namespace {
@@ -178,7 +193,7 @@ absl::Status MaybePlot(const std::vector<v1::ProblemResult>& sizes, const Output
 
 }  // namespace
 
-absl::Status RunSweep(Client& client, const Plan& plan, const Output& output) {
+absl::StatusOr<Outcome> RunSweep(Client& client, const Plan& plan, const Output& output) {
   absl::StatusOr<Resolved> resolved = Resolve(client, plan, output);
   if (!resolved.ok()) return resolved.status();
   const v1::SweepRequest request =
@@ -195,7 +210,11 @@ absl::Status RunSweep(Client& client, const Plan& plan, const Output& output) {
           output.out->flush();
         }
       });
-  if (output.json) return table.ok() ? print_status : table.status();
+  if (output.json) {
+    if (!table.ok()) return table.status();
+    if (!print_status.ok()) return print_status;
+    return OutcomeOf(sizes);
+  }
   if (!sizes.empty()) *output.out << FormatSweepTable(sizes);
   if (!sizes.empty()) {
     absl::Status plotted = MaybePlot(sizes, output);
@@ -209,7 +228,7 @@ absl::Status RunSweep(Client& client, const Plan& plan, const Output& output) {
           : sizes[0].problem();
   if (!sizes.empty()) *output.out << "\n";
   *output.out << FormatDispatchTable(*table, problem);
-  return absl::OkStatus();
+  return OutcomeOf(sizes);
 }
 
 absl::Status RunList(Client& client, v1::Collective only, const Output& output) {

@@ -37,15 +37,20 @@ struct Output {
 absl::StatusOr<std::string> ResolveTarget(const std::string& socket,
                                           const std::string& address);
 
+// What a tune or a sweep decided: kTuned when every problem (every size)
+// is TUNED or CACHED, kNotTuned when one is FALLBACK or FAILED (autotunectl
+// then exits with status 3).
+enum class Outcome { kTuned, kNotTuned };
+
 // tune: world from the plan or the node's GPU count, candidates from the
 // plan or the catalogue (SelectCandidates), then one Tune call. JSON: the
 // TuneResponse.
-absl::Status RunTune(Client& client, const Plan& plan, const Output& output);
+absl::StatusOr<Outcome> RunTune(Client& client, const Plan& plan, const Output& output);
 
 // sweep: as tune, then one Sweep call; a progress line per size to err,
 // then the sweep table and the dispatch table (also the part measured
 // before a failure). JSON: every SweepUpdate as one line, as it arrives.
-absl::Status RunSweep(Client& client, const Plan& plan, const Output& output);
+absl::StatusOr<Outcome> RunSweep(Client& client, const Plan& plan, const Output& output);
 
 // plot: no daemon; reads a sweep saved by `autotunectl --json sweep`
 // (`input`), prints its sweep table and dispatch table and, with

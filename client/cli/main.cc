@@ -18,6 +18,7 @@
 #include "client/cli/enums.h"
 #include "client/cli/flag_scan.h"
 #include "client/cpp/client.h"
+#include "daemon/common/version.h"
 
 // Connection and output.
 ABSL_FLAG(std::string, socket, "",
@@ -63,6 +64,7 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitRpcError = 1;
 constexpr int kExitUsage = 2;
+constexpr int kExitNotTuned = 3;  // a tune or sweep left a size FALLBACK or FAILED
 
 int UsageError(const absl::Status& status) {
   std::cerr << "autotunectl: " << status.message() << "\n\n" << kShortUsage;
@@ -98,6 +100,24 @@ RawFlags ReadFlags(std::set<std::string> given) {
   return f;
 }
 
+// The commands that ask the daemon; those other than tune and sweep decide
+// nothing, so their success counts as kTuned.
+absl::StatusOr<Outcome> RunOnDaemon(Command command, Client& client, const Plan& plan,
+                                    v1::Collective only, const Output& output) {
+  absl::Status status;
+  switch (command) {
+    case Command::kTune: return RunTune(client, plan, output);
+    case Command::kSweep: return RunSweep(client, plan, output);
+    case Command::kList: status = RunList(client, only, output); break;
+    case Command::kInfo: status = RunInfo(client, output); break;
+    case Command::kCacheList: status = RunCacheList(client, output); break;
+    case Command::kCacheClear: status = RunCacheClear(client, output); break;
+    case Command::kPlot: break;  // handled in Main, without a daemon
+  }
+  if (!status.ok()) return status;
+  return Outcome::kTuned;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   const std::vector<std::string> args(argv + 1, argv + argc);
@@ -105,6 +125,10 @@ int Main(int argc, char** argv) {
     if (arg == "--") break;
     if (arg == "-h" || arg == "--help" || arg == "-help" || arg == "help") {
       std::cout << kUsage;
+      return kExitOk;
+    }
+    if (arg == "--version" || arg == "-version") {
+      std::cout << "autotunectl " << kDaemonVersion << "\n";
       return kExitOk;
     }
   }
@@ -156,18 +180,10 @@ int Main(int argc, char** argv) {
   output.plot = absl::GetFlag(FLAGS_plot);
   output.out = &std::cout;
   output.err = &std::cerr;
-  absl::Status status;
-  switch (*command) {
-    case Command::kTune: status = RunTune(**client, plan, output); break;
-    case Command::kSweep: status = RunSweep(**client, plan, output); break;
-    case Command::kList: status = RunList(**client, only, output); break;
-    case Command::kInfo: status = RunInfo(**client, output); break;
-    case Command::kCacheList: status = RunCacheList(**client, output); break;
-    case Command::kCacheClear: status = RunCacheClear(**client, output); break;
-    case Command::kPlot: break;  // handled above, without a daemon
-  }
+  const absl::StatusOr<Outcome> outcome = RunOnDaemon(*command, **client, plan, only, output);
   std::cout.flush();
-  return status.ok() ? kExitOk : RpcError(status);
+  if (!outcome.ok()) return RpcError(outcome.status());
+  return *outcome == Outcome::kTuned ? kExitOk : kExitNotTuned;
 }
 
 }  // namespace

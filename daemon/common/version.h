@@ -1,4 +1,5 @@
-// The daemon's release version, reported by NodeInfo and --version.
+// The project's release version: the daemon reports it in NodeInfo,
+// `autotunectl --version` prints it.
 #pragma once
 
 namespace autotuned {
