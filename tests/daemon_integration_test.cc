@@ -6,12 +6,17 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <set>
+#include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/cpp/client.h"
 #include "tests/daemon_process.h"
 
@@ -226,6 +231,34 @@ TEST_CASE("the CLI tunes, sweeps, lists, shows the node and manages the cache") 
   REQUIRE(sweep.exit_code == 0);
   CHECK_THAT(sweep.out, Catch::Contains("dispatch table"));
   CHECK_THAT(sweep.err, Catch::Contains("[3/3]"));
+  CHECK_THAT(sweep.out, Catch::Contains("  algbw  busbw  winner"));
+
+  // The same sweep (cached now) as CSV: sizes in bytes, one row per
+  // candidate per size, the winner's bandwidths as plain numbers.
+  CommandResult csv = Ctl(n, {"--csv", "sweep", "--collective=all_gather", "--from=1KiB",
+                              "--to=16KiB", "--factor=4", "--iters=3"});
+  INFO(csv.out << csv.err);
+  REQUIRE(csv.exit_code == 0);
+  std::vector<std::string> rows = absl::StrSplit(csv.out, '\n', absl::SkipEmpty());
+  REQUIRE(rows.size() > 3);
+  CHECK_THAT(rows[0], Catch::StartsWith("bytes,collective,dtype,candidate,rank,won,"));
+  std::set<std::string> sizes_seen;
+  int winners = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const std::vector<std::string> f = absl::StrSplit(rows[i], ',');
+    REQUIRE(f.size() == 17);
+    sizes_seen.insert(f[0]);
+    CHECK(f[1] == "all_gather");
+    CHECK(f[15] == "CACHED");
+    if (f[5] == "1") {
+      ++winners;
+      double busbw = 0;
+      CHECK(absl::SimpleAtod(f[13], &busbw));
+      CHECK(busbw > 0);
+    }
+  }
+  CHECK(sizes_seen == std::set<std::string>{"1024", "4096", "16384"});
+  CHECK(winners == 3);
 
   // The chart: drawn by the sweep itself, and again, without the daemon,
   // from the sweep's JSON lines.

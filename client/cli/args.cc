@@ -38,12 +38,12 @@ const std::set<std::string>& GlobalFlags() {
 const std::set<std::string>& CommandFlags(Command command) {
   static const auto* tune = new std::set<std::string>{
       "collective", "dtype", "bytes", "world", "gpus", "candidates", "warmup", "iters",
-      "timeout_ms", "op", "root", "splits", "refresh", "timing"};
+      "timeout_ms", "op", "root", "splits", "refresh", "timing", "csv"};
   static const auto* sweep = new std::set<std::string>{
       "collective", "dtype", "from", "to", "factor", "world", "gpus", "candidates",
-      "warmup", "iters", "timeout_ms", "op", "root", "refresh", "timing", "plot"};
+      "warmup", "iters", "timeout_ms", "op", "root", "refresh", "timing", "plot", "csv"};
   static const auto* list = new std::set<std::string>{"collective"};
-  static const auto* plot = new std::set<std::string>{"input", "plot"};
+  static const auto* plot = new std::set<std::string>{"input", "plot", "csv"};
   static const auto* none = new std::set<std::string>{};
   switch (command) {
     case Command::kTune: return *tune;
@@ -200,6 +200,9 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& words) {
 }
 
 absl::Status CheckFlagsApply(Command command, const std::set<std::string>& given) {
+  if (given.count("json") != 0 && given.count("csv") != 0) {
+    return absl::InvalidArgumentError("give --json or --csv, not both");
+  }
   const std::set<std::string>& allowed = CommandFlags(command);
   for (const std::string& flag : given) {
     if (GlobalFlags().count(flag) != 0 || allowed.count(flag) != 0) continue;

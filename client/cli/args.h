@@ -48,7 +48,8 @@ struct RawFlags {
 };
 
 // INVALID_ARGUMENT when a flag in `given` means nothing to `command`
-// ("--bytes does not apply to sweep"). The connection and output flags
+// ("--bytes does not apply to sweep"), or when both --json and --csv are
+// given. The connection and output flags
 // (socket, address, json, connect_timeout, deadline) apply to every command.
 absl::Status CheckFlagsApply(Command command, const std::set<std::string>& given);
 

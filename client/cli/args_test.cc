@@ -45,6 +45,12 @@ TEST_CASE("commands are one or two words") {
 
 TEST_CASE("flags must apply to the command") {
   CHECK(CheckFlagsApply(Command::kTune, {"bytes", "socket", "json"}).ok());
+  CHECK(CheckFlagsApply(Command::kSweep, {"csv"}).ok());
+  CHECK(CheckFlagsApply(Command::kPlot, {"csv", "input"}).ok());
+  CHECK_THAT(std::string(CheckFlagsApply(Command::kInfo, {"csv"}).message()),
+             Catch::Contains("--csv does not apply to info"));
+  CHECK_THAT(std::string(CheckFlagsApply(Command::kTune, {"csv", "json"}).message()),
+             Catch::Contains("--json or --csv, not both"));
   CHECK(CheckFlagsApply(Command::kInfo, {"address", "flagfile"}).ok());
   CHECK(CheckFlagsApply(Command::kList, {"collective"}).ok());
   CHECK(CheckFlagsApply(Command::kSweep, {"plot", "from"}).ok());

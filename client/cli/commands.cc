@@ -17,7 +17,7 @@ namespace autotuned {
 namespace cli {
 
 const char kShortUsage[] =
-    "usage: autotunectl [--socket=PATH | --address=HOST:PORT] [--json] "
+    "usage: autotunectl [--socket=PATH | --address=HOST:PORT] [--json | --csv] "
     "COMMAND [--options]\n"
     "  tune   --collective=C --bytes=SIZE [--dtype=T] [--world=N] "
     "[--candidates=LIST] ...\n"
@@ -29,7 +29,7 @@ const char kShortUsage[] =
     "run 'autotunectl --help' for every option\n";
 
 const char kUsage[] =
-    "usage: autotunectl [--socket=PATH | --address=HOST:PORT] [--json] "
+    "usage: autotunectl [--socket=PATH | --address=HOST:PORT] [--json | --csv] "
     "COMMAND [--options]\n"
     "\n"
     "Asks the autotuned daemon which implementation of a collective is the\n"
@@ -80,6 +80,9 @@ const char kUsage[] =
     "  --address=HOST:PORT    a daemon reached over TCP instead\n"
     "  --json                 print the daemon's answers as JSON (sweep: every\n"
     "                         streamed message on its own line)\n"
+    "  --csv                  tune, sweep, plot: instead of the tables, CSV: a\n"
+    "                         header row, one row per candidate per size; bytes,\n"
+    "                         us and GB/s as plain numbers\n"
     "  --connect_timeout=DUR  how long to wait for the daemon (default 5s)\n"
     "  --deadline=DUR         limit of one tune or sweep call (default 10m)\n"
     "\n"
@@ -175,7 +178,9 @@ absl::StatusOr<Outcome> RunTune(Client& client, const Plan& plan, const Output& 
     absl::Status printed = Print(*response, output);
     if (!printed.ok()) return printed;
   } else {
-    *output.out << FormatTuneResponse(*response);
+    *output.out << (output.csv ? FormatCsv({response->results().begin(),
+                                            response->results().end()})
+                               : FormatTuneResponse(*response));
   }
   return OutcomeOf({response->results().begin(), response->results().end()});
 }
@@ -215,7 +220,8 @@ absl::StatusOr<Outcome> RunSweep(Client& client, const Plan& plan, const Output&
     if (!print_status.ok()) return print_status;
     return OutcomeOf(sizes);
   }
-  if (!sizes.empty()) *output.out << FormatSweepTable(sizes);
+  if (output.csv) *output.out << FormatCsv(sizes);
+  if (!sizes.empty() && !output.csv) *output.out << FormatSweepTable(sizes);
   if (!sizes.empty()) {
     absl::Status plotted = MaybePlot(sizes, output);
     if (!plotted.ok()) return plotted;
@@ -226,6 +232,7 @@ absl::StatusOr<Outcome> RunSweep(Client& client, const Plan& plan, const Output&
       sizes.empty() || sizes[0].problem().candidates().empty()
           ? request.problem()
           : sizes[0].problem();
+  if (output.csv) return OutcomeOf(sizes);
   if (!sizes.empty()) *output.out << "\n";
   *output.out << FormatDispatchTable(*table, problem);
   return OutcomeOf(sizes);
@@ -276,6 +283,10 @@ absl::Status RunPlot(const std::string& input, const Output& output) {
   text << in.rdbuf();
   absl::StatusOr<SavedSweep> saved = ParseSweepJsonLines(text.str());
   if (!saved.ok()) return saved.status();
+  if (output.csv) {
+    *output.out << FormatCsv(saved->sizes);
+    return MaybePlot(saved->sizes, output);
+  }
   *output.out << FormatSweepTable(saved->sizes);
   if (saved->has_table) {
     *output.out << "\n" << FormatDispatchTable(saved->table, saved->sizes[0].problem());

@@ -1,5 +1,6 @@
 // The autotunectl commands: each asks the daemon through a connected Client
-// and prints the answer (human-readable, or JSON with Output::json).
+// and prints the answer (human-readable, JSON with Output::json, or CSV with
+// Output::csv).
 //
 // Errors: the daemon's or the transport's status unchanged; a few of the
 // CLI's own (FAILED_PRECONDITION when the node reports no GPUs and --world
@@ -25,6 +26,7 @@ extern const char kShortUsage[];
 
 struct Output {
   bool json = false;
+  bool csv = false;  // tune, sweep, plot: FormatCsv instead of the tables
   std::string plot;  // sweep: also draw the chart into this PNG file
 
   std::ostream* out = nullptr;

@@ -35,6 +35,12 @@ std::string Gbps(double gbps) {
   return absl::StrFormat(gbps < 1 ? "%.2f" : "%.1f", gbps);
 }
 
+// As nccl-tests prints bandwidths: GB/s with two decimals.
+std::string BandwidthCell(double gbps) {
+  if (!std::isfinite(gbps) || gbps <= 0) return "-";
+  return absl::StrFormat("%.2f", gbps);
+}
+
 std::string Percent(double fraction) {
   if (!std::isfinite(fraction)) return "-";
   return absl::StrFormat("%.1f%%", fraction * 100);
@@ -52,13 +58,34 @@ int64_t CountBytes(const v1::Problem& problem) {
   return size == 0 ? -1 : problem.count() * size;
 }
 
-std::string SizeOfProblem(const v1::Problem& problem, int64_t fallback_bytes) {
-  const int64_t bytes = CountBytes(problem);
-  return FormatBytes(bytes >= 0 ? bytes : fallback_bytes);
-}
 
 std::string Status(const v1::ProblemResult& result) {
   return DecisionStatusName(result.status());
+}
+
+// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line
+// break, quotes doubled.
+std::string CsvField(const std::string& field) {
+  if (field.find_first_of(",\"\r\n") == std::string::npos) return field;
+  std::string quoted = "\"";
+  for (char c : field) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+// A plain number with 3 decimals, "" where there is none (+inf, NaN).
+std::string CsvNumber(double value) {
+  if (!std::isfinite(value)) return "";
+  return absl::StrFormat("%.3f", value);
+}
+
+// The bytes of the sweep axis: the problem's count in bytes of its dtype, or
+// the result's own bytes when the dtype is unset.
+int64_t AxisBytes(const v1::ProblemResult& result) {
+  const int64_t bytes = CountBytes(result.problem());
+  return bytes >= 0 ? bytes : result.bytes();
 }
 
 // "name" -> "ring" when every name starts with the same "<collective>/".
@@ -220,7 +247,7 @@ std::string FormatSweepProgress(const v1::SweepUpdate& update) {
   if (!update.has_size_result()) return "";
   const v1::ProblemResult& result = update.size_result();
   std::string out = absl::StrCat("[", update.done(), "/", update.total(), "] ",
-                                 SizeOfProblem(result.problem(), result.bytes()),
+                                 FormatBytes(AxisBytes(result)),
                                  ": ");
   const std::string winner = WinnerLabel(result);
   if (winner.empty()) {
@@ -268,16 +295,23 @@ std::string FormatSweepTable(const std::vector<v1::ProblemResult>& sizes) {
 
   std::vector<TextTable::Column> columns = {{"size", Align::kRight}};
   for (const std::string& title : titles) columns.push_back({title + " ", Align::kRight});
+  columns.push_back({"algbw", Align::kRight});
+  columns.push_back({"busbw", Align::kRight});
   columns.push_back({"winner"});
   TextTable table(std::move(columns));
   for (const v1::ProblemResult& result : sizes) {
-    std::vector<std::string> row(titles.size() + 2, "- ");
-    row[0] = SizeOfProblem(result.problem(), result.bytes());
+    std::vector<std::string> row(titles.size() + 4, "- ");
+    row[titles.size() + 1] = row[titles.size() + 2] = "-";
+    row[0] = FormatBytes(AxisBytes(result));
     const bool has_winner = !result.winner().empty() && result.status() != v1::FAILED;
     for (const v1::CandidateResult& c : result.ranked()) {
       if (c.index() < 0 || !c.ok()) continue;
       const bool won = has_winner && c.index() == result.winner_index();
       row[c.index() + 1] = Us(c.median_us()) + (won ? "*" : " ");
+      if (won) {
+        row[titles.size() + 1] = BandwidthCell(c.algbw_gbps());
+        row[titles.size() + 2] = BandwidthCell(c.busbw_gbps());
+      }
     }
     std::string winner;
     if (has_winner) {
@@ -294,8 +328,41 @@ std::string FormatSweepTable(const std::vector<v1::ProblemResult>& sizes) {
     table.AddRow(std::move(row));
   }
   return absl::StrCat(ProblemKind(sizes[0].problem()),
-                      ": median us per candidate (the ranking statistic), * = winner\n",
+                      ": median us per candidate (the ranking statistic), * = winner;\n"
+                      "algbw, busbw: the winner's, GB/s\n",
                       table.Render("  "));
+}
+
+std::string FormatCsv(const std::vector<v1::ProblemResult>& results) {
+  std::string out =
+      "bytes,collective,dtype,candidate,rank,won,ok,mean_us,median_us,min_us,max_us,"
+      "spread,algbw_gbps,busbw_gbps,iterations,status,reason\n";
+  for (const v1::ProblemResult& result : results) {
+    const v1::Problem& p = result.problem();
+    const bool has_winner = !result.winner().empty() && result.status() != v1::FAILED;
+    int rank = 0;
+    for (const v1::CandidateResult& c : result.ranked()) {
+      const bool won = has_winner && c.index() == result.winner_index();
+      const std::vector<std::string> fields = {
+          absl::StrCat(AxisBytes(result)), CollectiveName(p.collective()),
+          DTypeName(p.dtype()), FormatCandidate(c.candidate()),
+          c.ok() ? absl::StrCat(++rank) : "", won ? "1" : "0", c.ok() ? "1" : "0",
+          CsvNumber(c.mean_us()), CsvNumber(c.median_us()), CsvNumber(c.min_us()),
+          CsvNumber(c.max_us()), c.ok() ? CsvNumber(c.spread()) : "",
+          c.ok() ? CsvNumber(c.algbw_gbps()) : "", c.ok() ? CsvNumber(c.busbw_gbps()) : "",
+          absl::StrCat(c.iterations()), Status(result), c.reason()};
+      std::vector<std::string> escaped;
+      for (const std::string& f : fields) escaped.push_back(CsvField(f));
+      absl::StrAppend(&out, absl::StrJoin(escaped, ","), "\n");
+    }
+    if (result.ranked().empty()) {  // FALLBACK: nothing measured
+      absl::StrAppend(&out, AxisBytes(result), ",", CollectiveName(p.collective()), ",",
+                      DTypeName(p.dtype()), ",", CsvField(WinnerLabel(result)), ",,",
+                      has_winner ? "1" : "0", ",0,,,,,,,,0,", Status(result), ",",
+                      CsvField(result.reason()), "\n");
+    }
+  }
+  return out;
 }
 
 std::string FormatDispatchTable(const v1::DispatchTable& table,

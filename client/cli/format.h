@@ -41,10 +41,20 @@ std::string FormatTuneResponse(const v1::TuneResponse& response);
 std::string FormatSweepProgress(const v1::SweepUpdate& update);
 
 // One row per size (the problem's count in bytes), one column per candidate
-// with its mean time, the winner's marked with '*', and the winner's name
-// last. Columns are the candidates of the first result's problem; names
+// with its median time, the winner's marked with '*', the winner's algbw and
+// busbw (GB/s, two decimals, as nccl-tests prints them) and the winner's
+// name last. Columns are the candidates of the first result's problem; names
 // drop a "<collective>/" prefix they all share.
 std::string FormatSweepTable(const std::vector<v1::ProblemResult>& sizes);
+
+// CSV (RFC 4180) of tune results or a sweep's sizes: a header row, then one
+// row per candidate of every result in ranked order (a FALLBACK's one row
+// for the default candidate): bytes (the sweep table's axis), collective,
+// dtype, candidate, rank (1 = best; empty when ruled out), won and ok (1 or
+// 0), mean/median/min/max_us, spread (a fraction), algbw/busbw_gbps (GB/s),
+// iterations, the result's status, the candidate's reason. Numbers are
+// plain, 3 decimals, no units; empty where there is none.
+std::string FormatCsv(const std::vector<v1::ProblemResult>& results);
 
 // The candidates' names of a sweep, indexed by their position in the
 // request: from the first result's problem, filled in from the ranked

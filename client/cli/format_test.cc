@@ -32,6 +32,7 @@ v1::CandidateResult Ok(const v1::Candidate& c, int index, double mean,
   r.set_min_us(mean - 1);
   r.set_max_us(mean + 2);
   r.set_spread(3.0 / (mean - 0.5));
+  r.set_algbw_gbps(busbw / 2);
   r.set_busbw_gbps(busbw);
   r.set_iterations(20);
   return r;
@@ -196,23 +197,57 @@ TEST_CASE("the sweep table marks each size's winner") {
       AllReduceResult(262144, 0)};
   const std::string text = FormatSweepTable(sizes);
   INFO(text);
-  const std::vector<std::string> lines = Lines(text);
-  REQUIRE(lines.size() == 5);
-  CHECK(lines[0] == "all_reduce float32 sum: median us per candidate (the ranking statistic), * = winner");
+  std::vector<std::string> lines = Lines(text);
+  REQUIRE(lines.size() == 6);
+  CHECK(lines[0] == "all_reduce float32 sum: median us per candidate (the ranking statistic), * = winner;");
+  CHECK(lines[1] == "algbw, busbw: the winner's, GB/s");
+  lines.erase(lines.begin());
   CHECK_THAT(lines[1], Catch::Contains("size") &&
                            Catch::Contains("ring:chunk_kib=64") &&
                            Catch::Contains("one_shot") &&
-                           Catch::Contains("two_shot") && Catch::EndsWith("winner"));
+                           Catch::Contains("two_shot") &&
+                           Catch::EndsWith("algbw   busbw  winner"));
   CHECK(lines[1].find("all_reduce/") == std::string::npos);
   CHECK_THAT(lines[2], Catch::StartsWith("  1 KiB") &&
                            Catch::Contains("19.5 ") && Catch::Contains("11.8*") &&
-                           Catch::EndsWith("one_shot"));
+                           Catch::EndsWith("85.12  170.25  one_shot"));
   CHECK_THAT(lines[3], Catch::StartsWith("  4 KiB"));
   CHECK_THAT(lines[4], Catch::StartsWith("  1 MiB") && Catch::Contains("11.8*") &&
                            Catch::EndsWith("ring:chunk_kib=64"));
   // The "11.8*" of 1 MiB sits in the ring column, left of one_shot's 19.5.
   CHECK(lines[4].find("11.8*") < lines[4].find("19.5"));
   CHECK(lines[2].find("19.5") < lines[2].find("11.8*"));
+}
+
+TEST_CASE("CSV: a header, one row per candidate per size, plain numbers") {
+  v1::ProblemResult fallback = AllReduceResult(1024, 0);
+  fallback.clear_ranked();
+  fallback.set_status(v1::FALLBACK);
+  fallback.set_reason("world too large");
+  const std::string text = FormatCsv({AllReduceResult(262144, 0), fallback});
+  INFO(text);
+  const std::vector<std::string> lines = Lines(text);
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0] ==
+        "bytes,collective,dtype,candidate,rank,won,ok,mean_us,median_us,min_us,max_us,"
+        "spread,algbw_gbps,busbw_gbps,iterations,status,reason");
+  // 1 MiB as bytes; the parameters' commas never split a field.
+  CHECK(lines[1] ==
+        "1048576,all_reduce,float32,all_reduce/ring:chunk_kib=64,1,1,1,12.300,11.800,"
+        "11.300,14.300,0.254,85.125,170.250,20,TUNED,");
+  CHECK(lines[2] ==
+        "1048576,all_reduce,float32,all_reduce/one_shot,2,0,1,20.000,19.500,19.000,"
+        "22.000,0.154,52.250,104.500,20,TUNED,");
+  CHECK(lines[3] ==
+        "1048576,all_reduce,float32,all_reduce/two_shot,,0,0,,,,,,,,0,TUNED,"
+        "needs 16-byte aligned sizes");
+  CHECK(lines[4] ==
+        "4096,all_reduce,float32,all_reduce/ring:chunk_kib=64,,1,0,,,,,,,,0,FALLBACK,"
+        "world too large");
+
+  v1::ProblemResult quoted = AllReduceResult(256, 1);
+  quoted.mutable_ranked(2)->set_reason("rank 1: \"x\", then y");
+  CHECK_THAT(FormatCsv({quoted}), Catch::EndsWith(",\"rank 1: \"\"x\"\", then y\"\n"));
 }
 
 TEST_CASE("the dispatch table lists size ranges and winners with parameters") {

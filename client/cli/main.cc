@@ -26,6 +26,7 @@ ABSL_FLAG(std::string, socket, "",
           "or $AUTOTUNED_SOCKET)");
 ABSL_FLAG(std::string, address, "", "HOST:PORT of a daemon reached over TCP");
 ABSL_FLAG(bool, json, false, "print the daemon's answers as JSON");
+ABSL_FLAG(bool, csv, false, "tune, sweep, plot: print CSV instead of the tables");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5),
           "how long to wait for the daemon");
 ABSL_FLAG(absl::Duration, deadline, autotuned::kDefaultMeasureTimeout,
@@ -159,6 +160,7 @@ int Main(int argc, char** argv) {
   if (*command == Command::kPlot) {
     Output output;
     output.plot = absl::GetFlag(FLAGS_plot);
+    output.csv = absl::GetFlag(FLAGS_csv);
     output.out = &std::cout;
     output.err = &std::cerr;
     const absl::Status status = RunPlot(absl::GetFlag(FLAGS_input), output);
@@ -177,6 +179,7 @@ int Main(int argc, char** argv) {
 
   Output output;
   output.json = absl::GetFlag(FLAGS_json);
+  output.csv = absl::GetFlag(FLAGS_csv);
   output.plot = absl::GetFlag(FLAGS_plot);
   output.out = &std::cout;
   output.err = &std::cerr;
