@@ -14,9 +14,7 @@
 
 namespace autotuned {
 namespace cli {
-namespace {
-
-const char* CommandName(Command command) {
+std::string CommandName(Command command) {
   switch (command) {
     case Command::kTune: return "tune";
     case Command::kSweep: return "sweep";
@@ -25,6 +23,7 @@ const char* CommandName(Command command) {
     case Command::kCacheList: return "cache list";
     case Command::kCacheClear: return "cache clear";
     case Command::kPlot: return "plot";
+    case Command::kCompletion: return "completion bash";
   }
   return "?";
 }
@@ -54,6 +53,8 @@ const std::set<std::string>& CommandFlags(Command command) {
   }
   return *none;
 }
+
+namespace {
 
 absl::Status FlagError(absl::string_view flag, const absl::Status& status) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", status.message()));
@@ -175,6 +176,12 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& words) {
     command = Command::kInfo;
   } else if (first == "plot") {
     command = Command::kPlot;
+  } else if (first == "completion") {
+    if (words.size() < 2 || words[1] != "bash") {
+      return absl::InvalidArgumentError("\"completion\" needs \"bash\"");
+    }
+    command = Command::kCompletion;
+    used = 2;
   } else if (first == "cache") {
     if (words.size() < 2) {
       return absl::InvalidArgumentError("\"cache\" needs \"list\" or \"clear\"");

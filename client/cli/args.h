@@ -18,11 +18,21 @@
 namespace autotuned {
 namespace cli {
 
-enum class Command { kTune, kSweep, kList, kInfo, kCacheList, kCacheClear, kPlot };
+enum class Command {
+  kTune, kSweep, kList, kInfo, kCacheList, kCacheClear, kPlot, kCompletion
+};
 
 // The positional arguments after the program name: "tune", "sweep", "list",
-// "info", "cache list", "cache clear", "plot".
+// "info", "cache list", "cache clear", "plot", "completion bash".
 absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& words);
+
+// The words of `command` as ParseCommand takes them ("cache list").
+std::string CommandName(Command command);
+
+// The flags (names without dashes) that apply to every command: the
+// connection and output ones. And those that apply to `command` only.
+const std::set<std::string>& GlobalFlags();
+const std::set<std::string>& CommandFlags(Command command);
 
 // The flag values as given (strings where the CLI does its own parsing) and
 // the names of the flags that were on the command line.

@@ -28,6 +28,9 @@ TEST_CASE("commands are one or two words") {
   CHECK(*ParseCommand({"tune"}) == Command::kTune);
   CHECK(*ParseCommand({"sweep"}) == Command::kSweep);
   CHECK(*ParseCommand({"list"}) == Command::kList);
+  CHECK(*ParseCommand({"completion", "bash"}) == Command::kCompletion);
+  CHECK_THAT(std::string(ParseCommand({"completion", "zsh"}).status().message()),
+             Catch::Contains("\"completion\" needs \"bash\""));
   CHECK(*ParseCommand({"info"}) == Command::kInfo);
   CHECK(*ParseCommand({"cache", "list"}) == Command::kCacheList);
   CHECK(*ParseCommand({"cache", "clear"}) == Command::kCacheClear);

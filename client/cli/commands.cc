@@ -26,6 +26,7 @@ const char kShortUsage[] =
     "  info\n"
     "  cache list | cache clear\n"
     "  plot   --input=SWEEP.jsonl --plot=FILE.png\n"
+    "  completion bash\n"
     "run 'autotunectl --help' for every option\n";
 
 const char kUsage[] =
@@ -73,6 +74,8 @@ const char kUsage[] =
     "  info         the node: GPUs, topology, versions, cache\n"
     "  cache list   the cached rankings\n"
     "  cache clear  remove every cached ranking\n"
+    "  completion bash  print a bash completion script; load it with\n"
+    "               source <(autotunectl completion bash)\n"
     "\n"
     "global options:\n"
     "  --socket=PATH          the daemon's unix socket (default\n"

@@ -10,11 +10,13 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
+#include "client/cli/completion.h"
 #include "client/cli/enums.h"
 #include "client/cli/flag_scan.h"
 #include "client/cpp/client.h"
@@ -113,7 +115,8 @@ absl::StatusOr<Outcome> RunOnDaemon(Command command, Client& client, const Plan&
     case Command::kInfo: status = RunInfo(client, output); break;
     case Command::kCacheList: status = RunCacheList(client, output); break;
     case Command::kCacheClear: status = RunCacheClear(client, output); break;
-    case Command::kPlot: break;  // handled in Main, without a daemon
+    case Command::kPlot:        // handled in Main, without a daemon
+    case Command::kCompletion: break;
   }
   if (!status.ok()) return status;
   return Outcome::kTuned;
@@ -142,6 +145,13 @@ int Main(int argc, char** argv) {
   absl::Status applies = CheckFlagsApply(*command, scanned->given);
   if (!applies.ok()) return UsageError(applies);
   const RawFlags flags = ReadFlags(scanned->given);
+  if (*command == Command::kCompletion) {
+    std::cout << BashCompletion([](const std::string& name) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+      return flag != nullptr && flag->IsOfType<bool>();
+    });
+    return kExitOk;
+  }
 
   Plan plan;
   if (*command == Command::kTune || *command == Command::kSweep) {
