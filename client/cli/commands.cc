@@ -88,7 +88,6 @@ const char kUsage[] =
     "                         us and GB/s as plain numbers\n"
     "  --connect_timeout=DUR  how long to wait for the daemon (default 5s)\n"
     "  --deadline=DUR         limit of one tune or sweep call (default 10m)\n"
-    "\n"
     "  --version              print autotunectl's version and exit\n"
     "\n"
     "exit status: 0 ok (tune, sweep: every size TUNED or CACHED), 1 the daemon\n"
