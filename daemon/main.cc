@@ -23,6 +23,7 @@
 #include "daemon/common/version.h"
 #include "daemon/http/http_server.h"
 #include "daemon/lifecycle/lifecycle.h"
+#include "daemon/logging/logging.h"
 #include "daemon/server/listener_probe.h"
 #include "daemon/lifecycle/notify.h"
 #include "daemon/lifecycle/reload.h"
@@ -124,7 +125,7 @@ int Run() {
     printf("%s", shown.DebugString().c_str());
     return 0;
   }
-  spdlog::set_level(spdlog::level::from_str(config->log_level()));
+  SetUpLogging(spdlog::level::from_str(config->log_level()));
   absl::StatusOr<std::string> peer_token = LoadPeerToken(*config);
   if (!peer_token.ok()) {
     fprintf(stderr, "autotuned: %s\n", std::string(peer_token.status().message()).c_str());

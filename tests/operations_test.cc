@@ -27,6 +27,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "proto/autotuned.grpc.pb.h"
 #include "proto/peer.grpc.pb.h"
 #include "tests/daemon_process.h"
@@ -161,6 +162,14 @@ TEST_CASE("the metrics endpoint counts what was done: 2 tuned, 1 cached, 1 rejec
   CHECK(m["autotuned_gpu_memory_held_bytes"] == 0);
   CHECK(m["autotuned_cache_entries"] == 2);
   CHECK(m["autotuned_rounds_in_flight"] == 0);
+  CHECK(m["autotuned_gpu_worker_restarts_total"] == 0);  // sim: no worker
+  CHECK(m["autotuned_nccl_aborts_total"] == 0);
+  CHECK(m["autotuned_build_info{version=\"" + NodeInfo(n).daemon_version() +
+          "\",backend=\"sim\"}"] == 1);
+  const double now = absl::ToUnixSeconds(absl::Now());
+  CHECK(m["process_start_time_seconds"] > now - 600);
+  CHECK(m["process_start_time_seconds"] <= now);
+  CHECK(m["process_start_time_seconds"] == m["autotuned_start_time_seconds"]);
 
   // NodeInfo reports the same figures.
   const v1::NodeMetrics info = NodeInfo(n).metrics();

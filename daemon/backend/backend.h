@@ -175,6 +175,11 @@ class Backend {
   // GPU memory the backend holds between runs (0 where it holds none, as on
   // sim); for the autotuned_gpu_memory_held_bytes gauge.
   virtual int64_t gpu_memory_held_bytes() const { return 0; }
+  // Totals since the backend was made, for autotuned_gpu_worker_restarts_total
+  // and autotuned_nccl_aborts_total: worker processes replaced and NCCL
+  // communicator aborts (0 where there are none, as on sim).
+  virtual int64_t worker_restarts() const { return 0; }
+  virtual int64_t nccl_aborts() const { return 0; }
 };
 
 }  // namespace autotuned

@@ -70,6 +70,16 @@ DaemonMetrics::DaemonMetrics(Registry* r)
           "autotuned_gpu_memory_held_bytes",
           "Device memory held for benchmark buffers, as the backend reports "
           "it; the sim backend holds none (host threads) and stays at 0.")),
+      gpu_worker_restarts(r->AddCounter(
+          "autotuned_gpu_worker_restarts_total",
+          "GPU worker processes the cuda backend replaced: killed at a run's "
+          "deadline, dead during a run, or left with a kernel that cannot be "
+          "stopped (the runs affected fail; the next run gets a fresh worker).")),
+      nccl_aborts(r->AddCounter(
+          "autotuned_nccl_aborts_total",
+          "NCCL communicators aborted by the GPU worker after a failed or "
+          "overrunning run, or a peer daemon lost (the watchdog); new ones serve "
+          "the next run.")),
       rounds_in_flight(r->AddGauge(
           "autotuned_rounds_in_flight",
           "Tune and Sweep calls being served now (measuring, queued for the "
@@ -85,11 +95,35 @@ DaemonMetrics::DaemonMetrics(Registry* r)
           "and cache.max_bytes (each renews NodeInfo.cache_epoch).")),
       start_time_seconds(r->AddGauge("autotuned_start_time_seconds",
                                      "Unix time at which the daemon started.")),
+      process_start_time_seconds(r->AddGauge(
+          "process_start_time_seconds",
+          "Start time of the process since unix epoch in seconds.")),
       runs_opened(r->AddCounter("autotuned_client_runs_total", kRuns, {{"event", "opened"}})),
       runs_decided(r->AddCounter("autotuned_client_runs_total", kRuns, {{"event", "decided"}})),
       client_candidates_ruled_out(r->AddCounter(
           "autotuned_client_candidates_ruled_out_total",
           "Candidates the ranks run that a decided run ruled out (failed or "
           "skipped at a barrier, timed out, or a rank's report missing).")) {}
+
+void DaemonMetrics::SetBuildInfo(const std::string& version, const std::string& backend) {
+  registry
+      ->AddGauge("autotuned_build_info",
+                 "Always 1; the labels say the daemon's version (as NodeInfo's "
+                 "daemon_version) and its backend.",
+                 {{"version", version}, {"backend", backend}})
+      ->Set(1);
+}
+
+void DaemonMetrics::SetStartTime(int64_t unix_seconds) {
+  start_time_seconds->Set(unix_seconds);
+  process_start_time_seconds->Set(unix_seconds);
+}
+
+void DaemonMetrics::SetBackendFigures(int64_t gpu_memory_held, int64_t worker_restarts,
+                                      int64_t nccl_aborts_total) {
+  gpu_memory_held_bytes->Set(gpu_memory_held);
+  gpu_worker_restarts->RaiseTo(worker_restarts);
+  nccl_aborts->RaiseTo(nccl_aborts_total);
+}
 
 }  // namespace autotuned::metrics

@@ -88,6 +88,21 @@ TEST_CASE("the daemon's figures are registered once, each with help text") {
   CHECK_THAT(text, Catch::Contains("the leader of a multi-daemon group"));
   CHECK_THAT(text, Catch::Contains("# TYPE autotuned_gpu_memory_held_bytes gauge\n"
                                    "autotuned_gpu_memory_held_bytes 0\n"));
+  m.SetBuildInfo("1.2.3", "sim");
+  m.SetStartTime(1700000000);
+  m.SetBackendFigures(5, 2, 3);
+  m.SetBackendFigures(0, 1, 3);  // totals never go down
+  const std::string more = r.RenderText();
+  CHECK_THAT(more, Catch::Contains("# TYPE autotuned_build_info gauge\n"
+                                   "autotuned_build_info{version=\"1.2.3\",backend=\"sim\"} 1\n"));
+  CHECK_THAT(more, Catch::Contains("# TYPE process_start_time_seconds gauge\n"
+                                   "process_start_time_seconds 1700000000\n"));
+  CHECK_THAT(more, Catch::Contains("autotuned_start_time_seconds 1700000000\n"));
+  CHECK_THAT(more, Catch::Contains("# TYPE autotuned_gpu_worker_restarts_total counter\n"
+                                   "autotuned_gpu_worker_restarts_total 2\n"));
+  CHECK_THAT(more, Catch::Contains("# TYPE autotuned_nccl_aborts_total counter\n"
+                                   "autotuned_nccl_aborts_total 3\n"));
+  CHECK_THAT(more, Catch::Contains("autotuned_gpu_memory_held_bytes 0\n"));
   // One HELP line per family.
   size_t helps = 0;
   for (size_t at = text.find("# HELP autotuned_round_results_total");

@@ -31,6 +31,13 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 class Counter {
  public:
   void Increment(int64_t n = 1) { value_.fetch_add(n, std::memory_order_relaxed); }
+  // Catches up with a total counted elsewhere (e.g. by the backend): the
+  // value becomes max(value, total), so it never goes down.
+  void RaiseTo(int64_t total) {
+    int64_t v = value_.load(std::memory_order_relaxed);
+    while (v < total && !value_.compare_exchange_weak(v, total, std::memory_order_relaxed)) {
+    }
+  }
   int64_t value() const { return value_.load(std::memory_order_relaxed); }
 
  private:

@@ -67,7 +67,8 @@ AutotuneService::AutotuneService(Backend* backend, ResultCache* cache,
       rounds_(&solver_, &cross_runs_, &client_runs_, metrics_, RoundsOptions(config, *backend)),
       leader_(&rounds_, &admission_),
       follower_(options.peer_client, &engine_, backend, config.peer_advertise()) {
-  metrics_->start_time_seconds->Set(absl::ToUnixSeconds(started_));
+  metrics_->SetStartTime(absl::ToUnixSeconds(started_));
+  metrics_->SetBuildInfo(kDaemonVersion, backend->node().backend);
   solver_.SyncCacheFigures();
 }
 
@@ -222,7 +223,8 @@ grpc::Status AutotuneService::NodeInfo(grpc::ServerContext*, const v1::NodeInfoR
   response->set_rounds_served(solver_.rounds_served());
   response->set_memory_cap_bytes(settings()->limits.max_buffer_bytes());
   // Refreshed here too: the worker frees its memory when idle, between rounds.
-  metrics_->gpu_memory_held_bytes->Set(backend_->gpu_memory_held_bytes());
+  metrics_->SetBackendFigures(backend_->gpu_memory_held_bytes(),
+                              backend_->worker_restarts(), backend_->nccl_aborts());
   DescribeMetrics(*metrics_, response->mutable_metrics());
   response->set_metrics_address(options_.metrics_address);
   response->set_peer_address(options_.peer_address);

@@ -110,7 +110,8 @@ v1::ProblemResult Solver::Measured(const ValidProblem& problem, const ValidReque
   for (const CandidateOutcome& o : ranked) {
     if (o.timed_out) metrics_->candidate_timeouts->Increment();
   }
-  metrics_->gpu_memory_held_bytes->Set(backend_->gpu_memory_held_bytes());
+  metrics_->SetBackendFigures(backend_->gpu_memory_held_bytes(),
+                              backend_->worker_restarts(), backend_->nccl_aborts());
   v1::ProblemResult result = ToProblemResult(problem, ranked);
   result.set_cache_key(key);
   if (cache_ != nullptr && may_store && result.status() == v1::TUNED) {

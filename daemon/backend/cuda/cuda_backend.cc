@@ -93,6 +93,11 @@ absl::Status CudaBackend::StartWorker(Hello* hello) {
   return absl::OkStatus();
 }
 
+void CudaBackend::ReplaceWorker() {
+  if (pid_ > 0) restarts_.fetch_add(1);
+  KillWorker();
+}
+
 void CudaBackend::KillWorker() {
   nccl_aborts_seen_ = 0;
   {
@@ -140,7 +145,7 @@ std::string CudaBackend::CrossRunToken() {
   if (s.ok()) s = ReadFrame(reply_fd_, absl::Now() + options_.start_timeout, &reply);
   if (!s.ok()) {
     const pid_t pid = pid_;
-    KillWorker();
+    ReplaceWorker();
     spdlog::warn("GPU worker {}: no NCCL unique id for a cross-daemon run: {}", pid,
                  s.ToString());
     return std::string();
@@ -200,7 +205,7 @@ std::vector<RankOutcome> CudaBackend::Ask(const RunRequest& request, int n,
   if (s.ok()) s = ReadFrame(reply_fd_, deadline + options_.grace, &reply);
   if (!s.ok()) {
     const pid_t pid = pid_;
-    KillWorker();
+    ReplaceWorker();
     if (s.code() == absl::StatusCode::kDeadlineExceeded) {
       spdlog::warn("GPU worker {} killed: {} did not finish by its deadline", pid,
                    candidate.impl);
@@ -223,6 +228,7 @@ std::vector<RankOutcome> CudaBackend::Ask(const RunRequest& request, int n,
     out[r].iteration_us.assign(rep.iteration_us().begin(), rep.iteration_us().end());
   }
   if (reply.nccl_aborts() > nccl_aborts_seen_) {
+    nccl_aborts_total_.fetch_add(reply.nccl_aborts() - nccl_aborts_seen_);
     spdlog::warn("GPU worker {} aborted its NCCL communicators after {} ({} so far); new "
                  "ones for the next run",
                  pid_, candidate.impl, reply.nccl_aborts());
@@ -237,7 +243,7 @@ std::vector<RankOutcome> CudaBackend::Ask(const RunRequest& request, int n,
     // The worker exits after this reply; reap it (or kill it, if it is slow
     // to go) and start a fresh one on the next run.
     const pid_t pid = pid_;
-    KillWorker();
+    ReplaceWorker();
     spdlog::warn("GPU worker {} killed: {} left a kernel that cannot be stopped; a fresh "
                  "worker serves the next run",
                  pid, candidate.impl);

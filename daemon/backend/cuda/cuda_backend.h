@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,12 +80,19 @@ class CudaBackend : public Backend {
   // idle for kIdleRelease (it frees that memory then) or was replaced.
   // Does not wait for a run in progress (it answers the last report).
   int64_t gpu_memory_held_bytes() const override ABSL_LOCKS_EXCLUDED(held_mu_);
+  // Counted where a worker is replaced (KillWorker of a started one) and
+  // where a reply reports new NCCL aborts; neither waits for a run.
+  int64_t worker_restarts() const override { return restarts_.load(); }
+  int64_t nccl_aborts() const override { return nccl_aborts_total_.load(); }
 
  private:
   explicit CudaBackend(CudaBackendOptions options);
   // Starts a worker and reads its Hello into `hello`.
   absl::Status StartWorker(Hello* hello) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KillWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // KillWorker of a worker that was serving, counted as a restart (the next
+  // run starts a fresh one).
+  void ReplaceWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts a worker when none runs.
   absl::Status EnsureWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends `request` (a run of `impl` on n ranks) and reads its reply by
@@ -102,6 +110,8 @@ class CudaBackend : public Backend {
   int reply_fd_ ABSL_GUARDED_BY(mu_) = -1;
   int started_ ABSL_GUARDED_BY(mu_) = 0;
   int nccl_aborts_seen_ ABSL_GUARDED_BY(mu_) = 0;  // the current worker's count
+  std::atomic<int64_t> restarts_{0};            // workers killed while running
+  std::atomic<int64_t> nccl_aborts_total_{0};   // over every worker
 
   // Apart from mu_, which a run holds for its whole length.
   mutable absl::Mutex held_mu_;

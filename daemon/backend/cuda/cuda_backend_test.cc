@@ -100,6 +100,7 @@ TEST_CASE("a worker stuck in a kernel is killed at the deadline and replaced") {
     CHECK(o.status.code() == absl::StatusCode::kDeadlineExceeded);
     CHECK_THAT(std::string(o.status.message()), Catch::Contains("worker was killed"));
   }
+  CHECK((*b)->worker_restarts() == 1);
   CHECK(RunNccl(**b).ok());
   CHECK((*b)->workers_started() == 2);
 }
@@ -124,8 +125,10 @@ TEST_CASE("an NCCL overrun is aborted inside the worker, which keeps serving") {
     CHECK_THAT(std::string(hung[0].status.message()),
                !Catch::Contains("worker was killed"));
     CHECK(RunNccl(**b).ok());
+    CHECK((*b)->nccl_aborts() == i + 1);
   }
   CHECK((*b)->workers_started() == 1);  // never killed
+  CHECK((*b)->worker_restarts() == 0);
 }
 
 TEST_CASE("a worker that reports a kernel it cannot stop is replaced at once") {
@@ -141,6 +144,8 @@ TEST_CASE("a worker that reports a kernel it cannot stop is replaced at once") {
   CHECK(stuck[1].status.code() == absl::StatusCode::kAborted);
   CHECK(RunNccl(**b).ok());
   CHECK((*b)->workers_started() == 2);
+  CHECK((*b)->worker_restarts() == 1);
+  CHECK((*b)->nccl_aborts() == 0);
 }
 
 TEST_CASE("the GPU memory the worker holds is reported, and 0 once it is replaced") {
