@@ -197,13 +197,10 @@ class Client:
         self.query_timeout = query_timeout
         self._channel = grpc.insecure_channel(self.target, options=list(channel_options))
         self._stub = pb_grpc.AutotuneStub(self._channel)
-        if connect_timeout is not None:
-            try:
-                grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
-            except grpc.FutureTimeoutError:
-                self._channel.close()
-                raise Unavailable(f"no daemon answered within {connect_timeout:g} s",
-                                  target=self.target) from None
+        if connect_timeout is not None and not self.ready(connect_timeout):
+            self._channel.close()
+            raise Unavailable(f"no daemon answered within {connect_timeout:g} s",
+                              target=self.target)
 
     def close(self) -> None:
         self._channel.close()
