@@ -88,19 +88,7 @@ struct Daemon {
   }
 };
 
-v1::TuneRequest AllReduce(int64_t count) {
-  v1::TuneRequest req;
-  req.mutable_group()->set_world_size(4);
-  req.mutable_options()->set_warmup(1);
-  req.mutable_options()->set_iterations(3);
-  v1::Problem* p = req.add_problems();
-  p->set_collective(v1::ALL_REDUCE);
-  p->set_dtype(v1::FLOAT32);
-  p->set_count(count);
-  p->add_candidates()->set_impl("all_reduce/ring");
-  p->add_candidates()->set_impl("all_reduce/one_shot");
-  return req;
-}
+v1::TuneRequest AllReduce(int64_t count) { return testing::WholeGroupAllReduce(4, count); }
 
 size_t Occurrences(const std::string& text, const std::string& what) {
   size_t n = 0;

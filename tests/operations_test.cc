@@ -31,6 +31,7 @@
 #include "proto/autotuned.grpc.pb.h"
 #include "proto/peer.grpc.pb.h"
 #include "tests/daemon_process.h"
+#include "tests/round_answer.h"
 #include "tests/http_get.h"
 
 namespace autotuned {
@@ -74,19 +75,7 @@ v1::NodeInfoResponse NodeInfo(const Node& n) {
   return info;
 }
 
-v1::TuneRequest AllReduce(int64_t count) {
-  v1::TuneRequest req;
-  req.mutable_group()->set_world_size(4);
-  req.mutable_options()->set_warmup(1);
-  req.mutable_options()->set_iterations(3);
-  v1::Problem* p = req.add_problems();
-  p->set_collective(v1::ALL_REDUCE);
-  p->set_dtype(v1::FLOAT32);
-  p->set_count(count);
-  p->add_candidates()->set_impl("all_reduce/ring");
-  p->add_candidates()->set_impl("all_reduce/one_shot");
-  return req;
-}
+v1::TuneRequest AllReduce(int64_t count) { return testing::WholeGroupAllReduce(4, count); }
 
 TEST_CASE("the metrics endpoint counts what was done: 2 tuned, 1 cached, 1 rejected") {
   Node n = MakeDaemonNode("metrics", "", {"--metrics_listen=127.0.0.1:0"});

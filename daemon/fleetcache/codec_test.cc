@@ -6,27 +6,20 @@
 #include "absl/strings/match.h"
 #include "daemon/cache/entry_file.h"
 #include "daemon/cache/key.h"
+#include "daemon/fleetcache/entries_testing.h"
 
 namespace autotuned::fleetcache {
 namespace {
 
-std::string KeyText(int64_t count, const std::string& fingerprint = "00112233aabbccdd") {
-  v1::Problem p;
-  p.set_collective(v1::ALL_REDUCE);
-  p.set_dtype(v1::FLOAT32);
-  p.set_count(count);
-  p.add_candidates()->set_impl("all_reduce/ring");
-  return CacheKeyText(fingerprint, 4, 4, p, 1);
+std::string KeyText(int64_t count, const std::string& fingerprint = kTestFingerprint) {
+  return TestKeyText(count, fingerprint);
 }
 
 cache::CacheEntry Entry(const std::string& key_text) {
   cache::CacheEntry e;
   e.set_key(CacheKeyDigest(key_text));
   e.set_key_text(key_text);
-  e.mutable_result()->set_status(v1::TUNED);
-  e.mutable_result()->mutable_problem()->add_candidates()->set_impl("all_reduce/ring");
-  e.mutable_result()->set_winner("all_reduce/ring");
-  e.mutable_result()->set_winner_index(0);
+  *e.mutable_result() = TestRanking();
   e.set_stored_unix_ms(1700000000000);
   return e;
 }

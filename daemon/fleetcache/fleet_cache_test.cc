@@ -13,31 +13,19 @@
 #include "absl/time/clock.h"
 #include "daemon/cache/key.h"
 #include "daemon/fleetcache/codec.h"
+#include "daemon/fleetcache/entries_testing.h"
 #include "daemon/fleetcache/redis_server_testing.h"
 #include "daemon/metrics/daemon_metrics.h"
 
 namespace autotuned::fleetcache {
 namespace {
 
-constexpr char kFingerprint[] = "00112233aabbccdd";
+constexpr const char* kFingerprint = kTestFingerprint;
 
 std::string KeyText(int64_t count, const std::string& fingerprint = kFingerprint) {
-  v1::Problem p;
-  p.set_collective(v1::ALL_REDUCE);
-  p.set_dtype(v1::FLOAT32);
-  p.set_count(count);
-  p.add_candidates()->set_impl("all_reduce/ring");
-  return CacheKeyText(fingerprint, 4, 4, p, 1);
+  return TestKeyText(count, fingerprint);
 }
-
-v1::ProblemResult Tuned() {
-  v1::ProblemResult r;
-  r.set_status(v1::TUNED);
-  r.mutable_problem()->add_candidates()->set_impl("all_reduce/ring");
-  r.set_winner("all_reduce/ring");
-  r.set_winner_index(0);
-  return r;
-}
+v1::ProblemResult Tuned() { return TestRanking(); }
 
 struct Fixture {
   Fixture() { signal(SIGPIPE, SIG_IGN); }  // as the daemon does
