@@ -166,8 +166,7 @@ absl::Status CheckFleetCache(const FleetCacheConfig& f) {
       CheckRange("fleet_cache.connect_timeout_ms", f.connect_timeout_ms(), 1, 60000));
   AT_RETURN_IF_ERROR(
       CheckRange("fleet_cache.command_timeout_ms", f.command_timeout_ms(), 1, 60000));
-  return CheckRange("fleet_cache.max_backoff_ms", f.max_backoff_ms(), f.command_timeout_ms(),
-                    int64_t{3600} * 1000);
+  return CheckRange("fleet_cache.max_backoff_ms", f.max_backoff_ms(), 1, int64_t{3600} * 1000);
 }
 
 }  // namespace

@@ -43,10 +43,11 @@ constexpr char kPublishErrors[] = "autotuned_fleet_cache_publishes_total{result=
 constexpr char kOutages[] = "autotuned_fleet_cache_outages_total";
 constexpr char kOutage[] = "autotuned_fleet_cache_outage";
 
-// The fleet_cache block of a daemon's configuration, short bounds.
+// The fleet_cache block of a daemon's configuration: call bounds that a
+// loaded machine does not overrun, a short backoff.
 std::string FleetConfig(const std::string& redis, const std::string& extra = "") {
   return absl::StrCat("fleet_cache {\n  redis: \"", redis,
-                      "\"\n  connect_timeout_ms: 2000\n  command_timeout_ms: 1000\n"
+                      "\"\n  connect_timeout_ms: 5000\n  command_timeout_ms: 5000\n"
                       "  max_backoff_ms: 1000\n",
                       extra, "}\n");
 }

@@ -27,6 +27,11 @@ namespace {
 // At least 1 ms: a zero timeval would mean no timeout at all.
 timeval BoundOf(absl::Duration d) { return absl::ToTimeval(std::max(d, absl::Milliseconds(1))); }
 
+// The first backoff of an outage: 100 ms, or max_backoff when shorter.
+absl::Duration FirstBackoff(const FleetCacheOptions& o) {
+  return std::min(absl::Milliseconds(100), o.max_backoff);
+}
+
 absl::StatusOr<std::string> ReadPassword(const std::string& path) {
   const std::string field = "fleet_cache.password_file";
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -80,7 +85,7 @@ absl::StatusOr<FleetCacheOptions> FleetCacheOptionsFrom(const config::FleetCache
 }
 
 FleetCache::FleetCache(FleetCacheOptions options, metrics::DaemonMetrics* metrics)
-    : options_(std::move(options)), metrics_(metrics), backoff_(options_.command_timeout) {}
+    : options_(std::move(options)), metrics_(metrics), backoff_(FirstBackoff(options_)) {}
 
 FleetCache::~FleetCache() = default;
 
@@ -236,7 +241,7 @@ absl::StatusOr<FleetCache::Reply> FleetCache::Send(redisContext* context,
 }
 
 void FleetCache::Succeeded() {
-  backoff_ = options_.command_timeout;
+  backoff_ = FirstBackoff(options_);
   if (!outage_) return;
   outage_ = false;
   metrics_->fleet_outage->Set(0);

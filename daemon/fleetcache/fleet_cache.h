@@ -11,8 +11,9 @@
 // publish a no-op, counted in the metrics (autotuned_fleet_cache_*). The
 // first failure after a success starts an outage: logged once (spdlog::warn,
 // the reason escaped; never the password), gauge autotuned_fleet_cache_outage
-// 1; during it Redis is left alone for a backoff that doubles from
-// command_timeout up to max_backoff, and calls in between fail at once
+// 1; during it Redis is left alone for a backoff that doubles from 100 ms
+// (or max_backoff when shorter) up to max_backoff, and calls in between
+// fail at once
 // without any I/O. The first success ends it, logged once (spdlog::info).
 // A value that does not decode (codec.h) is counted as corrupt and logged
 // with its key; it is a miss, and the next publish of that key replaces it.
