@@ -21,7 +21,9 @@
 // Bounds: one call (Lookup or Publish) waits at most command_timeout for
 // the connection (calls share one), then at most connect_timeout to
 // connect and AUTH when it has no connection, then at most command_timeout
-// for its command.
+// for its command. A host name is resolved at each connect by the system's
+// resolver, whose own timeouts apply: name Redis by its address (or a Unix
+// socket) to keep the bound.
 //
 // TLS: not supported (Debian's hiredis 0.14 is built without it). Reach a
 // Redis over an untrusted network through a tunnel of the operator's own.
