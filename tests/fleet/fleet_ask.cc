@@ -11,7 +11,7 @@
 // of what every rank of a round must share (tests/round_answer.h; for an
 // error, its code and message). Then per round
 //   round N: ranks=6 answered=4 distinct_answers=1 ms=T (slowest rank)
-// and, with --rounds > 1, the rounds/s and the p50/p99 of the round times.
+// and at the end the rounds/s and the p50/p99/max of the round times.
 // Exit status 0 when, in every round, all ranks that got an answer (status
 // OK) got the same one; 1 otherwise; 2 on bad flags.
 //
@@ -212,12 +212,10 @@ int main(int argc, char** argv) {
   }
   const double s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (rounds > 1) {
-    printf("rounds=%d seconds=%.2f rounds_per_s=%.2f round_ms_p50=%.1f round_ms_p99=%.1f "
-           "round_ms_max=%.1f\n",
-           rounds, s, rounds / s, Percentile(times, 0.5), Percentile(times, 0.99),
-           Percentile(times, 1.0));
-  }
+  printf("rounds=%d seconds=%.2f rounds_per_s=%.2f round_ms_p50=%.1f round_ms_p99=%.1f "
+         "round_ms_max=%.1f\n",
+         rounds, s, rounds / s, Percentile(times, 0.5), Percentile(times, 0.99),
+         Percentile(times, 1.0));
   if (!agreed) printf("FAIL: ranks of one round got different answers\n");
   return agreed ? 0 : 1;
 }
