@@ -7,7 +7,7 @@
 # once (tests/fleet/fleet_ask):
 #   cached    the same problem every round: after the first, CACHED, so a
 #             round is the followers' asks to the leader and its answer
-#   measured  a new problem every round: all_reduce fp32 4 KiB, one
+#   measured  a new problem every round: all_reduce fp32, about 20 KiB, one
 #             candidate (all_reduce/one_shot, warmup 1, 3 iterations)
 #             measured across all hosts, every barrier's data through the
 #             leader
@@ -72,7 +72,8 @@ run() {
   outcomes=$(awk '/^round [0-9]+ rank/ {print $5}' "$FLEET_DIR/$name.out" | sort | uniq -c |
     awk '{printf "%s%s=%s", sep, $2, $1; sep=","}')
   printf '%-20s %s outcomes(rank answers): %s\n' "$name" "$line" "$outcomes" | report
-  [ -n "$out" ] && cp "$FLEET_DIR/$name.out" "$out/$name.out"
+  # Per round: its ranks' distinct answers and the slowest rank's time.
+  [ -n "$out" ] && grep -v "^round [0-9]* rank" "$FLEET_DIR/$name.out" >"$out/$name.rounds"
 }
 
 # The first round of a cached run is measured; warm with one round first.
