@@ -6,10 +6,11 @@
 //
 // Per round and rank it prints one line
 //   round N rank R: OUTCOME answer=HASH ms=T
-// OUTCOME: the first problem's status (TUNED, CACHED, FALLBACK, FAILED) or
-// the call's error code (UNAVAILABLE, DEADLINE_EXCEEDED, ...); HASH: a hash
-// of what every rank of a round must share (tests/round_answer.h; for an
-// error, its code and message). Then per round
+// OUTCOME: the first problem's status (TUNED, CACHED, FALLBACK, FAILED), or
+// for an error UNAVAILABLE (the daemon's: its leader unreachable),
+// DAEMON_GONE (the rank's call to its own daemon failed) or ERROR_<code>;
+// HASH: a hash of what every rank of a round must share
+// (tests/round_answer.h; for an error, its code and message). Then per round
 //   round N: ranks=6 answered=4 distinct_answers=1 ms=T (slowest rank)
 // and at the end the rounds/s and the p50/p99/max of the round times.
 // Exit status 0 when, in every round, all ranks that got an answer (status
@@ -127,9 +128,12 @@ std::string Describe(const v1::TuneResponse& resp) {
 
 std::string Outcome(const Reply& r) {
   if (!r.status.ok()) {
-    return grpc::StatusCode(r.status.error_code()) == grpc::StatusCode::UNAVAILABLE
-               ? "UNAVAILABLE"
-               : "ERROR_" + std::to_string(r.status.error_code());
+    if (r.status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      return "ERROR_" + std::to_string(r.status.error_code());
+    }
+    // The daemon's own UNAVAILABLE names the leader; any other is the
+    // rank's connection to its daemon failing (the daemon is gone).
+    return r.status.error_message().rfind("leader ", 0) == 0 ? "UNAVAILABLE" : "DAEMON_GONE";
   }
   if (r.response.results_size() == 0) return "EMPTY";
   return v1::DecisionStatus_Name(r.response.results(0).status());

@@ -18,6 +18,12 @@
 #                   ask reached the leader)
 #   cut that heals  the last host cut off from the leader for HEAL_S (3 s)
 #                   while the ranks measure: every rank gets one answer
+#   follower kill   the last host's daemon SIGKILLed while the ranks
+#                   measure, then started again: the other hosts' ranks get
+#                   one FAILED answer (its own ranks lose their daemon)
+#   leader kill     the leader's daemon SIGKILLed while the ranks measure,
+#                   then started again: every other rank gets one
+#                   UNAVAILABLE
 # Every case: the ranks that got an answer got the same one, those that got
 # an error the same error, and every rank's call ended within the bound
 # (docs/protocol.md, "Groups over several daemons": window + 2 x the round's
@@ -131,6 +137,20 @@ cut_during() {
   fi
 }
 
+# kill_during CASE HOST: a round of all_reduce/slow, HOST's daemon
+# SIGKILLed 0.5 s after the ranks asked; started again once the round is
+# over.
+kill_during() {
+  local name=$1 pid
+  ask "$name" --candidates=all_reduce/slow,all_reduce/one_shot &
+  local asking=$!
+  sleep 0.5
+  for pid in $(fleet_daemon_pid "$2"); do kill -9 "$pid"; done
+  wait "$asking"
+  fleet_start_daemon "$2"
+  fleet_wait_daemon "$2" || { echo "FAIL: $name: host $2's daemon did not start again"; fail=1; }
+}
+
 # cases: every case once; $rep names this pass.
 cases() {
   echo "== [$rep] clean"
@@ -176,6 +196,16 @@ cases() {
   [ "$got" = "answered=$world distinct_answers=1" ] ||
     { echo "FAIL: heal: every rank should be answered alike, got $got"; fail=1; }
   measured_again "heal$rep"
+
+  echo "== [$rep] host $last's daemon SIGKILLed while measuring, then started again"
+  kill_during "follower-kill$rep" "$last"
+  expect "follower-kill$rep" 0 $((world - per - 1)) "FAILED|FALLBACK"
+  measured_again "follower-kill$rep"
+
+  echo "== [$rep] the leader's daemon SIGKILLed while measuring, then started again"
+  kill_during "leader-kill$rep" 0
+  expect "leader-kill$rep" "$per" $((world - 1)) UNAVAILABLE
+  measured_again "leader-kill$rep"
 }
 
 for rep in $(seq 1 "${REPEAT:-1}"); do cases; done

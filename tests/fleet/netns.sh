@@ -6,7 +6,8 @@
 # interface eth0 (10.77.<h/200>.<h%200+1>/16), joined by veth pairs to a
 # bridge in a namespace of its own ($FLEET-sw), so that nothing is added to
 # the namespace this runs in. fleet_daemons starts one daemon per host (the
-# sim backend, its peer port on its own address, every other host a peer).
+# sim backend, its peer port on its own address, every other host a peer;
+# fleet_start_daemon H starts one again after a kill).
 # Faults are firewall rules inside the hosts (and one delayer per host):
 #   fleet_delay MS / fleet_delay_off   every packet a host sends is held MS
 #                                      (tests/fleet/delayer.cc; the kernel
@@ -70,19 +71,26 @@ fleet_up() {
 # many sim GPUs, CONFIG_TEXT appended to each configuration; returns once
 # every daemon answers on its socket (or fails, showing the log).
 fleet_daemons() {
-  local per=$1 extra=${2:-} peers="" h
+  local peers="" h
+  fleet_per=$1
   for h in $(seq 0 $((fleet_hosts - 1))); do peers+="peers: \"$(fleet_peer "$h")\""$'\n'; done
   for h in $(seq 0 $((fleet_hosts - 1))); do
     printf 'backend: "sim"\npeer_token: "fleet-test-token"\npeer_advertise: "%s"\n%s%s\n' \
-      "$(fleet_peer "$h")" "$peers" "$extra" >"$FLEET_DIR/conf$h"
-    ip netns exec "$(fleet_ns "$h")" "$DAEMON" --config="$FLEET_DIR/conf$h" --sim_gpus="$per" \
-      --socket="$(fleet_socket "$h")" --cache_dir="$FLEET_DIR/cache$h" \
-      --peer_listen="$(fleet_peer "$h")" --log_level=info >"$FLEET_DIR/daemon$h.log" 2>&1 &
-    disown  # fleet_down kills it; no job notice then
+      "$(fleet_peer "$h")" "$peers" "${2:-}" >"$FLEET_DIR/conf$h"
+    fleet_start_daemon "$h"
   done
   for h in $(seq 0 $((fleet_hosts - 1))); do
     fleet_wait_daemon "$h" || return 1
   done
+}
+
+# Starts host H's daemon on its configuration (again, after a kill: the
+# same cache; its log appended).
+fleet_start_daemon() {
+  ip netns exec "$(fleet_ns "$1")" "$DAEMON" --config="$FLEET_DIR/conf$1" --sim_gpus="$fleet_per" \
+    --socket="$(fleet_socket "$1")" --cache_dir="$FLEET_DIR/cache$1" \
+    --peer_listen="$(fleet_peer "$1")" --log_level=info >>"$FLEET_DIR/daemon$1.log" 2>&1 &
+  disown  # fleet_down kills it; no job notice then
 }
 
 # The pid of host H's daemon.
