@@ -74,10 +74,12 @@ fleet_daemons "$per" "$slow" || { echo "FAIL: the daemons did not start"; exit 1
 echo "$hosts hosts in namespaces $(fleet_ns 0)..$(fleet_ns "$last"), $per ranks each," \
   "peers $(fleet_peers); the bound: $(bound_ms) ms"
 
-fail=0
 count=1000  # each round asks for a new count: a new round key
 outcomes=$FLEET_DIR/outcomes
+failures=$FLEET_DIR/failures  # a file: rounds also run in background subshells
 : >"$outcomes"
+: >"$failures"
+failed() { echo "FAIL: $*" | tee -a "$failures"; }
 
 # ask CASE [fleet_ask flags]: one round of every rank; its output in
 # $FLEET_DIR/CASE.out, each rank's outcome counted under CASE.
@@ -90,11 +92,11 @@ ask() {
     --candidates="$fast" "$@" >"$FLEET_DIR/$name.out" 2>&1
   local rc=$?
   sed "s/^/  [$name] /" "$FLEET_DIR/$name.out"
-  [ $rc -eq 0 ] || { echo "FAIL: $name: ranks got different answers (exit $rc)"; fail=1; }
+  [ $rc -eq 0 ] || failed "$name: ranks got different answers (exit $rc)"
   awk -v c="$name" '/^round [0-9]+ rank/ {print c, $5}' "$FLEET_DIR/$name.out" >>"$outcomes"
   awk -v b="$(bound_ms)" -v c="$name" '/^round [0-9]+ rank/ {
-      split($7, t, "="); if (t[2] + 0 > b) { print "FAIL: " c ": rank " $4 " took " t[2] " ms"; bad = 1 } }
-      END { exit bad }' "$FLEET_DIR/$name.out" || fail=1
+      split($7, t, "="); if (t[2] + 0 > b) print "FAIL: " c ": rank " $4 " took " t[2] " ms" }' \
+    "$FLEET_DIR/$name.out" | tee -a "$failures"
 }
 
 # expect CASE FIRST LAST OUTCOMES: ranks FIRST..LAST got one answer (or one
@@ -105,9 +107,7 @@ expect() {
   got=$(awk -v a="$2" -v b="$3" '/^round [0-9]+ rank/ { r = $4 + 0;
           if (r >= a && r <= b) print $5, $6 }' "$out" | sort -u)
   if [ "$got" = "" ] || [ "$(wc -l <<<"$got")" != 1 ] || ! [[ "${got%% *}" =~ ^($4)$ ]]; then
-    echo "FAIL: $1: ranks $2..$3 should share one $4 answer, got:"
-    echo "$got"
-    fail=1
+    failed "$1: ranks $2..$3 should share one $4 answer, got: $got"
   fi
 }
 
@@ -125,6 +125,7 @@ cut_during() {
   shift 3
   ask "$name" --candidates=all_reduce/slow,all_reduce/one_shot &
   local asking=$!
+  count=$((count + 1))  # as ask did in its subshell
   sleep "$at"
   for p in "$@"; do fleet_cut "${p%-*}" "${p#*-}"; done
   if [ "$heal" != 0 ]; then
@@ -144,11 +145,12 @@ kill_during() {
   local name=$1 pid
   ask "$name" --candidates=all_reduce/slow,all_reduce/one_shot &
   local asking=$!
+  count=$((count + 1))
   sleep 0.5
   for pid in $(fleet_daemon_pid "$2"); do kill -9 "$pid"; done
   wait "$asking"
   fleet_start_daemon "$2"
-  fleet_wait_daemon "$2" || { echo "FAIL: $name: host $2's daemon did not start again"; fail=1; }
+  fleet_wait_daemon "$2" || failed "$name: host $2's daemon did not start again"
 }
 
 # cases: every case once; $rep names this pass.
@@ -172,7 +174,7 @@ cases() {
   timeout_ms=10000 ask "loss$rep"
   got=$(awk '/^round [0-9]+: /{print $4, $5}' "$FLEET_DIR/loss$rep.out")
   [ "$got" = "answered=$world distinct_answers=1" ] ||
-    { echo "FAIL: loss: every rank should be answered alike, got $got"; fail=1; }
+    failed "loss: every rank should be answered alike, got $got"
   fleet_loss_off
   measured_again "loss$rep"
 
@@ -194,7 +196,7 @@ cases() {
   cut_during "heal$rep" 0.5 "${HEAL_S:-3}" "0-$last"
   got=$(awk '/^round [0-9]+: /{print $4, $5}' "$FLEET_DIR/heal$rep.out")
   [ "$got" = "answered=$world distinct_answers=1" ] ||
-    { echo "FAIL: heal: every rank should be answered alike, got $got"; fail=1; }
+    failed "heal: every rank should be answered alike, got $got"
   measured_again "heal$rep"
 
   echo "== [$rep] host $last's daemon SIGKILLed while measuring, then started again"
@@ -212,15 +214,16 @@ for rep in $(seq 1 "${REPEAT:-1}"); do cases; done
 
 for h in $(seq 0 "$last"); do
   if [ -z "$(fleet_daemon_pid "$h")" ] || ! fleet_wait_daemon "$h"; then
-    echo "FAIL: the daemon of host $h is gone or does not answer"
-    fail=1
+    failed "the daemon of host $h is gone or does not answer"
   fi
 done
 echo "outcomes per case (rank outcomes, over $((${REPEAT:-1})) passes):"
 awk '{gsub(/[0-9]+/, "", $1); print $1, $2}' "$outcomes" | sort | uniq -c | awk '{printf "  %-20s %-12s %d\n", $2, $3, $1}'
 echo "outcomes in all:"
 awk '{print $2}' "$outcomes" | sort | uniq -c | awk '{printf "  %-12s %d\n", $2, $1}'
-if [ $fail -ne 0 ]; then
+if [ -s "$failures" ]; then
+  echo "failures:"
+  cat "$failures"
   for h in $(seq 0 "$last"); do
     echo "--- daemon $h log (last lines) ---"
     tail -n 20 "$FLEET_DIR/daemon$h.log"
