@@ -15,6 +15,7 @@ The torch-dependent modules (group, rankrun, vllm, inductor) import torch
 only when used; autotuned.kernels registers its ops when imported.
 """
 from autotuned._proto import autotuned_pb2 as pb
+from autotuned._version import __version__
 from autotuned.client import (
     DEFAULT_SOCKET,
     Client,
@@ -37,6 +38,5 @@ __all__ = [
     "DEFAULT_SOCKET", "AutotunedError", "Client", "DeadlineExceeded", "FailedPrecondition",
     "GroupMismatch",
     "InvalidArgument", "Unavailable", "candidate", "candidate_spec", "default_target",
-    "pb", "problem", "whole_node_group",
+    "__version__", "pb", "problem", "whole_node_group",
 ]
-__version__ = "0.1.0"
