@@ -127,7 +127,10 @@ def draw(sweep: Sweep, *, busbw: bool = False, title: Optional[str] = None) -> F
     names = sorted({p.candidate for p in sweep.points}, key=_natural)
     if not names:
         raise ValueError("no measured candidate in the sweep")
-    fig = Figure(figsize=(11, 6), layout="constrained")
+    # The plot keeps its 8 x 6 in; the legend beside it widens the figure
+    # to fit the longest name in full.
+    legend_in = 0.6 + 0.065 * max(len(n) for n in names) * (1 if len(names) <= 24 else 2)
+    fig = Figure(figsize=(8 + legend_in, 6), layout="constrained")
     ax = fig.add_subplot()
     markers = "os^vD<>pP*Xh"
     for i, (name, colour) in enumerate(zip(names, colours(len(names)))):
