@@ -256,6 +256,7 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
         absl::StrCat("defaults.min_speedup: must be in [0, limits.max_min_speedup = ",
                      l.max_min_speedup(), "], got ", d.min_speedup()));
   }
+  AT_RETURN_IF_ERROR(CheckOneOf("defaults.ranking", d.ranking(), {"interval", "median"}));
   AT_RETURN_IF_ERROR(CheckRange("defaults.max_passes", d.max_passes(), 1, 1000));
   AT_RETURN_IF_ERROR(CheckRange("defaults.pass_warmup", d.pass_warmup(), 0, l.max_warmup()));
   AT_RETURN_IF_ERROR(

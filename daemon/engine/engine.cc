@@ -85,7 +85,7 @@ std::vector<CandidateOutcome> Engine::Measure(
       outcomes.back().passes = runs[i].passes;
       outcomes.back().measuring_us = absl::ToDoubleMicroseconds(runs[i].spent);
     }
-    return Rank(std::move(outcomes), options.min_speedup);
+    return Rank(std::move(outcomes), options.rule);
   };
   ScheduleOptions later = options.schedule;
   later.verify = false;
@@ -95,7 +95,7 @@ std::vector<CandidateOutcome> Engine::Measure(
   for (int pass = 1; pass < options.passes.max_passes; ++pass) {
     if (absl::Now() - passes_start >= options.passes.budget) break;
     const std::vector<CandidateOutcome> ranked = ranking();
-    const std::vector<int> next = Contenders(ranked, options.min_speedup);
+    const std::vector<int> next = Contenders(ranked, options.rule);
     bool room = !next.empty();
     for (const CandidateOutcome& o : ranked) {
       const bool contends = std::find(next.begin(), next.end(), o.index) != next.end();

@@ -61,8 +61,8 @@ struct PassOptions {
 struct EngineOptions {
   ScheduleOptions schedule;
   PassOptions passes;
-  // The margin before another candidate wins over the default (Rank).
-  double min_speedup = 0;
+  // How the winner is picked (Rank).
+  RankRule rule;
   absl::Duration timeout = absl::Seconds(10);  // per candidate
   // How long a measurement waits for the devices (the lease): past it,
   // every candidate is ruled out with the reason. Every holder's hold is

@@ -65,7 +65,7 @@ TEST_CASE("interleaved passes: contenders again without verify, clear losers not
   EngineOptions o = Quick();
   o.passes.max_passes = 3;
   o.passes.iterations = 4;
-  o.min_speedup = 0;
+  o.rule.min_speedup = 0;
   auto ranked = engine.Measure(AllReduce(2), {{"a", {}}, {"b", {}}, {"c", {}}}, o);
   REQUIRE(ranked.size() == 3);
   // First pass: a, b, c; then twice a, b (they overlap, c does not).
@@ -80,12 +80,12 @@ TEST_CASE("interleaved passes: contenders again without verify, clear losers not
   CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
 
   // With a margin that equal times cannot reach, b stops contending at once.
-  o.min_speedup = 0.01;
+  o.rule.min_speedup = 0.01;
   const int before = backend.runs();
   ranked = engine.Measure(AllReduce(2), {{"a", {}}, {"b", {}}, {"c", {}}}, o);
   CHECK(backend.runs() - before == 3);
   // And no pass takes a candidate past max_iterations.
-  o.min_speedup = 0;
+  o.rule.min_speedup = 0;
   o.passes.max_iterations = 9;
   ranked = engine.Measure(AllReduce(2), {{"a", {}}, {"b", {}}}, o);
   CHECK(ranked[0].iterations == 9);

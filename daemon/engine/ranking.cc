@@ -127,8 +127,7 @@ CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
   return out;
 }
 
-std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes,
-                                   double min_speedup) {
+std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes, const RankRule& rule) {
   std::stable_sort(outcomes.begin(), outcomes.end(),
                    [](const CandidateOutcome& a, const CandidateOutcome& b) {
                      if (a.ok != b.ok) return a.ok;
@@ -137,6 +136,7 @@ std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes,
                      }
                      return a.index < b.index;
                    });
+  if (rule.median_only) return outcomes;
   const CandidateOutcome* fallback = nullptr;  // the default: earliest working
   for (const CandidateOutcome& o : outcomes) {
     if (o.ok && (fallback == nullptr || o.index < fallback->index)) fallback = &o;
@@ -145,7 +145,7 @@ std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes,
   std::vector<const CandidateOutcome*> qualified;
   for (const CandidateOutcome& o : outcomes) {
     if (o.ok && &o != fallback && Beats(o, *fallback) &&
-        fallback->stats.median_us >= o.stats.median_us * (1.0 + min_speedup)) {
+        fallback->stats.median_us >= o.stats.median_us * (1.0 + rule.min_speedup)) {
       qualified.push_back(&o);
     }
   }
@@ -162,12 +162,12 @@ std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes,
 
 std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candidates,
                                         const std::vector<std::vector<RankOutcome>>& ranks,
-                                        double min_speedup) {
+                                        const RankRule& rule) {
   std::vector<CandidateOutcome> outcomes;
   for (size_t i = 0; i < candidates.size() && i < ranks.size(); ++i) {
     outcomes.push_back(Summarize(static_cast<int>(i), candidates[i], ranks[i]));
   }
-  return Rank(std::move(outcomes), min_speedup);
+  return Rank(std::move(outcomes), rule);
 }
 
 Verdict Judge(const std::vector<CandidateOutcome>& ranked) {
@@ -187,7 +187,7 @@ Verdict Judge(const std::vector<CandidateOutcome>& ranked) {
   return v;
 }
 
-std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, double min_speedup) {
+std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, const RankRule& rule) {
   std::vector<int> out;
   if (ranked.empty() || !ranked[0].ok) return out;
   const CandidateOutcome& winner = ranked[0];
@@ -199,7 +199,7 @@ std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, double 
     // The most it could gain on the default: its low end against the
     // default's high end.
     if (winner_is_default &&
-        winner.stats.median_high_us < s.median_low_us * (1.0 + min_speedup)) {
+        winner.stats.median_high_us < s.median_low_us * (1.0 + rule.min_speedup)) {
       continue;
     }
     out.push_back(ranked[i].index);

@@ -62,21 +62,29 @@ Stats ComputeStats(std::vector<double> samples);
 CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
                            const std::vector<RankOutcome>& ranks);
 
+// How Rank picks the winner.
+struct RankRule {
+  // The margin over the default, a fraction: 0.02 = 2 %.
+  double min_speedup = 0;
+  // The fastest median wins, ties by request order: no interval, no margin
+  // (the rule before intervals; config defaults.ranking "median").
+  bool median_only = false;
+};
+
 // The ranking, best first. The winner is the default (the working candidate
 // earliest in the request) unless another one is faster beyond the noise
 // (its interval wholly below the default's) and its median at least
-// `min_speedup` (a fraction: 0.02 = 2 %) faster; of those that are, the
-// earliest in the request that none of the others beats beyond the noise.
-// After the winner: the other working candidates by median, ties by request
-// order; then ruled-out candidates in request order.
-std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes,
-                                   double min_speedup);
+// rule.min_speedup faster; of those that are, the earliest in the request
+// that none of the others beats beyond the noise (rule.median_only: the
+// fastest median). After the winner: the other working candidates by
+// median, ties by request order; then ruled-out candidates in request order.
+std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes, const RankRule& rule);
 
 // Summarize (per candidate, `ranks[i]` the outcomes of every rank of the
 // group for candidates[i]) then Rank.
 std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candidates,
                                         const std::vector<std::vector<RankOutcome>>& ranks,
-                                        double min_speedup);
+                                        const RankRule& rule);
 
 // How sure a ranking (from Rank) is of its winner.
 struct Verdict {
@@ -88,11 +96,11 @@ struct Verdict {
 Verdict Judge(const std::vector<CandidateOutcome>& ranked);
 
 // Whose timings could still change the decision of `ranked` (from Rank with
-// the same min_speedup): the request positions, ascending, of the winner
-// and of every working candidate whose interval overlaps the winner's,
-// except those that could not be min_speedup faster than a winning
-// default even at the ends of the intervals. Empty when none overlaps (the
-// decision stands) or nothing works.
-std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, double min_speedup);
+// the same rule): the request positions, ascending, of the winner and of
+// every working candidate whose interval overlaps the winner's, except
+// those that could not be rule.min_speedup faster than a winning default
+// even at the ends of the intervals. Empty when none overlaps (the decision
+// stands) or nothing works.
+std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, const RankRule& rule);
 
 }  // namespace autotuned

@@ -20,6 +20,12 @@ CandidateOutcome make(int index, bool ok, double median, double noise = 0) {
   return o;
 }
 
+RankRule Margin(double min_speedup) {
+  RankRule rule;
+  rule.min_speedup = min_speedup;
+  return rule;
+}
+
 std::vector<int> Order(const std::vector<CandidateOutcome>& ranked) {
   std::vector<int> order;
   for (const auto& o : ranked) order.push_back(o.index);
@@ -60,59 +66,67 @@ TEST_CASE("the median's interval: order statistics of the binomial at 95 %") {
 
 TEST_CASE("a tie within noise goes to the earlier candidate") {
   // 1 is faster by median, but its interval overlaps the default's.
-  std::vector<CandidateOutcome> ranked = Rank({make(0, true, 10, 1), make(1, true, 9.5, 1)}, 0);
+  std::vector<CandidateOutcome> ranked = Rank({make(0, true, 10, 1), make(1, true, 9.5, 1)}, Margin(0));
   CHECK(Order(ranked) == std::vector<int>{0, 1});
   CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
   CHECK(Judge(ranked).speedup == Approx(-0.05));
   // Among challengers that beat the default, the earliest of those that
   // none beats beyond the noise: 2 over 3, though 3 is faster by median.
   ranked = Rank({make(0, true, 20, 1), make(1, true, 15, 1), make(2, true, 10, 1),
-                 make(3, true, 9.5, 1)},
-                0);
+                 make(3, true, 9.5, 1)}, Margin(0));
   CHECK(Order(ranked) == std::vector<int>{2, 3, 1, 0});
   CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
 }
 
 TEST_CASE("the margin: faster beyond noise but by less than min_speedup keeps the default") {
   const std::vector<CandidateOutcome> in = {make(0, true, 10.3, 0.1), make(1, true, 10, 0.1)};
-  std::vector<CandidateOutcome> ranked = Rank(in, 0.05);  // 3 % < 5 %
+  std::vector<CandidateOutcome> ranked = Rank(in, Margin(0.05));  // 3 % < 5 %
   CHECK(Order(ranked) == std::vector<int>{0, 1});
   CHECK(Judge(ranked).confidence == v1::BELOW_MARGIN);
-  ranked = Rank(in, 0.02);  // 3 % >= 2 %
+  ranked = Rank(in, Margin(0.02));  // 3 % >= 2 %
   CHECK(Order(ranked) == std::vector<int>{1, 0});
   CHECK(Judge(ranked).confidence == v1::DECISIVE);
   CHECK(Judge(ranked).speedup == Approx(0.03));
   // The margin is over the default only: a ruled-out first candidate makes
   // the next one the default.
-  ranked = Rank({make(0, false, 0), make(1, true, 10.3, 0.1), make(2, true, 10, 0.1)}, 0.05);
+  ranked = Rank({make(0, false, 0), make(1, true, 10.3, 0.1), make(2, true, 10, 0.1)}, Margin(0.05));
   CHECK(Order(ranked) == std::vector<int>{1, 2, 0});
   CHECK(Judge(ranked).confidence == v1::BELOW_MARGIN);
 }
 
 TEST_CASE("decisive: the winner's interval overlaps no other") {
   std::vector<CandidateOutcome> ranked =
-      Rank({make(0, true, 30, 1), make(1, true, 10, 1), make(2, true, 20, 1)}, 0.01);
+      Rank({make(0, true, 30, 1), make(1, true, 10, 1), make(2, true, 20, 1)}, Margin(0.01));
   CHECK(Order(ranked) == std::vector<int>{1, 2, 0});
   CHECK(Judge(ranked).confidence == v1::DECISIVE);
   CHECK(Judge(ranked).speedup == Approx(1.0));
-  ranked = Rank({make(0, true, 10, 1)}, 0.01);
+  ranked = Rank({make(0, true, 10, 1)}, Margin(0.01));
   CHECK(Judge(ranked).confidence == v1::DECISIVE);
   CHECK(Judge(ranked).speedup == 0);
-  CHECK(Judge(Rank({make(0, false, 0)}, 0)).confidence == v1::CONFIDENCE_UNSPECIFIED);
+  CHECK(Judge(Rank({make(0, false, 0)}, Margin(0))).confidence == v1::CONFIDENCE_UNSPECIFIED);
+}
+
+TEST_CASE("the rule before intervals: the fastest median, whatever the noise") {
+  RankRule median;
+  median.median_only = true;
+  const std::vector<CandidateOutcome> ranked =
+      Rank({make(0, true, 10, 1), make(1, true, 9.9, 1), make(2, true, 9.9, 1)}, median);
+  CHECK(Order(ranked) == std::vector<int>{1, 2, 0});
+  CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
 }
 
 TEST_CASE("contenders: the winner and whoever overlaps it, the same for the same timings") {
   const std::vector<CandidateOutcome> in = {make(0, true, 10, 1), make(1, true, 10.5, 1),
                                             make(2, true, 30, 1), make(3, false, 0)};
-  const std::vector<int> next = Contenders(Rank(in, 0), 0);
+  const std::vector<int> next = Contenders(Rank(in, Margin(0)), Margin(0));
   CHECK(next == std::vector<int>{0, 1});
-  CHECK(Contenders(Rank(in, 0), 0) == next);
+  CHECK(Contenders(Rank(in, Margin(0)), Margin(0)) == next);
   // Nothing overlaps: the decision stands.
-  CHECK(Contenders(Rank({make(0, true, 10, 1), make(1, true, 30, 1)}, 0), 0).empty());
+  CHECK(Contenders(Rank({make(0, true, 10, 1), make(1, true, 30, 1)}, Margin(0)), Margin(0)).empty());
   // A challenger that could not reach the margin even at the intervals'
   // ends (10.1 / 9.9 - 1 = 2 % < 5 %) no longer contends.
-  CHECK(Contenders(Rank({make(0, true, 10, 0.1), make(1, true, 10, 0.1)}, 0.05), 0.05).empty());
-  CHECK(Contenders(Rank({make(0, false, 0)}, 0), 0).empty());
+  CHECK(Contenders(Rank({make(0, true, 10, 0.1), make(1, true, 10, 0.1)}, Margin(0.05)), Margin(0.05)).empty());
+  CHECK(Contenders(Rank({make(0, false, 0)}, Margin(0)), Margin(0)).empty());
 }
 
 TEST_CASE("statistics over iterations") {
@@ -146,7 +160,7 @@ TEST_CASE("RankRanks: the outcomes of every daemon's ranks ranked as on one daem
   }
   ranks[0][3].iteration_us = {90, 90};  // a is slow on one remote rank only
   ranks[2][2].status = absl::UnavailableError("daemon d:1 sent no timings");
-  std::vector<CandidateOutcome> ranked = RankRanks(candidates, ranks, 0.0);
+  std::vector<CandidateOutcome> ranked = RankRanks(candidates, ranks, Margin(0.0));
   REQUIRE(ranked.size() == 3);
   CHECK(ranked[0].candidate.impl == "b");
   CHECK(ranked[1].candidate.impl == "a");
@@ -171,16 +185,14 @@ TEST_CASE("the reason is the rank that failed, not the ranks it aborted") {
 TEST_CASE("without noise or margin: by median, ties by request order, failures last") {
   std::vector<CandidateOutcome> ranked =
       Rank({make(0, false, 0), make(1, true, 9), make(2, true, 3),
-            make(3, true, 9), make(4, false, 0), make(5, true, 3)},
-           0.0);
+            make(3, true, 9), make(4, false, 0), make(5, true, 3)}, Margin(0.0));
   std::vector<int> order;
   for (const auto& o : ranked) order.push_back(o.index);
   CHECK(order == std::vector<int>{2, 5, 1, 3, 0, 4});
   // Pure: the same input gives the same output.
   std::vector<CandidateOutcome> again =
       Rank({make(0, false, 0), make(1, true, 9), make(2, true, 3),
-            make(3, true, 9), make(4, false, 0), make(5, true, 3)},
-           0.0);
+            make(3, true, 9), make(4, false, 0), make(5, true, 3)}, Margin(0.0));
   for (size_t i = 0; i < ranked.size(); ++i) {
     CHECK(again[i].index == ranked[i].index);
   }

@@ -492,8 +492,9 @@ absl::StatusOr<EngineOptions> ValidateOptions(const v1::Options& o,
       return Invalid("options.timing_mode",
                      absl::StrCat("unknown timing mode ", o.timing_mode()));
   }
-  out.min_speedup = o.has_min_speedup() ? o.min_speedup() : def.min_speedup();
-  if (!(out.min_speedup >= 0 && out.min_speedup <= lim.max_min_speedup())) {
+  out.rule.min_speedup = o.has_min_speedup() ? o.min_speedup() : def.min_speedup();
+  out.rule.median_only = def.ranking() == "median";
+  if (!(out.rule.min_speedup >= 0 && out.rule.min_speedup <= lim.max_min_speedup())) {
     return Invalid("options.min_speedup",
                    absl::StrCat("must be in [0, ", lim.max_min_speedup(),
                                 "] (limits.max_min_speedup), got ", o.min_speedup()));

@@ -112,7 +112,7 @@ v1::ProblemResult Solver::Measured(const ValidProblem& problem, const ValidReque
   }
   metrics_->SetBackendFigures(backend_->gpu_memory_held_bytes(),
                               backend_->worker_restarts(), backend_->nccl_aborts());
-  v1::ProblemResult result = ToProblemResult(problem, ranked, request.engine.min_speedup);
+  v1::ProblemResult result = ToProblemResult(problem, ranked, request.engine.rule.min_speedup);
   result.set_cache_key(key);
   if (cache_ != nullptr && may_store && result.status() == v1::TUNED) {
     absl::Status stored = cache_->Store(key, key_text, StoredResult(result));
