@@ -44,6 +44,11 @@ bool Beats(const CandidateOutcome& a, const CandidateOutcome& b) {
   return a.stats.median_high_us < b.stats.median_low_us;
 }
 
+// `a` takes `b`'s place: faster beyond the noise and by the margin.
+bool Displaces(const CandidateOutcome& a, const CandidateOutcome& b, double min_speedup) {
+  return Beats(a, b) && b.stats.median_us >= a.stats.median_us * (1.0 + min_speedup);
+}
+
 }  // namespace
 
 void MedianInterval(const std::vector<double>& sorted, double* low, double* high) {
@@ -144,16 +149,17 @@ std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes, const
   if (fallback == nullptr) return outcomes;
   std::vector<const CandidateOutcome*> qualified;
   for (const CandidateOutcome& o : outcomes) {
-    if (o.ok && &o != fallback && Beats(o, *fallback) &&
-        fallback->stats.median_us >= o.stats.median_us * (1.0 + rule.min_speedup)) {
+    if (o.ok && &o != fallback && Displaces(o, *fallback, rule.min_speedup)) {
       qualified.push_back(&o);
     }
   }
   const CandidateOutcome* winner = fallback;
   for (const CandidateOutcome* q : qualified) {
-    bool beaten = false;
-    for (const CandidateOutcome* other : qualified) beaten |= Beats(*other, *q);
-    if (!beaten && (winner == fallback || q->index < winner->index)) winner = q;
+    bool displaced = false;
+    for (const CandidateOutcome* other : qualified) {
+      displaced |= Displaces(*other, *q, rule.min_speedup);
+    }
+    if (!displaced && (winner == fallback || q->index < winner->index)) winner = q;
   }
   const auto at = outcomes.begin() + (winner - outcomes.data());
   std::rotate(outcomes.begin(), at, at + 1);
@@ -191,18 +197,15 @@ std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, const R
   std::vector<int> out;
   if (ranked.empty() || !ranked[0].ok) return out;
   const CandidateOutcome& winner = ranked[0];
-  bool winner_is_default = true;
-  for (const CandidateOutcome& o : ranked) winner_is_default &= !o.ok || o.index >= winner.index;
   for (size_t i = 1; i < ranked.size() && ranked[i].ok; ++i) {
     const Stats& s = ranked[i].stats;
-    if (!Overlap(s, winner.stats)) continue;
-    // The most it could gain on the default: its low end against the
-    // default's high end.
-    if (winner_is_default &&
-        winner.stats.median_high_us < s.median_low_us * (1.0 + rule.min_speedup)) {
-      continue;
-    }
-    out.push_back(ranked[i].index);
+    // An earlier one wins back by overlapping; a later one must displace
+    // the winner: at best its low end against the winner's high end.
+    const bool contends =
+        ranked[i].index < winner.index
+            ? Overlap(s, winner.stats)
+            : s.median_low_us * (1.0 + rule.min_speedup) <= winner.stats.median_high_us;
+    if (contends) out.push_back(ranked[i].index);
   }
   if (!out.empty()) out.push_back(winner.index);
   std::sort(out.begin(), out.end());

@@ -71,12 +71,12 @@ struct RankRule {
   bool median_only = false;
 };
 
-// The ranking, best first. The winner is the default (the working candidate
-// earliest in the request) unless another one is faster beyond the noise
-// (its interval wholly below the default's) and its median at least
-// rule.min_speedup faster; of those that are, the earliest in the request
-// that none of the others beats beyond the noise (rule.median_only: the
-// fastest median). After the winner: the other working candidates by
+// The ranking, best first. One candidate displaces another when it is faster
+// beyond the noise (its interval wholly below the other's) and its median at
+// least rule.min_speedup faster. The winner is the default (the working
+// candidate earliest in the request) unless another one displaces it; of
+// those that do, the earliest in the request that none of the others
+// displaces (rule.median_only: the fastest median). After the winner: the other working candidates by
 // median, ties by request order; then ruled-out candidates in request order.
 std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes, const RankRule& rule);
 
@@ -97,10 +97,11 @@ Verdict Judge(const std::vector<CandidateOutcome>& ranked);
 
 // Whose timings could still change the decision of `ranked` (from Rank with
 // the same rule): the request positions, ascending, of the winner and of
-// every working candidate whose interval overlaps the winner's, except
-// those that could not be rule.min_speedup faster than a winning default
-// even at the ends of the intervals. Empty when none overlaps (the decision
-// stands) or nothing works.
+// every working candidate that could still take its place: an earlier one
+// whose interval overlaps the winner's, a later one that could displace it
+// at the ends of the intervals (its low end min_speedup below the winner's
+// high end). Empty when there is none (the decision stands) or nothing
+// works.
 std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, const RankRule& rule);
 
 }  // namespace autotuned

@@ -70,8 +70,8 @@ TEST_CASE("a tie within noise goes to the earlier candidate") {
   CHECK(Order(ranked) == std::vector<int>{0, 1});
   CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
   CHECK(Judge(ranked).speedup == Approx(-0.05));
-  // Among challengers that beat the default, the earliest of those that
-  // none beats beyond the noise: 2 over 3, though 3 is faster by median.
+  // Among challengers that displace the default, the earliest of those that
+  // none displaces: 2 over 3, though 3 is faster by median.
   ranked = Rank({make(0, true, 20, 1), make(1, true, 15, 1), make(2, true, 10, 1),
                  make(3, true, 9.5, 1)}, Margin(0));
   CHECK(Order(ranked) == std::vector<int>{2, 3, 1, 0});
@@ -87,8 +87,13 @@ TEST_CASE("the margin: faster beyond noise but by less than min_speedup keeps th
   CHECK(Order(ranked) == std::vector<int>{1, 0});
   CHECK(Judge(ranked).confidence == v1::DECISIVE);
   CHECK(Judge(ranked).speedup == Approx(0.03));
-  // The margin is over the default only: a ruled-out first candidate makes
-  // the next one the default.
+  // Among challengers too: 3 beats 2 beyond the noise by 1 %, under the
+  // 2 % margin, so the earlier 2 wins; the verdict says a faster one exists.
+  ranked = Rank({make(0, true, 20, 0.01), make(1, true, 10.1, 0.01), make(2, true, 10, 0.01)},
+                Margin(0.02));
+  CHECK(Order(ranked) == std::vector<int>{1, 2, 0});
+  CHECK(Judge(ranked).confidence == v1::BELOW_MARGIN);
+  // A ruled-out first candidate makes the next one the default.
   ranked = Rank({make(0, false, 0), make(1, true, 10.3, 0.1), make(2, true, 10, 0.1)}, Margin(0.05));
   CHECK(Order(ranked) == std::vector<int>{1, 2, 0});
   CHECK(Judge(ranked).confidence == v1::BELOW_MARGIN);
@@ -123,9 +128,20 @@ TEST_CASE("contenders: the winner and whoever overlaps it, the same for the same
   CHECK(Contenders(Rank(in, Margin(0)), Margin(0)) == next);
   // Nothing overlaps: the decision stands.
   CHECK(Contenders(Rank({make(0, true, 10, 1), make(1, true, 30, 1)}, Margin(0)), Margin(0)).empty());
-  // A challenger that could not reach the margin even at the intervals'
-  // ends (10.1 / 9.9 - 1 = 2 % < 5 %) no longer contends.
+  // A later challenger that could not reach the margin even at the
+  // intervals' ends (10.1 / 9.9 - 1 = 2 % < 5 %) no longer contends...
+
   CHECK(Contenders(Rank({make(0, true, 10, 0.1), make(1, true, 10, 0.1)}, Margin(0.05)), Margin(0.05)).empty());
+  // ... while one faster beyond the noise, by less than the margin so far,
+  // still could (9.6 x 1.05 <= 10.1).
+  CHECK(Contenders(Rank({make(0, true, 10, 0.1), make(1, true, 9.7, 0.1)}, Margin(0.05)),
+                   Margin(0.05)) == std::vector<int>{0, 1});
+  // An earlier candidate that overlaps the winner still contends: 2
+  // displaces the default, 1 does not (yet) but overlaps 2.
+  const std::vector<CandidateOutcome> three =
+      Rank({make(0, true, 10, 0.5), make(1, true, 9.6, 0.3), make(2, true, 9, 0.4)}, Margin(0));
+  CHECK(Order(three) == std::vector<int>{2, 1, 0});
+  CHECK(Contenders(three, Margin(0)) == std::vector<int>{1, 2});
   CHECK(Contenders(Rank({make(0, false, 0)}, Margin(0)), Margin(0)).empty());
 }
 

@@ -43,7 +43,7 @@ const char* VerdictWords(v1::Confidence c) {
   switch (c) {
     case v1::DECISIVE: return "fastest beyond noise";
     case v1::WITHIN_NOISE: return "earlier of a tie within noise";
-    case v1::BELOW_MARGIN: return "default kept, others faster by less than the margin";
+    case v1::BELOW_MARGIN: return "kept, others faster by less than the margin";
     default: return "fastest median";
   }
 }
