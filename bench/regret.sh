@@ -4,10 +4,10 @@
 # mode runs in a fresh daemon (cache off):
 #   reference  one block per candidate, many rounds (the long interleaved
 #              reference: rounds x candidates, A B C A B C ...);
-#   before     defaults { ranking: "median" max_passes: 1 }: the fastest
-#              median of one block per candidate, as decided before;
-#   after      the daemon's defaults (intervals, min_speedup 0.01, up to 8
-#              interleaved passes).
+#   before     defaults { ranking: "median" min_passes: 1 max_passes: 1 }:
+#              the fastest median of one block per candidate, as before;
+#   after      the daemon's defaults (intervals, min_speedup 0.01, 3
+#              interleaved passes, up to 8 for close candidates).
 # regret_bench prints, per problem and over all: flip rate, regret p50/p95/max
 # against the reference, verdicts, and tuning cost.
 #
@@ -93,9 +93,9 @@ CONF
   kill -TERM $pid; wait $pid || true; pid=""
 }
 
-run reference 'ranking: "median" max_passes: 1 min_speedup: 0' \
+run reference 'ranking: "median" min_passes: 1 max_passes: 1 min_speedup: 0' \
   --reference_out="$out/reference_times.txt" --rounds="$rounds" --ref_iterations=50
-run before 'ranking: "median" max_passes: 1 min_speedup: 0' \
+run before 'ranking: "median" min_passes: 1 max_passes: 1 min_speedup: 0' \
   --reference_in="$out/reference_times.txt" --tunes="$tunes"
 run after '' --reference_in="$out/reference_times.txt" --tunes="$tunes"
 

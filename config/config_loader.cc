@@ -258,6 +258,7 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   }
   AT_RETURN_IF_ERROR(CheckOneOf("defaults.ranking", d.ranking(), {"interval", "median"}));
   AT_RETURN_IF_ERROR(CheckRange("defaults.max_passes", d.max_passes(), 1, 1000));
+  AT_RETURN_IF_ERROR(CheckRange("defaults.min_passes", d.min_passes(), 1, d.max_passes()));
   AT_RETURN_IF_ERROR(CheckRange("defaults.pass_warmup", d.pass_warmup(), 0, l.max_warmup()));
   AT_RETURN_IF_ERROR(
       CheckRange("defaults.pass_iterations", d.pass_iterations(), 1, l.max_iterations()));

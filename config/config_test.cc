@@ -308,7 +308,12 @@ TEST_CASE("each validation rule rejects with the field name") {
   CHECK(Reject([&](DaemonConfig* c) { defaults(c)->set_min_speedup(0); }).empty());
   CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_max_passes(0); }),
              Catch::StartsWith("defaults.max_passes: "));
-  CHECK(Reject([&](DaemonConfig* c) { defaults(c)->set_max_passes(1); }).empty());
+  CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_max_passes(1); }),
+             Catch::StartsWith("defaults.min_passes: "));
+  CHECK(Reject([&](DaemonConfig* c) {
+          defaults(c)->set_max_passes(1);
+          defaults(c)->set_min_passes(1);
+        }).empty());
   CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_pass_iterations(0); }),
              Catch::StartsWith("defaults.pass_iterations: "));
   CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_pass_budget_ms(-1); }),

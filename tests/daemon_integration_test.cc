@@ -111,7 +111,7 @@ TEST_CASE("all_reduce 1 MiB, 3 candidates, 4 sim GPUs: ranked, cached, restarted
   for (const v1::CandidateResult& c : r.ranked()) {
     INFO(c.ShortDebugString());
     CHECK(c.ok());
-    CHECK(c.iterations() == 10);
+    CHECK(c.iterations() >= 10);  // more when close to the winner (later passes)
     CHECK(c.min_us() > 0);
     CHECK(c.min_us() <= c.median_us());
     CHECK(c.median_us() <= c.max_us());

@@ -48,9 +48,17 @@ CandidateOutcome RuledOut(int index, const CandidateSpec& candidate, const absl:
 
 }  // namespace
 
+int FixedPasses(const EngineOptions& options) {
+  const PassOptions& passes = options.passes;
+  return std::max(1, std::min({passes.min_passes, passes.max_passes,
+                               options.schedule.iterations}));
+}
+
 absl::Duration MeasureBound(const EngineOptions& options, int candidates) {
+  const PassOptions& passes = options.passes;
+  const int fixed = FixedPasses(options);
   const absl::Duration pass = candidates * options.timeout;
-  return options.passes.max_passes > 1 ? 2 * pass + options.passes.budget : pass;
+  return fixed * pass + (passes.max_passes > fixed ? pass + passes.budget : absl::ZeroDuration());
 }
 
 std::vector<CandidateOutcome> Engine::Measure(
@@ -66,6 +74,17 @@ std::vector<CandidateOutcome> Engine::Measure(
         backend_->RunCandidate(problem, candidates[i], schedule, start + options.timeout);
     Add(runs[i], std::move(ranks), absl::Now() - start);
   };
+  const PassOptions& passes = options.passes;
+  const int fixed = FixedPasses(options);
+  // Pass p of the fixed ones: the request's iterations split evenly.
+  auto share = [&](ScheduleOptions s, int p) {
+    s.iterations = options.schedule.iterations / fixed +
+                   (p < options.schedule.iterations % fixed ? 1 : 0);
+    return s;
+  };
+  ScheduleOptions again = options.schedule;
+  again.verify = false;
+  again.warmup = passes.warmup;
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].client()) continue;
     const absl::Status supported =
@@ -75,7 +94,12 @@ std::vector<CandidateOutcome> Engine::Measure(
       refused.push_back(RuledOut(static_cast<int>(i), candidates[i], supported));
       continue;
     }
-    run(i, options.schedule);
+    run(i, share(options.schedule, 0));
+  }
+  for (int pass = 1; pass < fixed; ++pass) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (runs[i].passes > 0 && AllOk(runs[i].ranks)) run(i, share(again, pass));
+    }
   }
   auto ranking = [&] {
     std::vector<CandidateOutcome> outcomes = refused;
@@ -87,19 +111,17 @@ std::vector<CandidateOutcome> Engine::Measure(
     }
     return Rank(std::move(outcomes), options.rule);
   };
-  ScheduleOptions later = options.schedule;
-  later.verify = false;
-  later.warmup = options.passes.warmup;
-  later.iterations = options.passes.iterations;
-  const absl::Time passes_start = absl::Now();
-  for (int pass = 1; pass < options.passes.max_passes; ++pass) {
-    if (absl::Now() - passes_start >= options.passes.budget) break;
+  ScheduleOptions later = again;
+  later.iterations = passes.iterations;
+  const absl::Time adaptive_start = absl::Now();
+  for (int pass = fixed; pass < passes.max_passes; ++pass) {
+    if (absl::Now() - adaptive_start >= passes.budget) break;
     const std::vector<CandidateOutcome> ranked = ranking();
     const std::vector<int> next = Contenders(ranked, options.rule);
     bool room = !next.empty();
     for (const CandidateOutcome& o : ranked) {
       const bool contends = std::find(next.begin(), next.end(), o.index) != next.end();
-      room &= !contends || o.iterations + later.iterations <= options.passes.max_iterations;
+      room &= !contends || o.iterations + later.iterations <= passes.max_iterations;
     }
     if (!room) break;
     for (int i : next) run(static_cast<size_t>(i), later);

@@ -43,14 +43,17 @@
 namespace autotuned {
 
 // Interleaved passes (docs/protocol.md, "How a decision is made"). The
-// first pass runs every candidate's whole schedule (options.schedule); each
-// later pass runs only the contenders (Contenders), in request order, each
-// with verify off, `warmup` and `iterations` of its own, and adds their
-// samples to the earlier ones. Passes stop when no candidate contends, at
-// `max_passes`, when the next pass would take a candidate past
-// `max_iterations` timed iterations, or once `budget` of wall time has been
-// spent measuring. max_passes 1: one block per candidate.
+// first passes (FixedPasses) run every working candidate, in request order,
+// sharing options.schedule.iterations evenly (the earlier passes take the
+// remainder): the first pass its whole schedule, the others with verify
+// off and `warmup`. Each later pass runs only the contenders (Contenders), in
+// request order, with verify off, `warmup` and `iterations`. Samples add up
+// per candidate. Later passes stop when no candidate contends, at
+// `max_passes` passes in all, when the next pass would take a candidate
+// past `max_iterations` timed iterations, or once `budget` of wall time has
+// been spent on them. max_passes 1: one block per candidate.
 struct PassOptions {
+  int min_passes = 1;
   int max_passes = 1;
   int warmup = 1;
   int iterations = 10;
@@ -70,8 +73,13 @@ struct EngineOptions {
   absl::Time lease_deadline = absl::InfiniteFuture();
 };
 
-// The longest Measure measures (after the lease): the first pass, the
-// budget of the later ones, and the pass under way when the budget ends.
+// How many passes run every candidate: min_passes, at most max_passes and
+// the request's iterations, at least 1.
+int FixedPasses(const EngineOptions& options);
+
+// The longest Measure measures (after the lease): the first min_passes
+// passes, the budget of the later ones, and the pass under way when the
+// budget ends.
 absl::Duration MeasureBound(const EngineOptions& options, int candidates);
 
 class Engine {
@@ -87,7 +95,7 @@ class Engine {
   // (Catalogue::Supports) is ruled out with that reason without running.
   // Takes the lease until options.lease_deadline, unless the caller passes
   // the one it holds (`held`). Blocks for at most the lease wait plus about
-  // 2 x candidates x timeout + options.passes.budget (MeasureBound).
+  // MeasureBound.
   std::vector<CandidateOutcome> Measure(const ProblemSpec& problem,
                                         const std::vector<CandidateSpec>& candidates,
                                         const EngineOptions& options,

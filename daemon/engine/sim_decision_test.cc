@@ -40,6 +40,13 @@ std::unique_ptr<Backend> Backend2() {
   return std::move(*backend);
 }
 
+ProblemSpec AllReduce2() {
+  ProblemSpec p;
+  p.world_size = 2;
+  p.count = 256;
+  return p;
+}
+
 EngineOptions Options() {
   EngineOptions o;
   o.schedule.warmup = 1;
@@ -78,9 +85,7 @@ void CheckDecision(const std::vector<CandidateOutcome>& ranked) {
 TEST_CASE("20 % faster: decided beyond the noise, whichever comes first") {
   std::unique_ptr<Backend> backend = Backend2();
   Engine engine(backend.get());
-  ProblemSpec p;
-  p.world_size = 2;
-  p.count = 256;
+  const ProblemSpec p = AllReduce2();
   for (const std::vector<CandidateSpec>& order :
        {std::vector<CandidateSpec>{{"all_reduce/slower20", {}}, {"all_reduce/base", {}}},
         std::vector<CandidateSpec>{{"all_reduce/base", {}}, {"all_reduce/slower20", {}}}}) {
@@ -95,9 +100,7 @@ TEST_CASE("20 % faster: decided beyond the noise, whichever comes first") {
 TEST_CASE("0, 2 and 5 %: never a slower winner beyond noise, ties to the earlier") {
   std::unique_ptr<Backend> backend = Backend2();
   Engine engine(backend.get());
-  ProblemSpec p;
-  p.world_size = 2;
-  p.count = 256;
+  const ProblemSpec p = AllReduce2();
   for (const char* other : {"all_reduce/same", "all_reduce/slower2", "all_reduce/slower5"}) {
     for (bool base_first : {true, false}) {
       std::vector<CandidateSpec> order = {{"all_reduce/base", {}}, {other, {}}};

@@ -499,6 +499,7 @@ absl::StatusOr<EngineOptions> ValidateOptions(const v1::Options& o,
                    absl::StrCat("must be in [0, ", lim.max_min_speedup(),
                                 "] (limits.max_min_speedup), got ", o.min_speedup()));
   }
+  out.passes.min_passes = def.min_passes();
   out.passes.max_passes = def.max_passes();
   out.passes.warmup = def.pass_warmup();
   out.passes.iterations = def.pass_iterations();
