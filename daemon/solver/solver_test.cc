@@ -41,7 +41,7 @@ TEST_CASE("a whole-group round comes back ranked, then from the cache") {
   CHECK(r.ranked(0).median_us() == 10);
   CHECK(r.ranked(0).median_low_us() == 10);  // a scripted, noiseless time
   CHECK(r.ranked(0).median_high_us() == 10);
-  CHECK(r.ranked(0).passes() == 3);  // decisive after the passes over every candidate
+  CHECK(r.ranked(0).passes() == 1);  // TestConfig: one block per candidate
   int64_t iterations = 0;
   for (const v1::CandidateResult& c : r.ranked()) iterations += c.iterations();
   CHECK(r.measured_iterations() == iterations);
@@ -172,13 +172,14 @@ TEST_CASE("the run bound and the fallback answer") {
   wire.mutable_options()->set_timeout_ms(250);
   *wire.add_problems() = wire.problems(0);
   ValidRequest req = f.Valid(wire);
-  // Per problem: the 3 passes over every candidate, the later passes'
-  // budget, the pass under way when it ends; twice; plus 10 s.
+  // TestConfig: one block per candidate.
+  CHECK(RoundRunBound(req) == absl::Seconds(10) + 2 * 4 * absl::Milliseconds(250));
+  // Per problem: 3 passes over every candidate, the later passes' budget,
+  // the pass under way when it ends; twice; plus 10 s.
+  req.engine.passes.min_passes = 3;
+  req.engine.passes.max_passes = 8;
   CHECK(RoundRunBound(req) ==
         absl::Seconds(10) + 2 * 2 * (4 * 2 * absl::Milliseconds(250) + req.engine.passes.budget));
-  req.engine.passes.min_passes = 1;  // one block per candidate
-  req.engine.passes.max_passes = 1;
-  CHECK(RoundRunBound(req) == absl::Seconds(10) + 2 * 4 * absl::Milliseconds(250));
   const v1::ProblemResult r = FallbackResult(req.problems[0], "k");
   CHECK(r.status() == v1::FALLBACK);
   CHECK(r.winner() == "all_reduce/a");
