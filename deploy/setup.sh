@@ -4,6 +4,9 @@
 # nothing). Safe to run any number of times. Needs root (or sudo).
 # systemd: systemd-analyze, which //deploy:install_test runs on the unit;
 # passwd: useradd and groupadd for deploy/install.sh and the socket-group test.
+# iproute2, iptables, libnetfilter-queue-dev: the namespaced fleet test and
+# benchmark (hosts in network namespaces; loss and partitions as firewall
+# rules, delay through an NFQUEUE delayer: tests/fleet/README.md).
 # (fuzz/run.sh installs clang for itself; the test suite does not need it.)
 # python3-venv, python3-pip, python3-pytest: the Python client's tests; PyTorch
 # 2.11 from PyPI goes into the venv /opt/autotuned/venv (about 2.5 min and
@@ -17,7 +20,8 @@ PACKAGES="bazel-bootstrap bazel-rules-java \
   libspdlog-dev libabsl-dev catch2 zlib1g-dev \
   python3-grpcio python3-protobuf python3-venv python3-pip python3-pytest \
   g++ git ca-certificates \
-  systemd passwd"
+  systemd passwd \
+  iproute2 iptables libnetfilter-queue-dev"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
