@@ -13,6 +13,9 @@
 # 4.6 GB with its CUDA wheels; it sees Debian's grpcio and protobuf), used by
 # the tests of the torch.distributed and Inductor integration, with ruff and
 # mypy (pinned) for the Python client's lint test.
+# libhiredis-dev: the fleet cache's Redis client; redis-server: the server the
+# fleet cache's tests and benchmark start for themselves (never as a system
+# service: the package's own service is stopped and left disabled).
 set -eu
 
 PACKAGES="bazel-bootstrap bazel-rules-java \
@@ -21,7 +24,8 @@ PACKAGES="bazel-bootstrap bazel-rules-java \
   python3-grpcio python3-protobuf python3-venv python3-pip python3-pytest \
   g++ git ca-certificates \
   systemd passwd \
-  iproute2 iptables libnetfilter-queue-dev"
+  iproute2 iptables libnetfilter-queue-dev \
+  libhiredis-dev redis-server"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
@@ -38,6 +42,14 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 else
   echo "setup: all packages present"
+fi
+
+# Debian's redis-server package enables a system service; autotuned needs none
+# (its tests start their own redis-server on a socket in a temporary dir).
+if command -v systemctl >/dev/null 2>&1 &&
+   systemctl is-enabled redis-server.service >/dev/null 2>&1; then
+  echo "setup: disabling the redis-server system service"
+  $SUDO systemctl disable --now redis-server.service >/dev/null 2>&1 || true
 fi
 
 VENV=/opt/autotuned/venv
