@@ -118,7 +118,9 @@ TEST_CASE("all_reduce 1 MiB, 3 candidates, 4 sim GPUs: ranked, cached, restarted
     CHECK(c.rank_mean_us_size() == 4);
     CHECK(c.busbw_gbps() > 0);
   }
-  CHECK(r.ranked(0).median_us() <= r.ranked(1).median_us());
+  // The winner first (kept within noise or below the margin although
+  // slower by median, never when decisive), then the others by median.
+  if (r.ranked(0).median_us() > r.ranked(1).median_us()) CHECK(r.confidence() != v1::DECISIVE);
   CHECK(r.ranked(1).median_us() <= r.ranked(2).median_us());
   CHECK(r.winner() == r.ranked(0).candidate().impl());
 
