@@ -278,6 +278,25 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
                                 l.max_presync_window_us()));
   AT_RETURN_IF_ERROR(CheckOneOf("defaults.timing_mode", d.timing_mode(),
                                 {"event_loop", "cuda_graph"}));
+  if (!(l.max_min_speedup() >= 0 && l.max_min_speedup() <= 100)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "limits.max_min_speedup: must be in [0, 100], got ", l.max_min_speedup()));
+  }
+  if (!(d.min_speedup() >= 0 && d.min_speedup() <= l.max_min_speedup())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("defaults.min_speedup: must be in [0, limits.max_min_speedup = ",
+                     l.max_min_speedup(), "], got ", d.min_speedup()));
+  }
+  AT_RETURN_IF_ERROR(CheckOneOf("defaults.ranking", d.ranking(), {"interval", "median"}));
+  AT_RETURN_IF_ERROR(CheckRange("defaults.max_passes", d.max_passes(), 1, 1000));
+  AT_RETURN_IF_ERROR(CheckRange("defaults.min_passes", d.min_passes(), 1, d.max_passes()));
+  AT_RETURN_IF_ERROR(CheckRange("defaults.pass_warmup", d.pass_warmup(), 0, l.max_warmup()));
+  AT_RETURN_IF_ERROR(
+      CheckRange("defaults.pass_iterations", d.pass_iterations(), 1, l.max_iterations()));
+  AT_RETURN_IF_ERROR(CheckRange("defaults.max_measured_iterations",
+                                d.max_measured_iterations(), 1, 1000000));
+  AT_RETURN_IF_ERROR(CheckRange("defaults.pass_budget_ms", d.pass_budget_ms(), 0,
+                                l.max_timeout_ms()));
 
   AT_RETURN_IF_ERROR(CheckRange("limits.max_request_bytes",
                                 l.max_request_bytes(), 1024, INT32_MAX));

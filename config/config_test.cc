@@ -262,7 +262,7 @@ TEST_CASE("each validation rule rejects with the field name") {
   CHECK_THAT(Reject([&](DaemonConfig* c) { fault(c)->set_delay_us(-1); }),
              Catch::StartsWith("sim.faults[0].delay_us: "));
 
-  // Every limit must be positive.
+  // Every limit must be positive (max_min_speedup: not negative).
   const google::protobuf::Descriptor* limits = Limits::descriptor();
   for (int i = 0; i < limits->field_count(); ++i) {
     const google::protobuf::FieldDescriptor* field = limits->field(i);
@@ -270,7 +270,10 @@ TEST_CASE("each validation rule rejects with the field name") {
       DaemonConfig c = Default();
       const google::protobuf::Reflection* r = c.limits().GetReflection();
       Limits* l = c.mutable_limits();
-      if (field->cpp_type() ==
+      if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE) {
+        if (bad == 0) continue;
+        r->SetDouble(l, field, static_cast<double>(bad));
+      } else if (field->cpp_type() ==
           google::protobuf::FieldDescriptor::CPPTYPE_INT32) {
         r->SetInt32(l, field, static_cast<int32_t>(bad));
       } else {
@@ -298,6 +301,23 @@ TEST_CASE("each validation rule rejects with the field name") {
   CHECK_THAT(
       Reject([&](DaemonConfig* c) { c->mutable_limits()->set_max_warmup(3); }),
       Catch::StartsWith("defaults.warmup: "));
+  CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_min_speedup(-0.1); }),
+             Catch::StartsWith("defaults.min_speedup: "));
+  CHECK_THAT(Reject([&](DaemonConfig* c) { c->mutable_limits()->set_max_min_speedup(0.001); }),
+             Catch::StartsWith("defaults.min_speedup: "));
+  CHECK(Reject([&](DaemonConfig* c) { defaults(c)->set_min_speedup(0); }).empty());
+  CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_max_passes(0); }),
+             Catch::StartsWith("defaults.max_passes: "));
+  CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_max_passes(1); }),
+             Catch::StartsWith("defaults.min_passes: "));
+  CHECK(Reject([&](DaemonConfig* c) {
+          defaults(c)->set_max_passes(1);
+          defaults(c)->set_min_passes(1);
+        }).empty());
+  CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_pass_iterations(0); }),
+             Catch::StartsWith("defaults.pass_iterations: "));
+  CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_pass_budget_ms(-1); }),
+             Catch::StartsWith("defaults.pass_budget_ms: "));
   CHECK_THAT(Reject([&](DaemonConfig* c) { defaults(c)->set_iterations(0); }),
              Catch::StartsWith("defaults.iterations: "));
   CHECK_THAT(

@@ -101,14 +101,16 @@ TEST_CASE("all_reduce 1 MiB, 3 candidates, 4 sim GPUs: ranked, cached, restarted
   for (const v1::CandidateResult& c : r.ranked()) {
     INFO(c.ShortDebugString());
     CHECK(c.ok());
-    CHECK(c.iterations() == 10);
+    CHECK(c.iterations() >= 10);  // more when close to the winner (later passes)
     CHECK(c.min_us() > 0);
     CHECK(c.min_us() <= c.median_us());
     CHECK(c.median_us() <= c.max_us());
     CHECK(c.rank_mean_us_size() == 4);
     CHECK(c.busbw_gbps() > 0);
   }
-  CHECK(r.ranked(0).median_us() <= r.ranked(1).median_us());
+  // The winner first (kept within noise or below the margin although
+  // slower by median, never when decisive), then the others by median.
+  if (r.ranked(0).median_us() > r.ranked(1).median_us()) CHECK(r.confidence() != v1::DECISIVE);
   CHECK(r.ranked(1).median_us() <= r.ranked(2).median_us());
   CHECK(r.winner() == r.ranked(0).candidate().impl());
 

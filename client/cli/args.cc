@@ -36,10 +36,11 @@ const std::set<std::string>& GlobalFlags() {
 const std::set<std::string>& CommandFlags(Command command) {
   static const auto* tune = new std::set<std::string>{
       "collective", "dtype", "bytes", "world", "gpus", "candidates", "warmup", "iters",
-      "timeout_ms", "op", "root", "splits", "refresh", "timing", "csv"};
+      "timeout_ms", "min_speedup", "op", "root", "splits", "refresh", "timing", "csv"};
   static const auto* sweep = new std::set<std::string>{
       "collective", "dtype", "from", "to", "factor", "world", "gpus", "candidates",
-      "warmup", "iters", "timeout_ms", "op", "root", "refresh", "timing", "csv"};
+      "warmup", "iters", "timeout_ms", "min_speedup", "op", "root", "refresh", "timing",
+      "csv"};
   static const auto* list = new std::set<std::string>{"collective"};
   static const auto* none = new std::set<std::string>{};
   switch (command) {
@@ -127,6 +128,12 @@ absl::StatusOr<Plan> ParseCommon(const RawFlags& flags) {
   plan.options.set_iterations(flags.iters);
   plan.options.set_timeout_ms(flags.timeout_ms);
   plan.options.set_refresh(flags.refresh);
+  if (flags.given.count("min_speedup")) {
+    if (!(flags.min_speedup >= 0)) {
+      return absl::InvalidArgumentError("--min_speedup must be >= 0");
+    }
+    plan.options.set_min_speedup(flags.min_speedup);
+  }
   if (!flags.timing.empty()) {
     absl::StatusOr<v1::TimingMode> mode = ParseTimingMode(flags.timing);
     if (!mode.ok()) return FlagError("timing", mode.status());

@@ -53,6 +53,7 @@ struct RawFlags {
   int32_t warmup = 0;
   int32_t iters = 0;
   int64_t timeout_ms = 0;
+  double min_speedup = 0;  // sent only when given
   bool refresh = false;
   std::set<std::string> given;
 };
@@ -76,7 +77,7 @@ struct Plan {
 
 // --collective (required), --dtype, --op, --root, --candidates (a bare name
 // "ring" means "<collective>/ring"), --world or --gpus, --warmup, --iters,
-// --timeout_ms, --timing, --refresh; for tune --bytes or (all_to_all only)
+// --timeout_ms, --min_speedup, --timing, --refresh; for tune --bytes or (all_to_all only)
 // --splits; for sweep --from, --to, --factor.
 absl::StatusOr<Plan> ParseTuneFlags(const RawFlags& flags);
 absl::StatusOr<Plan> ParseSweepFlags(const RawFlags& flags);

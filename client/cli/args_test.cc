@@ -93,6 +93,13 @@ TEST_CASE("tune flags become a problem in elements") {
   CHECK(plan->options.timeout_ms() == 2000);
   CHECK(plan->options.refresh());
   CHECK(plan->options.timing_mode() == v1::CUDA_GRAPH);
+  CHECK_FALSE(plan->options.has_min_speedup());  // not given: the daemon's default
+  f.given.insert("min_speedup");
+  f.min_speedup = 0.05;
+  CHECK(ParseTuneFlags(f)->options.min_speedup() == 0.05);
+  f.min_speedup = -1;
+  CHECK_FALSE(ParseTuneFlags(f).ok());
+  f.min_speedup = 0.05;
 
   const v1::TuneRequest request = MakeTuneRequest(*plan, 4, {});
   CHECK(request.group().id() == "autotunectl");

@@ -57,6 +57,9 @@ ABSL_FLAG(int32_t, iters, 0, "timed iterations");
 ABSL_FLAG(int64_t, timeout_ms, 0, "per-candidate time limit");
 ABSL_FLAG(std::string, timing, "", "event_loop or cuda_graph");
 ABSL_FLAG(bool, refresh, false, "measure again, ignoring the cache");
+ABSL_FLAG(double, min_speedup, 0,
+          "the margin before another candidate wins over the first (0.02 = 2 %); "
+          "unset: the daemon's default");
 
 namespace autotuned {
 namespace cli {
@@ -97,6 +100,7 @@ RawFlags ReadFlags(std::set<std::string> given) {
   f.iters = absl::GetFlag(FLAGS_iters);
   f.timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
   f.refresh = absl::GetFlag(FLAGS_refresh);
+  f.min_speedup = absl::GetFlag(FLAGS_min_speedup);
   f.given = std::move(given);
   return f;
 }

@@ -70,6 +70,9 @@ struct ScheduleOptions {
   int warmup = 5;
   int iterations = 20;
   bool cuda_graph = false;
+  // False on the engine's later passes over a candidate (daemon/engine):
+  // it was verified on the first, so the schedule starts at its barrier.
+  bool verify = true;
   // Placement: devices[i] is the local device (GPU index on this node) of the
   // i-th rank run here (rank i for RunCandidate, part.local_ranks[i] for
   // RunPartial), from the group members' local_gpu. Empty: the i-th rank on

@@ -9,8 +9,8 @@
 
 namespace autotuned {
 
-// Verify against the reference, barrier, warmup, barrier, timed iterations.
-// Stops at the first failing step and reports it, naming the step.
+// Verify against the reference (unless options.verify is false), barrier,
+// warmup, barrier, timed iterations. Stops at the first failing step and reports it, naming the step.
 RankOutcome RunRankSchedule(RankRun& run, const ScheduleOptions& options);
 
 }  // namespace autotuned

@@ -52,6 +52,14 @@ TEST_CASE("verify, barrier, warmup, barrier, timed") {
   CHECK(out.iteration_us.size() == 3);
 }
 
+TEST_CASE("a later pass starts at the barrier, without verify") {
+  Recorder run;
+  ScheduleOptions o = Options(1, 2);
+  o.verify = false;
+  REQUIRE(RunRankSchedule(run, o).status.ok());
+  CHECK(run.steps == std::vector<std::string>{"barrier", "warmup", "barrier", "timed"});
+}
+
 TEST_CASE("no warmup step without warmup iterations") {
   Recorder run;
   REQUIRE(RunRankSchedule(run, Options(0, 1)).status.ok());

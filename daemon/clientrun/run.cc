@@ -248,7 +248,8 @@ void Run::Decide() {
       ruled_out += outcomes.back().ok ? 0 : 1;
     }
     *answer.mutable_results(p) = solver_->Measured(plan_.request->problems[p], *plan_.request,
-                                                   Rank(std::move(outcomes)), everyone);
+                                                   Rank(std::move(outcomes), plan_.request->engine.rule),
+                                                   everyone);
   }
   decision_ = std::make_shared<const v1::TuneResponse>(std::move(answer));
   decided_at_ = absl::Now();

@@ -2,139 +2,131 @@
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace autotuned {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+// One candidate's runs so far: every rank's samples of every pass, or the
+// first failed pass.
+struct Runs {
+  std::vector<RankOutcome> ranks;
+  int passes = 0;
+  absl::Duration spent;
+};
 
-// A rank that stopped because another rank failed or the run was aborted
-// reports ABORTED; its message says nothing about the cause.
-bool IsOwnFailure(const absl::Status& s) {
-  return !s.ok() && s.code() != absl::StatusCode::kAborted;
+bool AllOk(const std::vector<RankOutcome>& ranks) {
+  for (const RankOutcome& r : ranks) {
+    if (!r.status.ok()) return false;
+  }
+  return !ranks.empty();
+}
+
+void Add(Runs& runs, std::vector<RankOutcome> pass, absl::Duration spent) {
+  ++runs.passes;
+  runs.spent += spent;
+  if (runs.ranks.empty() || !AllOk(pass) || runs.ranks.size() != pass.size()) {
+    runs.ranks = std::move(pass);
+    return;
+  }
+  for (size_t r = 0; r < pass.size(); ++r) {
+    std::vector<double>& into = runs.ranks[r].iteration_us;
+    into.insert(into.end(), pass[r].iteration_us.begin(), pass[r].iteration_us.end());
+  }
+}
+
+CandidateOutcome RuledOut(int index, const CandidateSpec& candidate, const absl::Status& why) {
+  CandidateOutcome out;
+  out.index = index;
+  out.candidate = candidate;
+  out.reason = std::string(why.message());
+  out.stats = ComputeStats({});
+  return out;
 }
 
 }  // namespace
 
-Stats ComputeStats(std::vector<double> samples) {
-  Stats s;
-  if (samples.empty()) {
-    s.mean_us = s.median_us = s.min_us = s.max_us = s.spread = kInf;
-    return s;
-  }
-  std::sort(samples.begin(), samples.end());
-  const size_t n = samples.size();
-  s.min_us = samples.front();
-  s.max_us = samples.back();
-  s.mean_us = std::accumulate(samples.begin(), samples.end(), 0.0) / n;
-  s.median_us = n % 2 ? samples[n / 2]
-                      : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
-  s.spread = s.median_us > 0 ? (s.max_us - s.min_us) / s.median_us : 0.0;
-  return s;
+int FixedPasses(const EngineOptions& options) {
+  const PassOptions& passes = options.passes;
+  return std::max(1, std::min({passes.min_passes, passes.max_passes,
+                               options.schedule.iterations}));
 }
 
-CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
-                           const std::vector<RankOutcome>& ranks) {
-  CandidateOutcome out;
-  out.index = index;
-  out.candidate = candidate;
-  int failed = -1;
-  for (const RankOutcome& r : ranks) {
-    out.timed_out |= r.status.code() == absl::StatusCode::kDeadlineExceeded;
-  }
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    if (IsOwnFailure(ranks[r].status)) {
-      failed = static_cast<int>(r);
-      break;
-    }
-    if (!ranks[r].status.ok() && failed < 0) failed = static_cast<int>(r);
-  }
-  if (ranks.empty()) {
-    out.reason = "no ranks ran";
-  } else if (failed >= 0) {
-    const absl::Status& s = ranks[failed].status;
-    out.reason = absl::StrCat("rank ", failed, ": ",
-                              absl::StatusCodeToString(s.code()), ": ",
-                              s.message());
-  }
-  size_t iterations = ranks.empty() ? 0 : ranks[0].iteration_us.size();
-  for (const RankOutcome& r : ranks) {
-    if (r.status.ok() && r.iteration_us.size() != iterations &&
-        out.reason.empty()) {
-      out.reason = "ranks reported different numbers of iterations";
-    }
-  }
-  if (!out.reason.empty() || iterations == 0) {
-    if (out.reason.empty()) out.reason = "no timed iterations";
-    out.stats = ComputeStats({});
-    return out;
-  }
-  std::vector<double> per_iteration(iterations, 0.0);
-  for (const RankOutcome& r : ranks) {
-    for (size_t i = 0; i < iterations; ++i) {
-      per_iteration[i] = std::max(per_iteration[i], r.iteration_us[i]);
-    }
-    out.rank_mean_us.push_back(
-        std::accumulate(r.iteration_us.begin(), r.iteration_us.end(), 0.0) /
-        iterations);
-  }
-  out.ok = true;
-  out.iterations = static_cast<int>(iterations);
-  out.stats = ComputeStats(std::move(per_iteration));
-  return out;
-}
-
-std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes) {
-  std::stable_sort(outcomes.begin(), outcomes.end(),
-                   [](const CandidateOutcome& a, const CandidateOutcome& b) {
-                     if (a.ok != b.ok) return a.ok;
-                     if (a.ok && a.stats.median_us != b.stats.median_us) {
-                       return a.stats.median_us < b.stats.median_us;
-                     }
-                     return a.index < b.index;
-                   });
-  return outcomes;
+absl::Duration MeasureBound(const EngineOptions& options, int candidates) {
+  const PassOptions& passes = options.passes;
+  const int fixed = FixedPasses(options);
+  const absl::Duration pass = candidates * options.timeout;
+  return fixed * pass + (passes.max_passes > fixed ? pass + passes.budget : absl::ZeroDuration());
 }
 
 std::vector<CandidateOutcome> Engine::Measure(
     const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
     const EngineOptions& options, const DeviceLease::Token* held) {
-  std::vector<CandidateOutcome> outcomes;
-  outcomes.reserve(candidates.size());
   absl::StatusOr<DeviceLease::Token> own = DeviceLease::Token();
   if (held == nullptr) own = lease_.Acquire(options.lease_deadline);
+  std::vector<Runs> runs(candidates.size());
+  std::vector<CandidateOutcome> refused;  // never run
+  auto run = [&](size_t i, const ScheduleOptions& schedule) {
+    const absl::Time start = absl::Now();
+    std::vector<RankOutcome> ranks =
+        backend_->RunCandidate(problem, candidates[i], schedule, start + options.timeout);
+    Add(runs[i], std::move(ranks), absl::Now() - start);
+  };
+  const PassOptions& passes = options.passes;
+  const int fixed = FixedPasses(options);
+  // Pass p of the fixed ones: the request's iterations split evenly.
+  auto share = [&](ScheduleOptions s, int p) {
+    s.iterations = options.schedule.iterations / fixed +
+                   (p < options.schedule.iterations % fixed ? 1 : 0);
+    return s;
+  };
+  ScheduleOptions again = options.schedule;
+  again.verify = false;
+  again.warmup = passes.warmup;
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].client()) continue;
     const absl::Status supported =
         !own.ok() ? own.status()
                   : backend_->catalogue().Supports(problem, candidates[i].impl, "candidate");
     if (!supported.ok()) {
-      CandidateOutcome out;
-      out.index = static_cast<int>(i);
-      out.candidate = candidates[i];
-      out.reason = std::string(supported.message());
-      out.stats = ComputeStats({});
-      outcomes.push_back(std::move(out));
+      refused.push_back(RuledOut(static_cast<int>(i), candidates[i], supported));
       continue;
     }
-    const absl::Time deadline = absl::Now() + options.timeout;
-    std::vector<RankOutcome> ranks = backend_->RunCandidate(
-        problem, candidates[i], options.schedule, deadline);
-    outcomes.push_back(Summarize(static_cast<int>(i), candidates[i], ranks));
+    run(i, share(options.schedule, 0));
   }
-  return Rank(std::move(outcomes));
-}
-
-std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candidates,
-                                        const std::vector<std::vector<RankOutcome>>& ranks) {
-  std::vector<CandidateOutcome> outcomes;
-  for (size_t i = 0; i < candidates.size() && i < ranks.size(); ++i) {
-    outcomes.push_back(Summarize(static_cast<int>(i), candidates[i], ranks[i]));
+  for (int pass = 1; pass < fixed; ++pass) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (runs[i].passes > 0 && AllOk(runs[i].ranks)) run(i, share(again, pass));
+    }
   }
-  return Rank(std::move(outcomes));
+  auto ranking = [&] {
+    std::vector<CandidateOutcome> outcomes = refused;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (runs[i].passes == 0) continue;
+      outcomes.push_back(Summarize(static_cast<int>(i), candidates[i], runs[i].ranks));
+      outcomes.back().passes = runs[i].passes;
+      outcomes.back().measuring_us = absl::ToDoubleMicroseconds(runs[i].spent);
+    }
+    return Rank(std::move(outcomes), options.rule);
+  };
+  ScheduleOptions later = again;
+  later.iterations = passes.iterations;
+  const absl::Time adaptive_start = absl::Now();
+  for (int pass = fixed; pass < passes.max_passes; ++pass) {
+    if (absl::Now() - adaptive_start >= passes.budget) break;
+    const std::vector<CandidateOutcome> ranked = ranking();
+    const std::vector<int> next = Contenders(ranked, options.rule);
+    bool room = !next.empty();
+    for (const CandidateOutcome& o : ranked) {
+      const bool contends = std::find(next.begin(), next.end(), o.index) != next.end();
+      room &= !contends || o.iterations + later.iterations <= passes.max_iterations;
+    }
+    if (!room) break;
+    for (int i : next) run(static_cast<size_t>(i), later);
+  }
+  return ranking();
 }
 
 std::vector<std::vector<RankOutcome>> Engine::MeasurePart(

@@ -3,15 +3,17 @@
 //
 // For every candidate, in request order, the backend runs RunRankSchedule
 // (daemon/backend/schedule.h) on every rank (verify against the reference,
-// barrier, warmup, barrier, timed iterations). The time of one iteration is the
-// maximum over ranks (the slowest rank is the time of a collective); statistics
-// are taken over iterations. A candidate that fails on any rank, or is cut off
-// at its timeout, is ruled out with a reason and ranked after every working
-// one.
+// barrier, warmup, barrier, timed iterations); then, in interleaved passes
+// (PassOptions), the candidates still contending again, shorter and without
+// verify. The time of one iteration is the maximum over ranks (the slowest
+// rank is the time of a collective); statistics are taken over iterations
+// (ranking.h). A candidate that fails on any rank, or is cut off at its
+// timeout, in any pass, is ruled out with a reason and ranked after every
+// working one.
 //
 // Across daemons (a group whose ranks live on several daemons): each daemon
-// runs the same schedule, candidate after candidate in request order, for
-// its own ranks only (MeasurePart, through Backend::RunPartial); the leader
+// runs the same schedule, candidate after candidate in request order, one
+// pass only, for its own ranks only (MeasurePart, through Backend::RunPartial); the leader
 // gathers every rank's outcomes and ranks them with RankRanks, which is
 // Summarize and Rank as for one daemon: the same max over ranks, the same
 // order.
@@ -36,11 +38,34 @@
 #include "daemon/backend/backend.h"
 #include "daemon/common/problem.h"
 #include "daemon/engine/lease.h"
+#include "daemon/engine/ranking.h"
 
 namespace autotuned {
 
+// Interleaved passes (docs/protocol.md, "How a decision is made"). The
+// first passes (FixedPasses) run every working candidate, in request order,
+// sharing options.schedule.iterations evenly (the earlier passes take the
+// remainder): the first pass its whole schedule, the others with verify
+// off and `warmup`. Each later pass runs only the contenders (Contenders), in
+// request order, with verify off, `warmup` and `iterations`. Samples add up
+// per candidate. Later passes stop when no candidate contends, at
+// `max_passes` passes in all, when the next pass would take a candidate
+// past `max_iterations` timed iterations, or once `budget` of wall time has
+// been spent on them. max_passes 1: one block per candidate.
+struct PassOptions {
+  int min_passes = 1;
+  int max_passes = 1;
+  int warmup = 1;
+  int iterations = 10;
+  int max_iterations = 200;
+  absl::Duration budget = absl::Seconds(2);
+};
+
 struct EngineOptions {
   ScheduleOptions schedule;
+  PassOptions passes;
+  // How the winner is picked (Rank).
+  RankRule rule;
   absl::Duration timeout = absl::Seconds(10);  // per candidate
   // How long a measurement waits for the devices (the lease): past it,
   // every candidate is ruled out with the reason. Every holder's hold is
@@ -48,45 +73,14 @@ struct EngineOptions {
   absl::Time lease_deadline = absl::InfiniteFuture();
 };
 
-// Statistics over per-iteration times, in microseconds.
-struct Stats {
-  double mean_us = 0;
-  double median_us = 0;
-  double min_us = 0;
-  double max_us = 0;
-  double spread = 0;  // (max - min) / median
-};
+// How many passes run every candidate: min_passes, at most max_passes and
+// the request's iterations, at least 1.
+int FixedPasses(const EngineOptions& options);
 
-struct CandidateOutcome {
-  int index = 0;               // position in the request
-  CandidateSpec candidate;
-  bool ok = false;
-  std::string reason;          // why it was ruled out (when !ok)
-  bool timed_out = false;      // some rank was cut off at the deadline
-  Stats stats;                 // +inf everywhere when !ok
-  std::vector<double> rank_mean_us;
-  int iterations = 0;
-};
-
-// Stats of `samples` (empty: all +inf).
-Stats ComputeStats(std::vector<double> samples);
-
-// One outcome from the per-rank reports of one candidate: per-iteration max
-// across ranks when every rank succeeded; otherwise ruled out with the
-// reason of the lowest rank whose failure is its own (not an abort caused by
-// another rank), prefixed "rank R: ".
-CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
-                           const std::vector<RankOutcome>& ranks);
-
-// The ranking, best first: working candidates by median time, ties broken by
-// request order; then ruled-out candidates in request order. A pure function
-// of its input, so every rank that holds the same timings ranks alike.
-std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes);
-
-// Summarize (per candidate, `ranks[i]` the outcomes of every rank of the
-// group for candidates[i]) then Rank.
-std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candidates,
-                                        const std::vector<std::vector<RankOutcome>>& ranks);
+// The longest Measure measures (after the lease): the first min_passes
+// passes, the budget of the later ones, and the pass under way when the
+// budget ends.
+absl::Duration MeasureBound(const EngineOptions& options, int candidates);
 
 class Engine {
  public:
@@ -101,7 +95,7 @@ class Engine {
   // (Catalogue::Supports) is ruled out with that reason without running.
   // Takes the lease until options.lease_deadline, unless the caller passes
   // the one it holds (`held`). Blocks for at most the lease wait plus about
-  // candidates x timeout.
+  // MeasureBound.
   std::vector<CandidateOutcome> Measure(const ProblemSpec& problem,
                                         const std::vector<CandidateSpec>& candidates,
                                         const EngineOptions& options,

@@ -1,7 +1,5 @@
 #include "daemon/engine/engine.h"
 
-#include <cmath>
-
 #include <catch2/catch.hpp>
 
 #include "daemon/backend/fake_backend.h"
@@ -22,47 +20,6 @@ EngineOptions Quick() {
   o.schedule.iterations = 5;
   o.timeout = absl::Seconds(5);
   return o;
-}
-
-TEST_CASE("statistics over iterations") {
-  Stats s = ComputeStats({4, 1, 3, 2});
-  CHECK(s.min_us == 1);
-  CHECK(s.max_us == 4);
-  CHECK(s.mean_us == Approx(2.5));
-  CHECK(s.median_us == Approx(2.5));
-  CHECK(s.spread == Approx(3 / 2.5));
-  CHECK(ComputeStats({7}).median_us == 7);
-  CHECK(std::isinf(ComputeStats({}).mean_us));
-}
-
-TEST_CASE("an iteration's time is the slowest rank's") {
-  std::vector<RankOutcome> ranks(2);
-  ranks[0].iteration_us = {1, 5, 1};
-  ranks[1].iteration_us = {2, 2, 2};
-  CandidateOutcome o = Summarize(0, {"x", {}}, ranks);
-  REQUIRE(o.ok);
-  CHECK(o.stats.max_us == 5);
-  CHECK(o.stats.min_us == 2);
-  CHECK(o.stats.median_us == 2);
-  CHECK(o.rank_mean_us == std::vector<double>{7.0 / 3, 2.0});
-}
-
-TEST_CASE("RankRanks: the outcomes of every daemon's ranks ranked as on one daemon") {
-  std::vector<CandidateSpec> candidates = {{"a", {}}, {"b", {}}, {"c", {}}};
-  std::vector<std::vector<RankOutcome>> ranks(3, std::vector<RankOutcome>(4));
-  for (int c = 0; c < 3; ++c) {
-    for (int r = 0; r < 4; ++r) ranks[c][r].iteration_us = {10.0 * (c + 1), 10.0 * (c + 1)};
-  }
-  ranks[0][3].iteration_us = {90, 90};  // a is slow on one remote rank only
-  ranks[2][2].status = absl::UnavailableError("daemon d:1 sent no timings");
-  std::vector<CandidateOutcome> ranked = RankRanks(candidates, ranks);
-  REQUIRE(ranked.size() == 3);
-  CHECK(ranked[0].candidate.impl == "b");
-  CHECK(ranked[1].candidate.impl == "a");
-  CHECK(ranked[1].stats.median_us == 90);
-  CHECK(ranked[1].rank_mean_us.size() == 4);
-  CHECK_FALSE(ranked[2].ok);
-  CHECK(ranked[2].reason == "rank 2: UNAVAILABLE: daemon d:1 sent no timings");
 }
 
 TEST_CASE("MeasurePart: every candidate in order on the local ranks, each with its "
@@ -88,41 +45,6 @@ TEST_CASE("MeasurePart: every candidate in order on the local ranks, each with i
   CHECK(backend.runs() == 2);
 }
 
-TEST_CASE("the reason is the rank that failed, not the ranks it aborted") {
-  std::vector<RankOutcome> ranks(3);
-  ranks[0].status = absl::AbortedError("peer gone");
-  ranks[1].status = absl::DataLossError("index 3: got 1, want 2");
-  ranks[2].status = absl::AbortedError("peer gone");
-  CandidateOutcome o = Summarize(4, {"x", {}}, ranks);
-  CHECK_FALSE(o.ok);
-  CHECK(o.index == 4);
-  CHECK(o.reason == "rank 1: DATA_LOSS: index 3: got 1, want 2");
-  CHECK(std::isinf(o.stats.median_us));
-}
-
-TEST_CASE("ranking is by median, ties by request order, failures last") {
-  auto make = [](int index, bool ok, double median) {
-    CandidateOutcome o;
-    o.index = index;
-    o.ok = ok;
-    o.stats.median_us = median;
-    return o;
-  };
-  std::vector<CandidateOutcome> ranked =
-      Rank({make(0, false, 0), make(1, true, 9), make(2, true, 3),
-            make(3, true, 9), make(4, false, 0), make(5, true, 3)});
-  std::vector<int> order;
-  for (const auto& o : ranked) order.push_back(o.index);
-  CHECK(order == std::vector<int>{2, 5, 1, 3, 0, 4});
-  // Pure: the same input gives the same output.
-  std::vector<CandidateOutcome> again =
-      Rank({make(0, false, 0), make(1, true, 9), make(2, true, 3),
-            make(3, true, 9), make(4, false, 0), make(5, true, 3)});
-  for (size_t i = 0; i < ranked.size(); ++i) {
-    CHECK(again[i].index == ranked[i].index);
-  }
-}
-
 TEST_CASE("every rank runs verify, barrier, warmup, barrier, timed") {
   FakeBackend backend(4, {{"a", {}}});
   Engine engine(&backend);
@@ -132,6 +54,41 @@ TEST_CASE("every rank runs verify, barrier, warmup, barrier, timed") {
   CHECK(ranked[0].iterations == 5);
   CHECK(backend.last_steps() ==
         std::vector<std::string>{"verify", "barrier", "warmup", "barrier", "timed"});
+}
+
+TEST_CASE("interleaved passes: contenders again without verify, clear losers not") {
+  FakeBackend::Script same;  // a and b take the same time: they tie
+  FakeBackend::Script slow;
+  slow.iteration_us = {50.0};
+  FakeBackend backend(2, {{"a", same}, {"b", same}, {"c", slow}});
+  Engine engine(&backend);
+  EngineOptions o = Quick();
+  o.passes.max_passes = 3;
+  o.passes.iterations = 4;
+  o.rule.min_speedup = 0;
+  auto ranked = engine.Measure(AllReduce(2), {{"a", {}}, {"b", {}}, {"c", {}}}, o);
+  REQUIRE(ranked.size() == 3);
+  // First pass: a, b, c; then twice a, b (they overlap, c does not).
+  CHECK(backend.runs() == 3 + 2 + 2);
+  CHECK(backend.last_steps() ==
+        std::vector<std::string>{"barrier", "warmup", "barrier", "timed"});
+  CHECK(ranked[0].candidate.impl == "a");  // the tie goes to the earlier
+  CHECK(ranked[0].iterations == 5 + 4 + 4);
+  CHECK(ranked[0].passes == 3);
+  CHECK(ranked[2].candidate.impl == "c");
+  CHECK(ranked[2].passes == 1);
+  CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
+
+  // With a margin that equal times cannot reach, b stops contending at once.
+  o.rule.min_speedup = 0.01;
+  const int before = backend.runs();
+  ranked = engine.Measure(AllReduce(2), {{"a", {}}, {"b", {}}, {"c", {}}}, o);
+  CHECK(backend.runs() - before == 3);
+  // And no pass takes a candidate past max_iterations.
+  o.rule.min_speedup = 0;
+  o.passes.max_iterations = 9;
+  ranked = engine.Measure(AllReduce(2), {{"a", {}}, {"b", {}}}, o);
+  CHECK(ranked[0].iterations == 9);
 }
 
 TEST_CASE("the engine ranks measured candidates and rules out failures") {

@@ -167,7 +167,7 @@ rendezvous::Decision CrossRuns::Run(const ValidRequest& request,
     const std::vector<std::vector<RankOutcome>> all =
         AllRanks(request, p.candidates.size(), step, local, mine[m], theirs, missing);
     *measured.mutable_results(index) = solver_->Measured(
-        p, request, RankRanks(p.candidates, all), /*may_store=*/missing.empty());
+        p, request, RankRanks(p.candidates, all, request.engine.rule), /*may_store=*/missing.empty());
     step += static_cast<int64_t>(p.candidates.size());
   }
 

@@ -492,6 +492,19 @@ absl::StatusOr<EngineOptions> ValidateOptions(const v1::Options& o,
       return Invalid("options.timing_mode",
                      absl::StrCat("unknown timing mode ", o.timing_mode()));
   }
+  out.rule.min_speedup = o.has_min_speedup() ? o.min_speedup() : def.min_speedup();
+  out.rule.median_only = def.ranking() == "median";
+  if (!(out.rule.min_speedup >= 0 && out.rule.min_speedup <= lim.max_min_speedup())) {
+    return Invalid("options.min_speedup",
+                   absl::StrCat("must be in [0, ", lim.max_min_speedup(),
+                                "] (limits.max_min_speedup), got ", o.min_speedup()));
+  }
+  out.passes.min_passes = def.min_passes();
+  out.passes.max_passes = def.max_passes();
+  out.passes.warmup = def.pass_warmup();
+  out.passes.iterations = def.pass_iterations();
+  out.passes.max_iterations = def.max_measured_iterations();
+  out.passes.budget = absl::Milliseconds(def.pass_budget_ms());
   return out;
 }
 

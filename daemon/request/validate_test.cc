@@ -71,6 +71,12 @@ TEST_CASE("bad input is INVALID_ARGUMENT naming the field") {
   req = Request(two);
   req.mutable_options()->set_timeout_ms(-1);
   CHECK_THAT(v.Error(req), Catch::StartsWith("options.timeout_ms:"));
+  req = Request(two);
+  req.mutable_options()->set_min_speedup(-0.5);
+  CHECK(v.Error(req) ==
+        "options.min_speedup: must be in [0, 1] (limits.max_min_speedup), got -0.5");
+  req.mutable_options()->set_min_speedup(1.5);
+  CHECK_THAT(v.Error(req), Catch::StartsWith("options.min_speedup:"));
 
   req = Request(two);
   req.mutable_group()->set_world_size(64);

@@ -14,11 +14,13 @@
 
 namespace autotuned {
 
-// A measured ranking, best first: TUNED with the first candidate as the
-// winner when it works, else FAILED ("every candidate was ruled out");
-// bandwidths from the problem's size, measured_unix_ms now. No cache key.
+// A measured ranking (Rank with `min_speedup`), best first: TUNED with the
+// first candidate as the winner when it works, its Judge verdict and the
+// cost, else FAILED ("every candidate was ruled out"); bandwidths from the
+// problem's size, measured_unix_ms now. No cache key.
 v1::ProblemResult ToProblemResult(const ValidProblem& problem,
-                                  const std::vector<CandidateOutcome>& ranked);
+                                  const std::vector<CandidateOutcome>& ranked,
+                                  double min_speedup);
 
 // Not measured: FALLBACK with the default (first) candidate as the winner,
 // nothing ranked, no reason (the rendezvous writes it), under `cache_key`.

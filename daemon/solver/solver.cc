@@ -122,7 +122,7 @@ v1::ProblemResult Solver::Measured(const ValidProblem& problem, const ValidReque
   }
   metrics_->SetBackendFigures(backend_->gpu_memory_held_bytes(),
                               backend_->worker_restarts(), backend_->nccl_aborts());
-  v1::ProblemResult result = ToProblemResult(problem, ranked);
+  v1::ProblemResult result = ToProblemResult(problem, ranked, request.engine.rule.min_speedup);
   result.set_cache_key(key);
   if (!may_store || result.status() != v1::TUNED) return result;
   const v1::ProblemResult stored_result = StoredResult(result);
@@ -202,11 +202,11 @@ v1::TuneResponse Solver::Finish(const ValidRequest& request, absl::Time start,
 }
 
 absl::Duration RoundRunBound(const ValidRequest& request) {
-  int64_t candidates = 0;
+  absl::Duration measuring;
   for (const ValidProblem& p : request.problems) {
-    candidates += static_cast<int64_t>(p.candidates.size());
+    measuring += MeasureBound(request.engine, static_cast<int>(p.candidates.size()));
   }
-  return absl::Seconds(10) + 2 * candidates * request.engine.timeout;
+  return absl::Seconds(10) + 2 * measuring;
 }
 
 }  // namespace autotuned

@@ -114,8 +114,8 @@ class Solver {
   std::atomic<int64_t> evictions_seen_{0};  // counted in cache_evictions
 };
 
-// How long a round's runner may take: every candidate of every problem at
-// its timeout, twice (the engine serializes rounds), plus 10 s.
+// How long a round's runner may take: every problem's MeasureBound
+// (daemon/engine), twice (the engine serializes rounds), plus 10 s.
 absl::Duration RoundRunBound(const ValidRequest& request);
 
 }  // namespace autotuned

@@ -32,10 +32,19 @@ TEST_CASE("a whole-group round comes back ranked, then from the cache") {
   CHECK(r.status() == v1::TUNED);
   CHECK(r.winner() == "all_reduce/b");
   CHECK(r.winner_index() == 2);
-  CHECK(r.reason() == "fastest median of 3 working candidates, 1 ruled out");
+  CHECK(r.reason() == "fastest beyond noise of 3 working candidates, 1 ruled out");
   CHECK(r.cache_key().size() == 32);
+  CHECK(r.confidence() == v1::DECISIVE);
+  CHECK(r.min_speedup() == 0.01);  // the configured default
+  CHECK(r.winner_speedup() > 0);
   REQUIRE(r.ranked_size() == 4);
   CHECK(r.ranked(0).median_us() == 10);
+  CHECK(r.ranked(0).median_low_us() == 10);  // a scripted, noiseless time
+  CHECK(r.ranked(0).median_high_us() == 10);
+  CHECK(r.ranked(0).passes() == 1);  // TestConfig: one block per candidate
+  int64_t iterations = 0;
+  for (const v1::CandidateResult& c : r.ranked()) iterations += c.iterations();
+  CHECK(r.measured_iterations() == iterations);
   CHECK(r.ranked(1).candidate().impl() == "all_reduce/c");
   CHECK(r.ranked(2).candidate().impl() == "all_reduce/a");
   CHECK_FALSE(r.ranked(3).ok());
@@ -162,8 +171,15 @@ TEST_CASE("the run bound and the fallback answer") {
   v1::TuneRequest wire = Request({"all_reduce/a", "all_reduce/b"});
   wire.mutable_options()->set_timeout_ms(250);
   *wire.add_problems() = wire.problems(0);
-  const ValidRequest req = f.Valid(wire);
+  ValidRequest req = f.Valid(wire);
+  // TestConfig: one block per candidate.
   CHECK(RoundRunBound(req) == absl::Seconds(10) + 2 * 4 * absl::Milliseconds(250));
+  // Per problem: 3 passes over every candidate, the later passes' budget,
+  // the pass under way when it ends; twice; plus 10 s.
+  req.engine.passes.min_passes = 3;
+  req.engine.passes.max_passes = 8;
+  CHECK(RoundRunBound(req) ==
+        absl::Seconds(10) + 2 * 2 * (4 * 2 * absl::Milliseconds(250) + req.engine.passes.budget));
   const v1::ProblemResult r = FallbackResult(req.problems[0], "k");
   CHECK(r.status() == v1::FALLBACK);
   CHECK(r.winner() == "all_reduce/a");

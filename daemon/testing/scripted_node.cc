@@ -40,6 +40,10 @@ std::unique_ptr<FakeBackend> ScriptedBackend() {
 config::DaemonConfig TestConfig() {
   config::DaemonConfig config = *config::DefaultConfig();
   config.mutable_limits()->set_max_buffer_bytes(1 << 20);
+  // One run per candidate, so that a backend's runs count the candidates
+  // measured; the interleaved passes are tested in daemon/engine.
+  config.mutable_defaults()->set_min_passes(1);
+  config.mutable_defaults()->set_max_passes(1);
   // The daemons the tests' groups spread over.
   config.add_peers("lead:1");
   config.add_peers("follow:1");

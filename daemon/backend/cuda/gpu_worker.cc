@@ -112,6 +112,7 @@ RunRequest ToRunRequest(const ProblemSpec& p, const CandidateSpec& c,
   r.set_warmup(o.warmup);
   r.set_iterations(o.iterations);
   r.set_cuda_graph(o.cuda_graph);
+  r.set_skip_verify(!o.verify);
   for (int d : o.devices) r.add_devices(d);
   r.set_deadline_unix_us(absl::ToUnixMicros(deadline));
   return r;
@@ -191,6 +192,7 @@ int ServeGpuWorker(
     o.warmup = req.warmup();
     o.iterations = req.iterations();
     o.cuda_graph = req.cuda_graph();
+    o.verify = !req.skip_verify();
     o.devices.assign(req.devices().begin(), req.devices().end());
     const absl::Time deadline = absl::FromUnixMicros(req.deadline_unix_us());
     std::vector<RankOutcome> outcomes =

@@ -1,0 +1,215 @@
+#include "daemon/engine/ranking.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace autotuned {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A rank that stopped because another rank failed or the run was aborted
+// reports ABORTED; its message says nothing about the cause.
+bool IsOwnFailure(const absl::Status& s) {
+  return !s.ok() && s.code() != absl::StatusCode::kAborted;
+}
+
+// The order statistic k of MedianInterval (1-based, at least 1). The
+// binomial probabilities are summed in log space (n may be thousands).
+size_t IntervalRank(size_t n) {
+  const double tail = (1.0 - kIntervalLevel) / 2.0;
+  const double log_half_n = static_cast<double>(n) * std::log(0.5);
+  double log_choose = 0;  // log C(n, i)
+  double cdf = 0;         // P(B <= i)
+  size_t k = 0;
+  for (size_t i = 0; i <= n / 2; ++i) {
+    if (i > 0) log_choose += std::log(static_cast<double>(n - i + 1) / static_cast<double>(i));
+    cdf += std::exp(log_choose + log_half_n);
+    if (cdf > tail) break;
+    k = i + 1;
+  }
+  return std::max<size_t>(k, 1);
+}
+
+bool Overlap(const Stats& a, const Stats& b) {
+  return a.median_low_us <= b.median_high_us && b.median_low_us <= a.median_high_us;
+}
+
+// `a` is faster than `b` beyond the noise.
+bool Beats(const CandidateOutcome& a, const CandidateOutcome& b) {
+  return a.stats.median_high_us < b.stats.median_low_us;
+}
+
+// `a` takes `b`'s place: faster beyond the noise and by the margin.
+bool Displaces(const CandidateOutcome& a, const CandidateOutcome& b, double min_speedup) {
+  return Beats(a, b) && b.stats.median_us >= a.stats.median_us * (1.0 + min_speedup);
+}
+
+}  // namespace
+
+void MedianInterval(const std::vector<double>& sorted, double* low, double* high) {
+  if (sorted.empty()) {
+    *low = *high = kInf;
+    return;
+  }
+  const size_t n = sorted.size();
+  const size_t k = IntervalRank(n);
+  *low = sorted[k - 1];
+  *high = sorted[n - k];
+}
+
+Stats ComputeStats(std::vector<double> samples) {
+  Stats s;
+  if (samples.empty()) {
+    s.mean_us = s.median_us = s.min_us = s.max_us = s.spread = kInf;
+    s.median_low_us = s.median_high_us = kInf;
+    return s;
+  }
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  s.min_us = samples.front();
+  s.max_us = samples.back();
+  s.mean_us = std::accumulate(samples.begin(), samples.end(), 0.0) / n;
+  s.median_us = n % 2 ? samples[n / 2]
+                      : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  s.spread = s.median_us > 0 ? (s.max_us - s.min_us) / s.median_us : 0.0;
+  MedianInterval(samples, &s.median_low_us, &s.median_high_us);
+  return s;
+}
+
+CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
+                           const std::vector<RankOutcome>& ranks) {
+  CandidateOutcome out;
+  out.index = index;
+  out.candidate = candidate;
+  int failed = -1;
+  for (const RankOutcome& r : ranks) {
+    out.timed_out |= r.status.code() == absl::StatusCode::kDeadlineExceeded;
+  }
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (IsOwnFailure(ranks[r].status)) {
+      failed = static_cast<int>(r);
+      break;
+    }
+    if (!ranks[r].status.ok() && failed < 0) failed = static_cast<int>(r);
+  }
+  if (ranks.empty()) {
+    out.reason = "no ranks ran";
+  } else if (failed >= 0) {
+    const absl::Status& s = ranks[failed].status;
+    out.reason = absl::StrCat("rank ", failed, ": ",
+                              absl::StatusCodeToString(s.code()), ": ",
+                              s.message());
+  }
+  size_t iterations = ranks.empty() ? 0 : ranks[0].iteration_us.size();
+  for (const RankOutcome& r : ranks) {
+    if (r.status.ok() && r.iteration_us.size() != iterations &&
+        out.reason.empty()) {
+      out.reason = "ranks reported different numbers of iterations";
+    }
+  }
+  if (!out.reason.empty() || iterations == 0) {
+    if (out.reason.empty()) out.reason = "no timed iterations";
+    out.stats = ComputeStats({});
+    return out;
+  }
+  std::vector<double> per_iteration(iterations, 0.0);
+  for (const RankOutcome& r : ranks) {
+    for (size_t i = 0; i < iterations; ++i) {
+      per_iteration[i] = std::max(per_iteration[i], r.iteration_us[i]);
+    }
+    out.rank_mean_us.push_back(
+        std::accumulate(r.iteration_us.begin(), r.iteration_us.end(), 0.0) /
+        iterations);
+  }
+  out.ok = true;
+  out.iterations = static_cast<int>(iterations);
+  out.stats = ComputeStats(std::move(per_iteration));
+  return out;
+}
+
+std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes, const RankRule& rule) {
+  std::stable_sort(outcomes.begin(), outcomes.end(),
+                   [](const CandidateOutcome& a, const CandidateOutcome& b) {
+                     if (a.ok != b.ok) return a.ok;
+                     if (a.ok && a.stats.median_us != b.stats.median_us) {
+                       return a.stats.median_us < b.stats.median_us;
+                     }
+                     return a.index < b.index;
+                   });
+  if (rule.median_only) return outcomes;
+  const CandidateOutcome* fallback = nullptr;  // the default: earliest working
+  for (const CandidateOutcome& o : outcomes) {
+    if (o.ok && (fallback == nullptr || o.index < fallback->index)) fallback = &o;
+  }
+  if (fallback == nullptr) return outcomes;
+  std::vector<const CandidateOutcome*> qualified;
+  for (const CandidateOutcome& o : outcomes) {
+    if (o.ok && &o != fallback && Displaces(o, *fallback, rule.min_speedup)) {
+      qualified.push_back(&o);
+    }
+  }
+  const CandidateOutcome* winner = fallback;
+  for (const CandidateOutcome* q : qualified) {
+    bool displaced = false;
+    for (const CandidateOutcome* other : qualified) {
+      displaced |= Displaces(*other, *q, rule.min_speedup);
+    }
+    if (!displaced && (winner == fallback || q->index < winner->index)) winner = q;
+  }
+  const auto at = outcomes.begin() + (winner - outcomes.data());
+  std::rotate(outcomes.begin(), at, at + 1);
+  return outcomes;
+}
+
+std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candidates,
+                                        const std::vector<std::vector<RankOutcome>>& ranks,
+                                        const RankRule& rule) {
+  std::vector<CandidateOutcome> outcomes;
+  for (size_t i = 0; i < candidates.size() && i < ranks.size(); ++i) {
+    outcomes.push_back(Summarize(static_cast<int>(i), candidates[i], ranks[i]));
+  }
+  return Rank(std::move(outcomes), rule);
+}
+
+Verdict Judge(const std::vector<CandidateOutcome>& ranked) {
+  Verdict v;
+  if (ranked.empty() || !ranked[0].ok) return v;
+  const CandidateOutcome& winner = ranked[0];
+  bool tie = false;
+  bool faster = false;
+  for (size_t i = 1; i < ranked.size() && ranked[i].ok; ++i) {
+    tie |= Overlap(ranked[i].stats, winner.stats);
+    faster |= ranked[i].stats.median_us < winner.stats.median_us;
+  }
+  v.confidence = tie ? v1::WITHIN_NOISE : faster ? v1::BELOW_MARGIN : v1::DECISIVE;
+  if (ranked.size() > 1 && ranked[1].ok && winner.stats.median_us > 0) {
+    v.speedup = ranked[1].stats.median_us / winner.stats.median_us - 1.0;
+  }
+  return v;
+}
+
+std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, const RankRule& rule) {
+  std::vector<int> out;
+  if (ranked.empty() || !ranked[0].ok) return out;
+  const CandidateOutcome& winner = ranked[0];
+  for (size_t i = 1; i < ranked.size() && ranked[i].ok; ++i) {
+    const Stats& s = ranked[i].stats;
+    // An earlier one wins back by overlapping; a later one must displace
+    // the winner: at best its low end against the winner's high end.
+    const bool contends =
+        ranked[i].index < winner.index
+            ? Overlap(s, winner.stats)
+            : s.median_low_us * (1.0 + rule.min_speedup) <= winner.stats.median_high_us;
+    if (contends) out.push_back(ranked[i].index);
+  }
+  if (!out.empty()) out.push_back(winner.index);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace autotuned

@@ -1,0 +1,107 @@
+// The pure half of the engine: per-rank timings of candidates into a
+// ranking, a verdict, and the plan of the next interleaved pass. Every
+// function here depends only on the reduced timings (per iteration, the
+// maximum over ranks), so every rank, and every daemon, that holds the same
+// timings decides alike. docs/protocol.md ("How a decision is made") states
+// the interval, the rules and the margin.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "daemon/backend/backend.h"
+#include "daemon/common/problem.h"
+#include "proto/autotuned.pb.h"
+
+namespace autotuned {
+
+// Statistics over per-iteration times, in microseconds.
+struct Stats {
+  double mean_us = 0;
+  double median_us = 0;
+  double min_us = 0;
+  double max_us = 0;
+  double spread = 0;  // (max - min) / median
+  // A distribution-free interval for the true median (MedianInterval).
+  double median_low_us = 0;
+  double median_high_us = 0;
+};
+
+struct CandidateOutcome {
+  int index = 0;               // position in the request
+  CandidateSpec candidate;
+  bool ok = false;
+  std::string reason;          // why it was ruled out (when !ok)
+  bool timed_out = false;      // some rank was cut off at the deadline
+  Stats stats;                 // +inf everywhere when !ok
+  std::vector<double> rank_mean_us;
+  int iterations = 0;          // timed iterations, every pass together
+  int passes = 0;              // schedules run (Engine::Measure; else 0)
+  double measuring_us = 0;     // wall time of those runs (Engine::Measure)
+};
+
+// The level of MedianInterval.
+inline constexpr double kIntervalLevel = 0.95;
+
+// For `sorted` samples x(1) <= ... <= x(n): [x(k), x(n+1-k)] with k the
+// largest whole number such that P(B <= k-1) <= (1 - kIntervalLevel) / 2
+// for B ~ Binomial(n, 1/2); it holds the true median with probability at
+// least kIntervalLevel whatever the distribution. Below 6 samples no k
+// qualifies and it is [min, max] (probability 1 - 2^(1-n)). Empty: +inf.
+void MedianInterval(const std::vector<double>& sorted, double* low, double* high);
+
+// Stats of `samples` (empty: all +inf).
+Stats ComputeStats(std::vector<double> samples);
+
+// One outcome from the per-rank reports of one candidate: per-iteration max
+// across ranks when every rank succeeded; otherwise ruled out with the
+// reason of the lowest rank whose failure is its own (not an abort caused by
+// another rank), prefixed "rank R: ".
+CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
+                           const std::vector<RankOutcome>& ranks);
+
+// How Rank picks the winner.
+struct RankRule {
+  // The margin over the default, a fraction: 0.02 = 2 %.
+  double min_speedup = 0;
+  // The fastest median wins, ties by request order: no interval, no margin
+  // (the rule before intervals; config defaults.ranking "median").
+  bool median_only = false;
+};
+
+// The ranking, best first. One candidate displaces another when it is faster
+// beyond the noise (its interval wholly below the other's) and its median at
+// least rule.min_speedup faster. The winner is the default (the working
+// candidate earliest in the request) unless another one displaces it; of
+// those that do, the earliest in the request that none of the others
+// displaces (rule.median_only: the fastest median). After the winner: the other working candidates by
+// median, ties by request order; then ruled-out candidates in request order.
+std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes, const RankRule& rule);
+
+// Summarize (per candidate, `ranks[i]` the outcomes of every rank of the
+// group for candidates[i]) then Rank.
+std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candidates,
+                                        const std::vector<std::vector<RankOutcome>>& ranks,
+                                        const RankRule& rule);
+
+// How sure a ranking (from Rank) is of its winner.
+struct Verdict {
+  // CONFIDENCE_UNSPECIFIED when no candidate works.
+  v1::Confidence confidence = v1::CONFIDENCE_UNSPECIFIED;
+  // The runner-up's median over the winner's, minus 1 (0 without one).
+  double speedup = 0;
+};
+Verdict Judge(const std::vector<CandidateOutcome>& ranked);
+
+// Whose timings could still change the decision of `ranked` (from Rank with
+// the same rule): the request positions, ascending, of the winner and of
+// every working candidate that could still take its place: an earlier one
+// whose interval overlaps the winner's, a later one that could displace it
+// at the ends of the intervals (its low end min_speedup below the winner's
+// high end). Empty when there is none (the decision stands) or nothing
+// works.
+std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, const RankRule& rule);
+
+}  // namespace autotuned

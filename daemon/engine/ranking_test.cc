@@ -1,0 +1,218 @@
+#include "daemon/engine/ranking.h"
+
+#include <cmath>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace autotuned {
+namespace {
+
+// A working candidate (ok) with median `median` and the interval
+// [median - noise, median + noise], or a ruled-out one.
+CandidateOutcome make(int index, bool ok, double median, double noise = 0) {
+  CandidateOutcome o;
+  o.index = index;
+  o.ok = ok;
+  o.stats.median_us = median;
+  o.stats.median_low_us = median - noise;
+  o.stats.median_high_us = median + noise;
+  return o;
+}
+
+RankRule Margin(double min_speedup) {
+  RankRule rule;
+  rule.min_speedup = min_speedup;
+  return rule;
+}
+
+std::vector<int> Order(const std::vector<CandidateOutcome>& ranked) {
+  std::vector<int> order;
+  for (const auto& o : ranked) order.push_back(o.index);
+  return order;
+}
+
+std::vector<double> Iota(int n) {
+  std::vector<double> v;
+  for (int i = 1; i <= n; ++i) v.push_back(i);
+  return v;
+}
+
+TEST_CASE("the median's interval: order statistics of the binomial at 95 %") {
+  double low = 0, high = 0;
+  // n = 20: P(B <= 5) = 0.0207 <= 0.025 < P(B <= 6) = 0.0577, so x(6)..x(15).
+  MedianInterval(Iota(20), &low, &high);
+  CHECK(low == 6);
+  CHECK(high == 15);
+  // n = 6: P(B <= 0) = 1/64 = 0.0156: x(1)..x(6); n = 9: P(B <= 1) = 0.0195.
+  MedianInterval(Iota(6), &low, &high);
+  CHECK((low == 1 && high == 6));
+  MedianInterval(Iota(9), &low, &high);
+  CHECK((low == 2 && high == 8));
+  // n = 100: x(40)..x(61), the textbook interval.
+  MedianInterval(Iota(100), &low, &high);
+  CHECK((low == 40 && high == 61));
+  // Below 6 samples: the whole range.
+  MedianInterval(Iota(3), &low, &high);
+  CHECK((low == 1 && high == 3));
+  // Thousands of samples: the sums stay finite (n = 10000: x(4902)..x(5099)).
+  MedianInterval(Iota(10000), &low, &high);
+  CHECK((low == 4902 && high == 5099));
+  MedianInterval({}, &low, &high);
+  CHECK((std::isinf(low) && std::isinf(high)));
+  Stats s = ComputeStats({5, 1, 4, 2, 3, 9, 8, 7, 6});
+  CHECK((s.median_low_us == 2 && s.median_high_us == 8));
+}
+
+TEST_CASE("a tie within noise goes to the earlier candidate") {
+  // 1 is faster by median, but its interval overlaps the default's.
+  std::vector<CandidateOutcome> ranked = Rank({make(0, true, 10, 1), make(1, true, 9.5, 1)}, Margin(0));
+  CHECK(Order(ranked) == std::vector<int>{0, 1});
+  CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
+  CHECK(Judge(ranked).speedup == Approx(-0.05));
+  // Among challengers that displace the default, the earliest of those that
+  // none displaces: 2 over 3, though 3 is faster by median.
+  ranked = Rank({make(0, true, 20, 1), make(1, true, 15, 1), make(2, true, 10, 1),
+                 make(3, true, 9.5, 1)}, Margin(0));
+  CHECK(Order(ranked) == std::vector<int>{2, 3, 1, 0});
+  CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
+}
+
+TEST_CASE("the margin: faster beyond noise but by less than min_speedup keeps the default") {
+  const std::vector<CandidateOutcome> in = {make(0, true, 10.3, 0.1), make(1, true, 10, 0.1)};
+  std::vector<CandidateOutcome> ranked = Rank(in, Margin(0.05));  // 3 % < 5 %
+  CHECK(Order(ranked) == std::vector<int>{0, 1});
+  CHECK(Judge(ranked).confidence == v1::BELOW_MARGIN);
+  ranked = Rank(in, Margin(0.02));  // 3 % >= 2 %
+  CHECK(Order(ranked) == std::vector<int>{1, 0});
+  CHECK(Judge(ranked).confidence == v1::DECISIVE);
+  CHECK(Judge(ranked).speedup == Approx(0.03));
+  // Among challengers too: 3 beats 2 beyond the noise by 1 %, under the
+  // 2 % margin, so the earlier 2 wins; the verdict says a faster one exists.
+  ranked = Rank({make(0, true, 20, 0.01), make(1, true, 10.1, 0.01), make(2, true, 10, 0.01)},
+                Margin(0.02));
+  CHECK(Order(ranked) == std::vector<int>{1, 2, 0});
+  CHECK(Judge(ranked).confidence == v1::BELOW_MARGIN);
+  // A ruled-out first candidate makes the next one the default.
+  ranked = Rank({make(0, false, 0), make(1, true, 10.3, 0.1), make(2, true, 10, 0.1)}, Margin(0.05));
+  CHECK(Order(ranked) == std::vector<int>{1, 2, 0});
+  CHECK(Judge(ranked).confidence == v1::BELOW_MARGIN);
+}
+
+TEST_CASE("decisive: the winner's interval overlaps no other") {
+  std::vector<CandidateOutcome> ranked =
+      Rank({make(0, true, 30, 1), make(1, true, 10, 1), make(2, true, 20, 1)}, Margin(0.01));
+  CHECK(Order(ranked) == std::vector<int>{1, 2, 0});
+  CHECK(Judge(ranked).confidence == v1::DECISIVE);
+  CHECK(Judge(ranked).speedup == Approx(1.0));
+  ranked = Rank({make(0, true, 10, 1)}, Margin(0.01));
+  CHECK(Judge(ranked).confidence == v1::DECISIVE);
+  CHECK(Judge(ranked).speedup == 0);
+  CHECK(Judge(Rank({make(0, false, 0)}, Margin(0))).confidence == v1::CONFIDENCE_UNSPECIFIED);
+}
+
+TEST_CASE("the rule before intervals: the fastest median, whatever the noise") {
+  RankRule median;
+  median.median_only = true;
+  const std::vector<CandidateOutcome> ranked =
+      Rank({make(0, true, 10, 1), make(1, true, 9.9, 1), make(2, true, 9.9, 1)}, median);
+  CHECK(Order(ranked) == std::vector<int>{1, 2, 0});
+  CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
+}
+
+TEST_CASE("contenders: the winner and whoever overlaps it, the same for the same timings") {
+  const std::vector<CandidateOutcome> in = {make(0, true, 10, 1), make(1, true, 10.5, 1),
+                                            make(2, true, 30, 1), make(3, false, 0)};
+  const std::vector<int> next = Contenders(Rank(in, Margin(0)), Margin(0));
+  CHECK(next == std::vector<int>{0, 1});
+  CHECK(Contenders(Rank(in, Margin(0)), Margin(0)) == next);
+  // Nothing overlaps: the decision stands.
+  CHECK(Contenders(Rank({make(0, true, 10, 1), make(1, true, 30, 1)}, Margin(0)), Margin(0)).empty());
+  // A later challenger that could not reach the margin even at the
+  // intervals' ends (10.1 / 9.9 - 1 = 2 % < 5 %) no longer contends...
+
+  CHECK(Contenders(Rank({make(0, true, 10, 0.1), make(1, true, 10, 0.1)}, Margin(0.05)), Margin(0.05)).empty());
+  // ... while one faster beyond the noise, by less than the margin so far,
+  // still could (9.6 x 1.05 <= 10.1).
+  CHECK(Contenders(Rank({make(0, true, 10, 0.1), make(1, true, 9.7, 0.1)}, Margin(0.05)),
+                   Margin(0.05)) == std::vector<int>{0, 1});
+  // An earlier candidate that overlaps the winner still contends: 2
+  // displaces the default, 1 does not (yet) but overlaps 2.
+  const std::vector<CandidateOutcome> three =
+      Rank({make(0, true, 10, 0.5), make(1, true, 9.6, 0.3), make(2, true, 9, 0.4)}, Margin(0));
+  CHECK(Order(three) == std::vector<int>{2, 1, 0});
+  CHECK(Contenders(three, Margin(0)) == std::vector<int>{1, 2});
+  CHECK(Contenders(Rank({make(0, false, 0)}, Margin(0)), Margin(0)).empty());
+}
+
+TEST_CASE("statistics over iterations") {
+  Stats s = ComputeStats({4, 1, 3, 2});
+  CHECK(s.min_us == 1);
+  CHECK(s.max_us == 4);
+  CHECK(s.mean_us == Approx(2.5));
+  CHECK(s.median_us == Approx(2.5));
+  CHECK(s.spread == Approx(3 / 2.5));
+  CHECK(ComputeStats({7}).median_us == 7);
+  CHECK(std::isinf(ComputeStats({}).mean_us));
+}
+
+TEST_CASE("an iteration's time is the slowest rank's") {
+  std::vector<RankOutcome> ranks(2);
+  ranks[0].iteration_us = {1, 5, 1};
+  ranks[1].iteration_us = {2, 2, 2};
+  CandidateOutcome o = Summarize(0, {"x", {}}, ranks);
+  REQUIRE(o.ok);
+  CHECK(o.stats.max_us == 5);
+  CHECK(o.stats.min_us == 2);
+  CHECK(o.stats.median_us == 2);
+  CHECK(o.rank_mean_us == std::vector<double>{7.0 / 3, 2.0});
+}
+
+TEST_CASE("RankRanks: the outcomes of every daemon's ranks ranked as on one daemon") {
+  std::vector<CandidateSpec> candidates = {{"a", {}}, {"b", {}}, {"c", {}}};
+  std::vector<std::vector<RankOutcome>> ranks(3, std::vector<RankOutcome>(4));
+  for (int c = 0; c < 3; ++c) {
+    for (int r = 0; r < 4; ++r) ranks[c][r].iteration_us = {10.0 * (c + 1), 10.0 * (c + 1)};
+  }
+  ranks[0][3].iteration_us = {90, 90};  // a is slow on one remote rank only
+  ranks[2][2].status = absl::UnavailableError("daemon d:1 sent no timings");
+  std::vector<CandidateOutcome> ranked = RankRanks(candidates, ranks, Margin(0.0));
+  REQUIRE(ranked.size() == 3);
+  CHECK(ranked[0].candidate.impl == "b");
+  CHECK(ranked[1].candidate.impl == "a");
+  CHECK(ranked[1].stats.median_us == 90);
+  CHECK(ranked[1].rank_mean_us.size() == 4);
+  CHECK_FALSE(ranked[2].ok);
+  CHECK(ranked[2].reason == "rank 2: UNAVAILABLE: daemon d:1 sent no timings");
+}
+
+TEST_CASE("the reason is the rank that failed, not the ranks it aborted") {
+  std::vector<RankOutcome> ranks(3);
+  ranks[0].status = absl::AbortedError("peer gone");
+  ranks[1].status = absl::DataLossError("index 3: got 1, want 2");
+  ranks[2].status = absl::AbortedError("peer gone");
+  CandidateOutcome o = Summarize(4, {"x", {}}, ranks);
+  CHECK_FALSE(o.ok);
+  CHECK(o.index == 4);
+  CHECK(o.reason == "rank 1: DATA_LOSS: index 3: got 1, want 2");
+  CHECK(std::isinf(o.stats.median_us));
+}
+
+TEST_CASE("without noise or margin: by median, ties by request order, failures last") {
+  std::vector<CandidateOutcome> ranked =
+      Rank({make(0, false, 0), make(1, true, 9), make(2, true, 3),
+            make(3, true, 9), make(4, false, 0), make(5, true, 3)}, Margin(0.0));
+  std::vector<int> order;
+  for (const auto& o : ranked) order.push_back(o.index);
+  CHECK(order == std::vector<int>{2, 5, 1, 3, 0, 4});
+  // Pure: the same input gives the same output.
+  std::vector<CandidateOutcome> again =
+      Rank({make(0, false, 0), make(1, true, 9), make(2, true, 3),
+            make(3, true, 9), make(4, false, 0), make(5, true, 3)}, Margin(0.0));
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    CHECK(again[i].index == ranked[i].index);
+  }
+}
+
+}  // namespace
+}  // namespace autotuned

@@ -1,0 +1,114 @@
+// The decision rules on the sim backend, with candidates whose true speeds
+// differ by known fractions: each sleeps a set time in every iteration on
+// one rank (the sim's SLOW_RANK fault), 0, 2, 5 and 20 % above the base.
+// Whatever the noise of this machine, a winner that is truly slower is
+// never reported as faster beyond the noise, and a tie goes to the earlier
+// candidate.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "config/config.pb.h"
+#include "daemon/backend/sim/sim_backend.h"
+#include "daemon/engine/engine.h"
+
+namespace autotuned {
+namespace {
+
+constexpr int64_t kBaseUs = 1000;
+
+// Candidate names by how much slower than the base they are, in percent.
+const std::map<std::string, int> kSlowerPercent = {
+    {"all_reduce/base", 0}, {"all_reduce/same", 0}, {"all_reduce/slower2", 2},
+    {"all_reduce/slower5", 5}, {"all_reduce/slower20", 20}};
+
+std::unique_ptr<Backend> Backend2() {
+  config::SimConfig config;
+  config.set_gpus(2);
+  for (const auto& [name, percent] : kSlowerPercent) {
+    config::Fault* f = config.add_faults();
+    f->set_name(name);
+    f->set_base("all_reduce/ring");
+    f->set_kind(config::Fault::SLOW_RANK);
+    f->set_rank(1);
+    f->set_delay_us(kBaseUs * (100 + percent) / 100);
+  }
+  absl::StatusOr<std::unique_ptr<sim::SimBackend>> backend = sim::SimBackend::Create(config);
+  REQUIRE(backend.ok());
+  return std::move(*backend);
+}
+
+ProblemSpec AllReduce2() {
+  ProblemSpec p;
+  p.world_size = 2;
+  p.count = 256;
+  return p;
+}
+
+EngineOptions Options() {
+  EngineOptions o;
+  o.schedule.warmup = 1;
+  o.schedule.iterations = 10;
+  o.timeout = absl::Seconds(20);
+  o.rule.min_speedup = 0.01;
+  o.passes.max_passes = 4;
+  o.passes.iterations = 6;
+  return o;
+}
+
+// The rules that must hold whatever the noise: a decision that names a
+// truly slower winner is no claim of speed (a tie or below the margin);
+// a tie is the earlier candidate's.
+void CheckDecision(const std::vector<CandidateOutcome>& ranked) {
+  REQUIRE(ranked.size() >= 2);
+  REQUIRE(ranked[0].ok);
+  const Verdict verdict = Judge(ranked);
+  const int winner = kSlowerPercent.at(ranked[0].candidate.impl);
+  for (size_t i = 1; i < ranked.size(); ++i) {
+    INFO(ranked[0].candidate.impl << " over " << ranked[i].candidate.impl << ": "
+                                  << v1::Confidence_Name(verdict.confidence));
+    if (kSlowerPercent.at(ranked[i].candidate.impl) < winner) {
+      CHECK(verdict.confidence != v1::DECISIVE);
+    }
+  }
+  if (verdict.confidence == v1::WITHIN_NOISE) {
+    for (const CandidateOutcome& o : ranked) {
+      const bool overlaps = o.stats.median_low_us <= ranked[0].stats.median_high_us &&
+                            ranked[0].stats.median_low_us <= o.stats.median_high_us;
+      if (overlaps) CHECK(ranked[0].index <= o.index);
+    }
+  }
+}
+
+TEST_CASE("20 % faster: decided beyond the noise, whichever comes first") {
+  std::unique_ptr<Backend> backend = Backend2();
+  Engine engine(backend.get());
+  const ProblemSpec p = AllReduce2();
+  for (const std::vector<CandidateSpec>& order :
+       {std::vector<CandidateSpec>{{"all_reduce/slower20", {}}, {"all_reduce/base", {}}},
+        std::vector<CandidateSpec>{{"all_reduce/base", {}}, {"all_reduce/slower20", {}}}}) {
+    const std::vector<CandidateOutcome> ranked = engine.Measure(p, order, Options());
+    REQUIRE(ranked[0].ok);
+    CHECK(ranked[0].candidate.impl == "all_reduce/base");
+    CHECK(Judge(ranked).confidence == v1::DECISIVE);
+    CHECK(ranked[0].stats.median_high_us < ranked[1].stats.median_low_us);
+  }
+}
+
+TEST_CASE("0, 2 and 5 %: never a slower winner beyond noise, ties to the earlier") {
+  std::unique_ptr<Backend> backend = Backend2();
+  Engine engine(backend.get());
+  const ProblemSpec p = AllReduce2();
+  for (const char* other : {"all_reduce/same", "all_reduce/slower2", "all_reduce/slower5"}) {
+    for (bool base_first : {true, false}) {
+      std::vector<CandidateSpec> order = {{"all_reduce/base", {}}, {other, {}}};
+      if (!base_first) std::swap(order[0], order[1]);
+      CheckDecision(engine.Measure(p, order, Options()));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace autotuned
