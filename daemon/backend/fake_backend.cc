@@ -83,9 +83,16 @@ std::vector<RankOutcome> FakeBackend::RunCandidate(
     for (auto& o : out) o.status = placed.ok() ? absl::NotFoundError(candidate.impl) : placed;
     return out;
   }
+  FakeBackend::Script script = it->second;
+  {
+    absl::MutexLock lock(&mu_);
+    const size_t n = static_cast<size_t>(impl_runs_[candidate.impl]++);
+    const double extra = n < script.run_extra_us.size() ? script.run_extra_us[n] : 0.0;
+    for (double& us : script.iteration_us) us += extra;
+  }
   std::vector<FakeRankRun> runs;
   for (int r = 0; r < problem.world_size; ++r) {
-    runs.emplace_back(r, it->second, deadline);
+    runs.emplace_back(r, script, deadline);
   }
   std::vector<std::thread> threads;
   for (int r = 0; r < problem.world_size; ++r) {

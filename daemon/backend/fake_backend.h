@@ -29,6 +29,9 @@ class FakeBackend : public Backend {
     bool hang = false;
     // The catalogue entry's smallest world size.
     int min_world_size = 1;
+    // Added to every rank's iteration time in the n-th RunCandidate of this
+    // implementation (0-based; none beyond the vector): a burst of load.
+    std::vector<double> run_extra_us;
   };
 
   // A fake node with `gpus` devices, linked in pairs (GPUs 2k and 2k+1 by
@@ -66,6 +69,7 @@ class FakeBackend : public Backend {
   std::vector<std::string> last_steps_ ABSL_GUARDED_BY(mu_);
   std::vector<int> last_devices_ ABSL_GUARDED_BY(mu_);
   int runs_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int> impl_runs_ ABSL_GUARDED_BY(mu_);  // RunCandidate's
 };
 
 }  // namespace autotuned

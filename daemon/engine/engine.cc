@@ -13,6 +13,7 @@ namespace {
 // first failed pass.
 struct Runs {
   std::vector<RankOutcome> ranks;
+  std::vector<int> pass_sizes;  // the timed iterations of each pass, in order
   int passes = 0;
   absl::Duration spent;
 };
@@ -27,10 +28,13 @@ bool AllOk(const std::vector<RankOutcome>& ranks) {
 void Add(Runs& runs, std::vector<RankOutcome> pass, absl::Duration spent) {
   ++runs.passes;
   runs.spent += spent;
+  const int size = pass.empty() ? 0 : static_cast<int>(pass[0].iteration_us.size());
   if (runs.ranks.empty() || !AllOk(pass) || runs.ranks.size() != pass.size()) {
     runs.ranks = std::move(pass);
+    runs.pass_sizes = {size};
     return;
   }
+  runs.pass_sizes.push_back(size);
   for (size_t r = 0; r < pass.size(); ++r) {
     std::vector<double>& into = runs.ranks[r].iteration_us;
     into.insert(into.end(), pass[r].iteration_us.begin(), pass[r].iteration_us.end());
@@ -105,7 +109,8 @@ std::vector<CandidateOutcome> Engine::Measure(
     std::vector<CandidateOutcome> outcomes = refused;
     for (size_t i = 0; i < candidates.size(); ++i) {
       if (runs[i].passes == 0) continue;
-      outcomes.push_back(Summarize(static_cast<int>(i), candidates[i], runs[i].ranks));
+      outcomes.push_back(
+          Summarize(static_cast<int>(i), candidates[i], runs[i].ranks, runs[i].pass_sizes));
       outcomes.back().passes = runs[i].passes;
       outcomes.back().measuring_us = absl::ToDoubleMicroseconds(runs[i].spent);
     }

@@ -91,6 +91,29 @@ TEST_CASE("interleaved passes: contenders again without verify, clear losers not
   CHECK(ranked[0].iterations == 9);
 }
 
+TEST_CASE("interleaved passes: a burst in one pass of the faster candidate makes a tie") {
+  FakeBackend::Script steady;
+  FakeBackend::Script burst;  // faster, but 4 us slower in its last pass
+  burst.iteration_us = {9.0};
+  burst.run_extra_us = {0, 0, 0, 4};
+  FakeBackend backend(2, {{"a", steady}, {"b", burst}});
+  Engine engine(&backend);
+  EngineOptions o = Quick();
+  o.schedule.iterations = 40;
+  o.passes.min_passes = 4;
+  o.passes.max_passes = 4;
+  o.rule.min_speedup = 0;
+  auto ranked = engine.Measure(AllReduce(2), {{"a", {}}, {"b", {}}}, o);
+  REQUIRE(ranked.size() == 2);
+  // b's 40 samples alone: x(14)..x(27), all 9 us, below a's 10 us. Its
+  // passes' medians, 9 9 9 13, reach past a: a tie, kept by the default.
+  CHECK(ranked[1].candidate.impl == "b");
+  CHECK(ranked[1].stats.median_us == 9.0);
+  CHECK((ranked[1].stats.median_low_us == 9.0 && ranked[1].stats.median_high_us == 13.0));
+  CHECK(ranked[0].candidate.impl == "a");
+  CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
+}
+
 TEST_CASE("the engine ranks measured candidates and rules out failures") {
   FakeBackend::Script slow;
   slow.iteration_us = {30.0};

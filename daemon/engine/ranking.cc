@@ -49,6 +49,29 @@ bool Displaces(const CandidateOutcome& a, const CandidateOutcome& b, double min_
   return Beats(a, b) && b.stats.median_us >= a.stats.median_us * (1.0 + min_speedup);
 }
 
+double MedianOfSorted(const std::vector<double>& sorted) {
+  const size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
+// The sorted medians of the passes of `samples` (in measuring order);
+// empty unless there are two passes or more that cover the samples exactly.
+std::vector<double> PassMedians(const std::vector<double>& samples,
+                                const std::vector<int>& pass_sizes) {
+  std::vector<double> medians;
+  size_t begin = 0;
+  for (int size : pass_sizes) {
+    if (size <= 0 || begin + size > samples.size()) return {};
+    std::vector<double> pass(samples.begin() + begin, samples.begin() + begin + size);
+    std::sort(pass.begin(), pass.end());
+    medians.push_back(MedianOfSorted(pass));
+    begin += size;
+  }
+  if (medians.size() < 2 || begin != samples.size()) return {};
+  std::sort(medians.begin(), medians.end());
+  return medians;
+}
+
 }  // namespace
 
 void MedianInterval(const std::vector<double>& sorted, double* low, double* high) {
@@ -62,27 +85,34 @@ void MedianInterval(const std::vector<double>& sorted, double* low, double* high
   *high = sorted[n - k];
 }
 
-Stats ComputeStats(std::vector<double> samples) {
+Stats ComputeStats(std::vector<double> samples, const std::vector<int>& pass_sizes) {
   Stats s;
   if (samples.empty()) {
     s.mean_us = s.median_us = s.min_us = s.max_us = s.spread = kInf;
     s.median_low_us = s.median_high_us = kInf;
     return s;
   }
+  const std::vector<double> pass_medians = PassMedians(samples, pass_sizes);
   std::sort(samples.begin(), samples.end());
   const size_t n = samples.size();
   s.min_us = samples.front();
   s.max_us = samples.back();
   s.mean_us = std::accumulate(samples.begin(), samples.end(), 0.0) / n;
-  s.median_us = n % 2 ? samples[n / 2]
-                      : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  s.median_us = MedianOfSorted(samples);
   s.spread = s.median_us > 0 ? (s.max_us - s.min_us) / s.median_us : 0.0;
   MedianInterval(samples, &s.median_low_us, &s.median_high_us);
+  if (!pass_medians.empty()) {
+    double low = 0, high = 0;
+    MedianInterval(pass_medians, &low, &high);
+    s.median_low_us = std::min(s.median_low_us, low);
+    s.median_high_us = std::max(s.median_high_us, high);
+  }
   return s;
 }
 
 CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
-                           const std::vector<RankOutcome>& ranks) {
+                           const std::vector<RankOutcome>& ranks,
+                           const std::vector<int>& pass_sizes) {
   CandidateOutcome out;
   out.index = index;
   out.candidate = candidate;
@@ -128,7 +158,7 @@ CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
   }
   out.ok = true;
   out.iterations = static_cast<int>(iterations);
-  out.stats = ComputeStats(std::move(per_iteration));
+  out.stats = ComputeStats(std::move(per_iteration), pass_sizes);
   return out;
 }
 

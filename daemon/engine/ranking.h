@@ -24,7 +24,8 @@ struct Stats {
   double min_us = 0;
   double max_us = 0;
   double spread = 0;  // (max - min) / median
-  // A distribution-free interval for the true median (MedianInterval).
+  // A distribution-free interval for the true median (MedianInterval, widened
+  // over the passes' medians: ComputeStats).
   double median_low_us = 0;
   double median_high_us = 0;
 };
@@ -52,15 +53,22 @@ inline constexpr double kIntervalLevel = 0.95;
 // qualifies and it is [min, max] (probability 1 - 2^(1-n)). Empty: +inf.
 void MedianInterval(const std::vector<double>& sorted, double* low, double* high);
 
-// Stats of `samples` (empty: all +inf).
-Stats ComputeStats(std::vector<double> samples);
+// Stats of `samples` (empty: all +inf). `pass_sizes`: how many of the
+// samples, in order, each pass measured. With two passes or more whose sizes
+// add up to the samples, the interval is the union of MedianInterval over the
+// samples and MedianInterval over the passes' medians (up to 8 passes: their
+// [min, max]), since noise that comes in bursts is shared by the samples of a
+// pass; the median stays the median of every sample.
+Stats ComputeStats(std::vector<double> samples, const std::vector<int>& pass_sizes = {});
 
 // One outcome from the per-rank reports of one candidate: per-iteration max
 // across ranks when every rank succeeded; otherwise ruled out with the
 // reason of the lowest rank whose failure is its own (not an abort caused by
-// another rank), prefixed "rank R: ".
+// another rank), prefixed "rank R: ". `pass_sizes` as for ComputeStats
+// (every rank's samples hold the passes in order).
 CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
-                           const std::vector<RankOutcome>& ranks);
+                           const std::vector<RankOutcome>& ranks,
+                           const std::vector<int>& pass_sizes = {});
 
 // How Rank picks the winner.
 struct RankRule {

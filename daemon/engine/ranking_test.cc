@@ -168,6 +168,36 @@ TEST_CASE("an iteration's time is the slowest rank's") {
   CHECK(o.rank_mean_us == std::vector<double>{7.0 / 3, 2.0});
 }
 
+TEST_CASE("a burst in one pass widens the interval to the passes' medians") {
+  // Three passes of 10 on one rank: a at 100-102 us throughout; b at 95-97
+  // us except 6 iterations of its last pass at 110 us (a burst of load).
+  std::vector<RankOutcome> a(1), b(1);
+  for (int i = 0; i < 30; ++i) {
+    a[0].iteration_us.push_back(100 + i % 3);
+    b[0].iteration_us.push_back(i >= 20 && i % 10 < 6 ? 110 : 95 + i % 3);
+  }
+  const std::vector<int> passes = {10, 10, 10};
+  // Over the samples alone b is faster beyond the noise: x(10)..x(21) of
+  // its 30 samples are 96..97, below a's 100..102.
+  std::vector<CandidateOutcome> ranked =
+      Rank({Summarize(0, {"a", {}}, a), Summarize(1, {"b", {}}, b)}, Margin(0));
+  CHECK(ranked[0].index == 1);
+  CHECK(Judge(ranked).confidence == v1::DECISIVE);
+  // Over the passes: b's medians are 96, 96 and 110, its interval 96..110
+  // overlaps a's, and the tie goes to the default. b's median is the same.
+  const CandidateOutcome b_passes = Summarize(1, {"b", {}}, b, passes);
+  CHECK((b_passes.stats.median_low_us == 96 && b_passes.stats.median_high_us == 110));
+  CHECK(b_passes.stats.median_us == ranked[0].stats.median_us);
+  ranked = Rank({Summarize(0, {"a", {}}, a, passes), b_passes}, Margin(0));
+  CHECK(ranked[0].index == 0);
+  CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
+  // One pass, or sizes that do not cover the samples: the samples' interval.
+  for (const std::vector<int>& sizes : {std::vector<int>{30}, std::vector<int>{10, 10}}) {
+    const Stats s = Summarize(1, {"b", {}}, b, sizes).stats;
+    CHECK((s.median_low_us == 96 && s.median_high_us == 97));
+  }
+}
+
 TEST_CASE("RankRanks: the outcomes of every daemon's ranks ranked as on one daemon") {
   std::vector<CandidateSpec> candidates = {{"a", {}}, {"b", {}}, {"c", {}}};
   std::vector<std::vector<RankOutcome>> ranks(3, std::vector<RankOutcome>(4));
