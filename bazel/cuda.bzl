@@ -33,11 +33,11 @@ def if_cuda(with_cuda, without_cuda = []):
 def requires_cuda():
     """target_compatible_with of a target that cannot work without CUDA (one
     that depends on @local_cuda is incompatible already)."""
-    return if_cuda([], ["@platforms//:incompatible"])
+    return if_cuda([], ["@//bazel:incompatible"])
 
 def requires_no_cuda():
     """target_compatible_with of a check of the build without CUDA."""
-    return if_cuda(["@platforms//:incompatible"], [])
+    return if_cuda(["@//bazel:incompatible"], [])
 
 def cuda_object(name, src, out, hdrs = [], **kwargs):
     """Compiles the .cu file `src` with nvcc -c into the object file `out`,
