@@ -78,6 +78,10 @@ t0=$(date +%s)
 debootstrap --variant=minbase bookworm "$root" "$mirror" >>"$log" 2>&1
 say "debootstrap bookworm (minbase): $(($(date +%s) - t0)) s"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# Whatever this machine trusts for TLS (a proxy's own CA, say) is trusted in
+# the root too: the ca-certificates package that setup.sh installs adds it.
+mkdir -p "$root/usr/local/share/ca-certificates"
+cp /etc/ssl/certs/ca-certificates.crt "$root/usr/local/share/ca-certificates/host.crt"
 
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
