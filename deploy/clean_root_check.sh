@@ -37,6 +37,7 @@ commit=$(git -C "$repo" rev-parse "${2:-HEAD}")
 mirror=http://deb.debian.org/debian
 
 root=$(mktemp -d "$workdir/autotuned-clean-root.XXXXXX")
+chmod 755 "$root"  # the root's /: every user of the tests must get through it
 log=$out/log.txt
 summary=$out/summary.txt
 : >"$log"
