@@ -5,7 +5,8 @@
 # systemd: systemd-analyze, which //deploy:install_test runs on the unit;
 # passwd: useradd and groupadd for deploy/install.sh and the socket-group test.
 # (fuzz/run.sh installs clang for itself; the test suite does not need it.)
-# python3-venv, python3-pip, python3-pytest: the Python client's tests; PyTorch
+# python3-venv, python3-pip, python3-pytest: the Python client's tests;
+# python3-dev: Python.h, which torch.compile's C++ code on CPU includes; PyTorch
 # 2.11 from PyPI goes into the venv /opt/autotuned/venv (about 2.5 min and
 # 4.6 GB with its CUDA wheels; it sees Debian's grpcio and protobuf), used by
 # the tests of the torch.distributed and Inductor integration, with ruff and
@@ -15,7 +16,7 @@ set -eu
 PACKAGES="bazel-bootstrap bazel-rules-java \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libspdlog-dev libabsl-dev catch2 zlib1g-dev \
-  python3-grpcio python3-protobuf python3-venv python3-pip python3-pytest \
+  python3-grpcio python3-protobuf python3-venv python3-pip python3-pytest python3-dev \
   g++ git ca-certificates \
   systemd passwd"
 
