@@ -20,12 +20,11 @@
 #                              (bench/launch_floor.cu)
 #   sweep/                     bench/gpu_run.sh: daemon sweeps, p2p_bench (NCCL
 #                              measured independently), PyTorch NCCL and symm-mem,
-#                              gpu_report.md, PNG charts
+#                              gpu_report.md
 #   compile_acceptance.log     client/python/examples/gpu_compile_acceptance.py
 #                              (daemon immediate, daemon deferred, PyTorch's own)
-#   vllm_table.{txt,jsonl,png} the vLLM helper's all_reduce bf16 table on this
-#   vllm_worker.log            host (examples/vllm_worker.py --save), drawn by
-#                              autotunectl plot
+#   vllm_table.{txt,jsonl}     the vLLM helper's all_reduce bf16 table on this
+#   vllm_worker.log            host (examples/vllm_worker.py --save)
 #   vllm_worker_symm_mem.log   the same worker with PyTorch's symm-mem ops as
 #                              its one-shot / two-shot (--symm_mem)
 #   daemon.log                 the daemon serving the last two steps
@@ -78,8 +77,6 @@ step vllm_worker 240 "$OUT/vllm_worker.log" \
   "${run2[@]}" "$PY_DIR/examples/vllm_worker.py" --socket "$SOCK" --save "$OUT/vllm_table"
 step vllm_worker_symm_mem 240 "$OUT/vllm_worker_symm_mem.log" \
   "${run2[@]}" "$PY_DIR/examples/vllm_worker.py" --socket "$SOCK" --symm_mem
-step vllm_plot 60 "$OUT/vllm_plot.log" \
-  "$BIN/autotunectl" plot --input="$OUT/vllm_table.jsonl" --plot="$OUT/vllm_table.png"
 kill -TERM "$DPID" 2>/dev/null
 for _ in $(seq 200); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
 kill -KILL "$DPID" 2>/dev/null

@@ -15,7 +15,8 @@
 #   daemon_allreduce.jsonl         all_reduce bf16 sweep, event-loop timing
 #   daemon_allreduce_graph.jsonl   the same with --timing=cuda_graph
 #   daemon_allgather.jsonl, daemon_reducescatter.jsonl
-#   daemon_*.png                   each sweep drawn by `autotunectl plot`
+#                                  (charts, where matplotlib is: python -m
+#                                  autotuned.plot daemon_X.jsonl -o daemon_X.png)
 #   *.err                          autotunectl's stderr (progress, errors)
 #   nccl_tests.txt                 p2p_bench eager table, then graph table
 #   torch.json, torch.log          bench/torch_collectives.py under torchrun
@@ -212,13 +213,6 @@ else
   note "daemon steps" "skipped: no daemon running"
 fi
 stop_daemon
-
-# Charts of the sweeps (autotunectl plot: no daemon needed).
-for sweep in allreduce allreduce_graph allgather reducescatter; do
-  [ -s "$OUT/daemon_$sweep.jsonl" ] || continue
-  step "plot_$sweep" 10 "$BIN/autotunectl" plot "--input=$OUT/daemon_$sweep.jsonl" \
-    "--plot=$OUT/daemon_$sweep.png" > /dev/null 2> "$OUT/plot_$sweep.err" || why "$OUT/plot_$sweep.err"
-done
 
 # ---------------------------------------------------------------- baselines
 : > "$OUT/nccl_tests.txt"

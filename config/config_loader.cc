@@ -138,6 +138,37 @@ absl::Status CheckAddress(const std::string& field, const std::string& value) {
   return absl::OkStatus();
 }
 
+absl::Status CheckFleetCache(const FleetCacheConfig& f) {
+  if (f.redis().empty()) return absl::OkStatus();
+  if (absl::StartsWith(f.redis(), "unix:")) {
+    if (f.redis().size() < 6 || f.redis()[5] != '/') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fleet_cache.redis: want \"unix:/absolute/path\", got \"", f.redis(), "\""));
+    }
+  } else {
+    AT_RETURN_IF_ERROR(CheckAddress("fleet_cache.redis", f.redis()));
+    if (absl::EndsWith(f.redis(), ":0")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fleet_cache.redis: \"", f.redis(), "\" names no port"));
+    }
+  }
+  if (f.key_prefix().empty() ||
+      f.key_prefix().find_first_of(" \t\r\n:") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        "fleet_cache.key_prefix: must be non-empty, without spaces or ':'");
+  }
+  if (!f.user().empty() && f.password_file().empty()) {
+    return absl::InvalidArgumentError(
+        "fleet_cache.user: needs fleet_cache.password_file (AUTH takes both)");
+  }
+  AT_RETURN_IF_ERROR(CheckRange("fleet_cache.ttl_s", f.ttl_s(), 1, int64_t{10} * 365 * 86400));
+  AT_RETURN_IF_ERROR(
+      CheckRange("fleet_cache.connect_timeout_ms", f.connect_timeout_ms(), 1, 60000));
+  AT_RETURN_IF_ERROR(
+      CheckRange("fleet_cache.command_timeout_ms", f.command_timeout_ms(), 1, 60000));
+  return CheckRange("fleet_cache.max_backoff_ms", f.max_backoff_ms(), 1, int64_t{3600} * 1000);
+}
+
 }  // namespace
 
 absl::StatusOr<DaemonConfig> ParseConfigText(const std::string& text,
@@ -299,7 +330,7 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
       CheckPositive("rendezvous.max_kept_bytes", c.rendezvous().max_kept_bytes()));
   AT_RETURN_IF_ERROR(CheckRange("rendezvous.resync_after_missed_rounds",
                                 c.rendezvous().resync_after_missed_rounds(), 1, 1 << 20));
-  return absl::OkStatus();
+  return CheckFleetCache(c.fleet_cache());
 }
 
 }  // namespace config

@@ -61,7 +61,12 @@ absl::StatusOr<DaemonConfig> ParseConfigText(const std::string& text,
 // peer_listen empty or "HOST:PORT" (port 0..65535, HOST a name, an IPv4
 // address or a bracketed IPv6 one); peer_listen needs exactly one of
 // peer_token (at least 16 characters) and peer_token_file; drain_timeout_ms
-// > 0. Files named here (peer_token_file) are not read.
+// > 0; fleet_cache, when fleet_cache.redis is set: redis "HOST:PORT" (a
+// port) or "unix:/path", key_prefix non-empty without spaces or ':', user
+// only with password_file, ttl_s 1..10 years, connect_timeout_ms and
+// command_timeout_ms 1..60000, max_backoff_ms 1 ms..1 hour.
+// Files named here (peer_token_file, fleet_cache.password_file) are not
+// read.
 absl::Status ValidateConfig(const DaemonConfig& config);
 
 }  // namespace config

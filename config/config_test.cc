@@ -403,6 +403,44 @@ TEST_CASE("peers are host:port addresses, never another scheme") {
   }
 }
 
+TEST_CASE("the fleet cache's fields are checked when it is on") {
+  auto fleet = [](const std::function<void(FleetCacheConfig*)>& change) {
+    return Reject([&](DaemonConfig* c) {
+      c->mutable_fleet_cache()->set_redis("redis.internal:6379");
+      change(c->mutable_fleet_cache());
+    });
+  };
+  CHECK(fleet([](FleetCacheConfig*) {}).empty());
+  CHECK(fleet([](FleetCacheConfig* f) { f->set_redis("unix:/run/redis/redis.sock"); }).empty());
+  CHECK(fleet([](FleetCacheConfig* f) {
+          f->set_user("fleet");
+          f->set_password_file("/etc/autotuned/redis.password");
+        }).empty());
+  // Off: nothing else is looked at.
+  CHECK(Reject([](DaemonConfig* c) { c->mutable_fleet_cache()->set_ttl_s(0); }).empty());
+
+  CHECK_THAT(fleet([](FleetCacheConfig* f) { f->set_redis("redis.internal"); }),
+             Catch::StartsWith("fleet_cache.redis: want HOST:PORT"));
+  CHECK_THAT(fleet([](FleetCacheConfig* f) { f->set_redis("redis.internal:0"); }),
+             Catch::StartsWith("fleet_cache.redis: \"redis.internal:0\" names no port"));
+  CHECK_THAT(fleet([](FleetCacheConfig* f) { f->set_redis("unix:relative.sock"); }),
+             Catch::StartsWith("fleet_cache.redis: want \"unix:/absolute/path\""));
+  CHECK_THAT(fleet([](FleetCacheConfig* f) { f->set_key_prefix("a:b"); }),
+             Catch::StartsWith("fleet_cache.key_prefix: "));
+  CHECK_THAT(fleet([](FleetCacheConfig* f) { f->set_key_prefix(""); }),
+             Catch::StartsWith("fleet_cache.key_prefix: "));
+  CHECK_THAT(fleet([](FleetCacheConfig* f) { f->set_user("fleet"); }),
+             Catch::StartsWith("fleet_cache.user: needs fleet_cache.password_file"));
+  CHECK_THAT(fleet([](FleetCacheConfig* f) { f->set_ttl_s(0); }),
+             Catch::StartsWith("fleet_cache.ttl_s: "));
+  CHECK_THAT(fleet([](FleetCacheConfig* f) { f->set_connect_timeout_ms(0); }),
+             Catch::StartsWith("fleet_cache.connect_timeout_ms: "));
+  CHECK_THAT(fleet([](FleetCacheConfig* f) { f->set_command_timeout_ms(60001); }),
+             Catch::StartsWith("fleet_cache.command_timeout_ms: "));
+  CHECK_THAT(fleet([](FleetCacheConfig* f) { f->set_max_backoff_ms(0); }),
+             Catch::StartsWith("fleet_cache.max_backoff_ms: "));
+}
+
 TEST_CASE("ParseConfigText parses text alone, naming errors after `name`") {
   absl::StatusOr<DaemonConfig> c = ParseConfigText("sim { gpus: 2 }", "t");
   REQUIRE(c.ok());

@@ -20,7 +20,9 @@
 #include "daemon/backend/factory/factory.h"
 #include "daemon/cache/cache.h"
 #include "daemon/cache/key.h"
+#include "daemon/common/escape.h"
 #include "daemon/common/version.h"
+#include "daemon/fleetcache/fleet_cache.h"
 #include "daemon/http/http_server.h"
 #include "daemon/lifecycle/lifecycle.h"
 #include "daemon/logging/logging.h"
@@ -131,6 +133,12 @@ int Run() {
     fprintf(stderr, "autotuned: %s\n", std::string(peer_token.status().message()).c_str());
     return 2;
   }
+  absl::StatusOr<fleetcache::FleetCacheOptions> fleet_options =
+      fleetcache::FleetCacheOptionsFrom(config->fleet_cache());
+  if (!fleet_options.ok()) {
+    fprintf(stderr, "autotuned: %s\n", std::string(fleet_options.status().message()).c_str());
+    return 2;
+  }
 
   // Before any thread starts: signals then reach only the lifecycle's sigwait.
   BlockLifecycleSignals();
@@ -170,6 +178,10 @@ int Run() {
 
   metrics::Registry registry;
   metrics::DaemonMetrics metrics(&registry);
+  std::unique_ptr<fleetcache::FleetCache> fleet;
+  if (!fleet_options->redis.empty()) {
+    fleet = std::make_unique<fleetcache::FleetCache>(*std::move(fleet_options), &metrics);
+  }
   std::unique_ptr<HttpServer> metrics_server;
   if (!config->metrics_listen().empty()) {
     absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(
@@ -214,7 +226,7 @@ int Run() {
   AutotuneService service(
       backend->get(), cache.get(), *config,
       {&metrics, metrics_server ? metrics_server->address() : "", peer_listening.address,
-       peer_client.get()});
+       peer_client.get(), fleet.get()});
   if (peer_client) {
     peer->SetReadyHandler([&service](const v1::ReadyRequest& request, absl::Time deadline) {
       return service.LeadReady(request, deadline);
@@ -237,14 +249,14 @@ int Run() {
   if (probe) watchdog.SetHealthy([&probe] { return probe->serving(); });
   spdlog::info(
       "autotuned {} ready: backend={} gpus={} fingerprint={} unix={} tcp_port={} "
-      "metrics={} peer={} cache={} ({} entries, {} corrupt files ignored)",
+      "metrics={} peer={} cache={} ({} entries, {} corrupt files ignored) fleet_cache={}",
       kDaemonVersion, (*backend)->node().backend, (*backend)->max_world_size(),
       service.fingerprint(),
       listening->unix_socket.empty() ? "off" : listening->unix_socket,
       listening->tcp_port, metrics_server ? metrics_server->address() : "off",
       peer_listening.address.empty() ? "off" : peer_listening.address,
       cache ? cache->dir() : "off", cache ? cache->size() : 0,
-      cache ? cache->corrupt_files() : 0);
+      cache ? cache->corrupt_files() : 0, fleet ? LogEscaped(fleet->redis()) : "off");
 
   config::DaemonConfig running = *config;
   LifecycleHooks hooks;

@@ -4,13 +4,20 @@
 # nothing). Safe to run any number of times. Needs root (or sudo).
 # systemd: systemd-analyze, which //deploy:install_test runs on the unit;
 # passwd: useradd and groupadd for deploy/install.sh and the socket-group test.
+# iproute2, iptables, libnetfilter-queue-dev: the namespaced fleet test and
+# benchmark (hosts in network namespaces; loss and partitions as firewall
+# rules, delay through an NFQUEUE delayer: tests/fleet/README.md).
 # (fuzz/run.sh installs clang for itself; the test suite does not need it.)
 # python3-venv, python3-pip, python3-pytest: the Python client's tests;
 # python3-dev: Python.h, which torch.compile's C++ code on CPU includes; PyTorch
 # 2.11 from PyPI goes into the venv /opt/autotuned/venv (about 2.5 min and
 # 4.6 GB with its CUDA wheels; it sees Debian's grpcio and protobuf), used by
-# the tests of the torch.distributed and Inductor integration, with ruff and
-# mypy (pinned) for the Python client's lint test.
+# the tests of the torch.distributed and Inductor integration, with ruff,
+# mypy, mypy-protobuf and types-protobuf (pinned) for the Python client's lint
+# test and generated types; the wheels of the Python package's dependency floors.
+# libhiredis-dev: the fleet cache's Redis client; redis-server: the server the
+# fleet cache's tests and benchmark start for themselves (never as a system
+# service: the package's own service is stopped and left disabled).
 set -eu
 
 PACKAGES="bazel-bootstrap bazel-rules-java \
@@ -18,7 +25,9 @@ PACKAGES="bazel-bootstrap bazel-rules-java \
   libspdlog-dev libabsl-dev catch2 zlib1g-dev \
   python3-grpcio python3-protobuf python3-venv python3-pip python3-pytest python3-dev \
   g++ git ca-certificates \
-  systemd passwd"
+  systemd passwd \
+  iproute2 iptables libnetfilter-queue-dev \
+  libhiredis-dev redis-server"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
@@ -37,6 +46,14 @@ else
   echo "setup: all packages present"
 fi
 
+# Debian's redis-server package enables a system service; autotuned needs none
+# (its tests start their own redis-server on a socket in a temporary dir).
+if command -v systemctl >/dev/null 2>&1 &&
+   systemctl is-enabled redis-server.service >/dev/null 2>&1; then
+  echo "setup: disabling the redis-server system service"
+  $SUDO systemctl disable --now redis-server.service >/dev/null 2>&1 || true
+fi
+
 VENV=/opt/autotuned/venv
 TORCH_VERSION=2.11.0
 # Debian's interpreter, whatever else is first on PATH (pyenv, conda): the
@@ -51,15 +68,47 @@ else
 fi
 
 # The Python client's linters, pinned (a new release may find new things):
-# //client/python:python_lint_test runs them from the venv.
+# //client/python:python_lint_test runs them from the venv. mypy-protobuf
+# writes the .pyi of the generated modules (client/python/gen_stubs.sh);
+# 3.4.0 and types-protobuf 4.21 are the releases that go with Debian's
+# protobuf 4.21 (mypy-protobuf 3.5 wants protobuf 4.23).
 RUFF_VERSION=0.17.6
 MYPY_VERSION=2.4.1
+MYPY_PROTOBUF_VERSION=3.4.0
+TYPES_PROTOBUF_VERSION=4.21.0.7
 if ! "$VENV/bin/ruff" --version 2>/dev/null | grep -qx "ruff $RUFF_VERSION" ||
-   ! "$VENV/bin/mypy" --version 2>/dev/null | grep -q "^mypy $MYPY_VERSION "; then
-  echo "setup: installing ruff $RUFF_VERSION and mypy $MYPY_VERSION into $VENV"
-  $SUDO "$VENV/bin/pip" install -q --progress-bar off "ruff==$RUFF_VERSION" "mypy==$MYPY_VERSION"
+   ! "$VENV/bin/mypy" --version 2>/dev/null | grep -q "^mypy $MYPY_VERSION " ||
+   ! "$VENV/bin/protoc-gen-mypy" --version 2>/dev/null | grep -q "mypy-protobuf $MYPY_PROTOBUF_VERSION" ||
+   ! "$VENV/bin/pip" show types-protobuf 2>/dev/null | grep -qx "Version: $TYPES_PROTOBUF_VERSION"; then
+  echo "setup: installing ruff, mypy, mypy-protobuf and types-protobuf into $VENV"
+  $SUDO "$VENV/bin/pip" install -q --progress-bar off "ruff==$RUFF_VERSION" "mypy==$MYPY_VERSION" \
+    "mypy-protobuf==$MYPY_PROTOBUF_VERSION" "types-protobuf==$TYPES_PROTOBUF_VERSION"
 else
-  echo "setup: ruff $RUFF_VERSION and mypy $MYPY_VERSION present in $VENV"
+  echo "setup: ruff, mypy, mypy-protobuf and types-protobuf present in $VENV"
+fi
+
+# matplotlib, for autotuned.plot and its test (Debian's python3-matplotlib is
+# built for the numpy 1 that the venv's numpy 2 replaces).
+MATPLOTLIB_VERSION=3.10.7
+if ! "$VENV/bin/python" -c "import matplotlib; assert matplotlib.__version__ == '$MATPLOTLIB_VERSION'" >/dev/null 2>&1; then
+  echo "setup: installing matplotlib $MATPLOTLIB_VERSION into $VENV"
+  $SUDO "$VENV/bin/pip" install -q --progress-bar off "matplotlib==$MATPLOTLIB_VERSION"
+else
+  echo "setup: matplotlib $MATPLOTLIB_VERSION present in $VENV"
+fi
+
+# The wheels //client/python:wheel_test installs into a venv of its own
+# without the network: the dependency floors of the Python package
+# (client/python/pyproject.toml) and the types users check it with.
+WHEELS=/opt/autotuned/wheels
+FLOOR_WHEELS="grpcio==1.51.1 protobuf==4.21.12 types-protobuf==$TYPES_PROTOBUF_VERSION"
+if [ "$(ls "$WHEELS"/grpcio-1.51.1-*.whl "$WHEELS"/protobuf-4.21.12-*.whl \
+         "$WHEELS"/types_protobuf-"$TYPES_PROTOBUF_VERSION"-*.whl 2>/dev/null | wc -l)" != 3 ]; then
+  echo "setup: downloading $FLOOR_WHEELS into $WHEELS"
+  $SUDO "$VENV/bin/pip" download -q --progress-bar off --only-binary=:all: --no-deps \
+    -d "$WHEELS" $FLOOR_WHEELS
+else
+  echo "setup: $FLOOR_WHEELS present in $WHEELS"
 fi
 
 # The CUDA toolkit and NCCL, from NVIDIA's wheels on PyPI, every version

@@ -4,7 +4,6 @@
 
 #include <csignal>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -29,15 +28,6 @@ using testing::FreshTempDir;
 using testing::RunCommand;
 using testing::ShortTempDir;
 using testing::Runfile;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
 
 struct Node {
   std::string dir;
@@ -260,30 +250,6 @@ TEST_CASE("the CLI tunes, sweeps, lists, shows the node and manages the cache") 
   CHECK(sizes_seen == std::set<std::string>{"1024", "4096", "16384"});
   CHECK(winners == 3);
 
-  // The chart: drawn by the sweep itself, and again, without the daemon,
-  // from the sweep's JSON lines.
-  const std::string png = n.dir + "/sweep.png";
-  CommandResult plotted = Ctl(n, {"sweep", "--collective=all_reduce", "--from=1KiB",
-                                  "--to=64KiB", "--factor=8", "--iters=3", "--plot=" + png});
-  INFO(plotted.out << plotted.err);
-  REQUIRE(plotted.exit_code == 0);
-  CHECK_THAT(plotted.err, Catch::Contains("plot: wrote " + png + " (3 sizes)"));
-  CHECK(ReadFile(png).substr(0, 8) == std::string("\x89PNG\r\n\x1a\n", 8));
-  CommandResult saved = Ctl(n, {"--json", "sweep", "--collective=all_reduce", "--from=1KiB",
-                                "--to=64KiB", "--factor=8", "--iters=3"});
-  REQUIRE(saved.exit_code == 0);
-  const std::string jsonl = n.dir + "/sweep.jsonl";
-  WriteFile(jsonl, saved.out);
-  const std::string png2 = n.dir + "/again.png";
-  CommandResult offline = Ctl(n, {"plot", "--input=" + jsonl, "--plot=" + png2});
-  INFO(offline.out << offline.err);
-  REQUIRE(offline.exit_code == 0);
-  CHECK_THAT(offline.out, Catch::Contains("64 KiB") && Catch::Contains("dispatch table"));
-  CHECK(ReadFile(png2).substr(0, 8) == std::string("\x89PNG\r\n\x1a\n", 8));
-  CommandResult garbage = Ctl(n, {"plot", "--input=" + png2, "--plot=" + png2 + ".x"});
-  CHECK(garbage.exit_code == 2);
-  CHECK_THAT(garbage.err, Catch::Contains("--input: line 1: not a sweep update"));
-
   // --version: the daemon's version string, no daemon needed.
   CommandResult version = RunCommand({Runfile("client/cli/autotunectl"), "--version"});
   REQUIRE(version.exit_code == 0);
@@ -308,9 +274,8 @@ TEST_CASE("the CLI tunes, sweeps, lists, shows the node and manages the cache") 
   CHECK_THAT(cached.out, Catch::Contains("all_gather"));
   CommandResult cleared = Ctl(n, {"cache", "clear"});
   REQUIRE(cleared.exit_code == 0);
-  // 1 tune + 3 all_gather sizes + the all_reduce sweep's 1 and 8 KiB (its
-  // 64 KiB is the tune's, cached).
-  CHECK_THAT(cleared.out, Catch::Contains("removed 6 cache entries"));
+  // 1 tune + 3 all_gather sizes.
+  CHECK_THAT(cleared.out, Catch::Contains("removed 4 cache entries"));
 
   CommandResult bad = Ctl(n, {"tune", "--collective=all_reduce", "--bytes=1MiB",
                               "--candidates=all_reduce/nope"});

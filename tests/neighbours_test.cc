@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "client/cpp/client.h"
 #include "tests/daemon_process.h"
+#include "tests/round_answer.h"
 
 namespace autotuned {
 namespace {
@@ -36,19 +37,7 @@ void StartDaemon(DaemonProcess& daemon, const std::string& dir, const std::strin
               .ok());
 }
 
-v1::TuneRequest WholeGroup(int64_t count) {
-  v1::TuneRequest req;
-  req.mutable_group()->set_world_size(2);
-  req.mutable_options()->set_warmup(1);
-  req.mutable_options()->set_iterations(3);
-  v1::Problem* p = req.add_problems();
-  p->set_collective(v1::ALL_REDUCE);
-  p->set_dtype(v1::FLOAT32);
-  p->set_count(count);
-  p->add_candidates()->set_impl("all_reduce/ring");
-  p->add_candidates()->set_impl("all_reduce/one_shot");
-  return req;
-}
+v1::TuneRequest WholeGroup(int64_t count) { return testing::WholeGroupAllReduce(2, count); }
 
 v1::TuneRequest RankAsk(int rank, int64_t window_us, const std::string& group = "resync") {
   v1::TuneRequest req;

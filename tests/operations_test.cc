@@ -31,12 +31,16 @@
 #include "proto/autotuned.grpc.pb.h"
 #include "proto/peer.grpc.pb.h"
 #include "tests/daemon_process.h"
+#include "tests/round_answer.h"
+#include "tests/http_get.h"
 
 namespace autotuned {
 namespace {
 
 using testing::DaemonProcess;
 using testing::FreshTempDir;
+using testing::HttpGet;
+using testing::Samples;
 using testing::RunCommand;
 using testing::Runfile;
 using testing::ShortTempDir;
@@ -71,61 +75,7 @@ v1::NodeInfoResponse NodeInfo(const Node& n) {
   return info;
 }
 
-v1::TuneRequest AllReduce(int64_t count) {
-  v1::TuneRequest req;
-  req.mutable_group()->set_world_size(4);
-  req.mutable_options()->set_warmup(1);
-  req.mutable_options()->set_iterations(3);
-  v1::Problem* p = req.add_problems();
-  p->set_collective(v1::ALL_REDUCE);
-  p->set_dtype(v1::FLOAT32);
-  p->set_count(count);
-  p->add_candidates()->set_impl("all_reduce/ring");
-  p->add_candidates()->set_impl("all_reduce/one_shot");
-  return req;
-}
-
-// GET http://ADDRESS/path over a plain socket; the whole answer (bounded).
-std::string HttpGet(const std::string& address, const std::string& path) {
-  const size_t colon = address.rfind(':');
-  int port = 0;
-  REQUIRE(absl::SimpleAtoi(address.substr(colon + 1), &port));
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  REQUIRE(inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) == 1);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: test\r\n\r\n");
-  REQUIRE(send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size()));
-  std::string out;
-  char buf[8192];
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    const ssize_t got = recv(fd, buf, sizeof(buf), 0);
-    if (got <= 0) break;
-    out.append(buf, static_cast<size_t>(got));
-  }
-  close(fd);
-  return out;
-}
-
-// "name{labels} value" lines of a Prometheus text page.
-std::map<std::string, double> Samples(const std::string& page) {
-  std::map<std::string, double> out;
-  const std::string body = page.substr(page.find("\r\n\r\n") + 4);
-  for (absl::string_view line : absl::StrSplit(body, '\n')) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t space = line.rfind(' ');
-    double v = 0;
-    REQUIRE(absl::SimpleAtod(line.substr(space + 1), &v));
-    out[std::string(line.substr(0, space))] = v;
-  }
-  return out;
-}
+v1::TuneRequest AllReduce(int64_t count) { return testing::WholeGroupAllReduce(4, count); }
 
 TEST_CASE("the metrics endpoint counts what was done: 2 tuned, 1 cached, 1 rejected") {
   Node n = MakeDaemonNode("metrics", "", {"--metrics_listen=127.0.0.1:0"});

@@ -22,7 +22,6 @@ std::string CommandName(Command command) {
     case Command::kInfo: return "info";
     case Command::kCacheList: return "cache list";
     case Command::kCacheClear: return "cache clear";
-    case Command::kPlot: return "plot";
     case Command::kCompletion: return "completion bash";
   }
   return "?";
@@ -40,15 +39,13 @@ const std::set<std::string>& CommandFlags(Command command) {
       "timeout_ms", "op", "root", "splits", "refresh", "timing", "csv"};
   static const auto* sweep = new std::set<std::string>{
       "collective", "dtype", "from", "to", "factor", "world", "gpus", "candidates",
-      "warmup", "iters", "timeout_ms", "op", "root", "refresh", "timing", "plot", "csv"};
+      "warmup", "iters", "timeout_ms", "op", "root", "refresh", "timing", "csv"};
   static const auto* list = new std::set<std::string>{"collective"};
-  static const auto* plot = new std::set<std::string>{"input", "plot", "csv"};
   static const auto* none = new std::set<std::string>{};
   switch (command) {
     case Command::kTune: return *tune;
     case Command::kSweep: return *sweep;
     case Command::kList: return *list;
-    case Command::kPlot: return *plot;
     default: break;
   }
   return *none;
@@ -174,8 +171,6 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& words) {
     command = Command::kList;
   } else if (first == "info") {
     command = Command::kInfo;
-  } else if (first == "plot") {
-    command = Command::kPlot;
   } else if (first == "completion") {
     if (words.size() < 2 || words[1] != "bash") {
       return absl::InvalidArgumentError("\"completion\" needs \"bash\"");
@@ -215,8 +210,7 @@ absl::Status CheckFlagsApply(Command command, const std::set<std::string>& given
     if (GlobalFlags().count(flag) != 0 || allowed.count(flag) != 0) continue;
     // absl's own flags (--flagfile, --fromenv, ...).
     if (CommandFlags(Command::kTune).count(flag) == 0 &&
-        CommandFlags(Command::kSweep).count(flag) == 0 &&
-        CommandFlags(Command::kPlot).count(flag) == 0) {
+        CommandFlags(Command::kSweep).count(flag) == 0) {
       continue;
     }
     return absl::InvalidArgumentError(absl::StrCat(

@@ -19,11 +19,11 @@ namespace autotuned {
 namespace cli {
 
 enum class Command {
-  kTune, kSweep, kList, kInfo, kCacheList, kCacheClear, kPlot, kCompletion
+  kTune, kSweep, kList, kInfo, kCacheList, kCacheClear, kCompletion
 };
 
 // The positional arguments after the program name: "tune", "sweep", "list",
-// "info", "cache list", "cache clear", "plot", "completion bash".
+// "info", "cache list", "cache clear", "completion bash".
 absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& words);
 
 // The words of `command` as ParseCommand takes them ("cache list").

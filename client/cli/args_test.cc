@@ -34,7 +34,6 @@ TEST_CASE("commands are one or two words") {
   CHECK(*ParseCommand({"info"}) == Command::kInfo);
   CHECK(*ParseCommand({"cache", "list"}) == Command::kCacheList);
   CHECK(*ParseCommand({"cache", "clear"}) == Command::kCacheClear);
-  CHECK(*ParseCommand({"plot"}) == Command::kPlot);
   CHECK_THAT(ErrorOf(ParseCommand({}).status()), Catch::Contains("no command"));
   CHECK_THAT(ErrorOf(ParseCommand({"tunes"}).status()),
              Catch::Contains("unknown command \"tunes\""));
@@ -49,19 +48,17 @@ TEST_CASE("commands are one or two words") {
 TEST_CASE("flags must apply to the command") {
   CHECK(CheckFlagsApply(Command::kTune, {"bytes", "socket", "json"}).ok());
   CHECK(CheckFlagsApply(Command::kSweep, {"csv"}).ok());
-  CHECK(CheckFlagsApply(Command::kPlot, {"csv", "input"}).ok());
   CHECK_THAT(std::string(CheckFlagsApply(Command::kInfo, {"csv"}).message()),
              Catch::Contains("--csv does not apply to info"));
   CHECK_THAT(std::string(CheckFlagsApply(Command::kTune, {"csv", "json"}).message()),
              Catch::Contains("--json or --csv, not both"));
   CHECK(CheckFlagsApply(Command::kInfo, {"address", "flagfile"}).ok());
   CHECK(CheckFlagsApply(Command::kList, {"collective"}).ok());
-  CHECK(CheckFlagsApply(Command::kSweep, {"plot", "from"}).ok());
-  CHECK(CheckFlagsApply(Command::kPlot, {"plot", "input"}).ok());
-  CHECK_THAT(ErrorOf(CheckFlagsApply(Command::kTune, {"plot"})),
-             Catch::Contains("--plot does not apply to tune"));
-  CHECK_THAT(ErrorOf(CheckFlagsApply(Command::kPlot, {"collective"})),
-             Catch::Contains("--collective does not apply to plot"));
+  CHECK(CheckFlagsApply(Command::kSweep, {"to", "from"}).ok());
+  CHECK_THAT(ErrorOf(CheckFlagsApply(Command::kTune, {"from"})),
+             Catch::Contains("--from does not apply to tune"));
+  CHECK_THAT(ErrorOf(CheckFlagsApply(Command::kList, {"dtype"})),
+             Catch::Contains("--dtype does not apply to list"));
   CHECK_THAT(ErrorOf(CheckFlagsApply(Command::kSweep, {"bytes"})),
              Catch::Contains("--bytes does not apply to sweep"));
   CHECK_THAT(ErrorOf(CheckFlagsApply(Command::kCacheClear, {"collective"})),

@@ -1,17 +1,12 @@
 #include "client/cli/commands.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <ostream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/format.h"
-#include "client/cli/sweep_chart.h"
 
 namespace autotuned {
 namespace cli {
@@ -25,7 +20,6 @@ const char kShortUsage[] =
     "  list   [--collective=C]\n"
     "  info\n"
     "  cache list | cache clear\n"
-    "  plot   --input=SWEEP.jsonl --plot=FILE.png\n"
     "  completion bash\n"
     "run 'autotunectl --help' for every option\n";
 
@@ -65,11 +59,8 @@ const char kUsage[] =
     "    --from=SIZE --to=SIZE --factor=K  sizes from, from*K, ... up to to\n"
     "                       (defaults 1KiB, 64MiB, 2); the other tune options\n"
     "                       except --bytes and --splits\n"
-    "    --plot=FILE.png    also draw median latency against size, one line\n"
-    "                       per candidate, the winner of each size circled\n"
-    "  plot         no daemon: a sweep saved with `autotunectl --json sweep >\n"
-    "               FILE`: its tables, and the chart with --plot\n"
-    "    --input=FILE --plot=FILE.png\n"
+    "               a chart: save the sweep with --csv or --json, then\n"
+    "               `python -m autotuned.plot FILE -o FILE.png` (docs/python.md)\n"
     "  list         the daemon's implementations [--collective=C]\n"
     "  info         the node: GPUs, topology, versions, cache\n"
     "  cache list   the cached rankings\n"
@@ -83,7 +74,7 @@ const char kUsage[] =
     "  --address=HOST:PORT    a daemon reached over TCP instead\n"
     "  --json                 print the daemon's answers as JSON (sweep: every\n"
     "                         streamed message on its own line)\n"
-    "  --csv                  tune, sweep, plot: instead of the tables, CSV: a\n"
+    "  --csv                  tune, sweep: instead of the tables, CSV: a\n"
     "                         header row, one row per candidate per size; bytes,\n"
     "                         us and GB/s as plain numbers\n"
     "  --connect_timeout=DUR  how long to wait for the daemon (default 5s)\n"
@@ -187,19 +178,6 @@ absl::StatusOr<Outcome> RunTune(Client& client, const Plan& plan, const Output& 
   return OutcomeOf({response->results().begin(), response->results().end()});
 }
 
-namespace {
-
-// With --plot: the chart of `sizes` into Output::plot, and a note on err.
-absl::Status MaybePlot(const std::vector<v1::ProblemResult>& sizes, const Output& output) {
-  if (output.plot.empty()) return absl::OkStatus();
-  absl::Status plotted = WriteSweepPlot(sizes, output.plot);
-  if (!plotted.ok()) return plotted;
-  *output.err << "plot: wrote " << output.plot << " (" << sizes.size() << " sizes)" << std::endl;
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<Outcome> RunSweep(Client& client, const Plan& plan, const Output& output) {
   absl::StatusOr<Resolved> resolved = Resolve(client, plan, output);
   if (!resolved.ok()) return resolved.status();
@@ -224,10 +202,6 @@ absl::StatusOr<Outcome> RunSweep(Client& client, const Plan& plan, const Output&
   }
   if (output.csv) *output.out << FormatCsv(sizes);
   if (!sizes.empty() && !output.csv) *output.out << FormatSweepTable(sizes);
-  if (!sizes.empty()) {
-    absl::Status plotted = MaybePlot(sizes, output);
-    if (!plotted.ok()) return plotted;
-  }
   if (!table.ok()) return table.status();
   // The canonical problem (parameters filled in) when the daemon sent one.
   const v1::Problem& problem =
@@ -273,27 +247,6 @@ absl::Status RunCacheClear(Client& client, const Output& output) {
   if (output.json) return Print(*response, output);
   *output.out << FormatClearCache(*response);
   return absl::OkStatus();
-}
-
-absl::Status RunPlot(const std::string& input, const Output& output) {
-  if (input.empty()) return absl::InvalidArgumentError("--input: required (a file from `autotunectl --json sweep`)");
-  std::ifstream in(input);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("--input: cannot read ", input, ": ", strerror(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<SavedSweep> saved = ParseSweepJsonLines(text.str());
-  if (!saved.ok()) return saved.status();
-  if (output.csv) {
-    *output.out << FormatCsv(saved->sizes);
-    return MaybePlot(saved->sizes, output);
-  }
-  *output.out << FormatSweepTable(saved->sizes);
-  if (saved->has_table) {
-    *output.out << "\n" << FormatDispatchTable(saved->table, saved->sizes[0].problem());
-  }
-  return MaybePlot(saved->sizes, output);
 }
 
 }  // namespace cli

@@ -26,8 +26,7 @@ extern const char kShortUsage[];
 
 struct Output {
   bool json = false;
-  bool csv = false;  // tune, sweep, plot: FormatCsv instead of the tables
-  std::string plot;  // sweep: also draw the chart into this PNG file
+  bool csv = false;  // tune, sweep: FormatCsv instead of the tables
 
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
@@ -53,12 +52,6 @@ absl::StatusOr<Outcome> RunTune(Client& client, const Plan& plan, const Output& 
 // then the sweep table and the dispatch table (also the part measured
 // before a failure). JSON: every SweepUpdate as one line, as it arrives.
 absl::StatusOr<Outcome> RunSweep(Client& client, const Plan& plan, const Output& output);
-
-// plot: no daemon; reads a sweep saved by `autotunectl --json sweep`
-// (`input`), prints its sweep table and dispatch table and, with
-// Output::plot, draws the chart. INVALID_ARGUMENT when the file does not
-// parse; the errno's message when it cannot be read or the PNG written.
-absl::Status RunPlot(const std::string& input, const Output& output);
 
 // list: the catalogue, of `only` (COLLECTIVE_UNSPECIFIED: all).
 absl::Status RunList(Client& client, v1::Collective only, const Output& output);

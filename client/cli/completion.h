@@ -13,8 +13,8 @@ namespace cli {
 // Completes the command words ("cache" then "list" or "clear"), after a
 // command the flags that apply to it ("--name=" for flags that take a value,
 // "--name" for the booleans `is_boolean` names), and the values of
-// --collective, --dtype, --op and --timing, file names for --input and
-// --plot. Flag values are completed in the --name=value form.
+// --collective, --dtype, --op and --timing. Flag values are completed in the
+// --name=value form.
 std::string BashCompletion(const std::function<bool(const std::string&)>& is_boolean);
 
 }  // namespace cli

@@ -33,5 +33,5 @@ expect "--from=" autotunectl --json sweep --collective = all_reduce --fr
 expect "all_reduce all_gather all_to_all" autotunectl tune --collective = all_
 expect "bfloat16" autotunectl sweep --dtype = bf
 expect "--version" autotunectl --vers
-expect "--plot=" autotunectl plot --p
+expect "" autotunectl pl                     # no such command
 echo PASS

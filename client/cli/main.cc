@@ -28,7 +28,7 @@ ABSL_FLAG(std::string, socket, "",
           "or $AUTOTUNED_SOCKET)");
 ABSL_FLAG(std::string, address, "", "HOST:PORT of a daemon reached over TCP");
 ABSL_FLAG(bool, json, false, "print the daemon's answers as JSON");
-ABSL_FLAG(bool, csv, false, "tune, sweep, plot: print CSV instead of the tables");
+ABSL_FLAG(bool, csv, false, "tune, sweep: print CSV instead of the tables");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5),
           "how long to wait for the daemon");
 ABSL_FLAG(absl::Duration, deadline, autotuned::kDefaultMeasureTimeout,
@@ -50,8 +50,6 @@ ABSL_FLAG(std::string, splits, "",
 ABSL_FLAG(std::string, from, "1KiB", "sweep: smallest size");
 ABSL_FLAG(std::string, to, "64MiB", "sweep: largest size");
 ABSL_FLAG(int64_t, factor, 2, "sweep: ratio of consecutive sizes");
-ABSL_FLAG(std::string, plot, "", "sweep, plot: draw latency against size into this PNG file");
-ABSL_FLAG(std::string, input, "", "plot: a sweep saved by `autotunectl --json sweep`");
 
 // Measurement options (0: the daemon's defaults).
 ABSL_FLAG(int32_t, warmup, 0, "warm-up iterations");
@@ -115,8 +113,7 @@ absl::StatusOr<Outcome> RunOnDaemon(Command command, Client& client, const Plan&
     case Command::kInfo: status = RunInfo(client, output); break;
     case Command::kCacheList: status = RunCacheList(client, output); break;
     case Command::kCacheClear: status = RunCacheClear(client, output); break;
-    case Command::kPlot:        // handled in Main, without a daemon
-    case Command::kCompletion: break;
+    case Command::kCompletion: break;  // handled in Main, without a daemon
   }
   if (!status.ok()) return status;
   return Outcome::kTuned;
@@ -167,17 +164,6 @@ int Main(int argc, char** argv) {
     if (!c.ok()) return UsageError(c.status());
     only = *c;
   }
-  if (*command == Command::kPlot) {
-    Output output;
-    output.plot = absl::GetFlag(FLAGS_plot);
-    output.csv = absl::GetFlag(FLAGS_csv);
-    output.out = &std::cout;
-    output.err = &std::cerr;
-    const absl::Status status = RunPlot(absl::GetFlag(FLAGS_input), output);
-    std::cout.flush();
-    if (status.code() == absl::StatusCode::kInvalidArgument) return UsageError(status);
-    return status.ok() ? kExitOk : RpcError(status);
-  }
   absl::StatusOr<std::string> target =
       ResolveTarget(absl::GetFlag(FLAGS_socket), absl::GetFlag(FLAGS_address));
   if (!target.ok()) return UsageError(target.status());
@@ -190,7 +176,6 @@ int Main(int argc, char** argv) {
   Output output;
   output.json = absl::GetFlag(FLAGS_json);
   output.csv = absl::GetFlag(FLAGS_csv);
-  output.plot = absl::GetFlag(FLAGS_plot);
   output.out = &std::cout;
   output.err = &std::cerr;
   const absl::StatusOr<Outcome> outcome = RunOnDaemon(*command, **client, plan, only, output);

@@ -16,6 +16,12 @@ constexpr char kLookups[] =
     "Cache lookups by result; a request with options.refresh, or a daemon "
     "with the cache disabled, makes none.";
 
+constexpr char kFleetLookups[] =
+    "Lookups in the fleet cache (Redis) after a local miss: hit, miss, error (Redis "
+    "down, slow or refusing; or skipped during an outage), corrupt (a value that "
+    "does not decode, ignored).";
+constexpr char kFleetPublishes[] =
+    "Measured TUNED results published to the fleet cache by this daemon, by result.";
 constexpr char kRuns[] =
     "Runs of candidates the ranks run: opened by a round, decided once every "
     "rank reported or at the run's bound.";
@@ -103,7 +109,25 @@ DaemonMetrics::DaemonMetrics(Registry* r)
       client_candidates_ruled_out(r->AddCounter(
           "autotuned_client_candidates_ruled_out_total",
           "Candidates the ranks run that a decided run ruled out (failed or "
-          "skipped at a barrier, timed out, or a rank's report missing).")) {}
+          "skipped at a barrier, timed out, or a rank's report missing).")),
+      fleet_hits(r->AddCounter("autotuned_fleet_cache_lookups_total", kFleetLookups,
+                               {{"result", "hit"}})),
+      fleet_misses(r->AddCounter("autotuned_fleet_cache_lookups_total", kFleetLookups,
+                                 {{"result", "miss"}})),
+      fleet_errors(r->AddCounter("autotuned_fleet_cache_lookups_total", kFleetLookups,
+                                 {{"result", "error"}})),
+      fleet_corrupt(r->AddCounter("autotuned_fleet_cache_lookups_total", kFleetLookups,
+                                  {{"result", "corrupt"}})),
+      fleet_published(r->AddCounter("autotuned_fleet_cache_publishes_total", kFleetPublishes,
+                                    {{"result", "ok"}})),
+      fleet_publish_errors(r->AddCounter("autotuned_fleet_cache_publishes_total",
+                                         kFleetPublishes, {{"result", "error"}})),
+      fleet_outages(r->AddCounter(
+          "autotuned_fleet_cache_outages_total",
+          "Outages of the fleet cache's Redis begun (unreachable, slow, refusing or "
+          "answering garbage); rounds use the local cache only during one.")),
+      fleet_outage(r->AddGauge("autotuned_fleet_cache_outage",
+                               "1 while the fleet cache's Redis is in an outage.")) {}
 
 void DaemonMetrics::SetBuildInfo(const std::string& version, const std::string& backend) {
   registry

@@ -33,6 +33,11 @@
 //   client_runs_total{event}            runs of candidates the ranks run:
 //                                       opened, decided
 //   client_candidates_ruled_out_total   client candidates a run ruled out
+//   fleet_cache_lookups_total{result}   the fleet cache (daemon/fleetcache):
+//                                       hit, miss, error, corrupt
+//   fleet_cache_publishes_total{result} ok, error
+//   fleet_cache_outages_total           outages begun
+//   fleet_cache_outage                  gauge, 1 during an outage
 //
 // Thread-safety: as registry.h (every member is safe to update concurrently).
 #pragma once
@@ -87,6 +92,14 @@ struct DaemonMetrics {
   Counter* runs_opened;
   Counter* runs_decided;
   Counter* client_candidates_ruled_out;
+  Counter* fleet_hits;
+  Counter* fleet_misses;
+  Counter* fleet_errors;
+  Counter* fleet_corrupt;
+  Counter* fleet_published;
+  Counter* fleet_publish_errors;
+  Counter* fleet_outages;
+  Gauge* fleet_outage;
 };
 
 }  // namespace autotuned::metrics

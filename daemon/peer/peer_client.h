@@ -6,7 +6,9 @@
 // (see the constructor): an address from a request never receives the token. Channels are made once per address and
 // kept (plain TCP, like the peer port: see peer_service.h); a call that fails
 // UNAVAILABLE drops its channel and is tried once more on a fresh one (a
-// daemon that restarted is reached at once, not after a reconnect backoff).
+// daemon that restarted is reached at once, not after a reconnect backoff);
+// a call that runs past its deadline drops its channel, so that the next
+// call does not wait on a connection that a network cut left dead.
 // Every peer call may be repeated safely.
 //
 // Status codes of Ready: OK with the leader's Decision (whatever its verdict:

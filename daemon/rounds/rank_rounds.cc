@@ -114,11 +114,14 @@ absl::StatusOr<rendezvous::Arrival> RankRounds::Arrive(const ValidRequest& reque
                                                        const std::string& round_id,
                                                        absl::Time deadline,
                                                        bool return_on_go) {
-  // What this rank would decide if it opens the round: its cache snapshot.
+  // What this rank would decide if it opens the round: its local cache
+  // snapshot. Not the fleet cache: every rank of the group would ask it, and
+  // a slow Redis would hold ranks past the window; the round's one runner
+  // asks it (Solve) before measuring.
   auto fallback = std::make_shared<v1::TuneResponse>(solver_->NewResponse(round_id));
   size_t hits = 0;
   for (const ValidProblem& p : request.problems) {
-    std::optional<v1::ProblemResult> hit = solver_->Cached(p, request);
+    std::optional<v1::ProblemResult> hit = solver_->Cached(p, request, Solver::Tiers::kLocal);
     if (hit) ++hits;
     *fallback->add_results() =
         hit ? *std::move(hit)

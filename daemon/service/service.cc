@@ -61,7 +61,7 @@ AutotuneService::AutotuneService(Backend* backend, ResultCache* cache,
       settings_(std::make_shared<const Settings>(
           Settings{config.limits(), config.defaults()})),
       engine_(backend),
-      solver_(backend, cache, &engine_, metrics_),
+      solver_(backend, cache, &engine_, metrics_, options.fleet),
       cross_runs_(backend, &engine_, &solver_, options.peer_client, config.peer_advertise()),
       client_runs_(&solver_, &engine_, metrics_, RunsOptions(config)),
       rounds_(&solver_, &cross_runs_, &client_runs_, metrics_, RoundsOptions(config, *backend)),

@@ -75,6 +75,9 @@ struct ServiceOptions {
   // outlives the service). Null, or config peer_advertise empty: members on
   // other daemons are UNIMPLEMENTED.
   PeerClient* peer_client = nullptr;
+  // The fleet cache, the second tier behind `cache` (not owned; outlives
+  // the service). Null: none. Give it the same `metrics`.
+  fleetcache::FleetCache* fleet = nullptr;
 };
 
 class AutotuneService final : public v1::Autotune::Service {

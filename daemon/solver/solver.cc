@@ -48,11 +48,12 @@ v1::ProblemResult StoredResult(v1::ProblemResult result) {
 }  // namespace
 
 Solver::Solver(Backend* backend, ResultCache* cache, Engine* engine,
-               metrics::DaemonMetrics* metrics)
+               metrics::DaemonMetrics* metrics, fleetcache::FleetCache* fleet)
     : backend_(backend),
       cache_(cache),
       engine_(engine),
       metrics_(metrics),
+      fleet_(fleet),
       fingerprint_(NodeFingerprint(backend->node(), backend->catalogue().Version())) {}
 
 std::string Solver::NextRoundId() { return absl::StrCat(getpid(), "-", ++rounds_); }
@@ -73,15 +74,24 @@ std::string Solver::KeyText(const ValidProblem& problem, const ValidRequest& req
 }
 
 std::optional<v1::ProblemResult> Solver::Cached(const ValidProblem& problem,
-                                                const ValidRequest& request) {
-  if (cache_ == nullptr || request.refresh) return std::nullopt;
+                                                const ValidRequest& request, Tiers tiers) {
+  if (request.refresh) return std::nullopt;
   const std::string key_text = KeyText(problem, request);
-  std::optional<v1::ProblemResult> hit = cache_->Lookup(CacheKeyDigest(key_text), key_text);
-  if (!hit) {
-    metrics_->cache_misses->Increment();
-    return std::nullopt;
+  const std::string key = CacheKeyDigest(key_text);
+  std::optional<v1::ProblemResult> hit;
+  if (cache_ != nullptr) {
+    hit = cache_->Lookup(key, key_text);
+    (hit ? metrics_->cache_hits : metrics_->cache_misses)->Increment();
   }
-  metrics_->cache_hits->Increment();
+  if (!hit && fleet_ != nullptr && tiers == Tiers::kLocalAndFleet) {
+    hit = fleet_->Lookup(fingerprint_, key_text);
+    if (hit && cache_ != nullptr) {
+      absl::Status stored = cache_->Store(key, key_text, *hit);
+      if (!stored.ok()) spdlog::warn("cache: fleet hit not stored ({}): {}", key, stored.ToString());
+      SyncCacheFigures();
+    }
+  }
+  if (!hit) return std::nullopt;
   hit->set_status(v1::CACHED);
   return hit;
 }
@@ -114,13 +124,16 @@ v1::ProblemResult Solver::Measured(const ValidProblem& problem, const ValidReque
                               backend_->worker_restarts(), backend_->nccl_aborts());
   v1::ProblemResult result = ToProblemResult(problem, ranked);
   result.set_cache_key(key);
-  if (cache_ != nullptr && may_store && result.status() == v1::TUNED) {
-    absl::Status stored = cache_->Store(key, key_text, StoredResult(result));
+  if (!may_store || result.status() != v1::TUNED) return result;
+  const v1::ProblemResult stored_result = StoredResult(result);
+  if (cache_ != nullptr) {
+    absl::Status stored = cache_->Store(key, key_text, stored_result);
     if (!stored.ok()) {
       spdlog::warn("cache: not stored ({}): {}", key, stored.ToString());
     }
     SyncCacheFigures();
   }
+  if (fleet_ != nullptr) fleet_->Publish(fingerprint_, key_text, stored_result);
   return result;
 }
 

@@ -3,8 +3,15 @@
 // rest measured through the engine and the TUNED results stored; the cache
 // key text of a problem on this node; the rounds' ids and figures.
 //
-// Ownership: `backend`, `cache` (null: no cache), `engine` and `metrics` are
-// not owned and outlive the solver.
+// The fleet cache (daemon/fleetcache), when there is one, is the second tier:
+// asked after a local miss by the lookups that decide a round (Tiers), and
+// given every TUNED result this daemon measures and stores. Only the daemon
+// that decides a round calls these (a follower never does), so every rank
+// of a group gets what that one lookup found: docs/protocol.md ("The fleet
+// cache").
+//
+// Ownership: `backend`, `cache` (null: no cache), `engine`, `metrics` and
+// `fleet` (null: none) are not owned and outlive the solver.
 //
 // Thread-safety: every method may be called concurrently; the engine
 // serializes measurements on the backend, and a cache hit never waits for
@@ -26,6 +33,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/cache/cache.h"
 #include "daemon/engine/engine.h"
+#include "daemon/fleetcache/fleet_cache.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/request/validate.h"
 #include "proto/autotuned.pb.h"
@@ -35,7 +43,12 @@ namespace autotuned {
 class Solver {
  public:
   Solver(Backend* backend, ResultCache* cache, Engine* engine,
-         metrics::DaemonMetrics* metrics);
+         metrics::DaemonMetrics* metrics, fleetcache::FleetCache* fleet = nullptr);
+
+  // Which caches a lookup asks: the local one alone (a rank's snapshot taken
+  // before it knows whether its ask decides the round), or the fleet cache
+  // too after a local miss (the lookup of the one caller that decides).
+  enum class Tiers { kLocal, kLocalAndFleet };
 
   Solver(const Solver&) = delete;
   Solver& operator=(const Solver&) = delete;
@@ -54,9 +67,11 @@ class Solver {
   // timing mode and the links between its ranks' GPUs (PlacementText).
   std::string KeyText(const ValidProblem& problem, const ValidRequest& request) const;
   // The cached answer, CACHED (without labels: the cache keeps none), or none:
-  // no cache, request.refresh, or a miss. Counts the lookup.
+  // no cache, request.refresh, or a miss in every tier asked. Counts the
+  // lookups. A fleet hit is stored in the local cache too.
   std::optional<v1::ProblemResult> Cached(const ValidProblem& problem,
-                                          const ValidRequest& request);
+                                          const ValidRequest& request,
+                                          Tiers tiers = Tiers::kLocalAndFleet);
   // One problem: its cached answer with its own label, or measured now (and
   // stored). `rendezvous`: how long its round waited for its ranks
   // (observed for a measured problem). The measurement waits for the
@@ -66,14 +81,15 @@ class Solver {
                           absl::Duration rendezvous = absl::ZeroDuration(),
                           const DeviceLease::Token* held = nullptr);
   // The wire result of a measured ranking under its cache key; stored in the
-  // cache when TUNED and `may_store`.
+  // cache and published to the fleet cache when TUNED and `may_store`.
   v1::ProblemResult Measured(const ValidProblem& problem, const ValidRequest& request,
                              const std::vector<CandidateOutcome>& ranked, bool may_store);
   // A whole-group round: a new round id, every problem Solved in order, one
   // log line, the round and its results counted.
   v1::TuneResponse RunRound(const ValidRequest& request);
-  // RunRound when every problem is in the cache (a whole-group call that
-  // neither waits nor measures); none otherwise (nothing counted then).
+  // RunRound when every problem is in the local cache (a whole-group call
+  // that neither waits nor measures); none otherwise (nothing counted then;
+  // RunRound asks the fleet cache).
   std::optional<v1::TuneResponse> CachedRound(const ValidRequest& request);
   // The cache's figures (entries, evictions) into the metrics.
   void SyncCacheFigures();
@@ -91,6 +107,7 @@ class Solver {
   ResultCache* const cache_;
   Engine* const engine_;
   metrics::DaemonMetrics* const metrics_;
+  fleetcache::FleetCache* const fleet_;
   const std::string fingerprint_;
 
   std::atomic<int64_t> rounds_{0};

@@ -10,11 +10,13 @@
     autotuned.inductor        Inductor's collective selections, each choice timed as itself
     autotuned.kernels         the daemon's P2P kernels in this process: torch ops over CUDA IPC
     autotuned.dispatch        Dispatcher: a dispatch table's winner run per tensor
+    autotuned.plot            a sweep's chart (matplotlib): python -m autotuned.plot SWEEP -o F.png
 
 The torch-dependent modules (group, rankrun, vllm, inductor) import torch
-only when used; autotuned.kernels registers its ops when imported.
+only when used, autotuned.plot matplotlib; autotuned.kernels registers its ops when imported.
 """
 from autotuned._proto import autotuned_pb2 as pb
+from autotuned._version import __version__
 from autotuned.client import (
     DEFAULT_SOCKET,
     Client,
@@ -37,6 +39,5 @@ __all__ = [
     "DEFAULT_SOCKET", "AutotunedError", "Client", "DeadlineExceeded", "FailedPrecondition",
     "GroupMismatch",
     "InvalidArgument", "Unavailable", "candidate", "candidate_spec", "default_target",
-    "pb", "problem", "whole_node_group",
+    "__version__", "pb", "problem", "whole_node_group",
 ]
-__version__ = "0.1.0"

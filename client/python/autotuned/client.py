@@ -72,10 +72,10 @@ def normalize_target(target: str) -> str:
     return target
 
 
-def collective_enum(name: Union[str, int]) -> int:
+def collective_enum(name: Union[str, int]) -> pb.Collective.ValueType:
     """autotuned.v1.Collective for "all_reduce", "all_gather", ... (or the enum)."""
     if isinstance(name, int):
-        return name
+        return pb.Collective.ValueType(name)
     try:
         return _COLLECTIVES[name.lower()]
     except KeyError:
@@ -90,10 +90,10 @@ def collective_name(value: int) -> str:
     return pb.Collective.Name(value)
 
 
-def dtype_enum(dtype: object) -> int:
+def dtype_enum(dtype: object) -> pb.DType.ValueType:
     """autotuned.v1.DType for "float32"/"bf16"/... or a torch.dtype."""
     if isinstance(dtype, int):
-        return dtype
+        return pb.DType.ValueType(dtype)
     name = str(dtype).lower()
     if name.startswith("torch."):
         name = name[len("torch."):]
@@ -154,7 +154,7 @@ def problem(collective: Union[str, int], dtype: object, count: int,
     client_candidate(name, key) for code the ranks run themselves.
     """
     kind = collective_enum(collective)
-    op_value = 0
+    op_value = pb.REDUCE_OP_UNSPECIFIED
     if op is not None or kind in (pb.ALL_REDUCE, pb.REDUCE_SCATTER):
         try:
             op_value = _OPS[(op or "sum").lower()]
@@ -280,8 +280,8 @@ class Client:
 
     def list_implementations(self, collective: Union[str, int, None] = None,
                              *, timeout: Optional[float] = None) -> pb.ListImplementationsResponse:
-        request = pb.ListImplementationsRequest(
-            collective=collective_enum(collective) if collective is not None else 0)
+        kind = pb.COLLECTIVE_UNSPECIFIED if collective is None else collective_enum(collective)
+        request = pb.ListImplementationsRequest(collective=kind)
         return self._call(self._stub.ListImplementations, request, timeout or self.query_timeout)
 
     def node_info(self, *, timeout: Optional[float] = None) -> pb.NodeInfoResponse:

@@ -228,7 +228,8 @@ class _Schedule:
         except AutotunedError as e:
             raise _LostRun(e) from None
 
-    def _barrier(self, step: int, phase: int, ok: bool, reason: str) -> pb.StepReply:
+    def _barrier(self, step: int, phase: pb.StepPhase.ValueType, ok: bool,
+                 reason: str) -> pb.StepReply:
         request = pb.StepRequest(run_id=self.spec.run_id, group_id=self.group.id,
                                  rank=self.group.rank, step=step, phase=phase, ok=ok,
                                  reason=_bounded(reason))

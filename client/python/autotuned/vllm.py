@@ -202,9 +202,9 @@ class DispatchTable:
 
     def write_jsonl(self, path: str) -> None:
         """Writes the per-size results as `autotunectl --json sweep` prints them (one
-        SweepUpdate per line), so that `autotunectl plot --input=PATH
-        --plot=FILE.png` draws the table: latency against size per candidate,
-        each size's winner marked."""
+        SweepUpdate per line), so that `python -m autotuned.plot PATH -o
+        FILE.png` draws the table: time against size per candidate, each
+        size's winner marked."""
         from google.protobuf import json_format
 
         with open(path, "w") as f:

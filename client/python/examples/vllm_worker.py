@@ -12,7 +12,7 @@ the tensor's size.
       client/python/examples/vllm_worker.py [--socket PATH] [--cpu | --symm_mem] [--save PREFIX]
 
 --save PREFIX writes the table (rank 0) as PREFIX.txt and as sweep lines,
-PREFIX.jsonl, which `autotunectl plot --input=PREFIX.jsonl --plot=PREFIX.png`
+PREFIX.jsonl, which `python -m autotuned.plot PREFIX.jsonl -o PREFIX.png`
 draws.
 
 On GPUs the candidates are the cuda backend's all_reduce/nccl, one_shot and

@@ -104,7 +104,7 @@ def test_vllm_dispatch_table_same_on_every_rank(daemon):
     assert a["picks"][0] == a["sizes"][0][1] and a["picks"][-1] == a["sizes"][-1][1]
     assert all(all(0 < v < math.inf for v in t.values()) for t in a["times"]), a["times"]
     print(a["text"])
-    # The table as sweep lines: what it holds, and autotunectl draws it.
+    # The table as sweep lines: what it holds, and autotuned.plot draws it.
     from google.protobuf import json_format
 
     from autotuned import pb
@@ -114,10 +114,11 @@ def test_vllm_dispatch_table_same_on_every_rank(daemon):
         [(c, w) for c, w in a["sizes"]]
     assert open(a["jsonl"]).read() == open(b["jsonl"]).read()
     png = a["jsonl"] + ".png"
-    done = subprocess.run([os.environ["AUTOTUNED_CTL"], "plot", f"--input={a['jsonl']}",
-                           f"--plot={png}"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "autotuned.plot", a["jsonl"], "-o", png],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert f"{len(a['times'][0])} candidates, 3 sizes" in done.stdout
 
 
 def agree_under_dispatcher(rank, world):

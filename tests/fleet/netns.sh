@@ -1,0 +1,185 @@
+# Hosts in network namespaces, with network faults: sourced by the fleet
+# test and benchmark (tests/fleet/README.md). Needs root, iproute2 and
+# iptables (deploy/setup.sh).
+#
+# fleet_up N makes namespaces $FLEET-h0 .. $FLEET-h<N-1>, each with one
+# interface eth0 (10.77.<h/200>.<h%200+1>/16), joined by veth pairs to a
+# bridge in a namespace of its own ($FLEET-sw), so that nothing is added to
+# the namespace this runs in. fleet_daemons starts one daemon per host (the
+# sim backend, its peer port on its own address, every other host a peer;
+# fleet_start_daemon H starts one again after a kill).
+# Faults are firewall rules inside the hosts (and one delayer per host):
+#   fleet_delay MS / fleet_delay_off   every packet a host sends is held MS
+#                                      (tests/fleet/delayer.cc; the kernel
+#                                      may lack sch_netem, so no tc netem)
+#   fleet_loss P / fleet_loss_off      each host drops received packets from
+#                                      the others with probability P
+#   fleet_cut A B / fleet_heal A B     hosts A and B drop each other's packets
+#                                      (both sides: a silent black hole)
+# fleet_down removes all of it (daemons, delayers, namespaces); fleet_up
+# calls it first, for what a killed earlier run left behind.
+#
+# Set before sourcing: FLEET (a name prefix, short: interface names are at
+# most 15 bytes), FLEET_DIR (a directory for sockets, configs, caches, logs),
+# DAEMON, CLI, DELAYER (binaries).
+
+fleet_hosts=0
+
+fleet_ns() { echo "$FLEET-h$1"; }
+fleet_addr() { echo "10.77.$(($1 / 200)).$(($1 % 200 + 1))"; }
+fleet_peer() { echo "$(fleet_addr "$1"):7451"; }
+fleet_socket() { echo "$FLEET_DIR/h$1.sock"; }
+
+# Kills what runs in each of our namespaces, then deletes them.
+fleet_down() {
+  local ns
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$FLEET-"); do
+    local pids
+    pids=$(ip netns pids "$ns" 2>/dev/null)
+    if [ -n "$pids" ]; then
+      # shellcheck disable=SC2086
+      kill -9 $pids 2>/dev/null
+      for _ in $(seq 50); do
+        [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break
+        sleep 0.1
+      done
+    fi
+    ip netns delete "$ns" 2>/dev/null
+  done
+}
+
+fleet_up() {
+  fleet_down
+  fleet_hosts=$1
+  local sw="$FLEET-sw" h ns
+  ip netns add "$sw" || return 1
+  ip -n "$sw" link add br0 type bridge || return 1
+  ip -n "$sw" link set br0 up
+  ip -n "$sw" link set lo up
+  for h in $(seq 0 $(($1 - 1))); do
+    ns=$(fleet_ns "$h")
+    ip netns add "$ns" || return 1
+    ip link add "$FLEET-v$h" netns "$sw" type veth peer name eth0 netns "$ns" || return 1
+    ip -n "$sw" link set "$FLEET-v$h" master br0 up
+    ip -n "$ns" addr add "$(fleet_addr "$h")/16" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+  done
+}
+
+# fleet_daemons RANKS_PER_HOST [CONFIG_TEXT]: one daemon per host with that
+# many sim GPUs, CONFIG_TEXT appended to each configuration; returns once
+# every daemon answers on its socket (or fails, showing the log).
+fleet_daemons() {
+  local peers="" h
+  fleet_per=$1
+  for h in $(seq 0 $((fleet_hosts - 1))); do peers+="peers: \"$(fleet_peer "$h")\""$'\n'; done
+  for h in $(seq 0 $((fleet_hosts - 1))); do
+    printf 'backend: "sim"\npeer_token: "fleet-test-token"\npeer_advertise: "%s"\n%s%s\n' \
+      "$(fleet_peer "$h")" "$peers" "${2:-}" >"$FLEET_DIR/conf$h"
+    fleet_start_daemon "$h"
+  done
+  for h in $(seq 0 $((fleet_hosts - 1))); do
+    fleet_wait_daemon "$h" || return 1
+  done
+}
+
+# Starts host H's daemon on its configuration (again, after a kill: the
+# same cache; its log appended).
+fleet_start_daemon() {
+  ip netns exec "$(fleet_ns "$1")" "$DAEMON" --config="$FLEET_DIR/conf$1" --sim_gpus="$fleet_per" \
+    --socket="$(fleet_socket "$1")" --cache_dir="$FLEET_DIR/cache$1" \
+    --peer_listen="$(fleet_peer "$1")" --log_level=info >>"$FLEET_DIR/daemon$1.log" 2>&1 &
+  disown  # fleet_down kills it; no job notice then
+}
+
+# The pid of host H's daemon.
+fleet_daemon_pid() { fleet_pids_of "$1" "$DAEMON"; }
+
+# Waits (at most 20 s) until host H's daemon answers `autotunectl info`.
+fleet_wait_daemon() {
+  for _ in $(seq 200); do
+    timeout 5 "$CLI" --socket="$(fleet_socket "$1")" info >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "daemon of host $1 does not answer; its log:" >&2
+  tail -n 20 "$FLEET_DIR/daemon$1.log" >&2
+  return 1
+}
+
+fleet_sockets() {
+  local h out=""
+  for h in $(seq 0 $((fleet_hosts - 1))); do out+="$(fleet_socket "$h"),"; done
+  echo "${out%,}"
+}
+
+fleet_peers() {
+  local h out=""
+  for h in $(seq 0 $((fleet_hosts - 1))); do out+="$(fleet_peer "$h"),"; done
+  echo "${out%,}"
+}
+
+# The pids of the processes running BINARY in host H's namespace.
+fleet_pids_of() {
+  local p
+  for p in $(ip netns pids "$(fleet_ns "$1")" 2>/dev/null); do
+    [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$(readlink -f "$2")" ] && echo "$p"
+  done
+}
+
+fleet_delay() {
+  local h ns log
+  for h in $(seq 0 $((fleet_hosts - 1))); do
+    ns=$(fleet_ns "$h")
+    log="$FLEET_DIR/delayer$h.log"
+    rm -f "$log"
+    ip netns exec "$ns" "$DELAYER" --queue=0 --delay_ms="$1" 2>"$log" &
+    disown
+    for _ in $(seq 100); do
+      grep -q "delayer: ready" "$log" 2>/dev/null && break
+      sleep 0.05
+    done
+    grep -q "delayer: ready" "$log" || { cat "$log" >&2; return 1; }
+    ip netns exec "$ns" iptables -A OUTPUT -o eth0 -j NFQUEUE --queue-num 0 --queue-bypass ||
+      return 1
+  done
+}
+
+fleet_delay_off() {
+  local h p
+  for h in $(seq 0 $((fleet_hosts - 1))); do
+    ip netns exec "$(fleet_ns "$h")" iptables -D OUTPUT -o eth0 -j NFQUEUE --queue-num 0 \
+      --queue-bypass
+    for p in $(fleet_pids_of "$h" "$DELAYER"); do
+      kill "$p"
+      for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    done
+  done
+}
+
+fleet_loss() {
+  local h
+  for h in $(seq 0 $((fleet_hosts - 1))); do
+    ip netns exec "$(fleet_ns "$h")" iptables -A INPUT -i eth0 -m statistic --mode random \
+      --probability "$1" -j DROP || return 1
+  done
+  fleet_loss_p=$1
+}
+
+fleet_loss_off() {
+  local h
+  for h in $(seq 0 $((fleet_hosts - 1))); do
+    ip netns exec "$(fleet_ns "$h")" iptables -D INPUT -i eth0 -m statistic --mode random \
+      --probability "$fleet_loss_p" -j DROP
+  done
+}
+
+fleet_cut() {
+  ip netns exec "$(fleet_ns "$1")" iptables -A INPUT -s "$(fleet_addr "$2")" -j DROP &&
+    ip netns exec "$(fleet_ns "$2")" iptables -A INPUT -s "$(fleet_addr "$1")" -j DROP
+}
+
+fleet_heal() {
+  ip netns exec "$(fleet_ns "$1")" iptables -D INPUT -s "$(fleet_addr "$2")" -j DROP
+  ip netns exec "$(fleet_ns "$2")" iptables -D INPUT -s "$(fleet_addr "$1")" -j DROP
+}
