@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/backend/cuda/cuda_backend.h"
+#include "daemon/backend/cuda/worker/gpu_worker_main.h"
 #include "daemon/backend/sim/sim_backend.h"
 
 namespace autotuned {
@@ -25,7 +26,13 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCuda(const config::DaemonConfig& c,
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const config::DaemonConfig& c,
                                                      const std::string& self_exe) {
-  if (c.backend() != "sim") {
+  if (!cuda::GpuWorkerBuilt()) {
+    constexpr char kNoCuda[] =
+        "this autotuned was built without the cuda backend (no CUDA toolkit at "
+        "build time: docs/operations.md#building-without-cuda)";
+    if (c.backend() == "cuda") return absl::FailedPreconditionError(kNoCuda);
+    spdlog::info("backend {}: sim; {}", c.backend(), kNoCuda);
+  } else if (c.backend() != "sim") {
     absl::StatusOr<std::unique_ptr<Backend>> gpu = MakeCuda(c, self_exe);
     if (gpu.ok() || c.backend() == "cuda") return gpu;
     spdlog::info("backend auto: sim ({})", gpu.status().ToString());

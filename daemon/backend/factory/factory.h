@@ -14,7 +14,8 @@ namespace autotuned {
 // `self_exe` is the daemon's own binary: the cuda backend runs it with
 // --gpu_worker as its GPU worker process. Errors: the backend's own (e.g.
 // NOT_FOUND for "cuda" on a node without a GPU, INVALID_ARGUMENT for a bad
-// sim section).
+// sim section, FAILED_PRECONDITION for "cuda" in a build without CUDA, where
+// "auto" and "sim" log that there is no cuda backend and give sim).
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const config::DaemonConfig& config,
                                                      const std::string& self_exe);
 

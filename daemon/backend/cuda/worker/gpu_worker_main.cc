@@ -15,4 +15,6 @@ int GpuWorkerMain(bool test_faults) {
   return ServeGpuWorker([&] { return CreateCudaGpuNode(options); });
 }
 
+bool GpuWorkerBuilt() { return true; }
+
 }  // namespace autotuned::cuda
