@@ -55,10 +55,11 @@ void MedianInterval(const std::vector<double>& sorted, double* low, double* high
 
 // Stats of `samples` (empty: all +inf). `pass_sizes`: how many of the
 // samples, in order, each pass measured. With two passes or more whose sizes
-// add up to the samples, the interval is the union of MedianInterval over the
-// samples and MedianInterval over the passes' medians (up to 8 passes: their
-// [min, max]), since noise that comes in bursts is shared by the samples of a
-// pass; the median stays the median of every sample.
+// add up to the samples, the interval is the smallest that holds both
+// MedianInterval over the samples and MedianInterval over the passes' medians
+// (up to 8 passes: their [min, max]), since noise that comes in bursts is
+// shared by the samples of a pass; the median stays the median of every
+// sample.
 Stats ComputeStats(std::vector<double> samples, const std::vector<int>& pass_sizes = {});
 
 // One outcome from the per-rank reports of one candidate: per-iteration max
