@@ -53,6 +53,7 @@ cleanup() {
   for m in dev/shm dev/pts dev sys proc; do
     mountpoint -q "$root/$m" && umount -l "$root/$m"
   done
+  mountpoint -q "$root" && umount -l "$root"
   if findmnt -R "$root" >/dev/null 2>&1 || grep -q " $root/" /proc/mounts; then
     echo "clean_root_check: $root still has mounts; left in place" >&2
   elif [[ $keep == 0 ]]; then
@@ -84,6 +85,9 @@ cp /etc/resolv.conf "$root/etc/resolv.conf"
 mkdir -p "$root/usr/local/share/ca-certificates"
 cp /etc/ssl/certs/ca-certificates.crt "$root/usr/local/share/ca-certificates/host.crt"
 
+# The root's / a mount point, as on any installed system (`ip netns add`,
+# which the namespaced fleet test runs, remounts / as a slave).
+mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
 mount --bind /dev "$root/dev"

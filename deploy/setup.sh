@@ -3,7 +3,8 @@
 # from Debian's own archive (Bazel 4.2.3 included: the build downloads
 # nothing). Safe to run any number of times. Needs root (or sudo).
 # systemd: systemd-analyze, which //deploy:install_test runs on the unit;
-# passwd: useradd and groupadd for deploy/install.sh and the socket-group test.
+# passwd: useradd and groupadd for deploy/install.sh and the socket-group test;
+# procps: kill(1), which //deploy:install_test puts in its scratch root.
 # iproute2, iptables, libnetfilter-queue-dev: the namespaced fleet test and
 # benchmark (hosts in network namespaces; loss and partitions as firewall
 # rules, delay through an NFQUEUE delayer: tests/fleet/README.md).
@@ -25,7 +26,7 @@ PACKAGES="bazel-bootstrap bazel-rules-java \
   libspdlog-dev libabsl-dev catch2 zlib1g-dev \
   python3-grpcio python3-protobuf python3-venv python3-pip python3-pytest python3-dev \
   g++ git ca-certificates \
-  systemd passwd \
+  systemd passwd procps \
   iproute2 iptables libnetfilter-queue-dev \
   libhiredis-dev redis-server"
 

@@ -1,9 +1,14 @@
 // The decision rules on the sim backend, with candidates whose true speeds
 // differ by known fractions: each sleeps a set time in every iteration on
 // one rank (the sim's SLOW_RANK fault), 0, 2, 5 and 20 % above the base.
-// Whatever the noise of this machine, a winner that is truly slower is
-// never reported as faster beyond the noise, and a tie goes to the earlier
-// candidate.
+// Every run checks what follows from the verdict whatever the timings: a
+// decisive winner's interval lies below the runner-up's, a tie goes to the
+// earlier candidate. Whether the verdict is true to the known speeds is a
+// claim at 95 % confidence per interval, which a burst of load on a shared
+// machine can break now and then: it is checked by the long twin
+// (AUTOTUNED_LONG=1, //daemon/engine:sim_decision_long_test), over several
+// repetitions, and measured at scale by bench/regret.sh.
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -58,15 +63,22 @@ EngineOptions Options() {
   return o;
 }
 
-// The rules that must hold whatever the noise: a decision that names a
-// truly slower winner is no claim of speed (a tie or below the margin);
-// a tie is the earlier candidate's.
+bool Long() { return std::getenv("AUTOTUNED_LONG") != nullptr; }
+int Repetitions() { return Long() ? 5 : 1; }
+
+// What a verdict means, whatever the timings: DECISIVE, the winner's
+// interval lies below the runner-up's; WITHIN_NOISE, the winner is the
+// earliest of the candidates whose intervals overlap its own. In the long
+// twin also the truth: a truly slower winner is never reported DECISIVE.
 void CheckDecision(const std::vector<CandidateOutcome>& ranked) {
   REQUIRE(ranked.size() >= 2);
   REQUIRE(ranked[0].ok);
   const Verdict verdict = Judge(ranked);
+  if (verdict.confidence == v1::DECISIVE) {
+    CHECK(ranked[0].stats.median_high_us < ranked[1].stats.median_low_us);
+  }
   const int winner = kSlowerPercent.at(ranked[0].candidate.impl);
-  for (size_t i = 1; i < ranked.size(); ++i) {
+  for (size_t i = 1; Long() && i < ranked.size(); ++i) {
     INFO(ranked[0].candidate.impl << " over " << ranked[i].candidate.impl << ": "
                                   << v1::Confidence_Name(verdict.confidence));
     if (kSlowerPercent.at(ranked[i].candidate.impl) < winner) {
@@ -86,14 +98,17 @@ TEST_CASE("20 % faster: decided beyond the noise, whichever comes first") {
   std::unique_ptr<Backend> backend = Backend2();
   Engine engine(backend.get());
   const ProblemSpec p = AllReduce2();
-  for (const std::vector<CandidateSpec>& order :
-       {std::vector<CandidateSpec>{{"all_reduce/slower20", {}}, {"all_reduce/base", {}}},
-        std::vector<CandidateSpec>{{"all_reduce/base", {}}, {"all_reduce/slower20", {}}}}) {
-    const std::vector<CandidateOutcome> ranked = engine.Measure(p, order, Options());
-    REQUIRE(ranked[0].ok);
-    CHECK(ranked[0].candidate.impl == "all_reduce/base");
-    CHECK(Judge(ranked).confidence == v1::DECISIVE);
-    CHECK(ranked[0].stats.median_high_us < ranked[1].stats.median_low_us);
+  for (int rep = 0; rep < Repetitions(); ++rep) {
+    for (const std::vector<CandidateSpec>& order :
+         {std::vector<CandidateSpec>{{"all_reduce/slower20", {}}, {"all_reduce/base", {}}},
+          std::vector<CandidateSpec>{{"all_reduce/base", {}}, {"all_reduce/slower20", {}}}}) {
+      const std::vector<CandidateOutcome> ranked = engine.Measure(p, order, Options());
+      CheckDecision(ranked);
+      if (Long()) {
+        CHECK(ranked[0].candidate.impl == "all_reduce/base");
+        CHECK(Judge(ranked).confidence == v1::DECISIVE);
+      }
+    }
   }
 }
 
@@ -101,11 +116,13 @@ TEST_CASE("0, 2 and 5 %: never a slower winner beyond noise, ties to the earlier
   std::unique_ptr<Backend> backend = Backend2();
   Engine engine(backend.get());
   const ProblemSpec p = AllReduce2();
-  for (const char* other : {"all_reduce/same", "all_reduce/slower2", "all_reduce/slower5"}) {
-    for (bool base_first : {true, false}) {
-      std::vector<CandidateSpec> order = {{"all_reduce/base", {}}, {other, {}}};
-      if (!base_first) std::swap(order[0], order[1]);
-      CheckDecision(engine.Measure(p, order, Options()));
+  for (int rep = 0; rep < Repetitions(); ++rep) {
+    for (const char* other : {"all_reduce/same", "all_reduce/slower2", "all_reduce/slower5"}) {
+      for (bool base_first : {true, false}) {
+        std::vector<CandidateSpec> order = {{"all_reduce/base", {}}, {other, {}}};
+        if (!base_first) std::swap(order[0], order[1]);
+        CheckDecision(engine.Measure(p, order, Options()));
+      }
     }
   }
 }
