@@ -50,10 +50,10 @@ cleanup() {
     if [[ $(readlink "$p/root" 2>/dev/null) == "$root" ]]; then kill -9 "${p#/proc/}"; fi
   done
   sleep 1
-  for m in dev/shm dev/pts dev sys proc; do
-    mountpoint -q "$root/$m" && umount -l "$root/$m"
-  done
-  mountpoint -q "$root" && umount -l "$root"
+  # Every mount in the root, deepest first: the ones made here and what the
+  # tests may have left (ip netns's /run/netns and its namespace files).
+  awk -v r="$root" '$2 == r || index($2, r "/") == 1 {print $2}' /proc/mounts | sort -r |
+    while read -r m; do umount -l "$m"; done
   if findmnt -R "$root" >/dev/null 2>&1 || grep -q " $root/" /proc/mounts; then
     echo "clean_root_check: $root still has mounts; left in place" >&2
   elif [[ $keep == 0 ]]; then

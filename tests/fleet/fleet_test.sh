@@ -142,12 +142,13 @@ cut_during() {
 # SIGKILLed 0.5 s after the ranks asked; started again once the round is
 # over.
 kill_during() {
-  local name=$1 pid
+  local name=$1
   ask "$name" --candidates=all_reduce/slow,all_reduce/one_shot &
   local asking=$!
   count=$((count + 1))
   sleep 0.5
-  for pid in $(fleet_daemon_pid "$2"); do kill -9 "$pid"; done
+  [ -n "$(fleet_daemon_pid "$2")" ] || failed "$name: host $2's daemon is not running to be killed"
+  fleet_kill_recorded "$FLEET_DIR/daemon$2.pid" 9
   wait "$asking"
   fleet_start_daemon "$2"
   fleet_wait_daemon "$2" || failed "$name: host $2's daemon did not start again"

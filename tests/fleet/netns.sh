@@ -30,9 +30,16 @@ fleet_addr() { echo "10.77.$(($1 / 200)).$(($1 % 200 + 1))"; }
 fleet_peer() { echo "$(fleet_addr "$1"):7451"; }
 fleet_socket() { echo "$FLEET_DIR/h$1.sock"; }
 
-# Kills what runs in each of our namespaces, then deletes them.
+# Kills what runs in each of our namespaces (found by `ip netns pids`, and by
+# the pids recorded at each start: in a chroot the first can come back
+# empty), then deletes them.
 fleet_down() {
-  local ns
+  local ns f
+  for f in "$FLEET_DIR"/*.pid; do
+    [ -e "$f" ] || continue
+    fleet_kill_recorded "$f" 9
+    rm -f "$f"
+  done
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$FLEET-"); do
     local pids
     pids=$(ip netns pids "$ns" 2>/dev/null)
@@ -90,11 +97,32 @@ fleet_start_daemon() {
   ip netns exec "$(fleet_ns "$1")" "$DAEMON" --config="$FLEET_DIR/conf$1" --sim_gpus="$fleet_per" \
     --socket="$(fleet_socket "$1")" --cache_dir="$FLEET_DIR/cache$1" \
     --peer_listen="$(fleet_peer "$1")" --log_level=info >>"$FLEET_DIR/daemon$1.log" 2>&1 &
+  # `ip netns exec` execs the command in place: $! is the daemon.
+  echo "$! $DAEMON" >"$FLEET_DIR/daemon$1.pid"
   disown  # fleet_down kills it; no job notice then
 }
 
-# The pid of host H's daemon.
-fleet_daemon_pid() { fleet_pids_of "$1" "$DAEMON"; }
+# The pid recorded in FILE ("PID BINARY") when that process still runs
+# BINARY (not a reused pid); nothing otherwise.
+fleet_recorded_pid() {
+  local pid bin
+  read -r pid bin <"$1" 2>/dev/null || return 0
+  [ -n "$pid" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(readlink -f "$bin")" ] &&
+    echo "$pid"
+}
+
+# Sends signal SIG to the process recorded in FILE and waits (at most 5 s)
+# until it is gone.
+fleet_kill_recorded() {
+  local pid
+  pid=$(fleet_recorded_pid "$1")
+  [ -n "$pid" ] || return 0
+  kill "-$2" "$pid" 2>/dev/null
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+}
+
+# The pid of host H's daemon (empty when it is not running).
+fleet_daemon_pid() { fleet_recorded_pid "$FLEET_DIR/daemon$1.pid"; }
 
 # Waits (at most 20 s) until host H's daemon answers `autotunectl info`.
 fleet_wait_daemon() {
@@ -119,14 +147,6 @@ fleet_peers() {
   echo "${out%,}"
 }
 
-# The pids of the processes running BINARY in host H's namespace.
-fleet_pids_of() {
-  local p
-  for p in $(ip netns pids "$(fleet_ns "$1")" 2>/dev/null); do
-    [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$(readlink -f "$2")" ] && echo "$p"
-  done
-}
-
 fleet_delay() {
   local h ns log
   for h in $(seq 0 $((fleet_hosts - 1))); do
@@ -134,6 +154,7 @@ fleet_delay() {
     log="$FLEET_DIR/delayer$h.log"
     rm -f "$log"
     ip netns exec "$ns" "$DELAYER" --queue=0 --delay_ms="$1" 2>"$log" &
+    echo "$! $DELAYER" >"$FLEET_DIR/delayer$h.pid"
     disown
     for _ in $(seq 100); do
       grep -q "delayer: ready" "$log" 2>/dev/null && break
@@ -146,14 +167,11 @@ fleet_delay() {
 }
 
 fleet_delay_off() {
-  local h p
+  local h
   for h in $(seq 0 $((fleet_hosts - 1))); do
     ip netns exec "$(fleet_ns "$h")" iptables -D OUTPUT -o eth0 -j NFQUEUE --queue-num 0 \
       --queue-bypass
-    for p in $(fleet_pids_of "$h" "$DELAYER"); do
-      kill "$p"
-      for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    done
+    fleet_kill_recorded "$FLEET_DIR/delayer$h.pid" TERM
   done
 }
 
