@@ -58,6 +58,20 @@ int FixedPasses(const EngineOptions& options) {
                                options.schedule.iterations}));
 }
 
+int PassIterations(const EngineOptions& options, int pass) {
+  const int fixed = FixedPasses(options);
+  if (pass >= fixed) return options.passes.iterations;
+  return options.schedule.iterations / fixed + (pass < options.schedule.iterations % fixed ? 1 : 0);
+}
+
+std::vector<int> PassOrder(const std::vector<int>& positions, int pass) {
+  std::vector<int> order = positions;
+  if (!order.empty()) {
+    std::rotate(order.begin(), order.begin() + pass % static_cast<int>(order.size()), order.end());
+  }
+  return order;
+}
+
 absl::Duration MeasureBound(const EngineOptions& options, int candidates) {
   const PassOptions& passes = options.passes;
   const int fixed = FixedPasses(options);
@@ -80,10 +94,8 @@ std::vector<CandidateOutcome> Engine::Measure(
   };
   const PassOptions& passes = options.passes;
   const int fixed = FixedPasses(options);
-  // Pass p of the fixed ones: the request's iterations split evenly.
   auto share = [&](ScheduleOptions s, int p) {
-    s.iterations = options.schedule.iterations / fixed +
-                   (p < options.schedule.iterations % fixed ? 1 : 0);
+    s.iterations = PassIterations(options, p);
     return s;
   };
   ScheduleOptions again = options.schedule;

@@ -43,11 +43,11 @@
 namespace autotuned {
 
 // Interleaved passes (docs/protocol.md, "How a decision is made"). The
-// first passes (FixedPasses) run every working candidate, in request order,
-// sharing options.schedule.iterations evenly (the earlier passes take the
-// remainder): the first pass its whole schedule, the others with verify
-// off and `warmup`. Each later pass runs only the contenders (Contenders), in
-// request order, with verify off, `warmup` and `iterations`. Samples add up
+// first passes (FixedPasses) run every working candidate, sharing
+// options.schedule.iterations (PassIterations): the first pass its whole
+// schedule, the others with verify off and `warmup`. Each later pass runs
+// only the contenders (Contenders), with verify off, `warmup` and
+// `iterations`. Every pass runs its candidates in PassOrder. Samples add up
 // per candidate. Later passes stop when no candidate contends, at
 // `max_passes` passes in all, when the next pass would take a candidate
 // past `max_iterations` timed iterations, or once `budget` of wall time has
@@ -76,6 +76,17 @@ struct EngineOptions {
 // How many passes run every candidate: min_passes, at most max_passes and
 // the request's iterations, at least 1.
 int FixedPasses(const EngineOptions& options);
+
+// The timed iterations of pass `pass` (from 0): of the first FixedPasses,
+// options.schedule.iterations shared evenly (the earlier passes take the
+// remainder); of a later pass, passes.iterations.
+int PassIterations(const EngineOptions& options, int pass);
+
+// The order in which pass `pass` (from 0) runs the candidates at `positions`
+// (request positions, ascending): rotated left by `pass`, so that no
+// candidate always runs first, or always after the same other one. The same
+// on every rank and every daemon.
+std::vector<int> PassOrder(const std::vector<int>& positions, int pass);
 
 // The longest Measure measures (after the lease): the first min_passes
 // passes, the budget of the later ones, and the pass under way when the
