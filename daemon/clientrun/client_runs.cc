@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -24,10 +25,13 @@ std::string NewRunId() {
                          absl::Uniform<uint64_t>(gen));
 }
 
-int ClientCount(const ValidProblem& p) {
-  int n = 0;
-  for (const CandidateSpec& c : p.candidates) n += c.client() ? 1 : 0;
-  return n;
+// The request positions of the problem's client candidates, ascending.
+std::vector<int> ClientPositions(const ValidProblem& p) {
+  std::vector<int> out;
+  for (size_t c = 0; c < p.candidates.size(); ++c) {
+    if (p.candidates[c].client()) out.push_back(static_cast<int>(c));
+  }
+  return out;
 }
 
 }  // namespace
@@ -59,7 +63,7 @@ std::optional<v1::TuneResponse> ClientRuns::Start(const ValidRequest& request,
                : FallbackResult(p, CacheKeyDigest(solver_->KeyText(p, request)));
     if (!hit[i] && p.has_client()) {
       plan.problems.push_back(static_cast<int>(i));
-      steps += ClientCount(p);
+      steps += static_cast<int>(ClientPositions(p).size()) * FixedPasses(request.engine);
     }
   }
   if (plan.problems.empty()) return std::nullopt;
@@ -103,22 +107,26 @@ std::optional<v1::TuneResponse> ClientRuns::Start(const ValidRequest& request,
 
 v1::ClientRun ClientRuns::Schedule(const RunPlan& plan) const {
   const ValidRequest& request = *plan.request;
+  const int passes = FixedPasses(request.engine);
   v1::ClientRun run;
   run.set_run_id(NewRunId());
   for (int p : plan.problems) {
-    const std::vector<CandidateSpec>& candidates = request.problems[p].candidates;
-    int reference = -1;
-    for (size_t c = 0; c < candidates.size(); ++c) {
-      if (!candidates[c].client()) continue;
-      if (reference < 0) reference = static_cast<int>(c);
-      v1::ClientStep* step = run.add_steps();
-      step->set_problem(p);
-      step->set_candidate(static_cast<int>(c));
-      step->set_reference(reference);
+    const std::vector<int> client = ClientPositions(request.problems[p]);
+    for (int pass = 0; pass < passes; ++pass) {
+      for (int c : PassOrder(client, pass)) {
+        v1::ClientStep* step = run.add_steps();
+        step->set_problem(p);
+        step->set_candidate(c);
+        step->set_reference(client.front());
+        step->set_pass(pass);
+      }
     }
   }
   run.set_warmup(request.engine.schedule.warmup);
-  run.set_iterations(request.engine.schedule.iterations);
+  // One count for every step, so that a client that just follows the steps
+  // times every pass alike.
+  const int iterations = request.engine.schedule.iterations;
+  run.set_iterations(std::max(1, (iterations + passes - 1) / passes));
   run.set_timing_mode(static_cast<v1::TimingMode>(request.timing_mode()));
   run.set_candidate_timeout_ms(absl::ToInt64Milliseconds(request.engine.timeout));
   run.set_report_within_ms(absl::ToInt64Milliseconds(

@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -142,6 +144,9 @@ absl::StatusOr<v1::StepReply> Run::Step(const v1::StepRequest& request, absl::Ti
     DecideBarrier(b, false, lost_);
   } else if (!b.decided && now >= bound_) {
     DecideBarrier(b, false, "the run's bound passed");
+  } else if (!b.decided && request.phase() == v1::VERIFIED) {
+    std::string earlier = RuledOutBefore(request.step());
+    if (!earlier.empty()) DecideBarrier(b, false, std::move(earlier));
   }
   if (b.decided) return b.reply;
   if (!b.ranks[request.rank()]) {
@@ -194,7 +199,27 @@ absl::StatusOr<v1::TuneResponse> Run::Report(const v1::RunReport& report,
   return Answer(report.rank());
 }
 
-CandidateOutcome Run::StepOutcome(int step) const {
+bool Run::SameCandidate(int a, int b) const {
+  return schedule_.steps(a).problem() == schedule_.steps(b).problem() &&
+         schedule_.steps(a).candidate() == schedule_.steps(b).candidate();
+}
+
+std::string Run::RuledOutBefore(int step) const {
+  for (int earlier = 0; earlier < step; ++earlier) {
+    if (!SameCandidate(earlier, step)) continue;
+    for (int phase : {v1::VERIFIED, v1::WARMED_UP}) {
+      auto it = barriers_.find({earlier, phase});
+      if (it != barriers_.end() && it->second.decided && !it->second.reply.proceed()) {
+        return absl::StrCat("ruled out in pass ", schedule_.steps(earlier).pass(), ": ",
+                            it->second.reply.reason());
+      }
+    }
+  }
+  return "";
+}
+
+std::optional<CandidateOutcome> Run::StepFailure(int step,
+                                                 std::vector<RankOutcome>* ranks) const {
   const v1::ClientStep& s = schedule_.steps(step);
   const CandidateSpec& candidate =
       plan_.request->problems[s.problem()].candidates[s.candidate()];
@@ -211,7 +236,6 @@ CandidateOutcome Run::StepOutcome(int step) const {
                                    schedule_.report_within_ms(), " ms"));
     }
   }
-  std::vector<RankOutcome> ranks;
   for (int r = 0; r < world_size_; ++r) {
     const v1::StepTimes& t = reports_[r]->steps(step);
     if (!t.ok()) {
@@ -226,26 +250,53 @@ CandidateOutcome Run::StepOutcome(int step) const {
       out.timed_out = t.timed_out();
       return out;
     }
-    ranks.push_back(RankOutcome{absl::OkStatus(), {t.times_us().begin(), t.times_us().end()}});
   }
   auto warmed = barriers_.find({step, v1::WARMED_UP});
   if (warmed == barriers_.end() || !warmed->second.decided) {
     return RuledOut(s.candidate(), candidate, "the ranks did not pass the step's barriers");
   }
-  return Summarize(s.candidate(), candidate, ranks);
+  for (int r = 0; r < world_size_; ++r) {
+    const v1::StepTimes& t = reports_[r]->steps(step);
+    std::vector<double>& into = (*ranks)[r].iteration_us;
+    into.insert(into.end(), t.times_us().begin(), t.times_us().end());
+  }
+  return std::nullopt;
+}
+
+CandidateOutcome Run::CandidateOutcomeOf(int first_step) const {
+  const v1::ClientStep& s = schedule_.steps(first_step);
+  std::vector<RankOutcome> ranks(world_size_);
+  std::vector<int> pass_sizes;
+  for (int step = first_step; step < schedule_.steps_size(); ++step) {
+    if (!SameCandidate(step, first_step)) continue;
+    if (std::optional<CandidateOutcome> failed = StepFailure(step, &ranks)) {
+      failed->passes = static_cast<int>(pass_sizes.size()) + 1;
+      return *std::move(failed);
+    }
+    pass_sizes.push_back(schedule_.iterations());
+  }
+  CandidateOutcome out =
+      Summarize(s.candidate(), plan_.request->problems[s.problem()].candidates[s.candidate()],
+                ranks, pass_sizes);
+  out.passes = static_cast<int>(pass_sizes.size());
+  return out;
 }
 
 void Run::Decide() {
   v1::TuneResponse answer = plan_.answer;
   const bool everyone = reported_ == world_size_;
   int ruled_out = 0;
+  int client = 0;
   for (size_t i = 0; i < plan_.problems.size(); ++i) {
     const int p = plan_.problems[i];
     std::vector<CandidateOutcome> outcomes = plan_.catalogue[i];
+    std::set<int> done;  // client candidates of the problem
     for (int step = 0; step < schedule_.steps_size(); ++step) {
-      if (schedule_.steps(step).problem() != p) continue;
-      outcomes.push_back(StepOutcome(step));
+      const v1::ClientStep& s = schedule_.steps(step);
+      if (s.problem() != p || !done.insert(s.candidate()).second) continue;
+      outcomes.push_back(CandidateOutcomeOf(step));
       ruled_out += outcomes.back().ok ? 0 : 1;
+      ++client;
     }
     *answer.mutable_results(p) = solver_->Measured(plan_.request->problems[p], *plan_.request,
                                                    Rank(std::move(outcomes), plan_.request->engine.rule),
@@ -256,10 +307,10 @@ void Run::Decide() {
   lease_.Release();
   metrics_->runs_decided->Increment();
   metrics_->client_candidates_ruled_out->Increment(ruled_out);
-  spdlog::info("run={} group={} decided: {} of {} ranks reported, {} of {} client steps "
-               "ruled out{}",
+  spdlog::info("run={} group={} decided: {} of {} ranks reported, {} of {} client "
+               "candidates ruled out{}",
                schedule_.run_id(), absl::CEscape(plan_.request->group_id), reported_,
-               world_size_, ruled_out, schedule_.steps_size(),
+               world_size_, ruled_out, client,
                everyone ? "" : " (nothing stored)");
 }
 

@@ -105,8 +105,18 @@ class Run {
   void DecideArrived(Barrier& barrier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The barrier's bound passed: the missing ranks are lost.
   void DecideMissing(Barrier& barrier, int step, int phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The step's outcome from its barriers and the reports.
-  CandidateOutcome StepOutcome(int step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether steps `a` and `b` run the same candidate of the same problem.
+  bool SameCandidate(int a, int b) const;
+  // Why a step before `step` ruled out its candidate ("ruled out in pass P:
+  // <that barrier's reason>"); "" when none did.
+  std::string RuledOutBefore(int step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The step's failure from its barriers and the reports; nullopt when it
+  // worked, every rank's times then appended to (*ranks)[rank].
+  std::optional<CandidateOutcome> StepFailure(int step, std::vector<RankOutcome>* ranks) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The outcome of the candidate of `first_step` (its first step): its
+  // steps' times in pass order, or the first failed step's failure.
+  CandidateOutcome CandidateOutcomeOf(int first_step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decides the run once: ranks, stores (every rank reported), gives the
   // lease back.
   void Decide() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

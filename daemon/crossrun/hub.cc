@@ -76,10 +76,6 @@ absl::StatusOr<std::vector<std::string>> Hub::Exchange(const std::string& run_id
   absl::Status ok = Check(run_id, from, &run);
   if (!ok.ok()) return ok;
   if (!run->lost.empty()) return LostStatus(*run);
-  // Data of steps two behind the caller's is read by everyone by now.
-  for (auto it = run->steps.begin(); it != run->steps.end() && it->first < step_no - 2; ++it) {
-    it->second.generations.clear();
-  }
   {
     Step& step = run->steps[step_no];
     if (!step.abort.ok()) return step.abort;
@@ -87,6 +83,7 @@ absl::StatusOr<std::vector<std::string>> Hub::Exchange(const std::string& run_id
     // Every daemon has read generation g - 2 once anyone sends g.
     step.generations.erase(step.generations.begin(),
                            step.generations.lower_bound(generation - 1));
+    step.read.erase(step.read.begin(), step.read.lower_bound(generation - 1));
   }
   const size_t want = run->daemons.size();
   absl::Time probe_at = absl::Now() + kProbeEvery;
@@ -100,6 +97,12 @@ absl::StatusOr<std::vector<std::string>> Hub::Exchange(const std::string& run_id
       std::vector<std::string> out;
       for (const auto& [daemon, d] : g->second) {
         if (daemon != from) out.push_back(d);
+      }
+      std::set<std::string>& read = step.read[generation];
+      read.insert(from);
+      if (read.size() == want) {  // nobody needs it any more
+        step.generations.erase(g);
+        step.read.erase(generation);
       }
       return out;
     }
@@ -145,6 +148,8 @@ void Hub::Abort(const std::string& run_id, int64_t step_no, const std::string& f
   if (!step.abort.ok()) return;
   step.abort = reason.ok() ? absl::AbortedError(absl::StrCat("aborted by ", from))
                            : std::move(reason);
+  step.generations.clear();  // an aborted step's barriers are never read
+  step.read.clear();
 }
 
 absl::Status Hub::SubmitTimings(const std::string& run_id, const std::string& from,

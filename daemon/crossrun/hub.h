@@ -13,9 +13,11 @@
 //    other daemons' data once every daemon has sent its own for that
 //    generation of that step; the step's abort reason once any daemon
 //    aborted it (Abort), or a daemon was found lost; DEADLINE_EXCEEDED at the
-//    caller's deadline. Data of a generation is kept until the step's
-//    generation two further on begins (every daemon has read it by then),
-//    or a step three further on begins, or the run is finished.
+//    caller's deadline. Steps may come in any order of their numbers (a
+//    run's passes number theirs apart: transport.h CrossStep). Data of a
+//    generation is kept until every daemon has read it, the step's
+//    generation two further on begins, the step is aborted, or the run is
+//    finished.
 //  - Lost daemons. While a wait (Exchange or WaitTimings) misses daemons, it
 //    asks `alive` about them every kProbeEvery (outside the lock); a daemon
 //    found dead is lost for the whole run: every step aborts at once with
@@ -97,6 +99,7 @@ class Hub {
  private:
   struct Step {
     std::map<int64_t, std::map<std::string, std::string>> generations;
+    std::map<int64_t, std::set<std::string>> read;  // who has read each generation
     absl::Status abort;
   };
   struct Run {

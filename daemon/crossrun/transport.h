@@ -1,5 +1,5 @@
-// The RunTransport (daemon/backend/backend.h) of one step (one candidate of
-// one problem) of a cross-daemon run, as each side sees it:
+// The RunTransport (daemon/backend/backend.h) of one step (one pass of one
+// candidate of one problem) of a cross-daemon run, as each side sees it:
 //  - LeaderTransport: the leader's own ranks, straight into its Hub.
 //  - FollowerTransport: a follower's ranks, through Peer.Exchange to the
 //    leader (PeerClient: the peer token, every call with the step's
@@ -24,6 +24,15 @@
 namespace autotuned::crossrun {
 
 inline constexpr absl::Duration kAbortWait = absl::Seconds(1);
+
+// The step of pass `pass` of candidate `candidate` of a problem whose
+// candidates' steps start at `base` (the candidates of the run's earlier
+// problems), in a run of `total` candidates over all its problems: base +
+// candidate + pass x total, so pass 0 is numbered as a run of one pass.
+// Every daemon numbers alike (proto/peer.proto CrossRun).
+inline int64_t CrossStep(int64_t base, int candidate, int pass, int64_t total) {
+  return base + candidate + pass * total;
+}
 
 class LeaderTransport : public RunTransport {
  public:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,12 +19,15 @@ struct Runs {
   absl::Duration spent;
 };
 
-bool AllOk(const std::vector<RankOutcome>& ranks) {
+// The first rank's failure; OK when every rank succeeded.
+absl::Status FirstFailure(const std::vector<RankOutcome>& ranks) {
   for (const RankOutcome& r : ranks) {
-    if (!r.status.ok()) return false;
+    if (!r.status.ok()) return r.status;
   }
-  return !ranks.empty();
+  return ranks.empty() ? absl::UnknownError("no rank reported") : absl::OkStatus();
 }
+
+bool AllOk(const std::vector<RankOutcome>& ranks) { return FirstFailure(ranks).ok(); }
 
 void Add(Runs& runs, std::vector<RankOutcome> pass, absl::Duration spent) {
   ++runs.passes;
@@ -149,30 +153,48 @@ std::vector<CandidateOutcome> Engine::Measure(
 std::vector<std::vector<RankOutcome>> Engine::MeasurePart(
     const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
     const EngineOptions& options, const std::vector<int>& local_ranks,
-    const std::string& backend_token,
-    const std::function<std::shared_ptr<RunTransport>(int candidate)>& transport) {
-  std::vector<std::vector<RankOutcome>> out;
-  out.reserve(candidates.size());
+    const std::string& backend_token, int passes, const PartTransportFn& transport) {
+  EngineOptions fixed = options;
+  fixed.passes.min_passes = fixed.passes.max_passes = std::max(1, passes);
+  std::vector<Runs> runs(candidates.size());
+  std::vector<int> positions(candidates.size());
+  std::iota(positions.begin(), positions.end(), 0);
   absl::StatusOr<DeviceLease::Token> lease = lease_.Acquire(options.lease_deadline);
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    PartialRun part;
-    part.local_ranks = local_ranks;
-    part.transport = transport(static_cast<int>(i));
-    part.backend_token = backend_token;
-    const absl::Status supported =
-        !lease.ok() ? lease.status()
-                    : backend_->catalogue().Supports(problem, candidates[i].impl, "candidate");
-    if (!supported.ok()) {
-      // As a backend refusing the run: the other daemons' ranks stop too.
-      if (part.transport != nullptr) part.transport->Abort(supported);
-      out.push_back(std::vector<RankOutcome>(std::max<size_t>(local_ranks.size(), 1),
-                                             RankOutcome{supported, {}}));
-      continue;
+  for (int pass = 0; pass < FixedPasses(fixed); ++pass) {
+    ScheduleOptions schedule = options.schedule;
+    if (pass > 0) {
+      schedule.verify = false;
+      schedule.warmup = options.passes.warmup;
     }
-    const absl::Time deadline = absl::Now() + options.timeout;
-    out.push_back(
-        backend_->RunPartial(problem, candidates[i], options.schedule, part, deadline));
+    schedule.iterations = PassIterations(fixed, pass);
+    for (int c : PassOrder(positions, pass)) {
+      PartialRun part;
+      part.local_ranks = local_ranks;
+      part.transport = transport(c, pass);
+      part.backend_token = backend_token;
+      absl::Status skip =
+          !lease.ok() ? lease.status()
+          : pass == 0 ? backend_->catalogue().Supports(problem, candidates[c].impl, "candidate")
+                      : FirstFailure(runs[c].ranks);
+      if (!skip.ok()) {
+        // As a backend refusing the run: the other daemons' ranks stop too.
+        if (part.transport != nullptr) part.transport->Abort(skip);
+        if (pass == 0) {
+          Add(runs[c], std::vector<RankOutcome>(std::max<size_t>(local_ranks.size(), 1),
+                                                RankOutcome{skip, {}}),
+              absl::ZeroDuration());
+        }
+        continue;
+      }
+      const absl::Time start = absl::Now();
+      Add(runs[c],
+          backend_->RunPartial(problem, candidates[c], schedule, part, start + options.timeout),
+          absl::Now() - start);
+    }
   }
+  std::vector<std::vector<RankOutcome>> out;
+  out.reserve(runs.size());
+  for (Runs& r : runs) out.push_back(std::move(r.ranks));
   return out;
 }
 

@@ -12,15 +12,17 @@
 // working one.
 //
 // Across daemons (a group whose ranks live on several daemons): each daemon
-// runs the same schedule, candidate after candidate in request order, one
-// pass only, for its own ranks only (MeasurePart, through Backend::RunPartial); the leader
-// gathers every rank's outcomes and ranks them with RankRanks, which is
-// Summarize and Rank as for one daemon: the same max over ranks, the same
-// order.
+// runs, for its own ranks only (MeasurePart, through Backend::RunPartial),
+// the same fixed interleaved passes as the first passes of Measure, every
+// candidate in every pass (no adaptive later passes: every daemon runs the
+// schedule the GO fixed); the leader gathers every rank's outcomes and
+// ranks them with RankRanks, which is Summarize and Rank as for one daemon:
+// the same max over ranks, the same order.
 //
 // Candidates the ranks run (CandidateSpec::client) are never run here: the
 // engine measures a problem's catalogue candidates, and the run of the
-// ranks (daemon/clientrun) ranks its own with them by Summarize and Rank.
+// ranks (daemon/clientrun) schedules its own in the same fixed passes
+// (PassOrder) and ranks them with the catalogue's by Summarize and Rank.
 //
 // Thread-safety: Engine::Measure and MeasurePart may be called from many
 // threads; each takes the Engine's DeviceLease (lease.h) for its problem,
@@ -112,16 +114,26 @@ class Engine {
                                         const EngineOptions& options,
                                         const DeviceLease::Token* held = nullptr);
 
-  // This daemon's part of a cross-daemon measurement: every candidate in
-  // order, each with its own deadline (now + options.timeout at its start),
-  // on `local_ranks` through Backend::RunPartial with the transport
-  // `transport(i)` gives for candidate i. Returns per candidate one outcome
-  // per local rank.
+  // The transport of candidate `candidate` in pass `pass` (from 0).
+  using PartTransportFn =
+      std::function<std::shared_ptr<RunTransport>(int candidate, int pass)>;
+
+  // This daemon's part of a cross-daemon measurement: `passes` interleaved
+  // passes (0 or 1: one block per candidate), pass p running every
+  // candidate in PassOrder(every position, p) with PassIterations timed
+  // iterations (of `options` with that many fixed passes), pass 0 the whole
+  // schedule, later ones without verify and with options.passes.warmup;
+  // each run with its own deadline (now + options.timeout at its start), on
+  // `local_ranks` through Backend::RunPartial with transport(c, p). A
+  // candidate that failed on this daemon (any local rank) is not run again:
+  // its later passes' transports are aborted with that failure, so the
+  // other daemons' ranks stop at their first barrier. Returns per candidate
+  // one outcome per local rank: the samples of every pass in pass order, or
+  // the failed pass's outcome.
   std::vector<std::vector<RankOutcome>> MeasurePart(
       const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
       const EngineOptions& options, const std::vector<int>& local_ranks,
-      const std::string& backend_token,
-      const std::function<std::shared_ptr<RunTransport>(int candidate)>& transport);
+      const std::string& backend_token, int passes, const PartTransportFn& transport);
 
   // The devices' lease: held by each measurement, and by runs of the ranks.
   DeviceLease& lease() { return lease_; }

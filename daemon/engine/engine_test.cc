@@ -1,5 +1,8 @@
 #include "daemon/engine/engine.h"
 
+#include <map>
+#include <utility>
+
 #include <catch2/catch.hpp>
 
 #include "daemon/backend/fake_backend.h"
@@ -22,27 +25,94 @@ EngineOptions Quick() {
   return o;
 }
 
-TEST_CASE("MeasurePart: every candidate in order on the local ranks, each with its "
-          "transport") {
-  FakeBackend backend(2, {{"a", {}}, {"b", {}}});
+TEST_CASE("MeasurePart: one block per candidate in request order for 0 or 1 passes, each "
+          "with its transport") {
+  for (int passes : {0, 1}) {
+    FakeBackend backend(2, {{"a", {}}, {"b", {}}});
+    Engine engine(&backend);
+    std::vector<std::pair<int, int>> asked;
+    std::vector<std::vector<RankOutcome>> out = engine.MeasurePart(
+        AllReduce(6), {{"a", {}}, {"b", {}}}, Quick(), {2, 3}, "", passes,
+        [&asked](int c, int pass) -> std::shared_ptr<RunTransport> {
+          asked.emplace_back(c, pass);
+          return nullptr;
+        });
+    CHECK(asked == std::vector<std::pair<int, int>>{{0, 0}, {1, 0}});
+    REQUIRE(out.size() == 2);
+    for (const auto& ranks : out) {
+      REQUIRE(ranks.size() == 2);
+      for (const RankOutcome& r : ranks) {
+        CHECK(r.status.ok());
+        CHECK(r.iteration_us.size() == 5);
+      }
+    }
+    CHECK(backend.runs() == 2);
+  }
+}
+
+TEST_CASE("MeasurePart: interleaved passes, rotated, sharing the iterations; later passes "
+          "without verify") {
+  FakeBackend backend(2, {{"a", {}}, {"b", {}}, {"c", {}}});
   Engine engine(&backend);
-  std::vector<int> asked;
+  std::vector<std::pair<int, int>> asked;
   std::vector<std::vector<RankOutcome>> out = engine.MeasurePart(
-      AllReduce(6), {{"a", {}}, {"b", {}}}, Quick(), {2, 3}, "",
-      [&asked](int c) -> std::shared_ptr<RunTransport> {
-        asked.push_back(c);
+      AllReduce(4), {{"a", {}}, {"b", {}}, {"c", {}}}, Quick(), {0, 1}, "", 2,
+      [&asked](int c, int pass) -> std::shared_ptr<RunTransport> {
+        asked.emplace_back(c, pass);
         return nullptr;
       });
-  CHECK(asked == std::vector<int>{0, 1});
-  REQUIRE(out.size() == 2);
+  CHECK(asked ==
+        std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {2, 0}, {1, 1}, {2, 1}, {0, 1}});
+  CHECK(backend.runs() == 6);
+  CHECK(backend.last_steps() ==
+        std::vector<std::string>{"barrier", "warmup", "barrier", "timed"});
+  REQUIRE(out.size() == 3);
   for (const auto& ranks : out) {
     REQUIRE(ranks.size() == 2);
     for (const RankOutcome& r : ranks) {
       CHECK(r.status.ok());
-      CHECK(r.iteration_us.size() == 5);
+      CHECK(r.iteration_us.size() == 5);  // 3 + 2
     }
   }
-  CHECK(backend.runs() == 2);
+}
+
+// Records the aborts of one transport.
+class AbortLog : public RunTransport {
+ public:
+  explicit AbortLog(std::vector<std::string>* log) : log_(log) {}
+  absl::StatusOr<std::vector<std::string>> Exchange(int64_t, std::string,
+                                                    absl::Time) override {
+    return std::vector<std::string>();
+  }
+  void Abort(const absl::Status& reason) override { log_->push_back(reason.ToString()); }
+
+ private:
+  std::vector<std::string>* log_;
+};
+
+TEST_CASE("MeasurePart: a candidate that failed is not run again; its later passes' "
+          "transports are aborted with the failure") {
+  FakeBackend::Script fails;
+  fails.fail_rank = 1;
+  FakeBackend backend(2, {{"a", {}}, {"bad", fails}});
+  Engine engine(&backend);
+  std::map<std::pair<int, int>, std::vector<std::string>> aborts;
+  std::vector<std::vector<RankOutcome>> out = engine.MeasurePart(
+      AllReduce(2), {{"a", {}}, {"bad", {}}}, Quick(), {0, 1}, "", 3,
+      [&aborts](int c, int pass) -> std::shared_ptr<RunTransport> {
+        return std::make_shared<AbortLog>(&aborts[{c, pass}]);
+      });
+  CHECK(backend.runs() == 3 + 1);
+  REQUIRE(out.size() == 2);
+  CHECK(out[0][0].iteration_us.size() == 5);
+  REQUIRE(out[1].size() == 2);
+  CHECK(out[1][1].status.message() == "scripted failure");
+  for (int pass : {1, 2}) {
+    const std::vector<std::string>& bad = aborts[std::make_pair(1, pass)];
+    REQUIRE(bad.size() == 1);
+    CHECK_THAT(bad[0], Catch::Contains("scripted failure"));
+    CHECK(aborts[std::make_pair(0, pass)].empty());
+  }
 }
 
 TEST_CASE("every rank runs verify, barrier, warmup, barrier, timed") {

@@ -198,10 +198,11 @@ std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes, const
 
 std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candidates,
                                         const std::vector<std::vector<RankOutcome>>& ranks,
-                                        const RankRule& rule) {
+                                        const RankRule& rule,
+                                        const std::vector<int>& pass_sizes) {
   std::vector<CandidateOutcome> outcomes;
   for (size_t i = 0; i < candidates.size() && i < ranks.size(); ++i) {
-    outcomes.push_back(Summarize(static_cast<int>(i), candidates[i], ranks[i]));
+    outcomes.push_back(Summarize(static_cast<int>(i), candidates[i], ranks[i], pass_sizes));
   }
   return Rank(std::move(outcomes), rule);
 }

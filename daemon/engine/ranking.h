@@ -90,10 +90,11 @@ struct RankRule {
 std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes, const RankRule& rule);
 
 // Summarize (per candidate, `ranks[i]` the outcomes of every rank of the
-// group for candidates[i]) then Rank.
+// group for candidates[i], with `pass_sizes` as for ComputeStats) then Rank.
 std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candidates,
                                         const std::vector<std::vector<RankOutcome>>& ranks,
-                                        const RankRule& rule);
+                                        const RankRule& rule,
+                                        const std::vector<int>& pass_sizes = {});
 
 // How sure a ranking (from Rank) is of its winner.
 struct Verdict {

@@ -114,6 +114,7 @@ std::optional<rounds::CrossRunner::Plan> CrossRuns::PlanRun(
   run->set_candidate_timeout_ms(absl::ToInt64Milliseconds(request.engine.timeout));
   run->set_catalogue_version(backend_->catalogue().Version());
   run->set_backend_token(backend_->CrossRunToken());
+  run->set_passes(FixedPasses(request.engine));
   for (size_t i = 0; i < request.problems.size(); ++i) {
     plan.cached.push_back(solver_->Cached(request.problems[i], request));
     if (!plan.cached.back()) run->add_problems(static_cast<int>(i));
@@ -138,13 +139,15 @@ rendezvous::Decision CrossRuns::Run(const ValidRequest& request,
 
   // This daemon's ranks, step after step, in lockstep with the followers.
   Outcomes mine;
+  const int64_t total = *RunCandidates(request, run);  // its own problems
   int64_t step = 0;
   for (int index : run.problems()) {
     const ValidProblem& p = request.problems[index];
     mine.push_back(engine_->MeasurePart(
-        p.spec, p.candidates, request.engine, local, run.backend_token(),
-        [&](int c) -> std::shared_ptr<RunTransport> {
-          return std::make_shared<crossrun::LeaderTransport>(&hub_, run_id, step + c);
+        p.spec, p.candidates, request.engine, local, run.backend_token(), run.passes(),
+        [&](int c, int pass) -> std::shared_ptr<RunTransport> {
+          return std::make_shared<crossrun::LeaderTransport>(
+              &hub_, run_id, crossrun::CrossStep(step, c, pass, total));
         }));
     step += static_cast<int64_t>(p.candidates.size());
   }
@@ -160,14 +163,21 @@ rendezvous::Decision CrossRuns::Run(const ValidRequest& request,
   for (const std::optional<v1::ProblemResult>& hit : plan.cached) {
     *measured.add_results() = hit ? *hit : v1::ProblemResult();
   }
+  std::vector<int> pass_sizes;
+  for (int pass = 0; pass < run.passes(); ++pass) {
+    pass_sizes.push_back(PassIterations(request.engine, pass));
+  }
   step = 0;
   for (int m = 0; m < run.problems_size(); ++m) {
     const int index = run.problems(m);
     const ValidProblem& p = request.problems[index];
     const std::vector<std::vector<RankOutcome>> all =
         AllRanks(request, p.candidates.size(), step, local, mine[m], theirs, missing);
-    *measured.mutable_results(index) = solver_->Measured(
-        p, request, RankRanks(p.candidates, all, request.engine.rule), /*may_store=*/missing.empty());
+    std::vector<CandidateOutcome> ranked =
+        RankRanks(p.candidates, all, request.engine.rule, pass_sizes);
+    for (CandidateOutcome& o : ranked) o.passes = o.ok ? run.passes() : 0;
+    *measured.mutable_results(index) =
+        solver_->Measured(p, request, ranked, /*may_store=*/missing.empty());
     step += static_cast<int64_t>(p.candidates.size());
   }
 

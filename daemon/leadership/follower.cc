@@ -158,25 +158,24 @@ absl::StatusOr<v1::RankTimings> Follower::MeasurePart(const ValidRequest& reques
   v1::RankTimings timings;
   timings.mutable_round()->set_group_id(request.group_id);
   timings.set_run_id(go.run_id());
+  const absl::StatusOr<int64_t> total = RunCandidates(request, go);
+  if (!total.ok()) return total.status();
   int64_t step = 0;
   for (int index : go.problems()) {
-    if (index < 0 || index >= static_cast<int>(request.problems.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "go.problems: index ", index, " outside the ", request.problems.size(),
-          " problems of the request"));
-    }
     const ValidProblem& p = request.problems[index];
-    auto transport = [&](int c) -> std::shared_ptr<RunTransport> {
-      return std::make_shared<crossrun::FollowerTransport>(client_, request.leader,
-                                                           go.run_id(), step + c);
+    auto transport = [&](int c, int pass) -> std::shared_ptr<RunTransport> {
+      return std::make_shared<crossrun::FollowerTransport>(
+          client_, request.leader, go.run_id(), crossrun::CrossStep(step, c, pass, *total));
     };
     std::vector<std::vector<RankOutcome>> outcomes;
     if (refused.ok()) {
       outcomes = engine_->MeasurePart(p.spec, p.candidates, options, local,
-                                      go.backend_token(), transport);
+                                      go.backend_token(), go.passes(), transport);
     } else {
+      // Every other daemon's ranks fail the first pass at its first
+      // barrier, so none runs a later one.
       for (size_t c = 0; c < p.candidates.size(); ++c) {
-        transport(static_cast<int>(c))->Abort(refused);
+        transport(static_cast<int>(c), 0)->Abort(refused);
         outcomes.emplace_back(local.size(), RankOutcome{refused, {}});
       }
     }

@@ -48,4 +48,17 @@ RankOutcome RankOutcomeFromWire(const v1::RankResult& result) {
   return out;
 }
 
+absl::StatusOr<int64_t> RunCandidates(const ValidRequest& request, const v1::CrossRun& run) {
+  int64_t total = 0;
+  for (int index : run.problems()) {
+    if (index < 0 || index >= static_cast<int>(request.problems.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "go.problems: index ", index, " outside the ", request.problems.size(),
+          " problems of the request"));
+    }
+    total += static_cast<int64_t>(request.problems[index].candidates.size());
+  }
+  return total;
+}
+
 }  // namespace autotuned::leadership

@@ -5,8 +5,12 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstdint>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
+#include "daemon/request/validate.h"
 #include "daemon/rendezvous/round_table.h"
 #include "proto/peer.pb.h"
 
@@ -25,5 +29,10 @@ absl::Status RejectedStatus(const v1::Decision& decision);
 // A rank's outcome as a follower reports it, and back.
 void RankOutcomeToWire(int rank, const RankOutcome& outcome, v1::RankResult* out);
 RankOutcome RankOutcomeFromWire(const v1::RankResult& result);
+
+// The candidates of every problem of `run` together: the `total` with which
+// every daemon numbers the run's steps (crossrun::CrossStep).
+// INVALID_ARGUMENT for a problem index outside `request`.
+absl::StatusOr<int64_t> RunCandidates(const ValidRequest& request, const v1::CrossRun& run);
 
 }  // namespace autotuned::leadership
