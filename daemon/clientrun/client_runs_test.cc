@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -32,7 +33,7 @@ struct RankScript {
   std::function<std::string(int step)> fails = [](int) { return std::string(); };
   int stop_before_step = -1;  // never reaches this step's barrier, never reports
   bool report = true;
-  bool timed_out_step0 = false;  // step 0 passes its barriers, then runs past its timeout
+  int timed_out_step = -1;  // passes this step's barriers, then runs past its timeout
 };
 
 struct RankEnd {
@@ -47,11 +48,14 @@ class Runs {
         runs_(&stack_.solver(), &stack_.engine(), &stack_.metrics(),
               ClientRunsOptions{grace, absl::Minutes(10), 16}) {}
 
-  // Rank 0's ask of `world` ranks, opened as the round's runner would.
+  // Rank 0's ask of `world` ranks, opened as the round's runner would, in
+  // `passes` interleaved passes.
   std::optional<v1::TuneResponse> Open(const std::string& group, int world,
                                        const std::vector<std::string>& candidates,
-                                       absl::Duration lease_wait = absl::Seconds(10)) {
+                                       absl::Duration lease_wait = absl::Seconds(10),
+                                       int passes = 1) {
     ValidRequest request = stack_.Valid(ClientRankRequest(group, 0, world, candidates, kTimeoutMs));
+    request.engine.passes.min_passes = request.engine.passes.max_passes = passes;
     return runs_.Start(request, "round-1", absl::Now() + lease_wait, absl::ZeroDuration());
   }
 
@@ -78,7 +82,7 @@ class Runs {
         times->set_reason(warmed.reason());
         continue;
       }
-      if (i == 0 && script.timed_out_step0) {
+      if (i == script.timed_out_step) {
         times->set_timed_out(true);
         continue;
       }
@@ -166,6 +170,105 @@ TEST_CASE("the schedule: client candidates of the missed problems, in order") {
   CHECK(f.stack().engine().lease().busy());
 }
 
+TEST_CASE("the schedule in passes: per problem, each pass one step per client candidate, "
+          "rotated, the request's iterations shared out rounding up") {
+  Runs f("passes");
+  std::optional<v1::TuneResponse> opened = f.Open(
+      "g", 2, {"all_reduce/a", "client:k1", "client:k2", "client:k3"}, absl::Seconds(10), 2);
+  REQUIRE(opened.has_value());
+  const v1::ClientRun& run = opened->run();
+  REQUIRE(run.steps_size() == 6);
+  const std::vector<std::pair<int, int>> want = {{1, 0}, {2, 0}, {3, 0},
+                                                 {2, 1}, {3, 1}, {1, 1}};
+  for (int i = 0; i < 6; ++i) {
+    INFO("step " << i);
+    CHECK(run.steps(i).problem() == 0);
+    CHECK(run.steps(i).candidate() == want[i].first);
+    CHECK(run.steps(i).pass() == want[i].second);
+    CHECK(run.steps(i).reference() == 1);
+  }
+  CHECK(run.iterations() == 2);  // 3 over 2 passes
+  CHECK(run.report_within_ms() == 300 + 6 * kTimeoutMs);
+  CHECK(f.stack().backend().runs() == 2);  // the catalogue candidate's passes
+
+  Runs g("passes-3");
+  opened = g.Open("g", 2, {"client:k1"}, absl::Seconds(10), 3);
+  REQUIRE(opened.has_value());
+  CHECK(opened->run().steps_size() == 3);
+  CHECK(opened->run().iterations() == 1);
+}
+
+TEST_CASE("in passes, a client that follows the steps gets every pass's times joined") {
+  Runs f("joined");
+  std::optional<v1::TuneResponse> opened =
+      f.Open("g", 2, {"client:k1", "client:k2"}, absl::Seconds(10), 2);
+  REQUIRE(opened.has_value());
+  // Steps: k1, k2 (pass 0), k2, k1 (pass 1). k1 100 us, then 300 us.
+  RankScript r;
+  r.time_us = [](int step) { return step == 0 ? 100.0 : step == 3 ? 300.0 : 150.0; };
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r, r});
+  REQUIRE(ends[0].answer.ok());
+  REQUIRE(ends[1].answer.ok());
+  CHECK(Shared(*ends[0].answer) == Shared(*ends[1].answer));
+  const v1::ProblemResult& p = ends[0].answer->results(0);
+  CHECK(p.status() == v1::TUNED);
+  const v1::CandidateResult& k1 = Ranked(*ends[0].answer, 0);
+  CHECK(k1.ok());
+  CHECK(k1.iterations() == 4);
+  CHECK(k1.passes() == 2);
+  CHECK(k1.median_us() == 200);
+  CHECK(k1.min_us() == 100);
+  CHECK(k1.max_us() == 300);
+  CHECK(Ranked(*ends[0].answer, 1).iterations() == 4);
+  CHECK(p.measured_iterations() == 8);
+}
+
+TEST_CASE("in passes, a candidate ruled out at a barrier is refused at its later steps' "
+          "first barrier, the same reply for every rank") {
+  Runs f("skip");
+  std::optional<v1::TuneResponse> opened =
+      f.Open("g", 2, {"client:k1", "client:k2"}, absl::Seconds(10), 2);
+  REQUIRE(opened.has_value());
+  RankScript r0, r1;
+  r1.fails = [](int step) {
+    return step == 0 ? std::string("raised ValueError: no") : std::string();
+  };
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
+  for (const RankEnd& e : ends) {
+    REQUIRE(e.verified.size() == 4);
+    CHECK_FALSE(e.verified[0].proceed());
+    CHECK(e.verified[1].proceed());
+    CHECK(e.verified[2].proceed());
+    CHECK_FALSE(e.verified[3].proceed());  // k1 in pass 1: every rank says ok
+    CHECK(e.verified[3].reason() == "ruled out in pass 0: rank 1: raised ValueError: no");
+    REQUIRE(e.answer.ok());
+  }
+  const v1::TuneResponse& a = *ends[0].answer;
+  CHECK(Shared(a) == Shared(*ends[1].answer));
+  CHECK(a.results(0).winner() == "name of k2");
+  CHECK(Ranked(a, 0).reason() == "rank 1: raised ValueError: no");
+  CHECK(Ranked(a, 0).passes() == 1);
+  CHECK(Ranked(a, 1).iterations() == 4);
+  CHECK(f.stack().metrics().client_candidates_ruled_out->value() == 1);
+}
+
+TEST_CASE("in passes, a failure of a later pass's timed iterations rules the candidate out") {
+  Runs f("late-failure");
+  std::optional<v1::TuneResponse> opened =
+      f.Open("g", 2, {"client:k1", "client:k2"}, absl::Seconds(10), 2);
+  REQUIRE(opened.has_value());
+  RankScript r0, r1;
+  r1.timed_out_step = 3;  // k1 in pass 1
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
+  REQUIRE(ends[0].answer.ok());
+  CHECK(Shared(*ends[0].answer) == Shared(*ends[1].answer));
+  const v1::CandidateResult& k1 = Ranked(*ends[0].answer, 0);
+  CHECK_FALSE(k1.ok());
+  CHECK(k1.reason() == "rank 1: ran past the candidate timeout of 200 ms");
+  CHECK(k1.passes() == 2);
+  CHECK(ends[0].answer->results(0).winner() == "name of k2");
+}
+
 TEST_CASE("client and catalogue candidates ranked together; the slowest rank's time counts") {
   Runs f("ranked");
   std::optional<v1::TuneResponse> opened =
@@ -230,7 +333,7 @@ TEST_CASE("a step that ran past its timeout is ruled out as timed out") {
   std::optional<v1::TuneResponse> opened = f.Open("g", 2, {"client:k1", "client:k2"});
   REQUIRE(opened.has_value());
   RankScript r0, r1;
-  r1.timed_out_step0 = true;
+  r1.timed_out_step = 0;
   std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
   REQUIRE(ends[0].answer.ok());
   CHECK(Ranked(*ends[0].answer, 0).reason() ==

@@ -1,8 +1,10 @@
 // The cross-daemon hub on its own, and sim backends of three "daemons"
-// running one group through it: the data crosses, verification proves it.
+// running one group through it: the data crosses, verification proves it;
+// their engines' interleaved passes (Engine::MeasurePart) through it.
 #include "daemon/crossrun/hub.h"
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/backend/sim/sim_backend.h"
+#include "daemon/engine/engine.h"
 #include "daemon/crossrun/transport.h"
 
 namespace autotuned::crossrun {
@@ -219,6 +222,113 @@ TEST_CASE("a rank failing on one daemon stops the ranks of the others promptly")
       CHECK_THAT(std::string(o.status.message()), Catch::Contains("rank 1 failed"));
     }
   }
+}
+
+// A sim daemon whose ranks all fail the `fail_run`-th run (from 0) of
+// `impl`, as a backend that fails a run does: the step aborted on every
+// daemon. Counts the runs of `impl`.
+class FailsOneRun : public Backend {
+ public:
+  FailsOneRun(std::unique_ptr<Backend> sim, std::string impl, int fail_run)
+      : sim_(std::move(sim)), impl_(std::move(impl)), fail_run_(fail_run) {}
+  const NodeDescription& node() const override { return sim_->node(); }
+  const Catalogue& catalogue() const override { return sim_->catalogue(); }
+  int max_world_size() const override { return sim_->max_world_size(); }
+  std::vector<RankOutcome> RunCandidate(const ProblemSpec& problem,
+                                        const CandidateSpec& candidate,
+                                        const ScheduleOptions& options,
+                                        absl::Time deadline) override {
+    return sim_->RunCandidate(problem, candidate, options, deadline);
+  }
+  std::vector<RankOutcome> RunPartial(const ProblemSpec& problem,
+                                      const CandidateSpec& candidate,
+                                      const ScheduleOptions& options, const PartialRun& part,
+                                      absl::Time deadline) override {
+    if (candidate.impl == impl_ && runs_++ == fail_run_) {
+      const absl::Status failed = absl::InternalError("scripted failure in its second pass");
+      part.transport->Abort(absl::AbortedError(
+          absl::StrCat("rank ", part.local_ranks.front(), " failed")));
+      return std::vector<RankOutcome>(part.local_ranks.size(), RankOutcome{failed, {}});
+    }
+    return sim_->RunPartial(problem, candidate, options, part, deadline);
+  }
+  int runs() const { return runs_; }
+
+ private:
+  std::unique_ptr<Backend> sim_;
+  const std::string impl_;
+  const int fail_run_;
+  std::atomic<int> runs_{0};
+};
+
+TEST_CASE("engines of three daemons measure in interleaved passes through the hub; a "
+          "candidate failing only in pass 1, on one daemon, stops there everywhere") {
+  Hub hub("a", nullptr);
+  hub.Open("run", kDaemons);
+  config::SimConfig config;
+  config.set_gpus(2);
+  ProblemSpec problem;
+  problem.collective = Collective::kAllReduce;
+  problem.world_size = 6;
+  problem.count = 1000;
+  const std::vector<CandidateSpec> candidates = {{"all_reduce/ring", {}},
+                                                 {"all_reduce/one_shot", {}}};
+  EngineOptions options;
+  options.schedule.warmup = 1;
+  options.schedule.iterations = 7;
+  options.passes.warmup = 1;
+  options.passes.min_passes = options.passes.max_passes = 3;
+  options.timeout = absl::Seconds(20);
+  // Steps of a run of two problems, this one second after three candidates.
+  const int64_t base = 3;
+  const int64_t total = 5;
+  std::vector<std::unique_ptr<FailsOneRun>> backends;
+  for (int d = 0; d < 3; ++d) {
+    auto sim = sim::SimBackend::Create(config);
+    REQUIRE(sim.ok());
+    backends.push_back(std::make_unique<FailsOneRun>(*std::move(sim), "all_reduce/ring",
+                                                     d == 1 ? 1 : -1));
+  }
+  std::vector<std::vector<std::vector<RankOutcome>>> out(3);
+  std::vector<std::thread> threads;
+  const absl::Time start = absl::Now();
+  for (int d = 0; d < 3; ++d) {
+    threads.emplace_back([&, d] {
+      Engine engine(backends[d].get());
+      out[d] = engine.MeasurePart(
+          problem, candidates, options, {2 * d, 2 * d + 1}, "", 3,
+          [&, d](int c, int pass) -> std::shared_ptr<RunTransport> {
+            return std::make_shared<NamedTransport>(&hub, "run",
+                                                    CrossStep(base, c, pass, total), kDaemons[d]);
+          });
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(absl::Now() - start < absl::Seconds(10));  // not at a timeout
+
+  std::vector<std::vector<RankOutcome>> all(2, std::vector<RankOutcome>(6));
+  for (int d = 0; d < 3; ++d) {
+    REQUIRE(out[d].size() == 2);
+    CHECK(backends[d]->runs() == 2);  // ring in passes 0 and 1, not 2
+    for (int c = 0; c < 2; ++c) {
+      REQUIRE(out[d][c].size() == 2);
+      for (int i = 0; i < 2; ++i) all[c][2 * d + i] = out[d][c][i];
+    }
+  }
+  for (int r = 0; r < 6; ++r) {
+    INFO("rank " << r << ": " << all[0][r].status.ToString());
+    CHECK(all[0][r].status.code() == (r / 2 == 1 ? absl::StatusCode::kInternal
+                                                 : absl::StatusCode::kAborted));
+    CHECK(all[1][r].status.ok());
+    CHECK(all[1][r].iteration_us.size() == 7);  // 3 + 2 + 2
+  }
+  std::vector<int> sizes;
+  for (int pass = 0; pass < 3; ++pass) sizes.push_back(PassIterations(options, pass));
+  const std::vector<CandidateOutcome> ranked = RankRanks(candidates, all, RankRule(), sizes);
+  REQUIRE(ranked.size() == 2);
+  CHECK(ranked[0].candidate.impl == "all_reduce/one_shot");
+  CHECK(ranked[0].iterations == 7);
+  CHECK(ranked[1].reason == "rank 2: INTERNAL: scripted failure in its second pass");
 }
 
 }  // namespace

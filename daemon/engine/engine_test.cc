@@ -106,7 +106,7 @@ TEST_CASE("MeasurePart: a candidate that failed is not run again; its later pass
   REQUIRE(out.size() == 2);
   CHECK(out[0][0].iteration_us.size() == 5);
   REQUIRE(out[1].size() == 2);
-  CHECK(out[1][1].status.message() == "scripted failure");
+  CHECK(out[1][1].status.message() == "verify: scripted failure");
   for (int pass : {1, 2}) {
     const std::vector<std::string>& bad = aborts[std::make_pair(1, pass)];
     REQUIRE(bad.size() == 1);
