@@ -199,7 +199,13 @@ TEST_CASE("3 daemons x 2 ranks, 5 problems: measured across the daemons, every r
       CHECK(p.status() == v1::TUNED);
       CHECK(p.problem().label() == absl::StrCat("rank", r, "-problem", i));
       CHECK(p.ranked_size() == 2);
-      if (p.ranked_size() > 0) CHECK(p.ranked(0).rank_mean_us_size() == 6);
+      for (const v1::CandidateResult& c : p.ranked()) {
+        CHECK(c.rank_mean_us_size() == 6);
+        // The default 3 fixed passes share the 3 timed iterations.
+        CHECK(c.passes() == 3);
+        CHECK(c.iterations() == 3);
+      }
+      CHECK(p.measured_iterations() == 6);
     }
   }
 

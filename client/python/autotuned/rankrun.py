@@ -31,9 +31,12 @@ its schedule here, step by step:
      or one timed replay of a CUDA graph of every iteration in CUDA_GRAPH
      mode. A step past candidate_timeout_ms stops and is reported timed_out.
 
-then Report, whose answer is the round's decision. The daemon computes the
-statistics (max over ranks per iteration, median, ...) from these times, as
-for its own candidates.
+then Report, whose answer is the round's decision. A candidate has a step
+per interleaved pass; one that a barrier refused is not run again (every
+rank got the same refusal, and the daemon refuses its later steps too).
+The daemon joins a candidate's steps and computes the statistics (max over
+ranks per iteration, median, ...) from these times, as for its own
+candidates.
 
 What each failure gives (a GroupDecision, the same on every rank):
   * INVALID_ARGUMENT / UNIMPLEMENTED: InvalidArgument raised (the request is
@@ -217,6 +220,8 @@ class _Schedule:
         # (problem, candidate) of the steps that passed their verify on every
         # rank, in order, with their verify output (the references).
         self.passed: dict[tuple[int, int], Any] = {}
+        # (problem, candidate) refused at a barrier: the same on every rank.
+        self.refused: set[tuple[int, int]] = set()
 
     def run(self) -> pb.TuneResponse:
         times = [self._step(i, s) for i, s in enumerate(self.spec.steps)]
@@ -253,6 +258,11 @@ class _Schedule:
         # Steps come in problem order: earlier problems' references are done.
         for done in [k for k in self.passed if k[0] != step.problem]:
             del self.passed[done]
+        key = (step.problem, step.candidate)
+        if key in self.refused:
+            # Not run again (the same on every rank): the daemon says why.
+            reply = self._barrier(index, pb.VERIFIED, False, "refused in an earlier pass")
+            return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason))
         rp = self.problems[step.problem]
         runner = rp.runners[step.candidate]
         timer = _Timer(rp.device, self.spec.timing_mode, runner)
@@ -271,8 +281,9 @@ class _Schedule:
             ok, reason = False, _raised(e)
         reply = self._barrier(index, pb.VERIFIED, ok, reason)
         if not reply.proceed:
+            self.refused.add(key)
             return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason))
-        self.passed[(step.problem, step.candidate)] = out
+        self.passed[key] = out
         ok, reason, timed_out = True, "", False
         try:
             timed_out = not timer.warm_up(self.spec.warmup, deadline)
@@ -283,6 +294,7 @@ class _Schedule:
             ok, reason = False, _raised(e)
         reply = self._barrier(index, pb.WARMED_UP, ok, reason)
         if not reply.proceed:
+            self.refused.add(key)
             return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason or reason),
                                 timed_out=timed_out)
         try:

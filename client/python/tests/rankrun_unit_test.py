@@ -40,8 +40,8 @@ def deadline():
 
 
 class Scripted(pb_grpc.AutotuneServicer):
-    """Answers Tune with a run of every client candidate (or `answers` in
-    turn), every barrier with proceed = ok, and Report with TUNED results;
+    """Answers Tune with a run of every client candidate in `passes` rotated
+    passes, every barrier with proceed = ok, and Report with TUNED results;
     records what the rank sent."""
 
     def __init__(self) -> None:
@@ -53,17 +53,18 @@ class Scripted(pb_grpc.AutotuneServicer):
         self.timeout_ms = 5000
         self.mode = pb.EVENT_LOOP
         self.iterations = 4
+        self.passes = 1
 
     def Tune(self, request, context):
         self.tunes += 1
         self.request = request
         steps = []
         for pi, p in enumerate(request.problems):
-            first = None
-            for ci, c in enumerate(p.candidates):
-                if c.HasField("client"):
-                    first = ci if first is None else first
-                    steps.append(pb.ClientStep(problem=pi, candidate=ci, reference=first))
+            client = [ci for ci, c in enumerate(p.candidates) if c.HasField("client")]
+            for n in range(self.passes):
+                for ci in client[n % len(client):] + client[:n % len(client)]:
+                    steps.append(pb.ClientStep(problem=pi, candidate=ci,
+                                               reference=client[0], **{"pass": n}))
         return pb.TuneResponse(run=pb.ClientRun(
             run_id=f"run{self.tunes}", steps=steps, warmup=2, iterations=self.iterations,
             timing_mode=self.mode, candidate_timeout_ms=self.timeout_ms,
@@ -169,6 +170,34 @@ def test_skipped_reference_is_replaced_by_the_first_step_that_passed(daemon):
     assert [v[:2] for v in verified] == [(0, True), (1, True), (2, False)]
     assert 'reference "c1"' in verified[2][2]
     assert daemon.reports[0].steps[0].reason == "rank 1: raised RuntimeError: x"
+
+
+def test_in_passes_a_refused_candidate_is_not_run_again(daemon):
+    daemon.passes = 2
+    calls: list[int] = []
+
+    def runner(i: int, out: torch.Tensor) -> RankCandidate:
+        return RankCandidate(lambda: calls.append(i) or out)
+
+    def raises():
+        calls.append(1)
+        raise RuntimeError("x")
+
+    p = _problem(3)
+    runners = {0: runner(0, torch.ones(2)), 1: RankCandidate(raises),
+               2: runner(2, torch.ones(2))}
+    tune_rank(_desc(daemon.target), [RankProblem(p, runners)])
+    # Steps: c0 c1 c2, then c1 c2 c0. c1 raised in pass 0: its step 3 is
+    # refused without running it.
+    verified = [(s, ok, why) for s, ph, ok, why in daemon.steps if ph == pb.VERIFIED]
+    assert [v[:2] for v in verified] == [(0, True), (1, False), (2, True), (3, False),
+                                         (4, True), (5, True)]
+    assert verified[3][2] == "refused in an earlier pass"
+    assert calls.count(1) == 1
+    assert calls.count(0) == calls.count(2) == 2 * 7
+    (report,) = daemon.reports
+    assert [(s.step, s.ok) for s in report.steps] == [
+        (0, True), (1, False), (2, True), (3, False), (4, True), (5, True)]
 
 
 def test_step_past_its_timeout_is_reported_timed_out(daemon):
