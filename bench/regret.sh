@@ -3,11 +3,11 @@
 # before and after intervals, margin and interleaved adaptive passes. Each
 # mode runs in a fresh daemon (cache off):
 #   reference  one block per candidate, many rounds (the long interleaved
-#              reference: rounds x candidates, A B C A B C ...);
+#              reference: rounds x candidates, A B C, B C A, ...);
 #   before     defaults { ranking: "median" min_passes: 1 max_passes: 1 }:
 #              the fastest median of one block per candidate, as before;
-#   after      the daemon's defaults (intervals, min_speedup 0.01, 3
-#              interleaved passes, up to 8 for close candidates).
+#   after      the daemon's defaults (paired passes, min_speedup 0.01, 8
+#              interleaved passes, up to 16 for close candidates).
 # regret_bench prints, per problem and over all: flip rate, regret p50/p95/max
 # against the reference, verdicts, and tuning cost.
 #

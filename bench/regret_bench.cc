@@ -4,7 +4,7 @@
 //
 // --reference_out: a long interleaved reference measurement. --rounds
 // rounds, each one Tune per problem (refresh, --ref_iterations timed
-// iterations), so the candidates run A B C, A B C, ...; each candidate's
+// iterations), so the candidates run A B C, B C A, C A B, ...; each candidate's
 // reference time is the median of its rounds' medians. Written to the file,
 // one line per candidate: "PROBLEM IMPL MEDIAN_US".
 //
@@ -130,9 +130,13 @@ int Reference(v1::Autotune::Stub& stub, const std::vector<Problem>& problems) {
   std::vector<std::map<std::string, std::vector<double>>> medians(problems.size());
   for (int r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
     for (size_t i = 0; i < problems.size(); ++i) {
+      // Round r asks for the candidates rotated by r: none always runs first.
+      Problem rotated = problems[i];
+      auto* c = rotated.wire.mutable_candidates();
+      if (!c->empty()) std::rotate(c->begin(), c->begin() + r % c->size(), c->end());
       absl::Duration took;
       const v1::ProblemResult res =
-          Tune(stub, problems[i], absl::GetFlag(FLAGS_ref_iterations), &took);
+          Tune(stub, rotated, absl::GetFlag(FLAGS_ref_iterations), &took);
       for (const v1::CandidateResult& c : res.ranked()) {
         if (c.ok()) medians[i][c.candidate().impl()].push_back(c.median_us());
       }

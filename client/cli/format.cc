@@ -46,6 +46,18 @@ std::string Percent(double fraction) {
   return absl::StrFormat("%.1f%%", fraction * 100);
 }
 
+// A candidate against the winner, paired by pass: "+5.2% (+3.1%..+7.0%)"
+// (its time over the winner's, minus 1, and the 99 % interval); "-" where no
+// passes paired (the winner itself, and short or older measurements).
+std::string VsWinner(const v1::CandidateResult& c) {
+  if (c.paired() <= 0) return "-";
+  auto signed_percent = [](double ratio) {
+    return absl::StrFormat("%+.1f%%", (ratio - 1.0) * 100);
+  };
+  return absl::StrCat(signed_percent(c.vs_winner()), " (", signed_percent(c.vs_winner_low()),
+                      "..", signed_percent(c.vs_winner_high()), ")");
+}
+
 std::string UnixMillis(int64_t ms) {
   if (ms <= 0) return "-";
   return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(ms),
@@ -212,12 +224,13 @@ std::string FormatProblemResult(const v1::ProblemResult& result) {
                    {"max us", Align::kRight},
                    {"spread", Align::kRight},
                    {"busbw GB/s", Align::kRight},
+                   {"vs winner", Align::kRight},
                    {"status"}});
   int rank = 0;
   for (const v1::CandidateResult& c : result.ranked()) {
     const std::string label = FormatCandidate(c.candidate());
     if (!c.ok()) {
-      table.AddRow({"-", label, "-", "-", "-", "-", "-", "-",
+      table.AddRow({"-", label, "-", "-", "-", "-", "-", "-", "-",
                     absl::StrCat("ruled out: ",
                                  c.reason().empty() ? "no reason given"
                                                     : c.reason())});
@@ -225,7 +238,7 @@ std::string FormatProblemResult(const v1::ProblemResult& result) {
     }
     table.AddRow({absl::StrCat(++rank), label, Us(c.mean_us()),
                   Us(c.median_us()), Us(c.min_us()), Us(c.max_us()),
-                  Percent(c.spread()), Gbps(c.busbw_gbps()), "ok"});
+                  Percent(c.spread()), Gbps(c.busbw_gbps()), VsWinner(c), "ok"});
   }
   return out + table.Render("  ");
 }

@@ -72,6 +72,11 @@ v1::ProblemResult AllReduceResult(int64_t count, int fast) {
   result.set_bytes(count * 4);
   *result.add_ranked() = Ok(p->candidates(fast), fast, 12.3, 170.25);
   *result.add_ranked() = Ok(p->candidates(1 - fast), 1 - fast, 20.0, 104.5);
+  v1::CandidateResult& runner_up = *result.mutable_ranked(1);
+  runner_up.set_paired(8);
+  runner_up.set_vs_winner(1.6234);
+  runner_up.set_vs_winner_low(1.5512);
+  runner_up.set_vs_winner_high(1.7049);
   *result.add_ranked() =
       RuledOut(p->candidates(2), 2, "needs 16-byte aligned sizes");
   return result;
@@ -107,7 +112,11 @@ TEST_CASE("a ranked result shows the winner first and the ruled-out last") {
                            Catch::Contains("14.3") && Catch::Contains("25.4%") &&
                            Catch::Contains("170.2") && Catch::EndsWith("ok"));
   CHECK_THAT(lines[3], Catch::StartsWith("     2  all_reduce/one_shot") &&
-                           Catch::Contains("20.0") && Catch::Contains("104.5"));
+                           Catch::Contains("20.0") && Catch::Contains("104.5") &&
+                           Catch::Contains("+62.3% (+55.1%..+70.5%)"));
+  // The winner, and a candidate whose passes did not pair: no ratio.
+  CHECK_THAT(lines[1], Catch::Contains("vs winner"));
+  CHECK(lines[2].find('%', lines[2].find("170.2")) == std::string::npos);
   CHECK_THAT(lines[4], Catch::StartsWith("     -  all_reduce/two_shot") &&
                            Catch::EndsWith("ruled out: needs 16-byte aligned sizes"));
   CHECK(text.find("inf") == std::string::npos);

@@ -104,6 +104,7 @@ std::vector<RankOutcome> FakeBackend::RunCandidate(
   last_steps_ = runs[0].steps();
   last_devices_ = options.devices;
   ++runs_;
+  run_order_.push_back(candidate.impl);
   return out;
 }
 
@@ -130,6 +131,7 @@ std::vector<RankOutcome> FakeBackend::RunPartial(const ProblemSpec& problem,
   if (!runs.empty()) last_steps_ = runs[0].steps();
   last_devices_ = options.devices;
   ++runs_;
+  run_order_.push_back(candidate.impl);
   return out;
 }
 
@@ -141,6 +143,11 @@ std::vector<int> FakeBackend::last_devices() const {
 std::vector<std::string> FakeBackend::last_steps() const {
   absl::MutexLock lock(&mu_);
   return last_steps_;
+}
+
+std::vector<std::string> FakeBackend::run_order() const {
+  absl::MutexLock lock(&mu_);
+  return run_order_;
 }
 
 int FakeBackend::runs() const {

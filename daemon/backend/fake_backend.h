@@ -59,6 +59,9 @@ class FakeBackend : public Backend {
   // The placement of the last run (ScheduleOptions::devices, as given).
   std::vector<int> last_devices() const;
   int runs() const;
+  // The implementation of every run so far (RunCandidate and RunPartial),
+  // in order.
+  std::vector<std::string> run_order() const;
 
  private:
   const int gpus_;
@@ -69,6 +72,7 @@ class FakeBackend : public Backend {
   std::vector<std::string> last_steps_ ABSL_GUARDED_BY(mu_);
   std::vector<int> last_devices_ ABSL_GUARDED_BY(mu_);
   int runs_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> run_order_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> impl_runs_ ABSL_GUARDED_BY(mu_);  // RunCandidate's
 };
 

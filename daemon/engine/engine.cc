@@ -15,6 +15,7 @@ namespace {
 struct Runs {
   std::vector<RankOutcome> ranks;
   std::vector<int> pass_sizes;  // the timed iterations of each pass, in order
+  std::vector<int> pass_ids;    // the round's number of each of those passes
   int passes = 0;
   absl::Duration spent;
 };
@@ -29,16 +30,18 @@ absl::Status FirstFailure(const std::vector<RankOutcome>& ranks) {
 
 bool AllOk(const std::vector<RankOutcome>& ranks) { return FirstFailure(ranks).ok(); }
 
-void Add(Runs& runs, std::vector<RankOutcome> pass, absl::Duration spent) {
+void Add(Runs& runs, std::vector<RankOutcome> pass, absl::Duration spent, int pass_id) {
   ++runs.passes;
   runs.spent += spent;
   const int size = pass.empty() ? 0 : static_cast<int>(pass[0].iteration_us.size());
   if (runs.ranks.empty() || !AllOk(pass) || runs.ranks.size() != pass.size()) {
     runs.ranks = std::move(pass);
     runs.pass_sizes = {size};
+    runs.pass_ids = {pass_id};
     return;
   }
   runs.pass_sizes.push_back(size);
+  runs.pass_ids.push_back(pass_id);
   for (size_t r = 0; r < pass.size(); ++r) {
     std::vector<double>& into = runs.ranks[r].iteration_us;
     into.insert(into.end(), pass[r].iteration_us.begin(), pass[r].iteration_us.end());
@@ -90,62 +93,57 @@ std::vector<CandidateOutcome> Engine::Measure(
   if (held == nullptr) own = lease_.Acquire(options.lease_deadline);
   std::vector<Runs> runs(candidates.size());
   std::vector<CandidateOutcome> refused;  // never run
-  auto run = [&](size_t i, const ScheduleOptions& schedule) {
-    const absl::Time start = absl::Now();
-    std::vector<RankOutcome> ranks =
-        backend_->RunCandidate(problem, candidates[i], schedule, start + options.timeout);
-    Add(runs[i], std::move(ranks), absl::Now() - start);
-  };
-  const PassOptions& passes = options.passes;
-  const int fixed = FixedPasses(options);
-  auto share = [&](ScheduleOptions s, int p) {
-    s.iterations = PassIterations(options, p);
-    return s;
-  };
-  ScheduleOptions again = options.schedule;
-  again.verify = false;
-  again.warmup = passes.warmup;
+  std::vector<int> working;               // request positions still working
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].client()) continue;
     const absl::Status supported =
         !own.ok() ? own.status()
                   : backend_->catalogue().Supports(problem, candidates[i].impl, "candidate");
-    if (!supported.ok()) {
+    if (supported.ok()) {
+      working.push_back(static_cast<int>(i));
+    } else {
       refused.push_back(RuledOut(static_cast<int>(i), candidates[i], supported));
-      continue;
-    }
-    run(i, share(options.schedule, 0));
-  }
-  for (int pass = 1; pass < fixed; ++pass) {
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (runs[i].passes > 0 && AllOk(runs[i].ranks)) run(i, share(again, pass));
     }
   }
+  ScheduleOptions again = options.schedule;
+  again.verify = false;
+  again.warmup = options.passes.warmup;
+  // Pass `pass` of the candidates at `positions` (in PassOrder).
+  auto run_pass = [&](const std::vector<int>& positions, int pass) {
+    ScheduleOptions schedule = pass == 0 ? options.schedule : again;
+    schedule.iterations = PassIterations(options, pass);
+    for (int i : PassOrder(positions, pass)) {
+      if (pass > 0 && !AllOk(runs[i].ranks)) continue;  // ruled out earlier
+      const absl::Time start = absl::Now();
+      std::vector<RankOutcome> ranks =
+          backend_->RunCandidate(problem, candidates[i], schedule, start + options.timeout);
+      Add(runs[i], std::move(ranks), absl::Now() - start, pass);
+    }
+  };
+  const int fixed = FixedPasses(options);
+  for (int pass = 0; pass < fixed; ++pass) run_pass(working, pass);
   auto ranking = [&] {
     std::vector<CandidateOutcome> outcomes = refused;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      if (runs[i].passes == 0) continue;
-      outcomes.push_back(
-          Summarize(static_cast<int>(i), candidates[i], runs[i].ranks, runs[i].pass_sizes));
+    for (int i : working) {
+      outcomes.push_back(Summarize(i, candidates[i], runs[i].ranks, runs[i].pass_sizes,
+                                   runs[i].pass_ids));
       outcomes.back().passes = runs[i].passes;
       outcomes.back().measuring_us = absl::ToDoubleMicroseconds(runs[i].spent);
     }
     return Rank(std::move(outcomes), options.rule);
   };
-  ScheduleOptions later = again;
-  later.iterations = passes.iterations;
   const absl::Time adaptive_start = absl::Now();
-  for (int pass = fixed; pass < passes.max_passes; ++pass) {
-    if (absl::Now() - adaptive_start >= passes.budget) break;
+  for (int pass = fixed; pass < options.passes.max_passes; ++pass) {
+    if (absl::Now() - adaptive_start >= options.passes.budget) break;
     const std::vector<CandidateOutcome> ranked = ranking();
     const std::vector<int> next = Contenders(ranked, options.rule);
     bool room = !next.empty();
     for (const CandidateOutcome& o : ranked) {
       const bool contends = std::find(next.begin(), next.end(), o.index) != next.end();
-      room &= !contends || o.iterations + later.iterations <= passes.max_iterations;
+      room &= !contends || o.iterations + options.passes.iterations <= options.passes.max_iterations;
     }
     if (!room) break;
-    for (int i : next) run(static_cast<size_t>(i), later);
+    run_pass(next, pass);
   }
   return ranking();
 }
@@ -182,14 +180,14 @@ std::vector<std::vector<RankOutcome>> Engine::MeasurePart(
         if (pass == 0) {
           Add(runs[c], std::vector<RankOutcome>(std::max<size_t>(local_ranks.size(), 1),
                                                 RankOutcome{skip, {}}),
-              absl::ZeroDuration());
+              absl::ZeroDuration(), pass);
         }
         continue;
       }
       const absl::Time start = absl::Now();
       Add(runs[c],
           backend_->RunPartial(problem, candidates[c], schedule, part, start + options.timeout),
-          absl::Now() - start);
+          absl::Now() - start, pass);
     }
   }
   std::vector<std::vector<RankOutcome>> out;

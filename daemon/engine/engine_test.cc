@@ -126,6 +126,64 @@ TEST_CASE("every rank runs verify, barrier, warmup, barrier, timed") {
         std::vector<std::string>{"verify", "barrier", "warmup", "barrier", "timed"});
 }
 
+TEST_CASE("the pass schedule: iterations shared, the order rotated") {
+  EngineOptions o = Quick();
+  o.schedule.iterations = 20;
+  o.passes.min_passes = 3;
+  o.passes.max_passes = 5;
+  o.passes.iterations = 4;
+  CHECK(FixedPasses(o) == 3);
+  CHECK(std::vector<int>{PassIterations(o, 0), PassIterations(o, 1), PassIterations(o, 2),
+                         PassIterations(o, 3)} == std::vector<int>{7, 7, 6, 4});
+  CHECK(PassOrder({0, 2, 5}, 0) == std::vector<int>{0, 2, 5});
+  CHECK(PassOrder({0, 2, 5}, 1) == std::vector<int>{2, 5, 0});
+  CHECK(PassOrder({0, 2, 5}, 5) == std::vector<int>{5, 0, 2});
+  CHECK(PassOrder({}, 3).empty());
+  // Fewer iterations than passes: as many passes as iterations.
+  o.schedule.iterations = 2;
+  CHECK(FixedPasses(o) == 2);
+}
+
+TEST_CASE("interleaved passes: rotated; a tie runs to the bound, a clear winner stops at once") {
+  FakeBackend::Script fast;
+  fast.iteration_us = {9.0};
+  FakeBackend::Script slow;
+  slow.iteration_us = {50.0};
+  FakeBackend backend(2, {{"a", {}}, {"b", {}}, {"c", slow}, {"f", fast}});
+  Engine engine(&backend);
+  EngineOptions o = Quick();
+  o.schedule.iterations = 16;
+  o.passes.min_passes = 8;
+  o.passes.max_passes = 12;
+  o.passes.iterations = 2;
+  o.rule.min_speedup = 0;  // a margin would let equal times stop at once
+  auto ranked = engine.Measure(AllReduce(2), {{"a", {}}, {"b", {}}, {"c", {}}}, o);
+  const std::vector<std::string> order = backend.run_order();
+  REQUIRE(order.size() == 8 * 3 + 4 * 2);
+  CHECK(std::vector<std::string>(order.begin(), order.begin() + 9) ==
+        std::vector<std::string>{"a", "b", "c", "b", "c", "a", "c", "a", "b"});
+  // After the eight passes a and b tie (equal in every pass): both run again
+  // up to max_passes, b first in pass 9; c, slower in every pass, does not.
+  CHECK(std::vector<std::string>(order.begin() + 24, order.begin() + 28) ==
+        std::vector<std::string>{"a", "b", "b", "a"});
+  REQUIRE(ranked[0].candidate.impl == "a");
+  CHECK(ranked[0].passes == 12);
+  CHECK(ranked[0].iterations == 16 + 4 * 2);
+  CHECK(ranked[2].candidate.impl == "c");
+  CHECK(ranked[2].passes == 8);
+  CHECK(ranked[2].vs_winner.pairs == 8);
+  CHECK(ranked[2].vs_winner.median == Approx(5.0));
+  CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
+
+  // f is faster than a in every pass: it wins after the eight passes.
+  o.rule.min_speedup = 0.01;
+  const int before = backend.runs();
+  ranked = engine.Measure(AllReduce(2), {{"a", {}}, {"f", {}}}, o);
+  CHECK(backend.runs() - before == 16);
+  CHECK(ranked[0].candidate.impl == "f");
+  CHECK(Judge(ranked).confidence == v1::DECISIVE);
+}
+
 TEST_CASE("interleaved passes: contenders again without verify, clear losers not") {
   FakeBackend::Script same;  // a and b take the same time: they tie
   FakeBackend::Script slow;

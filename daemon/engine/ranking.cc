@@ -20,8 +20,8 @@ bool IsOwnFailure(const absl::Status& s) {
 
 // The order statistic k of MedianInterval (1-based, at least 1). The
 // binomial probabilities are summed in log space (n may be thousands).
-size_t IntervalRank(size_t n) {
-  const double tail = (1.0 - kIntervalLevel) / 2.0;
+size_t IntervalRank(size_t n, double level) {
+  const double tail = (1.0 - level) / 2.0;
   const double log_half_n = static_cast<double>(n) * std::log(0.5);
   double log_choose = 0;  // log C(n, i)
   double cdf = 0;         // P(B <= i)
@@ -35,18 +35,17 @@ size_t IntervalRank(size_t n) {
   return std::max<size_t>(k, 1);
 }
 
-bool Overlap(const Stats& a, const Stats& b) {
-  return a.median_low_us <= b.median_high_us && b.median_low_us <= a.median_high_us;
-}
-
-// `a` is faster than `b` beyond the noise.
-bool Beats(const CandidateOutcome& a, const CandidateOutcome& b) {
-  return a.stats.median_high_us < b.stats.median_low_us;
+// Neither is faster than the other beyond the noise.
+bool Tie(const CandidateOutcome& a, const CandidateOutcome& b) {
+  return !Beats(a, b) && !Beats(b, a);
 }
 
 // `a` takes `b`'s place: faster beyond the noise and by the margin.
 bool Displaces(const CandidateOutcome& a, const CandidateOutcome& b, double min_speedup) {
-  return Beats(a, b) && b.stats.median_us >= a.stats.median_us * (1.0 + min_speedup);
+  if (!Beats(a, b)) return false;
+  const Ratio r = Compare(a, b);
+  return r.pairs > 0 ? r.median * (1.0 + min_speedup) <= 1.0
+                     : b.stats.median_us >= a.stats.median_us * (1.0 + min_speedup);
 }
 
 double MedianOfSorted(const std::vector<double>& sorted) {
@@ -54,8 +53,8 @@ double MedianOfSorted(const std::vector<double>& sorted) {
   return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
 }
 
-// The sorted medians of the passes of `samples` (in measuring order);
-// empty unless there are two passes or more that cover the samples exactly.
+// The medians of the passes of `samples`, in measuring order; empty unless
+// there are two passes or more that cover the samples exactly.
 std::vector<double> PassMedians(const std::vector<double>& samples,
                                 const std::vector<int>& pass_sizes) {
   std::vector<double> medians;
@@ -68,21 +67,59 @@ std::vector<double> PassMedians(const std::vector<double>& samples,
     begin += size;
   }
   if (medians.size() < 2 || begin != samples.size()) return {};
-  std::sort(medians.begin(), medians.end());
   return medians;
+}
+
+// `medians` (in measuring order) placed at their pass ids (empty ids: 0, 1,
+// ...), NaN between; empty when the ids do not fit (fewer or more than the
+// medians, negative, repeated or beyond kMaxPassId).
+std::vector<double> ByPassId(const std::vector<double>& medians, const std::vector<int>& ids) {
+  constexpr int kMaxPassId = 1 << 16;
+  if (ids.empty()) return medians;
+  if (ids.size() != medians.size()) return {};
+  std::vector<double> out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= kMaxPassId) return {};
+    if (static_cast<size_t>(ids[i]) >= out.size()) out.resize(ids[i] + 1, std::nan(""));
+    if (!std::isnan(out[ids[i]])) return {};
+    out[ids[i]] = medians[i];
+  }
+  return out;
 }
 
 }  // namespace
 
-void MedianInterval(const std::vector<double>& sorted, double* low, double* high) {
+void MedianInterval(const std::vector<double>& sorted, double* low, double* high,
+                    double level) {
   if (sorted.empty()) {
     *low = *high = kInf;
     return;
   }
   const size_t n = sorted.size();
-  const size_t k = IntervalRank(n);
+  const size_t k = IntervalRank(n, level);
   *low = sorted[k - 1];
   *high = sorted[n - k];
+}
+
+Ratio Compare(const CandidateOutcome& a, const CandidateOutcome& b) {
+  std::vector<double> ratios;
+  const size_t n = std::min(a.pass_median_us.size(), b.pass_median_us.size());
+  for (size_t p = 0; p < n; ++p) {
+    const double x = a.pass_median_us[p], y = b.pass_median_us[p];
+    if (!std::isnan(x) && !std::isnan(y) && y > 0) ratios.push_back(x / y);
+  }
+  Ratio r;
+  if (static_cast<int>(ratios.size()) < kMinPairs) return r;
+  std::sort(ratios.begin(), ratios.end());
+  r.pairs = static_cast<int>(ratios.size());
+  r.median = MedianOfSorted(ratios);
+  MedianInterval(ratios, &r.low, &r.high, kDecisionLevel);
+  return r;
+}
+
+bool Beats(const CandidateOutcome& a, const CandidateOutcome& b) {
+  const Ratio r = Compare(a, b);
+  return r.pairs > 0 ? r.high < 1.0 : a.stats.median_high_us < b.stats.median_low_us;
 }
 
 Stats ComputeStats(std::vector<double> samples, const std::vector<int>& pass_sizes) {
@@ -92,7 +129,8 @@ Stats ComputeStats(std::vector<double> samples, const std::vector<int>& pass_siz
     s.median_low_us = s.median_high_us = kInf;
     return s;
   }
-  const std::vector<double> pass_medians = PassMedians(samples, pass_sizes);
+  std::vector<double> pass_medians = PassMedians(samples, pass_sizes);
+  std::sort(pass_medians.begin(), pass_medians.end());
   std::sort(samples.begin(), samples.end());
   const size_t n = samples.size();
   s.min_us = samples.front();
@@ -112,7 +150,7 @@ Stats ComputeStats(std::vector<double> samples, const std::vector<int>& pass_siz
 
 CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
                            const std::vector<RankOutcome>& ranks,
-                           const std::vector<int>& pass_sizes) {
+                           const std::vector<int>& pass_sizes, const std::vector<int>& pass_ids) {
   CandidateOutcome out;
   out.index = index;
   out.candidate = candidate;
@@ -158,6 +196,7 @@ CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
   }
   out.ok = true;
   out.iterations = static_cast<int>(iterations);
+  out.pass_median_us = ByPassId(PassMedians(per_iteration, pass_sizes), pass_ids);
   out.stats = ComputeStats(std::move(per_iteration), pass_sizes);
   return out;
 }
@@ -193,6 +232,9 @@ std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes, const
   }
   const auto at = outcomes.begin() + (winner - outcomes.data());
   std::rotate(outcomes.begin(), at, at + 1);
+  for (size_t i = 1; i < outcomes.size() && outcomes[i].ok; ++i) {
+    outcomes[i].vs_winner = Compare(outcomes[i], outcomes[0]);
+  }
   return outcomes;
 }
 
@@ -214,7 +256,7 @@ Verdict Judge(const std::vector<CandidateOutcome>& ranked) {
   bool tie = false;
   bool faster = false;
   for (size_t i = 1; i < ranked.size() && ranked[i].ok; ++i) {
-    tie |= Overlap(ranked[i].stats, winner.stats);
+    tie |= Tie(ranked[i], winner);
     faster |= ranked[i].stats.median_us < winner.stats.median_us;
   }
   v.confidence = tie ? v1::WITHIN_NOISE : faster ? v1::BELOW_MARGIN : v1::DECISIVE;
@@ -229,14 +271,16 @@ std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, const R
   if (ranked.empty() || !ranked[0].ok) return out;
   const CandidateOutcome& winner = ranked[0];
   for (size_t i = 1; i < ranked.size() && ranked[i].ok; ++i) {
-    const Stats& s = ranked[i].stats;
-    // An earlier one wins back by overlapping; a later one must displace
-    // the winner: at best its low end against the winner's high end.
+    const CandidateOutcome& o = ranked[i];
+    // An earlier one wins back by a tie; a later one must displace the
+    // winner: at best at the low end of the noise.
+    const Ratio r = Compare(o, winner);
     const bool contends =
-        ranked[i].index < winner.index
-            ? Overlap(s, winner.stats)
-            : s.median_low_us * (1.0 + rule.min_speedup) <= winner.stats.median_high_us;
-    if (contends) out.push_back(ranked[i].index);
+        o.index < winner.index ? Tie(o, winner)
+        : r.pairs > 0 ? r.low * (1.0 + rule.min_speedup) <= 1.0
+                      : o.stats.median_low_us * (1.0 + rule.min_speedup) <=
+                            winner.stats.median_high_us;
+    if (contends) out.push_back(o.index);
   }
   if (!out.empty()) out.push_back(winner.index);
   std::sort(out.begin(), out.end());

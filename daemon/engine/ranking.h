@@ -30,6 +30,17 @@ struct Stats {
   double median_high_us = 0;
 };
 
+// A paired comparison of candidate a with candidate b over the passes both
+// ran (Compare): per pass, a's median over b's. `pairs` such passes; the
+// median of the ratios and a kDecisionLevel interval for it (MedianInterval
+// at that level); all 0 below kMinPairs.
+struct Ratio {
+  int pairs = 0;
+  double median = 0;
+  double low = 0;
+  double high = 0;
+};
+
 struct CandidateOutcome {
   int index = 0;               // position in the request
   CandidateSpec candidate;
@@ -41,17 +52,34 @@ struct CandidateOutcome {
   int iterations = 0;          // timed iterations, every pass together
   int passes = 0;              // schedules run (Engine::Measure; else 0)
   double measuring_us = 0;     // wall time of those runs (Engine::Measure)
+  // Per pass id (Summarize), the median of that pass's samples; NaN for a
+  // pass the candidate did not run. Empty with fewer than two passes.
+  std::vector<double> pass_median_us;
+  // This candidate against the winner (Rank sets it; the winner's own and a
+  // ruled-out candidate's stay 0).
+  Ratio vs_winner;
 };
 
-// The level of MedianInterval.
+// The level of a candidate's own interval (Stats), and of the paired
+// comparisons that decide (Ratio, Rank): stricter, since an adaptive round
+// looks again after every pass.
 inline constexpr double kIntervalLevel = 0.95;
+inline constexpr double kDecisionLevel = 0.99;
+// The fewest paired passes a Ratio is taken over: below it (too few for an
+// interval at kDecisionLevel), candidates are compared by their own
+// intervals.
+inline constexpr int kMinPairs = 8;
 
 // For `sorted` samples x(1) <= ... <= x(n): [x(k), x(n+1-k)] with k the
-// largest whole number such that P(B <= k-1) <= (1 - kIntervalLevel) / 2
-// for B ~ Binomial(n, 1/2); it holds the true median with probability at
-// least kIntervalLevel whatever the distribution. Below 6 samples no k
-// qualifies and it is [min, max] (probability 1 - 2^(1-n)). Empty: +inf.
-void MedianInterval(const std::vector<double>& sorted, double* low, double* high);
+// largest whole number such that P(B <= k-1) <= (1 - level) / 2 for
+// B ~ Binomial(n, 1/2); it holds the true median with probability at least
+// `level` whatever the distribution. When no k qualifies (at 0.95: below 6
+// samples) it is [min, max] (probability 1 - 2^(1-n)). Empty: +inf.
+void MedianInterval(const std::vector<double>& sorted, double* low, double* high,
+                    double level = kIntervalLevel);
+
+// Candidate a against candidate b, paired by pass id (pass_median_us).
+Ratio Compare(const CandidateOutcome& a, const CandidateOutcome& b);
 
 // Stats of `samples` (empty: all +inf). `pass_sizes`: how many of the
 // samples, in order, each pass measured. With two passes or more whose sizes
@@ -66,10 +94,13 @@ Stats ComputeStats(std::vector<double> samples, const std::vector<int>& pass_siz
 // across ranks when every rank succeeded; otherwise ruled out with the
 // reason of the lowest rank whose failure is its own (not an abort caused by
 // another rank), prefixed "rank R: ". `pass_sizes` as for ComputeStats
-// (every rank's samples hold the passes in order).
+// (every rank's samples hold the passes in order); `pass_ids` names each of
+// those passes in the round's numbering (empty: 0, 1, 2, ...), which pairs
+// the passes of different candidates (Compare).
 CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
                            const std::vector<RankOutcome>& ranks,
-                           const std::vector<int>& pass_sizes = {});
+                           const std::vector<int>& pass_sizes = {},
+                           const std::vector<int>& pass_ids = {});
 
 // How Rank picks the winner.
 struct RankRule {
@@ -80,9 +111,13 @@ struct RankRule {
   bool median_only = false;
 };
 
-// The ranking, best first. One candidate displaces another when it is faster
-// beyond the noise (its interval wholly below the other's) and its median at
-// least rule.min_speedup faster. The winner is the default (the working
+// a is faster than b beyond the noise: with kMinPairs paired passes or
+// more, Compare(a, b).high < 1; otherwise a's interval wholly below b's.
+bool Beats(const CandidateOutcome& a, const CandidateOutcome& b);
+
+// The ranking, best first. One candidate displaces another when it Beats it
+// and is at least rule.min_speedup faster (paired: the median ratio at most
+// 1 / (1 + min_speedup); otherwise by the medians). The winner is the default (the working
 // candidate earliest in the request) unless another one displaces it; of
 // those that do, the earliest in the request that none of the others
 // displaces (rule.median_only: the fastest median). After the winner: the other working candidates by
@@ -96,7 +131,9 @@ std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candid
                                         const RankRule& rule,
                                         const std::vector<int>& pass_sizes = {});
 
-// How sure a ranking (from Rank) is of its winner.
+// How sure a ranking (from Rank) is of its winner: WITHIN_NOISE when some
+// working candidate and the winner Beat neither the other; else
+// BELOW_MARGIN when one has a faster median; else DECISIVE.
 struct Verdict {
   // CONFIDENCE_UNSPECIFIED when no candidate works.
   v1::Confidence confidence = v1::CONFIDENCE_UNSPECIFIED;
@@ -108,9 +145,10 @@ Verdict Judge(const std::vector<CandidateOutcome>& ranked);
 // Whose timings could still change the decision of `ranked` (from Rank with
 // the same rule): the request positions, ascending, of the winner and of
 // every working candidate that could still take its place: an earlier one
-// whose interval overlaps the winner's, a later one that could displace it
-// at the ends of the intervals (its low end min_speedup below the winner's
-// high end). Empty when there is none (the decision stands) or nothing
+// that neither Beats the winner nor is beaten by it, a later one that could
+// displace it at the end of the noise (paired: Compare's low end at most
+// 1 / (1 + min_speedup); otherwise its interval's low end min_speedup below
+// the winner's high end). Empty when there is none (the decision stands) or nothing
 // works.
 std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, const RankRule& rule);
 

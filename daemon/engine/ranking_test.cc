@@ -198,6 +198,117 @@ TEST_CASE("a burst in one pass widens the interval to the passes' medians") {
   }
 }
 
+// A working candidate with these pass medians (NaN: not run in that pass)
+// and a wide own interval, so that only the pairs can decide.
+CandidateOutcome Passes(int index, std::vector<double> medians) {
+  CandidateOutcome o = make(index, true, medians[0], 1000);
+  o.pass_median_us = std::move(medians);
+  return o;
+}
+
+TEST_CASE("paired passes: the ratios' median and its interval at 99 %") {
+  const double nan = std::nan("");
+  // 8 pairs: at 99 % no k > 1 qualifies (P(B <= 0) = 1/256), so [min, max].
+  CandidateOutcome a = Passes(1, {90, 99, 95, 97, 94, 96, 98, 93});
+  const CandidateOutcome b = Passes(0, {100, 100, 100, 100, 100, 100, 100, 100});
+  Ratio r = Compare(a, b);
+  CHECK(r.pairs == 8);
+  CHECK(r.median == Approx(0.955));
+  CHECK((r.low == Approx(0.90) && r.high == Approx(0.99)));
+  CHECK(Beats(a, b));
+  CHECK_FALSE(Beats(b, a));
+  // One pass of the eight on the other side: no longer beyond the noise.
+  a.pass_median_us[3] = 101;
+  CHECK_FALSE(Beats(a, b));
+  CHECK_FALSE(Beats(b, a));
+  // Passes that only one of them ran do not pair: 7 pairs fall back to the
+  // candidates' own intervals (here wide, so a tie).
+  a.pass_median_us = {90, 90, 90, nan, 90, 90, 90, 90, 90};
+  CHECK(Compare(a, b).pairs == 0);
+  CHECK_FALSE(Beats(a, b));
+  // 16 pairs: x(3)..x(14) (P(B <= 2) = 0.0021 <= 0.005 < P(B <= 3)), so two
+  // passes on the wrong side still leave a beyond the noise.
+  a.pass_median_us.assign(16, 95);
+  a.pass_median_us[2] = a.pass_median_us[9] = 105;
+  const CandidateOutcome b16 = Passes(0, std::vector<double>(16, 100));
+  r = Compare(a, b16);
+  CHECK((r.pairs == 16 && r.low == Approx(0.95) && r.high == Approx(0.95)));
+  CHECK(Beats(a, b16));
+  a.pass_median_us[5] = 105;  // a third: x(14) is 1.05
+  CHECK_FALSE(Beats(a, b16));
+}
+
+TEST_CASE("paired passes: a burst that falls on every candidate of a pass cancels out") {
+  // a 100 us, b 95 us, except pass 5, where a burst adds 50 us to both.
+  std::vector<RankOutcome> a(1), b(1);
+  std::vector<int> sizes;
+  for (int p = 0; p < 8; ++p) {
+    for (int i = 0; i < 3; ++i) {
+      a[0].iteration_us.push_back(100 + (p == 5 ? 50 : 0) + i);
+      b[0].iteration_us.push_back(95 + (p == 5 ? 50 : 0) + i);
+    }
+    sizes.push_back(3);
+  }
+  std::vector<CandidateOutcome> ranked =
+      Rank({Summarize(0, {"a", {}}, a, sizes), Summarize(1, {"b", {}}, b, sizes)}, Margin(0.01));
+  REQUIRE(ranked[0].index == 1);
+  CHECK(Judge(ranked).confidence == v1::DECISIVE);
+  // The runner-up against the winner: a's time over b's, per pass.
+  CHECK(ranked[1].vs_winner.pairs == 8);
+  CHECK(ranked[1].vs_winner.median == Approx(101.0 / 96.0));
+  CHECK(ranked[1].vs_winner.low > 1.0);
+  CHECK(ranked[0].vs_winner.pairs == 0);  // the winner's own
+  // Their own intervals, over the passes' medians, overlap: without the
+  // pairs (one pass id each), the burst would have made a tie.
+  CHECK(ranked[0].stats.median_high_us >= ranked[1].stats.median_low_us);
+}
+
+TEST_CASE("paired passes: pass ids place each pass's median; ids that do not fit give none") {
+  std::vector<RankOutcome> r(1);
+  r[0].iteration_us = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<int> sizes = {2, 2, 2, 2};
+  const CandidateOutcome o = Summarize(0, {"a", {}}, r, sizes, {0, 1, 4, 6});
+  REQUIRE(o.pass_median_us.size() == 7);
+  CHECK(o.pass_median_us[0] == 1.5);
+  CHECK(o.pass_median_us[4] == 5.5);
+  CHECK(o.pass_median_us[6] == 7.5);
+  CHECK(std::isnan(o.pass_median_us[2]));
+  CHECK(Summarize(0, {"a", {}}, r, sizes).pass_median_us.size() == 4);
+  for (const std::vector<int>& ids :
+       {std::vector<int>{0, 1, 1, 2}, std::vector<int>{0, 1, 2}, std::vector<int>{0, -1, 2, 3},
+        std::vector<int>{0, 1, 2, 1 << 20}}) {
+    CHECK(Summarize(0, {"a", {}}, r, sizes, ids).pass_median_us.empty());
+  }
+  CHECK(Summarize(0, {"a", {}}, r, {8}).pass_median_us.empty());  // one pass
+}
+
+TEST_CASE("paired passes: who contends") {
+  const std::vector<double> base(8, 100);
+  std::vector<double> same = base;
+  same[0] = 99;
+  same[1] = 101;
+  std::vector<double> slower(8, 110);
+  const RankRule rule = Margin(0.01);
+  // The default and an identical later one: a tie, both contend.
+  std::vector<CandidateOutcome> ranked = Rank({Passes(0, base), Passes(1, same)}, rule);
+  REQUIRE(ranked[0].index == 0);
+  CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
+  CHECK(Contenders(ranked, rule) == std::vector<int>{0, 1});
+  // A later one slower in every pass cannot displace it: the decision stands.
+  ranked = Rank({Passes(0, base), Passes(1, slower)}, rule);
+  CHECK(Contenders(ranked, rule).empty());
+  CHECK(Judge(ranked).confidence == v1::DECISIVE);
+  // Faster in every pass, by less than the margin: kept, below the margin.
+  std::vector<double> bit(8, 99.5);
+  ranked = Rank({Passes(0, base), Passes(1, bit)}, rule);
+  CHECK(ranked[0].index == 0);
+  CHECK(Judge(ranked).confidence == v1::BELOW_MARGIN);
+  // Faster in every pass by 10 %: displaces the default, which is beaten.
+  ranked = Rank({Passes(0, slower), Passes(1, base)}, rule);
+  CHECK(ranked[0].index == 1);
+  CHECK(Contenders(ranked, rule).empty());
+}
+
 TEST_CASE("RankRanks: the outcomes of every daemon's ranks ranked as on one daemon") {
   std::vector<CandidateSpec> candidates = {{"a", {}}, {"b", {}}, {"c", {}}};
   std::vector<std::vector<RankOutcome>> ranks(3, std::vector<RankOutcome>(4));

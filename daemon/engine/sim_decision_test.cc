@@ -1,11 +1,12 @@
 // The decision rules on the sim backend, with candidates whose true speeds
 // differ by known fractions: each sleeps a set time in every iteration on
 // one rank (the sim's SLOW_RANK fault), 0, 2, 5 and 20 % above the base.
-// Every run checks what follows from the verdict whatever the timings: a
-// decisive winner's interval lies below the runner-up's, a tie goes to the
-// earlier candidate. Whether the verdict is true to the known speeds is a
-// claim at 95 % confidence per interval, which a burst of load on a shared
-// machine can break now and then: it is checked by the long twin
+// Every run, on the daemon's default schedule, checks what follows from the
+// verdict whatever the timings: a decisive winner is apart from every other
+// candidate beyond the noise, a tie goes to the earlier candidate. Whether
+// the verdict is true to the known speeds is a claim at 99 % confidence per
+// comparison, which a burst of load on a shared machine can break now and
+// then: it is checked by the long twin
 // (AUTOTUNED_LONG=1, //daemon/engine:sim_decision_long_test), over several
 // repetitions, and measured at scale by bench/regret.sh.
 #include <cstdlib>
@@ -52,30 +53,37 @@ ProblemSpec AllReduce2() {
   return p;
 }
 
+// The daemon's default schedule (config/default.textproto).
 EngineOptions Options() {
   EngineOptions o;
-  o.schedule.warmup = 1;
-  o.schedule.iterations = 10;
+  o.schedule.warmup = 5;
+  o.schedule.iterations = 20;
   o.timeout = absl::Seconds(20);
   o.rule.min_speedup = 0.01;
-  o.passes.max_passes = 4;
-  o.passes.iterations = 6;
+  o.passes.min_passes = 8;
+  o.passes.max_passes = 16;
+  o.passes.iterations = 3;
   return o;
 }
 
 bool Long() { return std::getenv("AUTOTUNED_LONG") != nullptr; }
 int Repetitions() { return Long() ? 5 : 1; }
 
-// What a verdict means, whatever the timings: DECISIVE, the winner's
-// interval lies below the runner-up's; WITHIN_NOISE, the winner is the
-// earliest of the candidates whose intervals overlap its own. In the long
-// twin also the truth: a truly slower winner is never reported DECISIVE.
+// What a verdict means, whatever the timings: every candidate is compared
+// with the winner by paired passes; DECISIVE, the winner and every other
+// candidate are apart beyond the noise; WITHIN_NOISE, the winner is the
+// earliest of the candidates tied with it. In the long twin also the truth:
+// a truly slower winner is never reported DECISIVE.
 void CheckDecision(const std::vector<CandidateOutcome>& ranked) {
   REQUIRE(ranked.size() >= 2);
   REQUIRE(ranked[0].ok);
   const Verdict verdict = Judge(ranked);
-  if (verdict.confidence == v1::DECISIVE) {
-    CHECK(ranked[0].stats.median_high_us < ranked[1].stats.median_low_us);
+  for (size_t i = 1; i < ranked.size(); ++i) {
+    const CandidateOutcome& o = ranked[i];
+    CHECK(o.vs_winner.pairs >= kMinPairs);
+    const bool apart = Beats(ranked[0], o) || Beats(o, ranked[0]);
+    if (verdict.confidence == v1::DECISIVE) CHECK(apart);
+    if (verdict.confidence == v1::WITHIN_NOISE && !apart) CHECK(ranked[0].index <= o.index);
   }
   const int winner = kSlowerPercent.at(ranked[0].candidate.impl);
   for (size_t i = 1; Long() && i < ranked.size(); ++i) {
@@ -85,19 +93,13 @@ void CheckDecision(const std::vector<CandidateOutcome>& ranked) {
       CHECK(verdict.confidence != v1::DECISIVE);
     }
   }
-  if (verdict.confidence == v1::WITHIN_NOISE) {
-    for (const CandidateOutcome& o : ranked) {
-      const bool overlaps = o.stats.median_low_us <= ranked[0].stats.median_high_us &&
-                            ranked[0].stats.median_low_us <= o.stats.median_high_us;
-      if (overlaps) CHECK(ranked[0].index <= o.index);
-    }
-  }
 }
 
 TEST_CASE("20 % faster: decided beyond the noise, whichever comes first") {
   std::unique_ptr<Backend> backend = Backend2();
   Engine engine(backend.get());
   const ProblemSpec p = AllReduce2();
+  int runs = 0, decisive = 0;
   for (int rep = 0; rep < Repetitions(); ++rep) {
     for (const std::vector<CandidateSpec>& order :
          {std::vector<CandidateSpec>{{"all_reduce/slower20", {}}, {"all_reduce/base", {}}},
@@ -106,10 +108,16 @@ TEST_CASE("20 % faster: decided beyond the noise, whichever comes first") {
       CheckDecision(ranked);
       if (Long()) {
         CHECK(ranked[0].candidate.impl == "all_reduce/base");
-        CHECK(Judge(ranked).confidence == v1::DECISIVE);
+        ++runs;
+        decisive += Judge(ranked).confidence == v1::DECISIVE;
       }
     }
   }
+  // The right winner every time; reported decisive most of the time (a
+  // loaded machine can make enough passes noisy that the default, when it
+  // is the faster one, is kept as a tie instead: still the right winner).
+  INFO(decisive << " of " << runs << " decisive");
+  CHECK(decisive * 4 >= runs * 3);
 }
 
 TEST_CASE("0, 2 and 5 %: never a slower winner beyond noise, ties to the earlier") {

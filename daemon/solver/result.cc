@@ -31,6 +31,10 @@ void FillCandidate(const CandidateOutcome& o, int64_t bytes, double bus_factor,
   out->set_median_low_us(o.stats.median_low_us);
   out->set_median_high_us(o.stats.median_high_us);
   out->set_passes(o.passes);
+  out->set_vs_winner(o.vs_winner.median);
+  out->set_vs_winner_low(o.vs_winner.low);
+  out->set_vs_winner_high(o.vs_winner.high);
+  out->set_paired(o.vs_winner.pairs);
   if (o.ok && o.stats.median_us > 0) {
     // bytes / us = MB/s; / 1e3 = GB/s. Bandwidth of the median iteration.
     const double algbw = static_cast<double>(bytes) / o.stats.median_us / 1e3;

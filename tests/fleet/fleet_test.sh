@@ -58,9 +58,9 @@ FLEET_DIR=$(mktemp -d "/tmp/$FLEET-XXXXXX")
 trap 'fleet_down; [ -n "${KEEP_LOGS:-}" ] && cp "$FLEET_DIR"/*.log "$KEEP_LOGS"/; rm -rf "$FLEET_DIR"' EXIT
 
 # The rounds: a window of 3 s, 2 candidates of 2 s each (10 s under delay
-# and loss, where every barrier takes round trips) in the default 3 fixed
-# passes, so the engine's bound is 3 x 2 x 2 s, plus one pass and the 2 s
-# pass budget, = 18 s, the round's 10 s + 2 x 18 s = 46 s, and a rank's call
+# and loss, where every barrier takes round trips) in 3 fixed passes (one
+# per timed iteration), so the engine's bound is 3 x 2 x 2 s, plus one pass
+# and the 2 s pass budget, = 18 s, the round's 10 s + 2 x 18 s = 46 s, and a rank's call
 # ends within 3 + 2 x 46 + 5 = 100 s (356 s with 10 s candidates).
 window_ms=3000
 timeout_ms=2000
