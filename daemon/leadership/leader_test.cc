@@ -111,6 +111,7 @@ TEST_CASE("the leader counts a follower's forwarded rank like a local one: GO, a
   CHECK(!go.run_id().empty());
   CHECK(go.problems_size() == 1);
   CHECK(go.candidate_timeout_ms() > 0);
+  CHECK(go.passes() == 1);  // the test configuration's fixed passes
 
   // What the follower's rank 1 measured: a 10, 50, 25 us per iteration (rank
   // 0's script: 30, 10, 20). The max over ranks makes c the fastest.
