@@ -225,8 +225,8 @@ TEST_CASE("a rank failing on one daemon stops the ranks of the others promptly")
 }
 
 // A sim daemon whose ranks all fail the `fail_run`-th run (from 0) of
-// `impl`, as a backend that fails a run does: the step aborted on every
-// daemon. Counts the runs of `impl`.
+// `impl` after its last barrier (in its timed iterations): the other
+// daemons' ranks do not see it. Counts the runs of `impl`.
 class FailsOneRun : public Backend {
  public:
   FailsOneRun(std::unique_ptr<Backend> sim, std::string impl, int fail_run)
@@ -244,13 +244,13 @@ class FailsOneRun : public Backend {
                                       const CandidateSpec& candidate,
                                       const ScheduleOptions& options, const PartialRun& part,
                                       absl::Time deadline) override {
+    std::vector<RankOutcome> out = sim_->RunPartial(problem, candidate, options, part, deadline);
     if (candidate.impl == impl_ && runs_++ == fail_run_) {
-      const absl::Status failed = absl::InternalError("scripted failure in its second pass");
-      part.transport->Abort(absl::AbortedError(
-          absl::StrCat("rank ", part.local_ranks.front(), " failed")));
-      return std::vector<RankOutcome>(part.local_ranks.size(), RankOutcome{failed, {}});
+      for (RankOutcome& o : out) {
+        o = RankOutcome{absl::InternalError("scripted failure in its second pass"), {}};
+      }
     }
-    return sim_->RunPartial(problem, candidate, options, part, deadline);
+    return out;
   }
   int runs() const { return runs_; }
 
@@ -262,7 +262,7 @@ class FailsOneRun : public Backend {
 };
 
 TEST_CASE("engines of three daemons measure in interleaved passes through the hub; a "
-          "candidate failing only in pass 1, on one daemon, stops there everywhere") {
+          "candidate failing only in pass 1, on one daemon alone, stops everywhere") {
   Hub hub("a", nullptr);
   hub.Open("run", kDaemons);
   config::SimConfig config;
@@ -309,7 +309,9 @@ TEST_CASE("engines of three daemons measure in interleaved passes through the hu
   std::vector<std::vector<RankOutcome>> all(2, std::vector<RankOutcome>(6));
   for (int d = 0; d < 3; ++d) {
     REQUIRE(out[d].size() == 2);
-    CHECK(backends[d]->runs() == 2);  // ring in passes 0 and 1, not 2
+    // Ring in every pass, but on the failing daemon not after pass 1: it
+    // aborts pass 2, so the others' ranks stop at their first barrier.
+    CHECK(backends[d]->runs() == (d == 1 ? 2 : 3));
     for (int c = 0; c < 2; ++c) {
       REQUIRE(out[d][c].size() == 2);
       for (int i = 0; i < 2; ++i) all[c][2 * d + i] = out[d][c][i];
@@ -319,6 +321,11 @@ TEST_CASE("engines of three daemons measure in interleaved passes through the hu
     INFO("rank " << r << ": " << all[0][r].status.ToString());
     CHECK(all[0][r].status.code() == (r / 2 == 1 ? absl::StatusCode::kInternal
                                                  : absl::StatusCode::kAborted));
+    if (r / 2 != 1) {
+      CHECK_THAT(std::string(all[0][r].status.message()),
+                 Catch::EndsWith("rank 2 failed in an earlier pass: scripted failure in its "
+                                 "second pass"));
+    }
     CHECK(all[1][r].status.ok());
     CHECK(all[1][r].iteration_us.size() == 7);  // 3 + 2 + 2
   }

@@ -20,15 +20,26 @@ struct Runs {
   absl::Duration spent;
 };
 
-// The first rank's failure; OK when every rank succeeded.
-absl::Status FirstFailure(const std::vector<RankOutcome>& ranks) {
+bool AllOk(const std::vector<RankOutcome>& ranks) {
   for (const RankOutcome& r : ranks) {
-    if (!r.status.ok()) return r.status;
+    if (!r.status.ok()) return false;
+  }
+  return !ranks.empty();
+}
+
+// Why a candidate whose outcome on `local_ranks` is `ranks` is not run
+// again, as the other daemons' ranks get it: ABORTED, so that their outcome
+// does not pass for a failure of their own (Summarize); OK to run it.
+absl::Status NotAgain(const std::vector<RankOutcome>& ranks, const std::vector<int>& local_ranks) {
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const absl::Status& s = ranks[i].status;
+    if (s.ok()) continue;
+    if (s.code() == absl::StatusCode::kAborted || i >= local_ranks.size()) return s;
+    return absl::AbortedError(
+        absl::StrCat("rank ", local_ranks[i], " failed in an earlier pass: ", s.message()));
   }
   return ranks.empty() ? absl::UnknownError("no rank reported") : absl::OkStatus();
 }
-
-bool AllOk(const std::vector<RankOutcome>& ranks) { return FirstFailure(ranks).ok(); }
 
 void Add(Runs& runs, std::vector<RankOutcome> pass, absl::Duration spent, int pass_id) {
   ++runs.passes;
@@ -173,7 +184,7 @@ std::vector<std::vector<RankOutcome>> Engine::MeasurePart(
       absl::Status skip =
           !lease.ok() ? lease.status()
           : pass == 0 ? backend_->catalogue().Supports(problem, candidates[c].impl, "candidate")
-                      : FirstFailure(runs[c].ranks);
+                      : NotAgain(runs[c].ranks, local_ranks);
       if (!skip.ok()) {
         // As a backend refusing the run: the other daemons' ranks stop too.
         if (part.transport != nullptr) part.transport->Abort(skip);

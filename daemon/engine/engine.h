@@ -126,8 +126,9 @@ class Engine {
   // each run with its own deadline (now + options.timeout at its start), on
   // `local_ranks` through Backend::RunPartial with transport(c, p). A
   // candidate that failed on this daemon (any local rank) is not run again:
-  // its later passes' transports are aborted with that failure, so the
-  // other daemons' ranks stop at their first barrier. Returns per candidate
+  // its later passes' transports are aborted (ABORTED "rank R failed in an
+  // earlier pass: ...", or the abort that failed it), so the other daemons'
+  // ranks stop at their first barrier. Returns per candidate
   // one outcome per local rank: the samples of every pass in pass order, or
   // the failed pass's outcome.
   std::vector<std::vector<RankOutcome>> MeasurePart(
