@@ -103,11 +103,14 @@ fleet_start_daemon() {
 }
 
 # The pid recorded in FILE ("PID BINARY") when that process still runs
-# BINARY (not a reused pid); nothing otherwise.
+# BINARY (not a reused pid); nothing otherwise. Compared by device and
+# inode: the daemon runs in a mount namespace of its own (ip netns exec),
+# and seen from a chroot the path /proc/PID/exe names is not BINARY's.
 fleet_recorded_pid() {
   local pid bin
   read -r pid bin <"$1" 2>/dev/null || return 0
-  [ -n "$pid" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(readlink -f "$bin")" ] &&
+  [ -n "$pid" ] &&
+    [ "$(stat -L -c %d:%i "/proc/$pid/exe" 2>/dev/null)" = "$(stat -L -c %d:%i "$bin")" ] &&
     echo "$pid"
 }
 
