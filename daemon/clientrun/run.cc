@@ -44,6 +44,7 @@ Run::Run(v1::ClientRun schedule, RunPlan plan, DeviceLease::Token lease, absl::T
       metrics_(metrics),
       lease_(std::move(lease)),
       reports_(world_size_),
+      missed_(world_size_, false),
       rank_requests_(world_size_) {}
 
 void Run::Attach(int rank, std::shared_ptr<const ValidRequest> request) {
@@ -115,6 +116,7 @@ void Run::DecideMissing(Barrier& barrier, int step, int phase) {
   std::string reason;
   for (int r = 0; r < world_size_; ++r) {
     if (barrier.ranks[r]) continue;
+    missed_[r] = true;
     if (reason.empty()) {
       reason = absl::StrCat("rank ", r, " did not reach step ", step, " (", PhaseName(phase),
                             ") within ", absl::ToInt64Milliseconds(candidate_timeout_), " ms");
@@ -184,7 +186,10 @@ absl::StatusOr<v1::TuneResponse> Run::Report(const v1::RunReport& report,
         "rank ", report.rank(), " already reported for run \"", schedule_.run_id(), "\""));
   }
   reports_[report.rank()] = report;
-  if (++reported_ == world_size_) {
+  ++reported_;
+  if (AllIn()) {
+    // Every rank that is not lost: decided now, not at the run's bound; a
+    // lost rank that reports later gets this decision.
     Decide();
     return Answer(report.rank());
   }
@@ -197,6 +202,13 @@ absl::StatusOr<v1::TuneResponse> Run::Report(const v1::RunReport& report,
         "deadline (its report is counted)"));
   }
   return Answer(report.rank());
+}
+
+bool Run::AllIn() const {
+  for (int r = 0; r < world_size_; ++r) {
+    if (!reports_[r] && !missed_[r]) return false;
+  }
+  return true;
 }
 
 bool Run::SameCandidate(int a, int b) const {

@@ -6,8 +6,9 @@
 //
 // Bounds: a barrier waits at most the candidate timeout after its first
 // rank arrived; a rank that misses it is lost for the run and every later
-// barrier answers at once. The run is decided when every rank reported, or
-// at its bound (opened + report_within), by whichever call sees it first;
+// barrier answers at once. The run is decided when every rank reported or
+// is lost, or at its bound (opened + report_within), by whichever call sees
+// it first;
 // every wait also ends at its caller's deadline (DEADLINE_EXCEEDED, the
 // barrier or report stays counted). The devices' lease is given back at the
 // decision (and ends by itself at the bound).
@@ -105,6 +106,8 @@ class Run {
   void DecideArrived(Barrier& barrier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The barrier's bound passed: the missing ranks are lost.
   void DecideMissing(Barrier& barrier, int step, int phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every rank has reported or missed a barrier (lost: it is not waited for).
+  bool AllIn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether steps `a` and `b` run the same candidate of the same problem.
   bool SameCandidate(int a, int b) const;
   // Why a step before `step` ruled out its candidate ("ruled out in pass P:
@@ -137,6 +140,7 @@ class Run {
   std::map<std::pair<int, int>, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
   std::string lost_ ABSL_GUARDED_BY(mu_);  // why a rank is lost; "" = none
   std::vector<std::optional<v1::RunReport>> reports_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> missed_ ABSL_GUARDED_BY(mu_);  // per rank: missed a barrier
   int reported_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<const ValidRequest>> rank_requests_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const v1::TuneResponse> decision_ ABSL_GUARDED_BY(mu_);
