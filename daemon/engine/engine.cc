@@ -99,7 +99,8 @@ absl::Duration MeasureBound(const EngineOptions& options, int candidates) {
 
 std::vector<CandidateOutcome> Engine::Measure(
     const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
-    const EngineOptions& options, const DeviceLease::Token* held) {
+    const EngineOptions& requested, const DeviceLease::Token* held) {
+  EngineOptions options = requested;
   absl::StatusOr<DeviceLease::Token> own = DeviceLease::Token();
   if (held == nullptr) own = lease_.Acquire(options.lease_deadline);
   std::vector<Runs> runs(candidates.size());
@@ -116,6 +117,8 @@ std::vector<CandidateOutcome> Engine::Measure(
       refused.push_back(RuledOut(static_cast<int>(i), candidates[i], supported));
     }
   }
+  // One candidate has nothing to be compared with: one block.
+  if (working.size() <= 1) options.passes.min_passes = options.passes.max_passes = 1;
   ScheduleOptions again = options.schedule;
   again.verify = false;
   again.warmup = options.passes.warmup;

@@ -49,11 +49,13 @@ namespace autotuned {
 // options.schedule.iterations (PassIterations): the first pass its whole
 // schedule, the others with verify off and `warmup`. Each later pass runs
 // only the contenders (Contenders), with verify off, `warmup` and
-// `iterations`. Every pass runs its candidates in PassOrder. Samples add up
-// per candidate. Later passes stop when no candidate contends, at
+// `iterations`. Every pass runs its candidates in PassOrder. Samples add
+// up per candidate. Later passes stop when no candidate contends, at
 // `max_passes` passes in all, when the next pass would take a candidate
 // past `max_iterations` timed iterations, or once `budget` of wall time has
-// been spent on them. max_passes 1: one block per candidate.
+// been spent on them. max_passes 1: one block per candidate; so is a
+// problem with one working candidate in Measure (nothing to compare it
+// with).
 struct PassOptions {
   int min_passes = 1;
   int max_passes = 1;

@@ -175,9 +175,15 @@ TEST_CASE("interleaved passes: rotated; a tie runs to the bound, a clear winner 
   CHECK(ranked[2].vs_winner.median == Approx(5.0));
   CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
 
+  // One candidate alone: one block of the request's iterations.
+  int before = backend.runs();
+  ranked = engine.Measure(AllReduce(2), {{"a", {}}}, o);
+  CHECK(backend.runs() - before == 1);
+  CHECK((ranked[0].passes == 1 && ranked[0].iterations == 16));
+
   // f is faster than a in every pass: it wins after the eight passes.
   o.rule.min_speedup = 0.01;
-  const int before = backend.runs();
+  before = backend.runs();
   ranked = engine.Measure(AllReduce(2), {{"a", {}}, {"f", {}}}, o);
   CHECK(backend.runs() - before == 16);
   CHECK(ranked[0].candidate.impl == "f");
