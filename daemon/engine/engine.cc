@@ -117,8 +117,11 @@ std::vector<CandidateOutcome> Engine::Measure(
       refused.push_back(RuledOut(static_cast<int>(i), candidates[i], supported));
     }
   }
-  // One candidate has nothing to be compared with: one block.
-  if (working.size() <= 1) options.passes.min_passes = options.passes.max_passes = 1;
+  // One candidate has nothing to be compared with: one block. (Candidates
+  // the ranks run are compared with these by pass, so they count.)
+  const auto clients = std::count_if(candidates.begin(), candidates.end(),
+                                     [](const CandidateSpec& c) { return c.client(); });
+  if (working.size() + clients <= 1) options.passes.min_passes = options.passes.max_passes = 1;
   ScheduleOptions again = options.schedule;
   again.verify = false;
   again.warmup = options.passes.warmup;

@@ -54,8 +54,8 @@ namespace autotuned {
 // `max_passes` passes in all, when the next pass would take a candidate
 // past `max_iterations` timed iterations, or once `budget` of wall time has
 // been spent on them. max_passes 1: one block per candidate; so is a
-// problem with one working candidate in Measure (nothing to compare it
-// with).
+// problem with one working candidate and none the ranks run in Measure
+// (nothing to compare it with).
 struct PassOptions {
   int min_passes = 1;
   int max_passes = 1;
