@@ -20,6 +20,8 @@ namespace {
 // A run this daemon's ranks have all joined is dropped; one they never all
 // join is dropped this long after it started.
 constexpr absl::Duration kForgetRunsAfter = absl::Minutes(30);
+// The most passes a leader's go may ask for (config's bound on max_passes).
+constexpr int kMaxCrossPasses = 1000;
 
 // The answer of an ANSWERED decision with this rank's labels, the error of a
 // REJECTED one; UNAVAILABLE for another verdict (`what`: what was asked).
@@ -150,7 +152,13 @@ absl::StatusOr<v1::RankTimings> Follower::MeasurePart(const ValidRequest& reques
     options.timeout = absl::Milliseconds(go.candidate_timeout_ms());
   }
   absl::Status refused;
-  if (go.catalogue_version() != backend_->catalogue().Version()) {
+  // Each pass times at least one of the request's iterations.
+  const int max_passes = std::min(kMaxCrossPasses, std::max(1, options.schedule.iterations));
+  if (go.passes() < 0 || go.passes() > max_passes) {
+    refused = absl::InvalidArgumentError(absl::StrCat(
+        "go.passes: ", go.passes(), " is outside 0..", max_passes,
+        " (at most the request's timed iterations)"));
+  } else if (go.catalogue_version() != backend_->catalogue().Version()) {
     refused = absl::FailedPreconditionError(absl::StrCat(
         "daemon ", self_, " has catalogue ", backend_->catalogue().Version(), ", the leader ",
         go.catalogue_version()));

@@ -51,6 +51,29 @@ class FakeLeader {
     absl::MutexLock lock(&mu_);
     return asked_;
   }
+  // Serves a run: records what followers report and send, answers their
+  // timings with `answer` and every exchange at once.
+  void ServeRun(v1::Decision answer) {
+    service_->SetRunHandlers(
+        [this, answer](const v1::RankTimings& t, absl::Time) -> absl::StatusOr<v1::Decision> {
+          absl::MutexLock lock(&mu_);
+          timings_.push_back(t);
+          return answer;
+        },
+        [this](const v1::ExchangeRequest& e, absl::Time) -> absl::StatusOr<v1::ExchangeReply> {
+          absl::MutexLock lock(&mu_);
+          exchanges_.push_back(e);
+          return v1::ExchangeReply();
+        });
+  }
+  std::vector<v1::RankTimings> timings() {
+    absl::MutexLock lock(&mu_);
+    return timings_;
+  }
+  std::vector<v1::ExchangeRequest> exchanges() {
+    absl::MutexLock lock(&mu_);
+    return exchanges_;
+  }
 
  private:
   config::DaemonConfig config_;
@@ -60,6 +83,8 @@ class FakeLeader {
   absl::StatusOr<v1::Decision> answer_ ABSL_GUARDED_BY(mu_) = v1::Decision();
   absl::Duration delay_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ReadyRequest> asked_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::RankTimings> timings_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ExchangeRequest> exchanges_ ABSL_GUARDED_BY(mu_);
 };
 
 class FollowerFixture {
@@ -204,6 +229,43 @@ TEST_CASE("only the operator's peers are dialed: a request's address never gets 
   CHECK(client.Ping("unix:/tmp/collect.sock", deadline).code() ==
         absl::StatusCode::kPermissionDenied);
   CHECK(leader.asked().empty());
+}
+
+}  // namespace
+}  // namespace autotuned::leadership
+
+namespace autotuned::leadership {
+namespace {
+
+TEST_CASE("a go asking for more passes than the request has iterations is refused, unmeasured") {
+  FakeLeader leader;
+  FollowerFixture f(leader.address());
+  const std::vector<std::string> daemons = {leader.address(), "follow:1"};
+  v1::Decision go;
+  go.set_verdict(v1::GO);
+  go.mutable_go()->set_run_id("run-1");
+  go.mutable_go()->add_problems(0);
+  go.mutable_go()->set_candidate_timeout_ms(1000);
+  go.mutable_go()->set_catalogue_version(f.backend().catalogue().Version());
+  go.mutable_go()->set_passes(1 << 30);
+  leader.Answer(go);
+  leader.ServeRun(Rejected(grpc::StatusCode::ABORTED, "the round was refused"));
+  const absl::Time start = absl::Now();
+  const absl::StatusOr<v1::TuneResponse> answer = f.Ask(SpreadRequest("g", 1, daemons));
+  CHECK(absl::Now() - start < absl::Seconds(15));
+  CHECK(answer.status().code() == absl::StatusCode::kAborted);  // the leader's word
+  CHECK(f.backend().runs() == 0);
+  // The follower's ranks report the refusal, naming the field, and its
+  // first pass is aborted for the other daemons' ranks.
+  const std::vector<v1::RankTimings> timings = leader.timings();
+  REQUIRE(timings.size() == 1);
+  REQUIRE(timings[0].steps_size() > 0);
+  REQUIRE(timings[0].steps(0).ranks_size() == 1);
+  CHECK_THAT(timings[0].steps(0).ranks(0).message(),
+             Catch::StartsWith("go.passes: 1073741824 is outside 0.."));
+  bool aborted = false;
+  for (const v1::ExchangeRequest& e : leader.exchanges()) aborted |= e.abort_code() != 0;
+  CHECK(aborted);
 }
 
 }  // namespace
