@@ -349,7 +349,8 @@ std::string FormatSweepTable(const std::vector<v1::ProblemResult>& sizes) {
 std::string FormatCsv(const std::vector<v1::ProblemResult>& results) {
   std::string out =
       "bytes,collective,dtype,candidate,rank,won,ok,mean_us,median_us,min_us,max_us,"
-      "spread,algbw_gbps,busbw_gbps,iterations,status,reason\n";
+      "spread,algbw_gbps,busbw_gbps,iterations,status,reason,vs_winner,vs_winner_low,"
+      "vs_winner_high\n";
   for (const v1::ProblemResult& result : results) {
     const v1::Problem& p = result.problem();
     const bool has_winner = !result.winner().empty() && result.status() != v1::FAILED;
@@ -363,7 +364,10 @@ std::string FormatCsv(const std::vector<v1::ProblemResult>& results) {
           CsvNumber(c.mean_us()), CsvNumber(c.median_us()), CsvNumber(c.min_us()),
           CsvNumber(c.max_us()), c.ok() ? CsvNumber(c.spread()) : "",
           c.ok() ? CsvNumber(c.algbw_gbps()) : "", c.ok() ? CsvNumber(c.busbw_gbps()) : "",
-          absl::StrCat(c.iterations()), Status(result), c.reason()};
+          absl::StrCat(c.iterations()), Status(result), c.reason(),
+          c.paired() > 0 ? CsvNumber(c.vs_winner()) : "",
+          c.paired() > 0 ? CsvNumber(c.vs_winner_low()) : "",
+          c.paired() > 0 ? CsvNumber(c.vs_winner_high()) : ""};
       std::vector<std::string> escaped;
       for (const std::string& f : fields) escaped.push_back(CsvField(f));
       absl::StrAppend(&out, absl::StrJoin(escaped, ","), "\n");
@@ -372,7 +376,7 @@ std::string FormatCsv(const std::vector<v1::ProblemResult>& results) {
       absl::StrAppend(&out, AxisBytes(result), ",", CollectiveName(p.collective()), ",",
                       DTypeName(p.dtype()), ",", CsvField(WinnerLabel(result)), ",,",
                       has_winner ? "1" : "0", ",0,,,,,,,,0,", Status(result), ",",
-                      CsvField(result.reason()), "\n");
+                      CsvField(result.reason()), ",,,\n");
     }
   }
   return out;

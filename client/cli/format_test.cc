@@ -1,5 +1,6 @@
 #include "client/cli/format.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
@@ -239,24 +240,29 @@ TEST_CASE("CSV: a header, one row per candidate per size, plain numbers") {
   REQUIRE(lines.size() == 5);
   CHECK(lines[0] ==
         "bytes,collective,dtype,candidate,rank,won,ok,mean_us,median_us,min_us,max_us,"
-        "spread,algbw_gbps,busbw_gbps,iterations,status,reason");
-  // 1 MiB as bytes; the parameters' commas never split a field.
+        "spread,algbw_gbps,busbw_gbps,iterations,status,reason,vs_winner,vs_winner_low,"
+        "vs_winner_high");
+  // 1 MiB as bytes; the parameters' commas never split a field. The
+  // runner-up's time over the winner's, paired by pass, last.
   CHECK(lines[1] ==
         "1048576,all_reduce,float32,all_reduce/ring:chunk_kib=64,1,1,1,12.300,11.800,"
-        "11.300,14.300,0.254,85.125,170.250,20,TUNED,");
+        "11.300,14.300,0.254,85.125,170.250,20,TUNED,,,,");
   CHECK(lines[2] ==
         "1048576,all_reduce,float32,all_reduce/one_shot,2,0,1,20.000,19.500,19.000,"
-        "22.000,0.154,52.250,104.500,20,TUNED,");
+        "22.000,0.154,52.250,104.500,20,TUNED,,1.623,1.551,1.705");
   CHECK(lines[3] ==
         "1048576,all_reduce,float32,all_reduce/two_shot,,0,0,,,,,,,,0,TUNED,"
-        "needs 16-byte aligned sizes");
+        "needs 16-byte aligned sizes,,,");
   CHECK(lines[4] ==
         "4096,all_reduce,float32,all_reduce/ring:chunk_kib=64,,1,0,,,,,,,,0,FALLBACK,"
-        "world too large");
+        "world too large,,,");
+  for (const std::string& line : lines) {
+    CHECK(std::count(line.begin(), line.end(), ',') == 19);  // 20 fields each
+  }
 
   v1::ProblemResult quoted = AllReduceResult(256, 1);
   quoted.mutable_ranked(2)->set_reason("rank 1: \"x\", then y");
-  CHECK_THAT(FormatCsv({quoted}), Catch::EndsWith(",\"rank 1: \"\"x\"\", then y\"\n"));
+  CHECK_THAT(FormatCsv({quoted}), Catch::EndsWith(",\"rank 1: \"\"x\"\", then y\",,,\n"));
 }
 
 TEST_CASE("the dispatch table lists size ranges and winners with parameters") {
