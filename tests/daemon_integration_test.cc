@@ -238,7 +238,7 @@ TEST_CASE("the CLI tunes, sweeps, lists, shows the node and manages the cache") 
   int winners = 0;
   for (size_t i = 1; i < rows.size(); ++i) {
     const std::vector<std::string> f = absl::StrSplit(rows[i], ',');
-    REQUIRE(f.size() == 17);
+    REQUIRE(f.size() == 20);
     sizes_seen.insert(f[0]);
     CHECK(f[1] == "all_gather");
     CHECK(f[15] == "CACHED");
