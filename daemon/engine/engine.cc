@@ -82,6 +82,16 @@ int PassIterations(const EngineOptions& options, int pass) {
   return options.schedule.iterations / fixed + (pass < options.schedule.iterations % fixed ? 1 : 0);
 }
 
+ScheduleOptions PassSchedule(const EngineOptions& options, int pass) {
+  ScheduleOptions schedule = options.schedule;
+  if (pass > 0) {
+    schedule.verify = false;
+    schedule.warmup = options.passes.warmup;
+  }
+  schedule.iterations = PassIterations(options, pass);
+  return schedule;
+}
+
 std::vector<int> PassOrder(const std::vector<int>& positions, int pass) {
   std::vector<int> order = positions;
   if (!order.empty()) {
@@ -122,13 +132,9 @@ std::vector<CandidateOutcome> Engine::Measure(
   const auto clients = std::count_if(candidates.begin(), candidates.end(),
                                      [](const CandidateSpec& c) { return c.client(); });
   if (working.size() + clients <= 1) options.passes.min_passes = options.passes.max_passes = 1;
-  ScheduleOptions again = options.schedule;
-  again.verify = false;
-  again.warmup = options.passes.warmup;
   // Pass `pass` of the candidates at `positions` (in PassOrder).
   auto run_pass = [&](const std::vector<int>& positions, int pass) {
-    ScheduleOptions schedule = pass == 0 ? options.schedule : again;
-    schedule.iterations = PassIterations(options, pass);
+    const ScheduleOptions schedule = PassSchedule(options, pass);
     for (int i : PassOrder(positions, pass)) {
       if (pass > 0 && !AllOk(runs[i].ranks)) continue;  // ruled out earlier
       const absl::Time start = absl::Now();
@@ -176,12 +182,7 @@ std::vector<std::vector<RankOutcome>> Engine::MeasurePart(
   std::iota(positions.begin(), positions.end(), 0);
   absl::StatusOr<DeviceLease::Token> lease = lease_.Acquire(options.lease_deadline);
   for (int pass = 0; pass < FixedPasses(fixed); ++pass) {
-    ScheduleOptions schedule = options.schedule;
-    if (pass > 0) {
-      schedule.verify = false;
-      schedule.warmup = options.passes.warmup;
-    }
-    schedule.iterations = PassIterations(fixed, pass);
+    const ScheduleOptions schedule = PassSchedule(fixed, pass);
     for (int c : PassOrder(positions, pass)) {
       PartialRun part;
       part.local_ranks = local_ranks;

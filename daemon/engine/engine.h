@@ -86,6 +86,11 @@ int FixedPasses(const EngineOptions& options);
 // remainder); of a later pass, passes.iterations.
 int PassIterations(const EngineOptions& options, int pass);
 
+// What every rank runs in pass `pass` (from 0): pass 0 options.schedule,
+// a later one without verify and with passes.warmup warmup iterations;
+// PassIterations timed iterations.
+ScheduleOptions PassSchedule(const EngineOptions& options, int pass);
+
 // The order in which pass `pass` (from 0) runs the candidates at `positions`
 // (request positions, ascending): rotated left by `pass`, so that no
 // candidate always runs first, or always after the same other one. The same

@@ -40,12 +40,12 @@ bool Tie(const CandidateOutcome& a, const CandidateOutcome& b) {
   return !Beats(a, b) && !Beats(b, a);
 }
 
-// `a` takes `b`'s place: faster beyond the noise and by the margin.
+// `a` takes `b`'s place: faster beyond the noise (Beats) and by the margin.
 bool Displaces(const CandidateOutcome& a, const CandidateOutcome& b, double min_speedup) {
-  if (!Beats(a, b)) return false;
   const Ratio r = Compare(a, b);
-  return r.pairs > 0 ? r.median * (1.0 + min_speedup) <= 1.0
-                     : b.stats.median_us >= a.stats.median_us * (1.0 + min_speedup);
+  if (r.pairs > 0) return r.high < 1.0 && r.median * (1.0 + min_speedup) <= 1.0;
+  return a.stats.median_high_us < b.stats.median_low_us &&
+         b.stats.median_us >= a.stats.median_us * (1.0 + min_speedup);
 }
 
 double MedianOfSorted(const std::vector<double>& sorted) {
@@ -122,14 +122,16 @@ bool Beats(const CandidateOutcome& a, const CandidateOutcome& b) {
   return r.pairs > 0 ? r.high < 1.0 : a.stats.median_high_us < b.stats.median_low_us;
 }
 
-Stats ComputeStats(std::vector<double> samples, const std::vector<int>& pass_sizes) {
+namespace {
+
+// ComputeStats, given the passes' medians (PassMedians of the samples).
+Stats StatsOf(std::vector<double> samples, std::vector<double> pass_medians) {
   Stats s;
   if (samples.empty()) {
     s.mean_us = s.median_us = s.min_us = s.max_us = s.spread = kInf;
     s.median_low_us = s.median_high_us = kInf;
     return s;
   }
-  std::vector<double> pass_medians = PassMedians(samples, pass_sizes);
   std::sort(pass_medians.begin(), pass_medians.end());
   std::sort(samples.begin(), samples.end());
   const size_t n = samples.size();
@@ -146,6 +148,13 @@ Stats ComputeStats(std::vector<double> samples, const std::vector<int>& pass_siz
     s.median_high_us = std::max(s.median_high_us, high);
   }
   return s;
+}
+
+}  // namespace
+
+Stats ComputeStats(std::vector<double> samples, const std::vector<int>& pass_sizes) {
+  std::vector<double> pass_medians = PassMedians(samples, pass_sizes);
+  return StatsOf(std::move(samples), std::move(pass_medians));
 }
 
 CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
@@ -196,8 +205,9 @@ CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
   }
   out.ok = true;
   out.iterations = static_cast<int>(iterations);
-  out.pass_median_us = ByPassId(PassMedians(per_iteration, pass_sizes), pass_ids);
-  out.stats = ComputeStats(std::move(per_iteration), pass_sizes);
+  std::vector<double> pass_medians = PassMedians(per_iteration, pass_sizes);
+  out.pass_median_us = ByPassId(pass_medians, pass_ids);
+  out.stats = StatsOf(std::move(per_iteration), std::move(pass_medians));
   return out;
 }
 
