@@ -7,6 +7,8 @@
     autotuned.group           describes a torch.distributed group to the daemon
     autotuned.rankrun         candidates the ranks run in their own processes: tune_rank
     autotuned.vllm            dispatch table for a tensor-parallel group, from its own callables
+    autotuned.shapes          the parameter shapes of a catalogue implementation a table measures
+    autotuned.merge           which candidate a size table uses at each size, from the answers
     autotuned.inductor        Inductor's collective selections, each choice timed as itself
     autotuned.kernels         the daemon's P2P kernels in this process: torch ops over CUDA IPC
     autotuned.dispatch        Dispatcher: a dispatch table's winner run per tensor

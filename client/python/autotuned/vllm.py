@@ -24,16 +24,26 @@ from the worker's own implementations (and, if wanted, the daemon's).
     (autotuned.rankrun.content_key): a changed key is measured again;
   * a catalogue implementation ("all_reduce/one_shot", "impl:name=int,...")
     that the daemon runs itself (autotuned.kernels runs its kernels here).
+    One named without parameters is measured at each of its parameter
+    shapes (autotuned.shapes: the launch shapes and chunk sizes that
+    bench/gpu_run.sh sweeps, the default first; at most `max_candidates`
+    candidates in all), so each size gets that implementation's best shape;
+    the table names the shape ("all_reduce/one_shot:blocks=128,threads=1024"),
+    and its runner runs it. One given with parameters is measured as given.
 A callable's own key is a digest of its name, its source and the names of
 the functions it closes over: editing it measures it again.
 
 Every size is a problem of ONE per-rank Tune (autotuned.rankrun.tune_rank):
 the ranks run their callables as the daemon's schedule says, the daemon
-times, ranks and caches, and every rank gets the same table. Every rank of
-the group calls tune_dispatch once (describe_group, by default, is a
-collective; the Tune is not). Where the daemon is absent or fails, every
-rank gets the same fallback table: the first candidate at every size, with
-`fallback` True and the reason.
+times, ranks and caches, and every rank gets the same table. The table
+does not take each size's winner blindly: it uses the fewest ranges such
+that no range's candidate is measurably slower than another at any size
+inside it (autotuned.merge.table_picks), so a winner that alternates with
+a tied candidate from size to size is one range, and a real crossover
+stays. Every rank of the group calls tune_dispatch once (describe_group,
+by default, is a collective; the Tune is not). Where the daemon is absent
+or fails, every rank gets the same fallback table: the first candidate as
+given at every size, with `fallback` True and the reason.
 
 The export: vLLM picks its all-reduce by message size, each implementation
 taking messages up to a largest size per world size
@@ -52,6 +62,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
+from autotuned import channels
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import (
     CandidateLike,
@@ -63,9 +74,11 @@ from autotuned.client import (
     problem,
 )
 from autotuned.dispatch import Dispatcher, nearest_winner
-from autotuned.errors import InvalidArgument, Unavailable
+from autotuned.errors import AutotunedError, InvalidArgument, Unavailable
 from autotuned.group import GroupDescription, describe_group
+from autotuned.merge import table_picks
 from autotuned.rankrun import RankCandidate, RankProblem, client_candidate, content_key, tune_rank
+from autotuned.shapes import DEFAULT_MAX_CANDIDATES, DEFAULT_MAX_SHAPES, expand
 
 # 1 KiB .. 64 MiB per rank, powers of two.
 DEFAULT_SIZES_BYTES = tuple(1 << s for s in range(10, 27))
@@ -73,19 +86,23 @@ DEFAULT_SIZES_BYTES = tuple(1 << s for s in range(10, 27))
 
 @dataclasses.dataclass(frozen=True)
 class SizeTiming:
-    """One measured size: the winner and every candidate's median, in us."""
+    """One measured size: the table's pick and every candidate's median, in us."""
 
     count: int
     bytes: int
-    winner: str                      # candidate spec
+    winner: str                      # candidate spec the table uses here
     winner_index: int
     median_us: dict[str, float]      # candidate spec -> median (inf when ruled out)
     status: str                      # TUNED, CACHED, FALLBACK, FAILED
+    # The daemon's winner at this size where the table uses another one
+    # that is not measurably slower than it (autotuned.merge); "" where
+    # they are the same.
+    measured_winner: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
 class SizeRange:
-    """Consecutive measured sizes with the same winner (bounds inclusive)."""
+    """Consecutive measured sizes with the same pick (bounds inclusive)."""
 
     min_count: int
     max_count: int
@@ -103,11 +120,16 @@ class DispatchTable:
     collective: str
     dtype: str
     world_size: int
-    candidates: list[str]
+    candidates: list[str]            # as measured: an implementation's shapes each
     sizes: list[SizeTiming]
     ranges: list[SizeRange]
     fallback: bool = False
     reason: str = ""
+    # The candidates as the caller gave them, and for each of `candidates`
+    # the index in `given` it comes from (an implementation given without
+    # parameters is measured as its shapes); empty: `candidates` as given.
+    given: list[str] = dataclasses.field(default_factory=list)
+    origin: list[int] = dataclasses.field(default_factory=list)
     # The caller's callables by candidate name (the (name, callable(x))
     # entries; x itself when one returns None), which runner() runs; left
     # out of comparisons.
@@ -164,13 +186,28 @@ class DispatchTable:
         Read as vLLM's chain: a message goes to the candidate with the
         smallest largest size that it does not exceed; the winner at the
         largest measured size takes anything larger too (NCCL's place in
-        vLLM). A candidate that wins no size gets 0. What the form cannot
-        say (a candidate winning again above another's range, or the last
-        one winning below another's largest size) goes to the chain's
-        choice; max_sizes_exceptions() lists those ranges."""
+        vLLM). Keys are the shapes that win ("all_reduce/one_shot:blocks=128,
+        threads=1024"); a candidate as given none of whose shapes wins any
+        size gets 0 under its given name. What the form cannot say (a
+        candidate winning again above another's range, or the last one
+        winning below another's largest size) goes to the chain's choice;
+        max_sizes_exceptions() lists those ranges."""
         largest, _ = self._chain()
-        order = sorted(self.candidates, key=lambda n: (n not in largest, largest.get(n, 0)))
+        names: list[str] = []
+        for g, specs in self.shapes_of().items():
+            won = [s for s in specs if s in largest]
+            names += won or [g]
+        order = sorted(names, key=lambda n: (n not in largest, largest.get(n, 0)))
         return {name: {self.world_size: largest.get(name, 0)} for name in order}
+
+    def shapes_of(self) -> dict[str, list[str]]:
+        """{candidate as given: the candidates measured for it}, in order."""
+        if not self.given or len(self.origin) != len(self.candidates):
+            return {c: [c] for c in self.candidates}
+        out: dict[str, list[str]] = {g: [] for g in self.given}
+        for spec, i in zip(self.candidates, self.origin):
+            out[self.given[i]].append(spec)
+        return out
 
     def max_sizes_exceptions(self) -> list[str]:
         """The measured ranges that max_sizes() sends elsewhere, as text."""
@@ -201,15 +238,24 @@ class DispatchTable:
         return largest, exceptions
 
     def write_jsonl(self, path: str) -> None:
-        """Writes the per-size results as `autotunectl --json sweep` prints them (one
-        SweepUpdate per line), so that `python -m autotuned.plot PATH -o
-        FILE.png` draws the table: time against size per candidate, each
-        size's winner marked."""
+        """Writes the table as `autotunectl --json sweep` prints a sweep (one
+        SweepUpdate per line): the daemon's per-size results as received
+        (each candidate named with its parameters), then the table's ranges
+        (`table`: each range's candidate spec, with its shape, and index in
+        `candidates`). `python -m autotuned.plot PATH -o FILE.png` draws it:
+        time against size per candidate, each size's winner marked."""
         from google.protobuf import json_format
 
+        total = len(self.results)
+        updates = [pb.SweepUpdate(size_result=r, done=k + 1, total=total)
+                   for k, r in enumerate(self.results)]
+        ranges = [pb.SizeRange(min_count=r.min_count, max_count=r.max_count,
+                               min_bytes=r.min_bytes, max_bytes=r.max_bytes, winner=r.winner,
+                               winner_index=r.winner_index) for r in self.ranges]
+        updates.append(pb.SweepUpdate(table=pb.DispatchTable(ranges=ranges), done=total,
+                                      total=total))
         with open(path, "w") as f:
-            for r in self.results:
-                update = pb.SweepUpdate(size_result=r)
+            for update in updates:
                 f.write(json_format.MessageToJson(update, indent=None,
                                                   preserving_proto_field_name=True) + "\n")
 
@@ -225,7 +271,9 @@ class DispatchTable:
                          + (f"  [{us}] us" if us else ""))
         for s in self.sizes:
             others = "  ".join(f"{k}={v:.1f}" for k, v in s.median_us.items())
-            lines.append(f"    {_human(s.bytes):>8} {s.status:<8} {s.winner:<28} {others}")
+            tied = f"  (measured winner {s.measured_winner}; not measurably faster)" \
+                if s.measured_winner else ""
+            lines.append(f"    {_human(s.bytes):>8} {s.status:<8} {s.winner:<28} {others}{tied}")
         return "\n".join(lines)
 
 
@@ -261,20 +309,25 @@ def max_sizes_json(tables: Sequence[DispatchTable], capability: Optional[str] = 
 
 
 def _table(collective: str, dtype: object, world: int, specs: list[str],
-           results: Sequence[pb.ProblemResult]) -> DispatchTable:
+           results: Sequence[pb.ProblemResult], given: Optional[list[str]] = None,
+           origin: Optional[list[int]] = None) -> DispatchTable:
     size = dtype_bytes(dtype)
+    picks = table_picks(results)
     sizes = []
-    for r in results:
+    for r, pick in zip(results, picks):
         # By position: the daemon names candidates canonically (defaults
         # filled in, "all_reduce/ring:chunk_kib=256"), the caller maybe not.
         med = {specs[c.index]: (c.median_us if c.ok else math.inf) for c in r.ranked
                if 0 <= c.index < len(specs)}
-        won = 0 <= r.winner_index < len(specs)   # FAILED: no winner
+        won = 0 <= pick < len(specs)   # FAILED: no winner
+        measured = r.winner_index if r.winner and r.status != pb.FAILED else -1
         sizes.append(SizeTiming(count=r.problem.count, bytes=r.problem.count * size,
-                                winner=specs[r.winner_index] if won else "",
-                                winner_index=r.winner_index if won else -1,
+                                winner=specs[pick] if won else "",
+                                winner_index=pick if won else -1,
                                 median_us={s: med.get(s, math.inf) for s in specs},
-                                status=pb.DecisionStatus.Name(r.status)))
+                                status=pb.DecisionStatus.Name(r.status),
+                                measured_winner=specs[measured]
+                                if 0 <= measured < len(specs) and measured != pick else ""))
     ranges: list[SizeRange] = []
     for s in sizes:
         us = s.median_us.get(s.winner, math.inf)
@@ -286,9 +339,8 @@ def _table(collective: str, dtype: object, world: int, specs: list[str],
             ranges.append(SizeRange(s.count, s.count, s.bytes, s.bytes, s.winner,
                                     s.winner_index, (us,)))
     return DispatchTable(collective, _dtype_name(dtype), world, specs, sizes, ranges,
-                         results=list(results))
-
-
+                         results=list(results), given=list(given or []),
+                         origin=list(origin or []))
 
 
 Entry = Union[CandidateLike, tuple[str, Callable[[Any], Any]],
@@ -388,7 +440,9 @@ def tune_dispatch(process_group: Any = None, *,
                   sizes_bytes: Sequence[int] = DEFAULT_SIZES_BYTES,
                   desc: Optional[GroupDescription] = None, op: Optional[str] = None,
                   options: Optional[pb.Options] = None, timeout: float = 600.0,
-                  on_unavailable: str = "fallback", device: Any = None) -> DispatchTable:
+                  on_unavailable: str = "fallback", device: Any = None,
+                  shapes: bool = True, max_shapes: int = DEFAULT_MAX_SHAPES,
+                  max_candidates: int = DEFAULT_MAX_CANDIDATES) -> DispatchTable:
     """Measures `candidates` at each size and returns the group's dispatch
     table (see the module docstring).
 
@@ -398,18 +452,35 @@ def tune_dispatch(process_group: Any = None, *,
     `device` where the callables' inputs live (default: the current CUDA
     device on an NCCL group, else the CPU); `op` the reduce op of all_reduce
     and reduce_scatter (sum). With on_unavailable="raise" a fallback raises
-    Unavailable instead.
+    Unavailable instead. With `shapes` (the default) each catalogue
+    implementation named without parameters is measured at each of its
+    parameter shapes, at most `max_shapes` of one implementation and
+    `max_candidates` candidates in all (autotuned.shapes.expand; the
+    daemon's default limit per problem is 32); shapes=False measures it at
+    its defaults only.
     """
     import torch
     import torch.distributed as dist
 
     if on_unavailable not in ("fallback", "raise"):
         raise ValueError("on_unavailable must be 'fallback' or 'raise'")
-    collective_enum(collective)
-    entries = _entries(candidates)
-    names = [e.name if isinstance(e, _Own) else candidate_spec(e) for e in entries]
+    kind = collective_enum(collective)
+    given_entries = _entries(candidates)
+    given = [e.name if isinstance(e, _Own) else candidate_spec(e) for e in given_entries]
     world = dist.get_world_size(process_group)
     desc = desc or describe_group(process_group)
+    entries, origin = list(given_entries), list(range(len(given_entries)))
+    listing = _listing(desc.target, kind, timeout) if shapes and any(
+        isinstance(e, pb.Candidate) and not e.params for e in given_entries) else None
+    if listing is not None:
+        probe = problem(collective, dtype, 1, [], op=op)
+        grown = expand([None if isinstance(e, _Own) else e for e in given_entries], listing,
+                       collective=kind, dtype=probe.dtype, op=probe.op, world=world,
+                       max_shapes=max_shapes, max_candidates=max_candidates)
+        entries = [c if c is not None else given_entries[i]
+                   for i, cs in enumerate(grown) for c in cs]
+        origin = [i for i, cs in enumerate(grown) for _ in cs]
+    names = [e.name if isinstance(e, _Own) else candidate_spec(e) for e in entries]
     if device is None:
         nccl = dist.get_backend(process_group) == "nccl"
         device = torch.device("cuda", torch.cuda.current_device()) if nccl else \
@@ -432,14 +503,28 @@ def tune_dispatch(process_group: Any = None, *,
     callables = {e.name: _returning(e.fn) for e in entries
                  if isinstance(e, _Own) and e.fn is not None}
     if decision.fallback:
+        # As given, unexpanded: the same on every rank whatever each listed.
         fallback = [pb.ProblemResult(problem=pb.Problem(count=n), status=pb.FALLBACK,
-                                     winner=names[0], winner_index=0) for n in counts]
-        table = _table(collective, dtype, world, names, fallback)
+                                     winner=given[0], winner_index=0) for n in counts]
+        table = _table(collective, dtype, world, given, fallback)
         table.fallback, table.reason = True, decision.reason
     else:
-        table = _table(collective, dtype, world, names, decision.results)
+        table = _table(collective, dtype, world, names, decision.results, given, origin)
     table.callables = callables
     return table
+
+
+def _listing(target: str, collective: int,
+             timeout: float) -> Optional[pb.ListImplementationsResponse]:
+    """The daemon's implementations of `collective`; None where it does not
+    answer (the Tune then says why, or falls back)."""
+    if channels.down_reason(target) is not None:
+        return None
+    try:
+        return channels.channel(target).list_implementations(collective,
+                                                             timeout=min(timeout, 30.0))
+    except AutotunedError:
+        return None
 
 
 def _returning(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:

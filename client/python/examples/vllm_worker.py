@@ -15,17 +15,22 @@ the tensor's size.
 PREFIX.jsonl, which `python -m autotuned.plot PREFIX.jsonl -o PREFIX.png`
 draws.
 
-On GPUs the candidates are the cuda backend's all_reduce/nccl, one_shot and
-two_shot, and the winner runs in this process: the daemon's own P2P kernels
-(autotuned.kernels: the kernels library through its C ABI, peer buffers
-shared by CUDA IPC, torch ops), so the code measured is the code that runs.
-With --symm_mem the one-shot and two-shot candidates run as PyTorch's
-symmetric-memory ops instead (the worker's own functions, given to the
-runner as `others`). With --cpu it runs on gloo and the sim daemon's
-implementations (all_reduce/one_shot, two_shot, ring), all executed here as
-dist.all_reduce. Where the daemon is absent, every rank gets the same
-fallback table (the first candidate at every size) and the worker still
-runs.
+On GPUs the candidates are the cuda backend's all_reduce/nccl and P2P
+kernels (one_shot, two_shot and their push variants), named without
+parameters, so each is measured at each of its launch shapes (blocks,
+threads) and the table names the shape that wins
+("all_reduce/one_shot:blocks=128,threads=1024"); the winner runs in this
+process with that shape: the daemon's own P2P kernels (autotuned.kernels:
+the kernels library through its C ABI, peer buffers shared by CUDA IPC,
+torch ops), so the code measured is the code that runs. With --symm_mem the
+worker's own functions join them as candidates that the ranks run and time
+themselves: torch.distributed's all_reduce and PyTorch's symmetric-memory
+one-shot and two-shot (behind a copy into the symmetric buffer), the
+first of them the fallback. With --cpu it runs on gloo and the sim daemon's
+implementations (all_reduce/one_shot, two_shot, ring at its chunk sizes),
+all executed here as dist.all_reduce. Where the daemon is absent, every
+rank gets the same fallback table (the first candidate at every size) and
+the worker still runs.
 """
 import argparse
 import datetime
@@ -40,24 +45,28 @@ from autotuned.group import describe_group
 from autotuned.kernels import P2PGroup
 from autotuned.vllm import tune_dispatch
 
-# The daemon's kernels (run here through P2PGroup); --symm_mem has PyTorch's
-# one-shot and two-shot only.
+# The daemon's kernels (run here through P2PGroup), each at its shapes.
 GPU_CANDIDATES = ["all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
                   "all_reduce/two_shot_push", "all_reduce/one_shot_push"]
-SYMM_MEM_CANDIDATES = ["all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot"]
 MAX_BYTES = 64 << 20  # the largest all-reduce the worker stages (bf16)
+Op = Callable[[torch.Tensor], torch.Tensor]
 
 
-def own_implementations(cpu: bool,
-                        group_name: str) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
-    """The worker's own all_reduce for each daemon implementation name (--cpu,
-    --symm_mem); without them the runner runs the daemon's kernels."""
-    def nccl(x: torch.Tensor) -> torch.Tensor:
+def cpu_implementations() -> dict[str, Op]:
+    """--cpu: the worker's own all_reduce for each sim implementation name,
+    given to the runner as `others` (every shape of one runs it)."""
+    def gloo(x: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(x)
         return x
 
-    if cpu:
-        return {"all_reduce/one_shot": nccl, "all_reduce/two_shot": nccl, "all_reduce/ring": nccl}
+    return {"all_reduce/one_shot": gloo, "all_reduce/two_shot": gloo, "all_reduce/ring": gloo}
+
+
+def symm_mem_candidates(group_name: str) -> list[tuple[str, Op]]:
+    """--symm_mem: the worker's own all_reduces, as candidates the ranks run."""
+    def nccl(x: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(x)
+        return x
 
     # The symm-mem ops read their input from symmetric memory: one buffer,
     # allocated and rendezvoused once on every rank (collective), that each
@@ -67,7 +76,7 @@ def own_implementations(cpu: bool,
     buf = symm_mem.empty(MAX_BYTES // 2, dtype=torch.bfloat16, device="cuda")
     symm_mem.rendezvous(buf, group_name)
 
-    def staged(op: Callable[..., torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+    def staged(op: Callable[..., torch.Tensor]) -> Op:
         def run(x: torch.Tensor) -> torch.Tensor:
             view = buf[: x.numel()].view_as(x)
             view.copy_(x)
@@ -75,9 +84,9 @@ def own_implementations(cpu: bool,
             return x
         return run
 
-    return {"all_reduce/nccl": nccl,
-            "all_reduce/one_shot": staged(torch.ops.symm_mem.one_shot_all_reduce_out),
-            "all_reduce/two_shot": staged(torch.ops.symm_mem.two_shot_all_reduce_out)}
+    return [("torch/nccl", nccl),
+            ("symm_mem/one_shot", staged(torch.ops.symm_mem.one_shot_all_reduce_out)),
+            ("symm_mem/two_shot", staged(torch.ops.symm_mem.two_shot_all_reduce_out))]
 
 
 class Worker:
@@ -89,8 +98,10 @@ class Worker:
         self.device = torch.device("cpu") if cpu else \
             torch.device("cuda", torch.cuda.current_device())
         group_name = (tp_group or dist.group.WORLD).group_name
-        own = own_implementations(cpu, group_name) if cpu or symm_mem else {}
-        candidates = list(own) if cpu else (SYMM_MEM_CANDIDATES if symm_mem else GPU_CANDIDATES)
+        own = cpu_implementations() if cpu else {}
+        candidates: list = list(own) if cpu else GPU_CANDIDATES
+        if symm_mem and not cpu:
+            candidates = symm_mem_candidates(group_name) + GPU_CANDIDATES[1:]
         desc = describe_group(tp_group, target=socket)
         # At startup, once per TP group: the table, then the peer buffers the
         # P2P kernels read (CUDA IPC; 64 MiB staging, the table's largest size).
@@ -99,7 +110,8 @@ class Worker:
         # One rank has no peers: the table holds NCCL only (the P2P kernels
         # are ruled out below 2 ranks), and there is nothing to share.
         alone = dist.get_world_size(tp_group) < 2
-        self.p2p = None if cpu or symm_mem or alone else P2PGroup(tp_group, max_bytes=MAX_BYTES)
+        self.p2p = None if cpu or alone else P2PGroup(tp_group, max_bytes=MAX_BYTES)
+        # The worker's own callables (--symm_mem) run as the table holds them.
         self.run = self.table.runner(self.p2p, others=own, process_group=tp_group)
 
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
@@ -116,7 +128,8 @@ def main() -> int:
                    default=os.environ.get("AUTOTUNED_SOCKET", "/run/autotuned/autotuned.sock"))
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--symm_mem", action="store_true",
-                   help="run one_shot/two_shot as PyTorch's symmetric-memory ops")
+                   help="add the worker's own NCCL call and PyTorch's symmetric-memory "
+                        "one_shot/two_shot as candidates")
     p.add_argument("--save", metavar="PREFIX",
                    help="write the table as PREFIX.txt and PREFIX.jsonl (rank 0)")
     args = p.parse_args()

@@ -466,6 +466,7 @@ def dispatch(rank, world, target):
     return {"ranges": [(r.min_bytes, r.max_bytes, r.winner) for r in table.ranges],
             "status": [s.status for s in table.sizes], "fallback": table.fallback,
             "reason": table.reason, "max_sizes": table.max_sizes(),
+            "candidates": table.candidates,
             "json": max_sizes_json([table], capability="0.0"), "y": float(y[0]),
             "text": table.format()}
 
@@ -480,8 +481,15 @@ def test_tune_dispatch_with_callables_same_table_on_every_rank(daemon):
     assert a["status"] == ["TUNED", "TUNED"]
     assert {k: a[k] for k in ("ranges", "max_sizes", "json")} == \
         {k: b[k] for k in ("ranges", "max_sizes", "json")}
-    names = {"gloo_in_place", "gloo_copy", "prepared", "all_reduce/ring"}
-    assert set(a["max_sizes"]) == names
+    # The sim's ring, named without its parameter, is measured at each of
+    # its chunk_kib shapes beside the callables.
+    rings = [f"all_reduce/ring:chunk_kib={k}" for k in (256, 64, 1024)]
+    assert a["candidates"] == ["gloo_in_place", "gloo_copy", "prepared"] + rings
+    # max_sizes: every given candidate, the ring by its winning shapes'
+    # full specs where one wins, else by its given name.
+    keys = {n.split(":")[0] for n in a["max_sizes"]}
+    assert keys == {"gloo_in_place", "gloo_copy", "prepared", "all_reduce/ring"}, a["max_sizes"]
+    assert all(n in rings or ":" not in n for n in a["max_sizes"]), a["max_sizes"]
     assert all(set(v) == {2} for v in a["max_sizes"].values())
     # The largest size measured, 65536 bytes, goes to someone.
     assert max(v[2] for v in a["max_sizes"].values()) == 65536

@@ -81,18 +81,48 @@ def dispatch(rank, world, target):
     from autotuned.vllm import tune_dispatch
 
     desc = describe_group(target=target)
-    # "all_reduce/ring" without its parameter: the daemon names it with the
-    # default filled in, and the table must still show its times.
-    table = tune_dispatch(candidates=[CANDIDATES[0], "all_reduce/ring"], dtype=torch.float32,
+    # "all_reduce/ring" without its parameter: measured at each of its
+    # shapes (chunk_kib), each named in full, and the table must show their
+    # times; "all_reduce/gather_reduce"'s `root` is no shape: its default.
+    table = tune_dispatch(candidates=[CANDIDATES[0], "all_reduce/ring",
+                                      "all_reduce/gather_reduce"], dtype=torch.float32,
                           desc=desc,
                           sizes_bytes=[4096, 65536, 1 << 20], options=_options())
     picks = [table.pick(torch.empty(n)) for n in (1, 1024, 16384, 20000, 1 << 20)]
     jsonl = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), f"table-rank{rank}.jsonl")
     table.write_jsonl(jsonl)
+    # The same with a shape given: measured as given, not twice; and with
+    # shapes=False, each implementation at its defaults only.
+    given = tune_dispatch(candidates=["all_reduce/ring", "all_reduce/ring:chunk_kib=64"],
+                          dtype=torch.float32, desc=desc, sizes_bytes=[4096],
+                          options=_options())
+    plain = tune_dispatch(candidates=[CANDIDATES[0], "all_reduce/ring"], dtype=torch.float32,
+                          desc=desc, sizes_bytes=[4096], options=_options(), shapes=False)
+    # The runner runs the winning shape: the spec parses into the ops'
+    # arguments, and `others` by implementation name stand for the sim's
+    # (by full spec for gather_reduce: `root` is none of the ops' arguments).
+    seen = []
+
+    def by_impl(name):
+        def run(x):
+            seen.append(name)
+            return x
+        return run
+    run = table.runner(others={c: by_impl(c.split(":")[0]) for c in
+                               ("all_reduce/one_shot", "all_reduce/ring",
+                                "all_reduce/gather_reduce:root=0")})
+    run(torch.ones(256))
+    from autotuned import candidate_spec
     return {"jsonl": jsonl, "ranges": [(r.min_bytes, r.max_bytes, r.winner) for r in table.ranges],
             "sizes": [(s.count, s.winner) for s in table.sizes], "picks": picks,
             "fallback": table.fallback, "text": table.format(),
-            "times": [s.median_us for s in table.sizes]}
+            "times": [s.median_us for s in table.sizes], "candidates": table.candidates,
+            "shapes_of": table.shapes_of(), "max_sizes": table.max_sizes(),
+            "daemon_names": [sorted((c.index, candidate_spec(c.candidate)) for c in r.ranked)
+                             for r in table.results],
+            "given": (given.fallback, given.reason, given.candidates),
+            "plain": (plain.fallback, plain.reason, plain.candidates),
+            "ran": seen, "pick_256": run.pick(torch.ones(256))}
 
 
 def test_vllm_dispatch_table_same_on_every_rank(daemon):
@@ -104,14 +134,39 @@ def test_vllm_dispatch_table_same_on_every_rank(daemon):
     assert a["picks"][0] == a["sizes"][0][1] and a["picks"][-1] == a["sizes"][-1][1]
     assert all(all(0 < v < math.inf for v in t.values()) for t in a["times"]), a["times"]
     print(a["text"])
+    # The sim's ring has one parameter, chunk_kib (default 256): measured
+    # at 256, 64 and 1024, each named in full, as the daemon names them.
+    rings = ["all_reduce/ring:chunk_kib=256", "all_reduce/ring:chunk_kib=64",
+             "all_reduce/ring:chunk_kib=1024"]
+    assert a["candidates"] == ["all_reduce/one_shot"] + rings + \
+        ["all_reduce/gather_reduce:root=0"], a["candidates"]
+    assert a["shapes_of"]["all_reduce/ring"] == rings
+    for names in a["daemon_names"]:
+        assert names == list(enumerate(a["candidates"])), names
+    assert all(w in a["candidates"] for _, _, w in a["ranges"])
+    # Every shape was timed at every size.
+    assert all(set(t) == set(a["candidates"]) for t in a["times"])
+    # max_sizes: the winning shapes by their full spec, the rest as given.
+    for name in a["max_sizes"]:
+        assert name in a["candidates"] or name in a["shapes_of"], name
+    for _, _, w in a["ranges"]:
+        assert a["max_sizes"][w][2] > 0, (w, a["max_sizes"])
+    # What ran is the pick's implementation.
+    assert a["ran"] == [a["pick_256"].split(":")[0]]
+    assert a["given"] == (False, "", ["all_reduce/ring:chunk_kib=256",
+                                      "all_reduce/ring:chunk_kib=1024",
+                                      "all_reduce/ring:chunk_kib=64"]), a["given"]
+    assert a["plain"] == (False, "", ["all_reduce/one_shot", "all_reduce/ring"]), a["plain"]
     # The table as sweep lines: what it holds, and autotuned.plot draws it.
     from google.protobuf import json_format
 
     from autotuned import pb
     lines = open(a["jsonl"]).read().splitlines()
     updates = [json_format.Parse(line, pb.SweepUpdate()) for line in lines]
-    assert [(u.size_result.problem.count, u.size_result.winner) for u in updates] == \
-        [(c, w) for c, w in a["sizes"]]
+    # The daemon's answers per size as received, then the table's ranges.
+    assert [u.size_result.problem.count for u in updates[:-1]] == [c for c, _ in a["sizes"]]
+    assert [(r.min_bytes, r.max_bytes, r.winner) for r in updates[-1].table.ranges] == \
+        [tuple(r) for r in a["ranges"]]
     assert open(a["jsonl"]).read() == open(b["jsonl"]).read()
     png = a["jsonl"] + ".png"
     done = subprocess.run([sys.executable, "-m", "autotuned.plot", a["jsonl"], "-o", png],
