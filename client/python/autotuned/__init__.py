@@ -6,6 +6,7 @@
     autotuned.channels        one channel per daemon for the process; daemons found down
     autotuned.group           describes a torch.distributed group to the daemon
     autotuned.rankrun         candidates the ranks run in their own processes: tune_rank
+    autotuned.check           a candidate's output against the reference's: a sum's error bound
     autotuned.vllm            dispatch table for a tensor-parallel group, from its own callables
     autotuned.shapes          the parameter shapes of a catalogue implementation a table measures
     autotuned.merge           which candidate a size table uses at each size, from the answers
@@ -14,7 +15,7 @@
     autotuned.dispatch        Dispatcher: a dispatch table's winner run per tensor
     autotuned.plot            a sweep's chart (matplotlib): python -m autotuned.plot SWEEP -o F.png
 
-The torch-dependent modules (group, rankrun, vllm, inductor) import torch
+The torch-dependent modules (group, rankrun, check, vllm, inductor) import torch
 only when used, autotuned.plot matplotlib; autotuned.kernels registers its ops when imported.
 """
 from autotuned._proto import autotuned_pb2 as pb

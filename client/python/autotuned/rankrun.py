@@ -21,8 +21,11 @@ alone keeps the ranks together. When the answer is a run, every rank runs
 its schedule here, step by step:
 
   1. the candidate once, its output compared with the step's reference
-     (same_output: exact for integer-valued data, else torch.allclose with
-     TOLERANCES of the dtype); an exception is caught and reported;
+     (same_output, autotuned.check: exact for integer-valued data, else
+     within the error bound of a sum in another order, from the dtype, the
+     terms per element (the world size for all_reduce and reduce_scatter, 1
+     for copies) and the outputs' magnitude); an exception is caught and
+     reported;
   2. RunStep(VERIFIED): a step some rank failed is skipped by every rank;
   3. `warmup` runs, then RunStep(WARMED_UP);
   4. `iterations` runs, timed as the daemon times its own candidates (see
@@ -53,7 +56,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import re
 import time
 from collections.abc import Sequence
@@ -61,6 +63,7 @@ from typing import Any, Callable, Optional, Union
 
 from autotuned import channels
 from autotuned._proto import autotuned_pb2 as pb
+from autotuned.check import same_output, terms_of
 from autotuned.client import Client, candidate_spec
 from autotuned.errors import AutotunedError, InvalidArgument, Unavailable, Unimplemented
 from autotuned.group import GroupDecision, GroupDescription, fallback_results, with_presync
@@ -69,13 +72,6 @@ MAX_REASON = 1024
 # How long a rank that lost its run waits for its daemon before asking again.
 REASK_CONNECT_S = 5.0
 _KEY = re.compile(r"^[A-Za-z0-9._:/+=-]{1,128}$")
-# (rtol, atol) of torch.allclose per floating dtype: a few units in the last
-# place, as reductions in another order differ by.
-TOLERANCES = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5),
-              "float16": (2e-3, 1e-3), "bfloat16": (1.6e-2, 1e-2)}
-# Below 2 ** mantissa digits, integer-valued floats add up exactly in any order.
-_EXACT_BELOW = {"float64": 2.0 ** 53, "float32": 2.0 ** 24, "float16": 2.0 ** 11,
-                "bfloat16": 2.0 ** 8}
 
 
 def content_key(*parts: object) -> str:
@@ -272,7 +268,10 @@ class _Schedule:
             out = timer.verify_run()
             ref = self._reference(step)
             if ref is not None:
-                why = same_output(out, self.passed[ref])
+                # The candidates' collective sums world_size terms per
+                # element in an order of its own (1 for copies).
+                terms = terms_of(rp.problem.collective, self.group.world_size, rp.problem.op)
+                why = same_output(out, self.passed[ref], terms=terms)
                 if why:
                     ok, reason = False, _bounded(
                         f"output differs from the reference "
@@ -418,66 +417,3 @@ def _detached(out: Any) -> Any:
     if callable(clone) and hasattr(out, "detach"):
         return out.detach().clone()
     return out
-
-
-def same_output(out: Any, ref: Any) -> str:
-    """Why `out` differs from `ref` ("" when it matches): nested tuples and
-    lists element by element; tensors by shape and dtype, then exactly when
-    integer-valued (integer dtypes, or floats holding integers small enough
-    to add up exactly), else torch.allclose with TOLERANCES; anything else
-    by ==."""
-    if isinstance(ref, (list, tuple)):
-        if not isinstance(out, (list, tuple)) or len(out) != len(ref):
-            return f"expected a sequence of {len(ref)}, got {_kind(out)}"
-        for i, (o, r) in enumerate(zip(out, ref)):
-            why = same_output(o, r)
-            if why:
-                return f"[{i}]: {why}"
-        return ""
-    if hasattr(ref, "shape") and hasattr(ref, "dtype"):
-        return _same_tensor(out, ref)
-    if isinstance(ref, float) and isinstance(out, (int, float)):
-        return "" if math.isclose(out, ref, rel_tol=1e-6) else f"{out!r} != {ref!r}"
-    return "" if out == ref else _bounded(f"{out!r} != {ref!r}")
-
-
-def _kind(x: Any) -> str:
-    if hasattr(x, "shape"):
-        return f"a tensor of shape {list(x.shape)}"
-    return type(x).__name__
-
-
-def _same_tensor(out: Any, ref: Any) -> str:
-    import torch
-
-    if not isinstance(out, torch.Tensor):
-        return f"expected a tensor, got {_kind(out)}"
-    if out.shape != ref.shape or out.dtype != ref.dtype:
-        return (f"shape {list(out.shape)} {out.dtype}, the reference's "
-                f"{list(ref.shape)} {ref.dtype}")
-    o, r = out.detach().cpu(), ref.detach().cpu()
-    name = str(r.dtype).replace("torch.", "")
-    if not r.is_floating_point() or _integer_valued(r, _EXACT_BELOW.get(name, 0.0)):
-        if torch.equal(o, r):
-            return ""
-        bad = (o != r).nonzero()
-        first = tuple(int(v) for v in bad[0]) if len(bad) else ()
-        return (f"{len(bad)} of {r.numel()} elements differ (exact comparison), first at "
-                f"{list(first)}: {o[first].item()!r} != {r[first].item()!r}")
-    rtol, atol = TOLERANCES.get(name, TOLERANCES["float32"])
-    if torch.allclose(o.double(), r.double(), rtol=rtol, atol=atol, equal_nan=True):
-        return ""
-    diff = (o.double() - r.double()).abs()
-    worst = int(diff.nan_to_num(math.inf).argmax())
-    return (f"max abs difference {float(diff.flatten()[worst]):.6g} at flat index {worst} "
-            f"(rtol {rtol:g}, atol {atol:g})")
-
-
-def _integer_valued(t: Any, below: float) -> bool:
-    import torch
-
-    if below <= 0 or t.numel() == 0:
-        return below > 0
-    d = t.double()
-    return bool(torch.isfinite(d).all()) and bool((d == d.round()).all()) \
-        and float(d.abs().max()) < below

@@ -6,6 +6,7 @@ tests/rankrun_test.py.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
@@ -279,18 +280,44 @@ def test_cuda_candidates_timed_by_events_or_graph_replays(daemon, mode):
     assert len(launches) == 1 + 2 + 20
 
 
-def test_outputs_compared_exactly_or_within_the_dtype_tolerance():
+def test_outputs_compared_exactly_or_within_the_bound_of_a_sum():
+    # autotuned.rankrun.same_output is autotuned.check's (tests/check_test.py).
     assert same_output(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])) == ""
     assert "exact" in same_output(torch.tensor([1.0, 2.0 + 2 ** -20]), torch.tensor([1.0, 2.0]))
     x = torch.rand(100)
-    assert same_output(x * (1 + 1e-6), x) == ""
-    assert "max abs difference" in same_output(x + 1e-2, x)
+    assert same_output(x * (1 + 1e-6), x, terms=16) == ""     # 16 * 2 * 2^-24 > 1e-6
+    assert "max abs difference" in same_output(x * (1 + 1e-6), x, terms=2)
+    assert "max abs difference" in same_output(x + 1e-2, x, terms=8)
     third = torch.full((3,), 0.3, dtype=torch.bfloat16)
     assert same_output(third * 1.004, third) == ""   # 1 ulp of bfloat16
     assert "shape" in same_output(torch.ones(3), torch.ones(4))
     assert "int32" in same_output(torch.ones(3, dtype=torch.int32), torch.ones(3))
     assert "sequence of 2" in same_output([torch.ones(1)], [torch.ones(1), torch.ones(1)])
     assert same_output(3, 3) == "" and same_output(1.0, 1.0 + 1e-9) == ""
+
+
+def test_outputs_compared_within_the_bound_of_a_sum_over_the_world(daemon):
+    """The schedule compares with as many terms as the collective sums per
+    element: 6 u apart passes for a sum over 4 ranks (bound 8 u), not for 1
+    rank, nor for a copy or a max over 4."""
+    ref = torch.tensor([1.0, 0.5], dtype=torch.bfloat16)
+    off = torch.tensor([1.0, 0.5 + 6 * 2.0 ** -8], dtype=torch.bfloat16)
+
+    def verified(collective: str, world: int, op=None) -> list[tuple[bool, str]]:
+        daemon.steps.clear()
+        p = problem(collective, "bfloat16", 2,
+                    [client_candidate(f"c{i}", content_key(i)) for i in range(2)], op=op)
+        runners = {0: RankCandidate(lambda: ref), 1: RankCandidate(lambda: off)}
+        desc = dataclasses.replace(_desc(daemon.target), world_size=world)
+        tune_rank(desc, [RankProblem(p, runners)])
+        return [(ok, why) for _, ph, ok, why in daemon.steps if ph == pb.VERIFIED]
+
+    assert verified("all_reduce", 4) == [(True, ""), (True, "")]
+    assert verified("reduce_scatter", 4) == [(True, ""), (True, "")]
+    for differs in [verified("all_reduce", 1), verified("all_gather", 4),
+                    verified("all_reduce", 4, op="max")]:
+        assert differs[0] == (True, "")
+        assert not differs[1][0] and "max abs difference" in differs[1][1], differs
 
 
 def test_group_from_the_launchers_environment(monkeypatch):
