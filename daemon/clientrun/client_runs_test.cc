@@ -34,6 +34,9 @@ struct RankScript {
   int stop_before_step = -1;  // never reaches this step's barrier, never reports
   bool report = true;
   int timed_out_step = -1;  // passes this step's barriers, then runs past its timeout
+  // How each step was timed (0: not said) and the host's time per call.
+  std::function<v1::TimingMode(int step)> timed_by = [](int) { return v1::TIMING_MODE_UNSPECIFIED; };
+  std::function<double(int step)> host_us = [](int) { return 0.0; };
 };
 
 struct RankEnd {
@@ -87,6 +90,8 @@ class Runs {
         continue;
       }
       times->set_ok(true);
+      times->set_timed_by(script.timed_by(i));
+      times->set_host_us(script.host_us(i));
       for (int t = 0; t < run.iterations(); ++t) times->add_times_us(script.time_us(i));
     }
     if (script.report) end.answer = runs_.Report(report, absl::Now() + absl::Seconds(30));
@@ -498,5 +503,42 @@ TEST_CASE("runs are forgotten past their bound and retention") {
         absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_CASE("how a candidate was timed: graph unless some rank timed a step by events; the "
+          "host's time per call, the largest rank median") {
+  Runs f("timed-by");
+  ValidRequest request = f.stack().Valid(
+      ClientRankRequest("g", 0, 2, {"client:k1", "client:k2"}, kTimeoutMs));
+  request.engine.passes.min_passes = request.engine.passes.max_passes = 3;
+  request.engine.schedule.cuda_graph = request.cuda_graph = true;
+  std::optional<v1::TuneResponse> opened =
+      f.runs().Start(request, "round-1", absl::Now() + absl::Seconds(10), absl::ZeroDuration());
+  REQUIRE(opened.has_value());
+  const v1::ClientRun& run = opened->run();
+  CHECK(run.timing_mode() == v1::CUDA_GRAPH);
+  REQUIRE(run.steps_size() == 6);
+  // k2 (candidate 1) could not be captured on rank 1 in its last pass.
+  auto by = [&run](int rank) {
+    return [&run, rank](int step) {
+      const bool late_k2 = run.steps(step).candidate() == 1 && run.steps(step).pass() == 2;
+      return rank == 1 && late_k2 ? v1::EVENT_LOOP : v1::CUDA_GRAPH;
+    };
+  };
+  RankScript r0, r1;
+  r0.timed_by = by(0);
+  r1.timed_by = by(1);
+  // Rank 0: host times 10, 30, 20 per pass (median 20); rank 1: 5, 40, 41 (median 40).
+  r0.host_us = [&run](int step) { return std::vector<double>{10, 30, 20}[run.steps(step).pass()]; };
+  r1.host_us = [&run](int step) { return std::vector<double>{5, 40, 41}[run.steps(step).pass()]; };
+  std::vector<RankEnd> ends = f.RunAll(run, "g", {r0, r1});
+  for (const RankEnd& end : ends) {
+    REQUIRE(end.answer.ok());
+    CHECK(Ranked(*end.answer, 0).timed_by() == v1::CUDA_GRAPH);
+    CHECK(Ranked(*end.answer, 1).timed_by() == v1::EVENT_LOOP);
+    CHECK(Ranked(*end.answer, 0).host_us() == 40.0);
+    CHECK(Ranked(*end.answer, 1).host_us() == 40.0);
+  }
+}
+
 }  // namespace
 }  // namespace autotuned::clientrun
+

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 #include <utility>
 #include <vector>
@@ -275,6 +277,25 @@ std::optional<CandidateOutcome> Run::StepFailure(int step,
   return std::nullopt;
 }
 
+void Run::TimingOf(int first_step, CandidateOutcome* out) const {
+  bool event_loop = schedule_.timing_mode() != v1::CUDA_GRAPH;
+  double host_us = 0;
+  for (int r = 0; r < world_size_; ++r) {
+    std::vector<double> host;
+    for (int step = first_step; step < schedule_.steps_size(); ++step) {
+      if (!SameCandidate(step, first_step)) continue;
+      const v1::StepTimes& t = reports_[r]->steps(step);
+      event_loop |= t.timed_by() == v1::EVENT_LOOP;
+      if (t.host_us() > 0 && std::isfinite(t.host_us())) host.push_back(t.host_us());
+    }
+    if (host.empty()) continue;
+    std::nth_element(host.begin(), host.begin() + host.size() / 2, host.end());
+    host_us = std::max(host_us, host[host.size() / 2]);
+  }
+  out->timed_by = event_loop ? v1::EVENT_LOOP : v1::CUDA_GRAPH;
+  out->host_us = host_us;
+}
+
 CandidateOutcome Run::CandidateOutcomeOf(int first_step) const {
   const v1::ClientStep& s = schedule_.steps(first_step);
   std::vector<RankOutcome> ranks(world_size_);
@@ -291,6 +312,7 @@ CandidateOutcome Run::CandidateOutcomeOf(int first_step) const {
       Summarize(s.candidate(), plan_.request->problems[s.problem()].candidates[s.candidate()],
                 ranks, pass_sizes);
   out.passes = static_cast<int>(pass_sizes.size());
+  TimingOf(first_step, &out);
   return out;
 }
 

@@ -117,6 +117,11 @@ class Run {
   // worked, every rank's times then appended to (*ranks)[rank].
   std::optional<CandidateOutcome> StepFailure(int step, std::vector<RankOutcome>* ranks) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How the candidate of `first_step` was timed (every rank reported, every
+  // step worked): EVENT_LOOP when the run's mode is, or when any rank timed
+  // any step by events (it could not capture a graph); the host's time per
+  // eager call, the largest over ranks of each rank's median over steps.
+  void TimingOf(int first_step, CandidateOutcome* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The outcome of the candidate of `first_step` (its first step): its
   // steps' times in pass order, or the first failed step's failure.
   CandidateOutcome CandidateOutcomeOf(int first_step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -152,6 +152,7 @@ std::vector<CandidateOutcome> Engine::Measure(
                                    runs[i].pass_ids));
       outcomes.back().passes = runs[i].passes;
       outcomes.back().measuring_us = absl::ToDoubleMicroseconds(runs[i].spent);
+      outcomes.back().timed_by = options.schedule.cuda_graph ? v1::CUDA_GRAPH : v1::EVENT_LOOP;
     }
     return Rank(std::move(outcomes), options.rule);
   };

@@ -58,6 +58,11 @@ struct CandidateOutcome {
   // This candidate against the winner (Rank sets it; the winner's own and a
   // ruled-out candidate's stay 0).
   Ratio vs_winner;
+  // How the times were taken (v1::TimingMode; 0: not said) and, for
+  // candidates the ranks run, the host's time per eager call (the largest
+  // rank median; 0: not measured). Carried to CandidateResult as they are.
+  int timed_by = 0;
+  double host_us = 0;
 };
 
 // The level of a candidate's own interval (Stats), and of the paired

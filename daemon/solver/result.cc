@@ -35,6 +35,8 @@ void FillCandidate(const CandidateOutcome& o, int64_t bytes, double bus_factor,
   out->set_vs_winner_low(o.vs_winner.low);
   out->set_vs_winner_high(o.vs_winner.high);
   out->set_paired(o.vs_winner.pairs);
+  if (o.timed_by != 0) out->set_timed_by(static_cast<v1::TimingMode>(o.timed_by));
+  out->set_host_us(o.host_us);
   if (o.ok && o.stats.median_us > 0) {
     // bytes / us = MB/s; / 1e3 = GB/s. Bandwidth of the median iteration.
     const double algbw = static_cast<double>(bytes) / o.stats.median_us / 1e3;
@@ -46,7 +48,7 @@ void FillCandidate(const CandidateOutcome& o, int64_t bytes, double bus_factor,
 const char* VerdictWords(v1::Confidence c) {
   switch (c) {
     case v1::DECISIVE: return "fastest beyond noise";
-    case v1::WITHIN_NOISE: return "earlier of a tie within noise";
+    case v1::WITHIN_NOISE: return "best estimate of a tie within noise";
     case v1::BELOW_MARGIN: return "kept, others faster by less than the margin";
     default: return "fastest median";
   }

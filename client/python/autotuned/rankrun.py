@@ -30,9 +30,12 @@ its schedule here, step by step:
   3. `warmup` runs, then RunStep(WARMED_UP);
   4. `iterations` runs, timed as the daemon times its own candidates (see
      _Timer): time.perf_counter_ns around each run off the GPU; on a "cuda"
-     device CUDA events around back-to-back launches in at most 10 batches,
-     or one timed replay of a CUDA graph of every iteration in CUDA_GRAPH
-     mode. A step past candidate_timeout_ms stops and is reported timed_out.
+     device, in CUDA_GRAPH mode, replays of a CUDA graph of the candidate's
+     calls captured once per run (a candidate that cannot be captured is
+     timed by events and says so in StepTimes.timed_by), in EVENT_LOOP mode
+     CUDA events around back-to-back launches in at most 10 batches. The
+     warmup's calls give the host's time per eager call (StepTimes.host_us).
+     A step past candidate_timeout_ms stops and is reported timed_out.
 
 then Report, whose answer is the round's decision. A candidate has a step
 per interleaved pass; one that a barrier refused is not run again (every
@@ -55,7 +58,9 @@ What each failure gives (a GroupDecision, the same on every rank):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import math
 import re
 import time
 from collections.abc import Sequence
@@ -100,6 +105,32 @@ class RankCandidate:
     run: Callable[[], Any]
     # The output to compare when run() returns None.
     output: Optional[Callable[[], Any]] = None
+    # Makes run() ready (compiles the candidate, makes its inputs): called
+    # once by tune_rank before it sends the Tune, so that it is not inside
+    # the round's bounds; never runs a collective. What it raises is the
+    # candidate's failure on this rank (its verify run raises it instead).
+    prepare: Optional[Callable[[], None]] = None
+
+
+def _prepared(problems: Sequence[RankProblem]) -> list[RankProblem]:
+    """`problems` with every client candidate's prepare() called; one whose
+    prepare raised runs as that exception."""
+    out = []
+    for rp in problems:
+        runners = dict(rp.runners)
+        for j, rc in rp.runners.items():
+            if rc.prepare is None:
+                continue
+            try:
+                rc.prepare()
+            except Exception as e:  # noqa: BLE001 - the candidate's failure, reported
+                runners[j] = RankCandidate(run=functools.partial(_reraise, e))
+        out.append(dataclasses.replace(rp, runners=runners))
+    return out
+
+
+def _reraise(e: Exception) -> Any:
+    raise e
 
 
 @dataclasses.dataclass
@@ -127,6 +158,7 @@ def tune_rank(group: GroupDescription, problems: Sequence[ProblemLike], *,
     down = channels.down_reason(target)
     if down is not None:
         return _fallback(protos, f"daemon down: {down}")
+    rank_problems = _prepared(rank_problems)
     client = channels.channel(target)
     lost = ""
     for attempt in range(2):
@@ -218,6 +250,9 @@ class _Schedule:
         self.passed: dict[tuple[int, int], Any] = {}
         # (problem, candidate) refused at a barrier: the same on every rank.
         self.refused: set[tuple[int, int]] = set()
+        # (problem, candidate) -> its _Timer, kept over the passes (a graph
+        # captured in the first pass is replayed in the later ones).
+        self.timers: dict[tuple[int, int], _Timer] = {}
 
     def run(self) -> pb.TuneResponse:
         times = [self._step(i, s) for i, s in enumerate(self.spec.steps)]
@@ -254,6 +289,8 @@ class _Schedule:
         # Steps come in problem order: earlier problems' references are done.
         for done in [k for k in self.passed if k[0] != step.problem]:
             del self.passed[done]
+        for done in [k for k in self.timers if k[0] != step.problem]:
+            del self.timers[done]
         key = (step.problem, step.candidate)
         if key in self.refused:
             # Not run again (the same on every rank): the daemon says why.
@@ -261,7 +298,9 @@ class _Schedule:
             return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason))
         rp = self.problems[step.problem]
         runner = rp.runners[step.candidate]
-        timer = _Timer(rp.device, self.spec.timing_mode, runner)
+        timer = self.timers.get(key)
+        if timer is None:
+            timer = self.timers[key] = _Timer(rp.device, self.spec.timing_mode, runner)
         deadline = time.monotonic() + self.step_timeout
         ok, reason, out = True, "", None
         try:
@@ -304,7 +343,8 @@ class _Schedule:
             return pb.StepTimes(step=index, ok=False, timed_out=True, reason=(
                 f"ran past the candidate timeout of {self.spec.candidate_timeout_ms} ms "
                 f"after {len(times)} of {self.spec.iterations} timed iterations"))
-        return pb.StepTimes(step=index, ok=True, times_us=times)
+        return pb.StepTimes(step=index, ok=True, times_us=times, timed_by=timer.timed_by,
+                            host_us=timer.host_median_us())
 
 
 def _is_cuda(device: Any) -> bool:
@@ -314,21 +354,53 @@ def _is_cuda(device: Any) -> bool:
 # As the daemon's GPU worker (daemon/backend/cuda/worker/cuda_rank_run.cc):
 # back-to-back launches with an event between at most this many batches.
 TIMED_BATCHES = 10
+# CUDA_GRAPH: one replay of the captured graph lasts about this long (the
+# calls per graph are chosen from an eager call's GPU time), so that the
+# graph's own launch is a small part of what an event pair measures.
+GRAPH_REPLAY_TARGET_US = 200.0
+MAX_CALLS_PER_GRAPH = 64
+# Cycles of the spin kernel queued before the first timed event, so that the
+# GPU reaches that event only once the replays behind it are queued.
+_SPIN_CYCLES = 200_000
 
 
 class _Timer:
-    """Runs one candidate: its verify run, its warmup, its timed iterations,
-    timed as the daemon times its own candidates on a GPU: EVENT_LOOP puts
+    """Runs one candidate on this rank: its verify run, its warmup, its timed
+    iterations. One _Timer per candidate for the whole run, so that a graph
+    captured in the first pass is replayed in the later ones.
+
+    On a "cuda" device, CUDA_GRAPH (the default of the integrations) times
+    the candidate as the daemon times its own: the calls are captured once
+    as a CUDA graph (on a side stream, after the warmup; `calls` calls per
+    graph, from an eager call's GPU time, so that a replay lasts about
+    GRAPH_REPLAY_TARGET_US), and each timed iteration is one replay between
+    two events, divided by `calls`: what the calls cost on the GPU, without
+    the Python that launches them. A candidate that cannot be captured is
+    timed as EVENT_LOOP instead and says so (`timed_by`). EVENT_LOOP puts
     CUDA events around back-to-back launches, cut into at most TIMED_BATCHES
-    batches, each iteration getting its batch's mean; CUDA_GRAPH captures
-    every timed iteration into one graph (after the warmup), replays it once
-    untimed, then times one replay, each iteration getting the mean. Off the
-    GPU each iteration is timed alone by perf_counter_ns."""
+    batches, each iteration getting its batch's mean. Off the GPU each
+    iteration is timed alone by perf_counter_ns. In every mode the warmup's
+    calls measure the host's time per eager call (`host_us`: from the call
+    to its return, before the device sync)."""
 
     def __init__(self, device: Any, mode: int, runner: RankCandidate) -> None:
         self.cuda = _is_cuda(device)
         self.graph_mode = self.cuda and mode == pb.CUDA_GRAPH
         self.runner = runner
+        self.graph: Any = None
+        self.calls = 1
+        self.capture_error = ""
+        self.host_us: list[float] = []
+        self.gpu_us: list[float] = []   # an eager call's GPU time (events), per warmup call
+
+    @property
+    def timed_by(self) -> int:
+        if self.cuda and self.graph_mode and not self.capture_error:
+            return pb.CUDA_GRAPH
+        return pb.EVENT_LOOP
+
+    def host_median_us(self) -> float:
+        return sorted(self.host_us)[len(self.host_us) // 2] if self.host_us else 0.0
 
     def _sync(self) -> None:
         if self.cuda:
@@ -344,11 +416,25 @@ class _Timer:
 
     def warm_up(self, count: int, deadline: float) -> bool:
         """Runs `count` times; False when the deadline passed first."""
+        events = None
+        if self.cuda:
+            import torch
+            events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
         for _ in range(count):
             if time.monotonic() > deadline:
                 return False
+            if events is not None:
+                events[0].record()
+            t0 = time.perf_counter_ns()
             self.runner.run()
+            self.host_us.append((time.perf_counter_ns() - t0) / 1000.0)
+            if events is not None:
+                events[1].record()
             self._sync()
+            if events is not None:
+                self.gpu_us.append(events[0].elapsed_time(events[1]) * 1000.0)
+        del self.host_us[:-64]
+        del self.gpu_us[:-64]
         return time.monotonic() <= deadline
 
     def timed(self, count: int, deadline: float) -> list[float]:
@@ -363,8 +449,11 @@ class _Timer:
                 self.runner.run()
                 out.append((time.perf_counter_ns() - t0) / 1000.0)
             return out
-        if self.graph_mode:
-            return self._timed_graph(count)
+        if self.graph_mode and not self.capture_error:
+            if self.graph is None:
+                self._capture()
+            if self.graph is not None:
+                return self._timed_graph(count, deadline)
         return self._timed_batches(count, deadline)
 
     def _timed_batches(self, count: int, deadline: float) -> list[float]:
@@ -390,23 +479,49 @@ class _Timer:
             out += [events[k].elapsed_time(events[k + 1]) * 1000.0 / n] * n
         return out[:done]
 
-    def _timed_graph(self, count: int) -> list[float]:
+    def _capture(self) -> None:
+        """Captures `calls` calls as one graph; on failure keeps the reason
+        and leaves the candidate to event timing."""
         import torch
+        eager = sorted(self.gpu_us)[len(self.gpu_us) // 2] if self.gpu_us else 0.0
+        self.calls = max(1, min(MAX_CALLS_PER_GRAPH,
+                                math.ceil(GRAPH_REPLAY_TARGET_US / max(eager, 1.0))))
         graph = torch.cuda.CUDAGraph()
         side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.graph(graph, stream=side):
-            for _ in range(count):
-                self.runner.run()
-        torch.cuda.current_stream().wait_stream(side)
-        graph.replay()  # untimed
         torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        return [start.elapsed_time(end) * 1000.0 / count] * count
+        side.wait_stream(torch.cuda.current_stream())
+        try:
+            with torch.cuda.graph(graph, stream=side):
+                for _ in range(self.calls):
+                    self.runner.run()
+            torch.cuda.current_stream().wait_stream(side)
+            graph.replay()  # untimed: the first replay uploads the graph
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - not capturable: timed by events
+            self.capture_error = _raised(e)
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001
+                pass
+            return
+        self.graph = graph
+
+    def _timed_graph(self, count: int, deadline: float) -> list[float]:
+        import torch
+        if time.monotonic() > deadline:
+            return []
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
+        torch.cuda.synchronize()
+        # Queue the replays behind a short spin so that no event waits on the
+        # host's launch of the replay after it.
+        torch.cuda._sleep(_SPIN_CYCLES)
+        events[0].record()
+        for i in range(count):
+            self.graph.replay()
+            events[i + 1].record()
+        events[-1].synchronize()
+        return [events[i].elapsed_time(events[i + 1]) * 1000.0 / self.calls
+                for i in range(count)]
 
 
 def _detached(out: Any) -> Any:

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The decisions' regret on GPUs against an independent timing, on 2 and 4
+# GPUs of one host (GPUs 0..W-1), run from the repository root there with
+# binaries built elsewhere (--config=static) and carried:
+#
+#   bash bench/regret_gpu.sh BIN_DIR PY_DIR OUT_DIR [WORLD...]     (default: 2 4, as the GPUs allow)
+#
+# Per world W, each in a fresh process (torch.distributed.run, W ranks):
+#   wW/truth.json      bench/regret_gpu.py --mode truth: every caller choice
+#                      timed alone, no daemon running
+#   wW/{immediate,deferred,pytorch,vllm}.json
+#                      the tuners' decisions on the same choices (a fresh
+#                      daemon, cuda backend, no cache, for the autotuned ones)
+#   wW/sweep.jsonl     the daemon's own all_reduce bf16 sweep (CUDA graphs)
+#   wW/alone.jsonl     each candidate of that sweep tuned alone, per size, in
+#                      a fresh daemon: the truth of the sweep's decisions
+#   wW/*.log           each step's output
+# then OUT_DIR/report.md: bench/regret_gpu_report.py and the sweep's regret.
+set -u
+if [ $# -lt 3 ]; then
+  echo "usage: bash bench/regret_gpu.sh BIN_DIR PY_DIR OUT_DIR [WORLD...]" >&2
+  exit 2
+fi
+BIN=$(cd "$1" && pwd) || exit 2
+PY_DIR=$(cd "$2" && pwd) || exit 2
+mkdir -p "$3" || exit 2
+OUT=$(cd "$3" && pwd)
+shift 3
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
+nccl_lib=$("$PYTHON" -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' 2>/dev/null)
+[ -n "$nccl_lib" ] && export LD_LIBRARY_PATH="$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONPATH="$PY_DIR" AUTOTUNED_KERNELS_LIB="$BIN/libautotuned_kernels_abi.so"
+STEPS_LOG=$OUT/steps.log
+# shellcheck source=bench/steps.sh
+. "$HERE/steps.sh"
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+WORLDS=("$@")
+if [ ${#WORLDS[@]} -eq 0 ]; then
+  [ "$GPUS" -ge 2 ] && WORLDS+=(2)
+  [ "$GPUS" -ge 4 ] && WORLDS+=(4)
+fi
+MODES=${REGRET_MODES:-"immediate deferred pytorch vllm"}
+{ date -u; nvidia-smi -L; "$PYTHON" -c 'import torch; print("torch", torch.__version__)'
+  echo "worlds: ${WORLDS[*]}  modes: truth $MODES sweep"; } >> "$OUT/env.txt" 2>&1
+
+SOCK=/tmp/at-regret.sock
+DPID=""
+start_daemon() {  # LOG
+  rm -f "$SOCK"
+  "$BIN/autotuned" --socket="$SOCK" --no_cache --log_level=info > "$1" 2>&1 &
+  DPID=$!
+  for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
+  "$BIN/autotunectl" --socket="$SOCK" info > /dev/null 2>&1 || sleep 2
+}
+stop_daemon() {
+  [ -n "$DPID" ] || return 0
+  kill -TERM "$DPID" 2>/dev/null
+  for _ in $(seq 200); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$DPID" 2>/dev/null
+  DPID=""
+}
+trap stop_daemon EXIT
+
+SWEEP_ARGS=(--collective=all_reduce --dtype=bf16 --timing=cuda_graph --refresh)
+for W in "${WORLDS[@]}"; do
+  D=$OUT/w$W
+  mkdir -p "$D"
+  export CUDA_VISIBLE_DEVICES
+  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((W - 1)))
+  run=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$W"
+       "$HERE/regret_gpu.py" --socket "$SOCK")
+  step "w$W truth" 240 "$D/truth.log" "${run[@]}" --mode truth --out "$D/truth.json"
+  start_daemon "$D/daemon.log"
+  for mode in $MODES; do
+    step "w$W $mode" 240 "$D/$mode.log" "${run[@]}" --mode "$mode" --out "$D/$mode.json"
+  done
+  step "w$W sweep" 240 "$D/sweep.err" sh -c "'$BIN/autotunectl' --socket='$SOCK' --json sweep \
+    ${SWEEP_ARGS[*]} --from=8KiB --to=32MiB --factor=4 > '$D/sweep.jsonl'"
+  stop_daemon
+  # The truth of the sweep: each of its candidates alone, per size, in a
+  # fresh daemon.
+  start_daemon "$D/daemon_alone.log"
+  step "w$W alone" 300 "$D/alone.err" "$PYTHON" "$HERE/regret_sweep.py" alone \
+    "$BIN/autotunectl" "$SOCK" "$D/sweep.jsonl" "$D/alone.jsonl" "${SWEEP_ARGS[@]}"
+  stop_daemon
+done
+{
+  "$PYTHON" "$HERE/regret_gpu_report.py" "$OUT"
+  for W in "${WORLDS[@]}"; do
+    "$PYTHON" "$HERE/regret_sweep.py" report "$OUT/w$W/sweep.jsonl" "$OUT/w$W/alone.jsonl" "$W"
+  done
+} > "$OUT/report.md" 2>&1
+cat "$OUT/steps.log"
+cat "$OUT/report.md"

@@ -1,0 +1,106 @@
+"""The regret report of bench/regret_gpu.sh: per world size, the truth
+(each choice timed alone, bench/regret_gpu.py --mode truth) beside each
+tuner's decisions, and the regret t(winner) / t(best) - 1 per size.
+
+    python3 bench/regret_gpu_report.py DIR      # DIR/w{2,4}/{truth,immediate,...}.json
+
+Prints markdown; the truth is the CUDA-graph time (what a compiled graph's
+collective costs on the GPU), the eager column beside it.
+"""
+import json
+import os
+import statistics
+import sys
+
+MODES = ["immediate", "deferred", "pytorch", "vllm"]
+
+
+def load(path: str):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def human(n: int) -> str:
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+def report_world(d: str, out: list) -> None:
+    truth = load(os.path.join(d, "truth.json"))
+    if truth is None:
+        out.append(f"(no truth in {d})\n")
+        return
+    out.append(f"## {truth['world']} x {truth['device']}, bf16 all_reduce "
+               f"(torch {truth['torch']}, {truth['date']})\n")
+    times = truth["times"]
+    sizes = sorted(int(s) for s in times)
+    choices = list(next(iter(times.values())).keys())
+    out.append("Truth: each choice alone, median us per call under a CUDA graph (eager in "
+               "brackets), max over ranks.\n")
+    out.append("| size | " + " | ".join(choices) + " | best |")
+    out.append("| ---: | " + " | ".join("---:" for _ in choices) + " | --- |")
+    for n in sizes:
+        t = times[str(n)]
+        best = min(choices, key=lambda c: t[c]["graph_us"])
+        out.append(f"| {human(n)} | " + " | ".join(
+            f"{t[c]['graph_us']:.1f} ({t[c]['eager_us']:.1f})" for c in choices) + f" | {best} |")
+    out.append("")
+    out.append("| tuner | " + " | ".join(human(n) for n in sizes) +
+               " | regret max | regret mean | tuning wall (s) | per selection (s) |")
+    out.append("| --- | " + " | ".join("---" for _ in sizes) + " | ---: | ---: | ---: | ---: |")
+    for mode in MODES:
+        r = load(os.path.join(d, f"{mode}.json"))
+        if r is None:
+            out.append(f"| {mode} | " + " | ".join("-" for _ in sizes) + " | not run | | | |")
+            continue
+        cells, regrets = [], []
+        by_size = dict(zip(r.get("sizes", []), r.get("winners", [])))
+        for n in sizes:
+            w = by_size.get(n)
+            t = times[str(n)]
+            if w is None or w not in t:
+                cells.append("?")
+                continue
+            best = min(t[c]["graph_us"] for c in t)
+            regret = t[w]["graph_us"] / best - 1
+            regrets.append(regret)
+            cells.append(f"{w} {100 * regret:.1f}%")
+        wall = r.get("tuning_wall_s", float("nan"))
+        per = wall / max(1, r.get("selections", 1))
+        mx = f"{100 * max(regrets):.1f}%" if regrets else "-"
+        mean = f"{100 * statistics.mean(regrets):.1f}%" if regrets else "-"
+        out.append(f"| {mode} | " + " | ".join(cells) +
+                   f" | {mx} | {mean} | {wall:.2f} | {per:.2f} |")
+    out.append("")
+    for mode in MODES:
+        r = load(os.path.join(d, f"{mode}.json"))
+        if r and r.get("reported_us"):
+            out.append(f"{mode}: what the tuner reported (us) per size, against the truth (graph):")
+            for n, rep, st in zip(r["sizes"], r["reported_us"],
+                                  r.get("status", [""] * len(r["sizes"]))):
+                t = times[str(n)]
+                shown = ", ".join(f"{c} {v:.1f} ({v / t[c]['graph_us']:.2f}x)" if c in t
+                                  else f"{c} {v:.1f}" for c, v in rep.items())
+                out.append(f"- {human(n)}: {shown} {st}")
+            out.append("")
+        if r and r.get("table"):
+            out.append(f"{mode} table:\n```\n{r['table']}\n```\n")
+
+
+def main() -> int:
+    root = sys.argv[1]
+    out: list = []
+    for w in sorted(os.listdir(root)):
+        if w.startswith("w") and os.path.isdir(os.path.join(root, w)):
+            report_world(os.path.join(root, w), out)
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
