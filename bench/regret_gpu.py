@@ -129,30 +129,39 @@ def truth(ch: Choices, sizes: list) -> dict:
             g = torch.cuda.CUDAGraph()
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.graph(g, stream=side):
-                for _ in range(CALLS):
-                    fn(x)
-            torch.cuda.current_stream().wait_stream(side)
-            g.replay()
-            torch.cuda.synchronize()
-            graphs[(n, c)] = g
+            try:
+                with torch.cuda.graph(g, stream=side):
+                    for _ in range(CALLS):
+                        fn(x)
+                torch.cuda.current_stream().wait_stream(side)
+                g.replay()
+                torch.cuda.synchronize()
+                graphs[(n, c)] = g
+            except Exception as e:  # noqa: BLE001 - said in the output, timed eagerly
+                print(f"rank {dist.get_rank()}: {c} at {n} B not captured: {e}", flush=True)
+                torch.cuda.synchronize()
+                graphs[(n, c)] = None
     rounds: dict = {(n, c): {"graph": [], "eager": []} for n in sizes for c in CHOICES}
     for r in range(REPEATS):
         for n in sizes:
             order = CHOICES[r % len(CHOICES):] + CHOICES[:r % len(CHOICES)]
             for c in order:
+                fn, x = ch.eager[c], xs[n]
                 ev = [torch.cuda.Event(enable_timing=True) for _ in range(REPLAYS + 1)]
                 dist.barrier()
                 torch.cuda.synchronize()
                 torch.cuda._sleep(200_000)
                 ev[0].record()
                 for i in range(REPLAYS):
-                    graphs[(n, c)].replay()
+                    if graphs[(n, c)] is not None:
+                        graphs[(n, c)].replay()
+                    else:
+                        for _ in range(CALLS):
+                            fn(x)
                     ev[i + 1].record()
                 torch.cuda.synchronize()
                 per = [ev[i].elapsed_time(ev[i + 1]) * 1000 / CALLS for i in range(REPLAYS)]
                 rounds[(n, c)]["graph"].append(statistics.median(per))
-                fn, x = ch.eager[c], xs[n]
                 dist.barrier()
                 torch.cuda.synchronize()
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -167,7 +176,8 @@ def truth(ch: Choices, sizes: list) -> dict:
     eager = max_over_ranks([statistics.median(rounds[k]["eager"]) for k in keys])
     out: dict = {}
     for k, g, e in zip(keys, graph, eager):
-        out.setdefault(str(k[0]), {})[k[1]] = {"graph_us": g, "eager_us": e}
+        out.setdefault(str(k[0]), {})[k[1]] = {"graph_us": g, "eager_us": e,
+                                               "captured": graphs[k] is not None}
     return {"times": out}
 
 
@@ -188,8 +198,8 @@ class Stopwatch:
 
 
 def compile_mode(ch: Choices, sizes: list, mode: str, socket: str) -> dict:
-    from torch._inductor.kernel.custom_op import CustomOpConfig, register_custom_op_autotuning
     import torch._inductor.select_algorithm as sa
+    from torch._inductor.kernel.custom_op import CustomOpConfig, register_custom_op_autotuning
 
     torch._inductor.config.force_disable_caches = True
     register_custom_op_autotuning(

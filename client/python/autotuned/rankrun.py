@@ -394,7 +394,7 @@ class _Timer:
         self.gpu_us: list[float] = []   # an eager call's GPU time (events), per warmup call
 
     @property
-    def timed_by(self) -> int:
+    def timed_by(self) -> pb.TimingMode.ValueType:
         if self.cuda and self.graph_mode and not self.capture_error:
             return pb.CUDA_GRAPH
         return pb.EVENT_LOOP
