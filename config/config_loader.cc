@@ -258,6 +258,10 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
       CheckPositive("limits.max_timeout_ms", l.max_timeout_ms()));
   AT_RETURN_IF_ERROR(
       CheckPositive("limits.max_buffer_bytes", l.max_buffer_bytes()));
+  if (!(l.gpu_memory_fraction() > 0 && l.gpu_memory_fraction() <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "limits.gpu_memory_fraction: must be in (0, 1], got ", l.gpu_memory_fraction()));
+  }
   AT_RETURN_IF_ERROR(CheckPositive("limits.max_problems", l.max_problems()));
   AT_RETURN_IF_ERROR(
       CheckPositive("limits.max_candidates", l.max_candidates()));

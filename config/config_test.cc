@@ -71,7 +71,8 @@ TEST_CASE("the embedded default parses, validates and is default.textproto") {
   CHECK(c->limits().max_warmup() == 1000);
   CHECK(c->limits().max_iterations() == 10000);
   CHECK(c->limits().max_timeout_ms() == 600000);
-  CHECK(c->limits().max_buffer_bytes() == (int64_t{1} << 30));
+  CHECK(c->limits().max_buffer_bytes() == (int64_t{32} << 30));
+  CHECK(c->limits().gpu_memory_fraction() == 0.5);
   CHECK(c->limits().max_problems() == 256);
   CHECK(c->limits().max_candidates() == 32);
   CHECK(c->limits().max_sweep_sizes() == 64);
@@ -125,6 +126,14 @@ TEST_CASE("a user file merges over the default") {
   CHECK(google::protobuf::util::MessageDifferencer::Equals(*got, want));
   CHECK(got->limits().max_candidates() == 32);
   CHECK(got->cache().enabled());
+}
+
+TEST_CASE("an older file's memory cap keeps loading, now as the per-GPU ceiling") {
+  absl::StatusOr<DaemonConfig> got = LoadConfig(
+      WriteTemp("old.textproto", "limits { max_buffer_bytes: 1073741824 }\n"));
+  REQUIRE(got.ok());
+  CHECK(got->limits().max_buffer_bytes() == (int64_t{1} << 30));
+  CHECK(got->limits().gpu_memory_fraction() == Default().limits().gpu_memory_fraction());
 }
 
 TEST_CASE("an empty user file gives the default") {
@@ -231,6 +240,15 @@ TEST_CASE("each validation rule rejects with the field name") {
           c->set_tcp_listen("127.0.0.1:7450");
         }).empty());
 
+  for (double bad : {0.0, -0.5, 1.5}) {
+    CHECK_THAT(Reject([&](DaemonConfig* c) {
+                 c->mutable_limits()->set_gpu_memory_fraction(bad);
+               }),
+               Catch::StartsWith("limits.gpu_memory_fraction: must be in (0, 1]"));
+  }
+  CHECK(Reject([](DaemonConfig* c) {
+          c->mutable_limits()->set_gpu_memory_fraction(1.0);
+        }).empty());
   CHECK(Reject([](DaemonConfig* c) { c->mutable_sim()->set_gpus(0); }) ==
         "sim.gpus: must be between 1 and 1024, got 0");
   CHECK_THAT(Reject([](DaemonConfig* c) { c->mutable_sim()->set_gpus(1025); }),

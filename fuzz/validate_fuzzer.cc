@@ -91,7 +91,11 @@ void CheckAccepted(const ValidRequest& r, const config::Limits& limits) {
     Broken("placement: not one GPU per rank");
   }
   for (const ValidProblem& p : r.problems) {
-    if (p.spec.MaxRankBytes() > limits.max_buffer_bytes()) Broken("over the memory cap");
+    // Only a sweep size left out (skipped) may be over the memory cap.
+    if (p.spec.MaxRankBytes() > limits.max_buffer_bytes() && r.skipped.empty()) {
+      Broken("over the memory cap");
+    }
+    if (p.spec.MaxRankBytes() > kNoCap) Broken("over any memory cap");
     if (p.candidates.empty()) Broken("accepted a problem without candidates");
     if (p.canonical.candidates_size() != static_cast<int>(p.candidates.size())) {
       Broken("canonical candidates differ from the internal ones");

@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -288,6 +289,71 @@ TEST_CASE("the CLI tunes, sweeps, lists, shows the node and manages the cache") 
                                   "--world=16", "--candidates=all_reduce/ring"});
   CHECK(too_big.exit_code == 1);
   CHECK_THAT(too_big.err, Catch::Contains("group.world_size: 16 ranks"));
+}
+
+TEST_CASE("a sweep past the memory cap measures the sizes that fit and reports the others") {
+  Node n = MakeNode("memcap");
+  const std::string config = n.dir + "/memcap.conf";
+  {
+    std::ofstream f(config);
+    // 1 MiB for the sim's four ranks together: an all_reduce of float32
+    // needs 8 times its bytes (input and output of 4 ranks), so 64 KiB
+    // fits, 256 KiB fits no candidate and 1 MiB not even one rank's buffers.
+    f << "limits { max_buffer_bytes: 1048576 }\n";
+  }
+  n.args.push_back("--config=" + config);
+  DaemonProcess daemon;
+  REQUIRE(Started(daemon, n));
+
+  CommandResult info = Ctl(n, {"info"});
+  REQUIRE(info.exit_code == 0);
+  CHECK_THAT(info.out, Catch::Contains("1 MiB (all ranks together, host memory)"));
+
+  const std::vector<std::string> sweep_args = {"sweep", "--collective=all_reduce",
+                                               "--from=1KiB", "--to=1MiB", "--factor=4",
+                                               "--iters=3"};
+  CommandResult sweep = Ctl(n, sweep_args);
+  INFO(sweep.out << sweep.err);
+  CHECK(sweep.exit_code == 3);  // sizes not tuned
+  CHECK_THAT(sweep.err, Catch::Contains("[6/6] 1 MiB: SKIPPED (skipped: needs 2097152 bytes "
+                                        "per rank, over the memory cap of 1048576 bytes"));
+  CHECK_THAT(sweep.err, Catch::Contains("[5/6] 256 KiB: SKIPPED (skipped: no candidate fits "
+                                        "the memory cap of 1048576 bytes"));
+  CHECK_THAT(sweep.err, Catch::Contains("[4/6] 64 KiB: winner"));
+  CHECK_THAT(sweep.out, Catch::Contains("dispatch table") &&
+                            Catch::Contains("256 KiB skipped: no candidate fits"));
+
+  std::vector<std::string> csv_args = sweep_args;
+  csv_args.insert(csv_args.begin(), "--csv");
+  CommandResult csv = Ctl(n, csv_args);
+  INFO(csv.out << csv.err);
+  CHECK(csv.exit_code == 3);
+  std::map<std::string, std::set<std::string>> statuses;  // by size
+  const std::vector<std::string> rows = absl::StrSplit(csv.out, '\n', absl::SkipEmpty());
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const std::vector<std::string> f = absl::StrSplit(rows[i], ',');
+    REQUIRE(f.size() >= 16);
+    statuses[f[0]].insert(f[15]);
+  }
+  using Set = std::set<std::string>;
+  CHECK(statuses == std::map<std::string, Set>{{"1024", Set{"CACHED"}},
+                                               {"4096", Set{"CACHED"}},
+                                               {"16384", Set{"CACHED"}},
+                                               {"65536", Set{"CACHED"}},
+                                               {"262144", Set{"SKIPPED"}},
+                                               {"1048576", Set{"SKIPPED"}}});
+
+  std::vector<std::string> json_args = sweep_args;
+  json_args.insert(json_args.begin(), "--json");
+  CommandResult json = Ctl(n, json_args);
+  CHECK(json.exit_code == 3);
+  CHECK_THAT(json.out, Catch::Contains("\"skipped\":true"));  // one update a line
+
+  // Tune of a size that does not fit is refused, naming the count.
+  CommandResult tune = Ctl(n, {"tune", "--collective=all_reduce", "--bytes=256KiB"});
+  CHECK(tune.exit_code == 1);
+  CHECK_THAT(tune.err, Catch::Contains("INVALID_ARGUMENT: problems[0].count: no candidate fits "
+                                       "the memory cap of 1048576 bytes per GPU"));
 }
 
 TEST_CASE("health checking and reflection answer on the socket") {

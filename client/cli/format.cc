@@ -71,7 +71,10 @@ int64_t CountBytes(const v1::Problem& problem) {
 }
 
 
+// A sweep size left out (ProblemResult.skipped) is SKIPPED, beside the
+// wire's statuses.
 std::string Status(const v1::ProblemResult& result) {
+  if (result.skipped()) return "SKIPPED";
   return DecisionStatusName(result.status());
 }
 
@@ -340,10 +343,16 @@ std::string FormatSweepTable(const std::vector<v1::ProblemResult>& sizes) {
     row.back() = winner;
     table.AddRow(std::move(row));
   }
+  std::string skipped;
+  for (const v1::ProblemResult& result : sizes) {
+    if (result.skipped()) {
+      absl::StrAppend(&skipped, FormatBytes(AxisBytes(result)), " ", result.reason(), "\n");
+    }
+  }
   return absl::StrCat(ProblemKind(sizes[0].problem()),
                       ": median us per candidate (the ranking statistic), * = winner;\n"
                       "algbw, busbw: the winner's, GB/s\n",
-                      table.Render("  "));
+                      table.Render("  "), skipped);
 }
 
 std::string FormatCsv(const std::vector<v1::ProblemResult>& results) {
@@ -372,7 +381,7 @@ std::string FormatCsv(const std::vector<v1::ProblemResult>& results) {
       for (const std::string& f : fields) escaped.push_back(CsvField(f));
       absl::StrAppend(&out, absl::StrJoin(escaped, ","), "\n");
     }
-    if (result.ranked().empty()) {  // FALLBACK: nothing measured
+    if (result.ranked().empty()) {  // FALLBACK, SKIPPED: nothing measured
       absl::StrAppend(&out, AxisBytes(result), ",", CollectiveName(p.collective()), ",",
                       DTypeName(p.dtype()), ",", CsvField(WinnerLabel(result)), ",,",
                       has_winner ? "1" : "0", ",0,,,,,,,,0,", Status(result), ",",
@@ -459,7 +468,11 @@ std::string FormatNodeInfo(const v1::NodeInfoResponse& info) {
   add("cache", absl::StrCat(info.cache_entries(), " entries",
                             info.cache_dir().empty() ? "" : " in ",
                             info.cache_dir()));
-  if (info.memory_cap_bytes() > 0) add("memory cap", FormatBytes(info.memory_cap_bytes()));
+  if (info.memory_cap_bytes() > 0) {
+    add("memory cap", absl::StrCat(FormatBytes(info.memory_cap_bytes()),
+                                   info.backend() == "sim" ? " (all ranks together, host memory)"
+                                                           : " per GPU"));
+  }
   add("gpus", absl::StrCat(info.gpus_size()));
   // Drop the empty title row of the key/value table.
   std::string rendered = facts.Render();
@@ -467,10 +480,11 @@ std::string FormatNodeInfo(const v1::NodeInfoResponse& info) {
 
   if (info.gpus_size() > 0) {
     TextTable gpus({{"gpu", Align::kRight}, {"name"}, {"memory", Align::kRight},
-                    {"pci bus"}});
+                    {"free at start", Align::kRight}, {"pci bus"}});
     for (const v1::Gpu& gpu : info.gpus()) {
       gpus.AddRow({absl::StrCat(gpu.index()), gpu.name(),
                    gpu.memory_bytes() > 0 ? FormatBytes(gpu.memory_bytes()) : "-",
+                   gpu.free_bytes() > 0 ? FormatBytes(gpu.free_bytes()) : "-",
                    gpu.pci_bus_id()});
     }
     out += "\n" + gpus.Render("  ");

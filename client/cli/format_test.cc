@@ -265,6 +265,47 @@ TEST_CASE("CSV: a header, one row per candidate per size, plain numbers") {
   CHECK_THAT(FormatCsv({quoted}), Catch::EndsWith(",\"rank 1: \"\"x\"\", then y\",,,\n"));
 }
 
+// A sweep size left out at the memory cap: FAILED, skipped, nothing ranked.
+v1::ProblemResult SkippedResult(int64_t count) {
+  v1::ProblemResult result = AllReduceResult(count, 0);
+  result.clear_ranked();
+  result.set_winner("");
+  result.set_winner_index(-1);
+  result.set_status(v1::FAILED);
+  result.set_skipped(true);
+  result.set_reason("skipped: no candidate fits the memory cap of 1048576 bytes per GPU");
+  return result;
+}
+
+TEST_CASE("a skipped sweep size shows as SKIPPED with its reason in progress, table, CSV, JSON") {
+  v1::SweepUpdate update;
+  *update.mutable_size_result() = SkippedResult(1 << 20);
+  update.set_done(2);
+  update.set_total(2);
+  CHECK(FormatSweepProgress(update) ==
+        "[2/2] 4 MiB: SKIPPED (skipped: no candidate fits the memory cap of 1048576 bytes "
+        "per GPU)");
+
+  const std::string table = FormatSweepTable({AllReduceResult(1024, 1), SkippedResult(1 << 20)});
+  INFO(table);
+  const std::vector<std::string> lines = Lines(table);
+  REQUIRE(lines.size() == 6);
+  CHECK_THAT(lines[3], Catch::StartsWith("  4 KiB") && Catch::EndsWith("one_shot"));
+  CHECK_THAT(lines[4], Catch::StartsWith("  4 MiB") && Catch::EndsWith("SKIPPED"));
+  CHECK(lines[4].find('*') == std::string::npos);
+  CHECK(lines[5] ==
+        "4 MiB skipped: no candidate fits the memory cap of 1048576 bytes per GPU");
+
+  const std::vector<std::string> csv = Lines(FormatCsv({SkippedResult(1 << 20)}));
+  REQUIRE(csv.size() == 2);
+  CHECK(csv[1] ==
+        "4194304,all_reduce,float32,,,0,0,,,,,,,,0,SKIPPED,"
+        "skipped: no candidate fits the memory cap of 1048576 bytes per GPU,,,");
+
+  CHECK_THAT(*ToJson(update, false), Catch::Contains("\"skipped\":true") &&
+                                         Catch::Contains("\"status\":\"FAILED\""));
+}
+
 TEST_CASE("the dispatch table lists size ranges and winners with parameters") {
   const v1::ProblemResult result = AllReduceResult(1024, 0);
   v1::DispatchTable table;
@@ -341,13 +382,19 @@ TEST_CASE("implementations, node info and cache render") {
     gpu->set_index(i);
     gpu->set_name("H100");
     gpu->set_memory_bytes(int64_t{80} << 30);
+    gpu->set_free_bytes(int64_t{79} << 30);
   }
   for (const char* link : {"X", "NV18", "NV18", "X"}) info.add_topology(link);
-  const std::string node = FormatNodeInfo(info);
+  info.set_memory_cap_bytes(int64_t{32} << 30);
+  std::string node = FormatNodeInfo(info);
   INFO(node);
   CHECK_THAT(node, Catch::StartsWith("host") && Catch::Contains("node7") &&
                        Catch::Contains("up 1h2m5s") && Catch::Contains("80 GiB") &&
+                       Catch::Contains("79 GiB") && Catch::Contains("free at start") &&
+                       Catch::Contains("32 GiB (all ranks together, host memory)") &&
                        Catch::Contains("topology:") && Catch::Contains("NV18"));
+  info.set_backend("cuda");
+  CHECK_THAT(FormatNodeInfo(info), Catch::Contains("32 GiB per GPU"));
 
   v1::ListCacheResponse cache;
   v1::CacheEntrySummary* entry = cache.add_entries();

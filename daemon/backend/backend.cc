@@ -34,6 +34,22 @@ absl::Status CheckPlacement(const ScheduleOptions& options, int ranks_here,
   return absl::OkStatus();
 }
 
+int64_t Backend::memory_free_bytes() const {
+  int64_t least = 0;
+  for (const GpuDescription& g : node().gpus) {
+    if (g.free_bytes <= 0) return 0;
+    least = least == 0 ? g.free_bytes : std::min(least, g.free_bytes);
+  }
+  return least;
+}
+
+int64_t MemoryCap(const Backend& backend, int64_t max_buffer_bytes, double fraction) {
+  const int64_t free = backend.memory_free_bytes();
+  if (free <= 0) return max_buffer_bytes;
+  const double share = std::clamp(fraction, 0.0, 1.0) * static_cast<double>(free);
+  return std::min(max_buffer_bytes, static_cast<int64_t>(share));
+}
+
 std::vector<RankOutcome> Backend::RunPartial(const ProblemSpec&, const CandidateSpec&,
                                              const ScheduleOptions&, const PartialRun& part,
                                              absl::Time) {

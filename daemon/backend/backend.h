@@ -32,6 +32,9 @@ struct GpuDescription {
   std::string name;
   int64_t memory_bytes = 0;
   std::string pci_bus_id;
+  // Free memory when the backend started (0: not known). Not part of the
+  // node's identity (the cache fingerprint): it differs from start to start.
+  int64_t free_bytes = 0;
 };
 
 // What the node is: reported by NodeInfo and hashed into the fingerprint that
@@ -175,6 +178,23 @@ class Backend {
                                               const PartialRun& part,
                                               absl::Time deadline);
 
+  // The bytes `candidate` needs for `problem` where the memory cap applies
+  // (MemoryCap below), counted as the backend allocates its buffers. This
+  // default: the input and output of the rank that needs the most
+  // (ProblemSpec::MaxRankBytes). The cuda backend: the most any one rank
+  // needs on its own GPU (input, output, the check's counters, the P2P
+  // scratch as allocated); the sim: every rank's buffers together, since its
+  // virtual GPUs share the host's memory. Pure; never overflows (problems
+  // are validated first: counts far below 2^50).
+  virtual int64_t MemoryNeed(const ProblemSpec& problem, const CandidateSpec& candidate) const {
+    (void)candidate;
+    return problem.MaxRankBytes();
+  }
+  // The free memory the cap is a fraction of: this default, the smallest
+  // GpuDescription::free_bytes of the node's GPUs (0 when one is not known);
+  // the sim, the host's available memory when it was made.
+  virtual int64_t memory_free_bytes() const;
+
   // GPU memory the backend holds between runs (0 where it holds none, as on
   // sim); for the autotuned_gpu_memory_held_bytes gauge.
   virtual int64_t gpu_memory_held_bytes() const { return 0; }
@@ -184,5 +204,11 @@ class Backend {
   virtual int64_t worker_restarts() const { return 0; }
   virtual int64_t nccl_aborts() const { return 0; }
 };
+
+// The memory cap: the most `backend.MemoryNeed` a candidate may have to run.
+// The smaller of `max_buffer_bytes` (limits.max_buffer_bytes) and `fraction`
+// (limits.gpu_memory_fraction) of backend.memory_free_bytes(); just
+// `max_buffer_bytes` when the free memory is not known (0).
+int64_t MemoryCap(const Backend& backend, int64_t max_buffer_bytes, double fraction);
 
 }  // namespace autotuned

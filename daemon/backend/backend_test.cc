@@ -9,6 +9,7 @@ namespace {
 class Minimal : public Backend {
  public:
   Minimal() { node_.backend = "minimal"; }
+  NodeDescription& mutable_node() { return node_; }
   const NodeDescription& node() const override { return node_; }
   const Catalogue& catalogue() const override { return catalogue_; }
   int max_world_size() const override { return 2; }
@@ -54,6 +55,31 @@ TEST_CASE("a backend that cannot run a group across daemons refuses every local 
   }
   REQUIRE(transport.aborts.size() == 1);
   CHECK(transport.aborts[0] == out[0].status);
+}
+
+TEST_CASE("the memory cap is the ceiling or the fraction of the smallest GPU's free memory") {
+  Minimal b;
+  ProblemSpec p;
+  p.collective = Collective::kAllGather;
+  p.dtype = DType::kBFloat16;
+  p.world_size = 4;
+  p.count = 1000;
+  // By default a candidate needs its largest rank's input and output.
+  CHECK(b.MemoryNeed(p, CandidateSpec("all_gather/any")) == (1000 + 4000) * 2);
+
+  // No GPU's free memory known: the configured ceiling alone.
+  CHECK(b.memory_free_bytes() == 0);
+  CHECK(MemoryCap(b, int64_t{1} << 30, 0.5) == int64_t{1} << 30);
+  const int64_t gib = int64_t{1} << 30;
+  b.mutable_node().gpus = {{0, "g", 80 * gib, "", 60 * gib}, {1, "g", 80 * gib, "", 70 * gib}};
+  CHECK(b.memory_free_bytes() == 60 * gib);
+  CHECK(MemoryCap(b, 64 * gib, 0.5) == 30 * gib);
+  CHECK(MemoryCap(b, 16 * gib, 0.5) == 16 * gib);
+  CHECK(MemoryCap(b, 64 * gib, 1.0) == 60 * gib);
+  // One GPU that did not say: unknown, as a whole.
+  b.mutable_node().gpus.push_back({2, "g", 80 * gib, "", 0});
+  CHECK(b.memory_free_bytes() == 0);
+  CHECK(MemoryCap(b, 16 * gib, 0.5) == 16 * gib);
 }
 
 }  // namespace

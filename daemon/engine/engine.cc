@@ -41,6 +41,20 @@ absl::Status NotAgain(const std::vector<RankOutcome>& ranks, const std::vector<i
   return ranks.empty() ? absl::UnknownError("no rank reported") : absl::OkStatus();
 }
 
+// Whether `candidate` may run `problem` on `backend`: its catalogue entry
+// supports it, and it fits the memory cap (`cap`, 0: none) per
+// Backend::MemoryNeed.
+absl::Status Runnable(const Backend& backend, const ProblemSpec& problem,
+                      const CandidateSpec& candidate, int64_t cap) {
+  absl::Status s = backend.catalogue().Supports(problem, candidate.impl, "candidate");
+  if (!s.ok() || cap <= 0) return s;
+  const int64_t need = backend.MemoryNeed(problem, candidate);
+  if (need <= cap) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "candidate: needs ", need, " bytes, over the memory cap of ", cap,
+      " bytes per GPU (limits.max_buffer_bytes, limits.gpu_memory_fraction)"));
+}
+
 void Add(Runs& runs, std::vector<RankOutcome> pass, absl::Duration spent, int pass_id) {
   ++runs.passes;
   runs.spent += spent;
@@ -120,7 +134,7 @@ std::vector<CandidateOutcome> Engine::Measure(
     if (candidates[i].client()) continue;
     const absl::Status supported =
         !own.ok() ? own.status()
-                  : backend_->catalogue().Supports(problem, candidates[i].impl, "candidate");
+                  : Runnable(*backend_, problem, candidates[i], options.memory_cap_bytes);
     if (supported.ok()) {
       working.push_back(static_cast<int>(i));
     } else {
@@ -191,7 +205,7 @@ std::vector<std::vector<RankOutcome>> Engine::MeasurePart(
       part.backend_token = backend_token;
       absl::Status skip =
           !lease.ok() ? lease.status()
-          : pass == 0 ? backend_->catalogue().Supports(problem, candidates[c].impl, "candidate")
+          : pass == 0 ? Runnable(*backend_, problem, candidates[c], options.memory_cap_bytes)
                       : NotAgain(runs[c].ranks, local_ranks);
       if (!skip.ok()) {
         // As a backend refusing the run: the other daemons' ranks stop too.

@@ -75,6 +75,10 @@ struct EngineOptions {
   // every candidate is ruled out with the reason. Every holder's hold is
   // bounded, so the default ends too.
   absl::Time lease_deadline = absl::InfiniteFuture();
+  // The memory cap (daemon/backend/backend.h, MemoryCap): a candidate whose
+  // Backend::MemoryNeed exceeds it is ruled out with the reason without
+  // running. 0: no cap.
+  int64_t memory_cap_bytes = 0;
 };
 
 // How many passes run every candidate: min_passes, at most max_passes and
@@ -112,7 +116,8 @@ class Engine {
   // Measures every catalogue candidate (canonical, validated by the caller)
   // and returns them ranked; candidates the ranks run get no outcome. A
   // candidate the backend's catalogue says cannot run the problem
-  // (Catalogue::Supports) is ruled out with that reason without running.
+  // (Catalogue::Supports), or that needs more than options.memory_cap_bytes
+  // (Backend::MemoryNeed), is ruled out with that reason without running.
   // Takes the lease until options.lease_deadline, unless the caller passes
   // the one it holds (`held`). Blocks for at most the lease wait plus about
   // MeasureBound.

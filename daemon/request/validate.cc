@@ -84,19 +84,30 @@ bool Reducing(const ProblemSpec& spec) {
          spec.collective == Collective::kReduceScatter;
 }
 
+// The memory cap of `ctx`, in bytes (ValidationContext::memory_cap_bytes,
+// else limits.max_buffer_bytes).
+int64_t CapOf(const ValidationContext& ctx) {
+  return ctx.memory_cap_bytes > 0 ? ctx.memory_cap_bytes : ctx.limits->max_buffer_bytes();
+}
+
+std::string CapText(int64_t cap) {
+  return absl::StrCat("the memory cap of ", cap,
+                      " bytes per GPU (limits.max_buffer_bytes, limits.gpu_memory_fraction)");
+}
+
 // Sizes: every product is checked against the memory cap before it is
-// formed, so no request can overflow int64.
+// formed, so no request can overflow int64. One rank's input and output
+// (ProblemSpec::MaxRankBytes) over the cap fit no candidate: every backend's
+// MemoryNeed counts at least those.
 absl::Status ValidateSizes(const v1::Problem& p, const std::string& f,
                            const ValidationContext& ctx, ProblemSpec* spec) {
-  const int64_t cap = ctx.limits->max_buffer_bytes();
+  const int64_t cap = CapOf(ctx);
   const int64_t elem = DTypeSize(spec->dtype);
   const int64_t w = spec->world_size;
   const int64_t cap_elems = cap / elem;
   auto over_cap = [&](const std::string& field, int64_t need_elems_lower) {
     return Invalid(field, absl::StrCat(need_elems_lower, " elements of ", elem,
-                                       " bytes per rank exceed the memory cap "
-                                       "of ", cap,
-                                       " bytes (limits.max_buffer_bytes)"));
+                                       " bytes per rank exceed ", CapText(cap)));
   };
   if (spec->collective == Collective::kAllToAll && p.split_counts_size() > 0) {
     if (p.split_counts_size() != w * w) {
@@ -127,18 +138,43 @@ absl::Status ValidateSizes(const v1::Problem& p, const std::string& f,
       return Invalid(f + ".count",
                      absl::StrCat("must be positive, got ", p.count()));
     }
-    if (p.count() > cap_elems / (w + 1)) {
+    // Input + output of a rank: count each (all_reduce, broadcast), or
+    // count and world_size * count (all_gather, reduce_scatter).
+    const bool by_world = spec->collective == Collective::kAllGather ||
+                          spec->collective == Collective::kReduceScatter;
+    if (p.count() > cap_elems / (by_world ? w + 1 : 2)) {
       return over_cap(f + ".count", p.count());
     }
     spec->count = p.count();
   }
   if (spec->MaxRankBytes() > cap) {
     return Invalid(f + (spec->split_counts.empty() ? ".count" : ".split_counts"),
-                   absl::StrCat("needs ", spec->MaxRankBytes(),
-                                " bytes per rank, over the memory cap of ", cap,
-                                " bytes (limits.max_buffer_bytes)"));
+                   absl::StrCat("needs ", spec->MaxRankBytes(), " bytes per rank, over ",
+                                CapText(cap)));
   }
   return absl::OkStatus();
+}
+
+// Why no candidate of `p` fits the memory cap (each measured by
+// ctx.memory_need), or "" when one does, or when the context measures none.
+// Candidates the ranks run are the ranks' to place: they fit here.
+std::string MemoryShortfall(const ValidProblem& p, const ValidationContext& ctx) {
+  if (!ctx.memory_need) return std::string();
+  const int64_t cap = CapOf(ctx);
+  int64_t least = -1;
+  const CandidateSpec* smallest = nullptr;
+  for (const CandidateSpec& c : p.candidates) {
+    if (c.client()) return std::string();
+    const int64_t need = ctx.memory_need(p.spec, c);
+    if (need <= cap) return std::string();
+    if (least < 0 || need < least) {
+      least = need;
+      smallest = &c;
+    }
+  }
+  if (smallest == nullptr) return std::string();
+  return absl::StrCat("no candidate fits ", CapText(cap), ": the smallest, ", smallest->impl,
+                      ", needs ", least, " bytes");
 }
 
 // Collective, dtype, reduce op and root of `p` into `spec`.
@@ -304,6 +340,9 @@ absl::StatusOr<ValidProblem> ValidateProblem(const v1::Problem& p,
   out.canonical.set_root(spec.root);
   out.canonical.set_label(p.label());
   AT_RETURN_IF_ERROR(ValidateCandidates(p, f, ctx, &out));
+  if (const std::string why = MemoryShortfall(out, ctx); !why.empty()) {
+    return Invalid(f + (spec.split_counts.empty() ? ".count" : ".split_counts"), why);
+  }
   return out;
 }
 
@@ -505,6 +544,7 @@ absl::StatusOr<EngineOptions> ValidateOptions(const v1::Options& o,
   out.passes.iterations = def.pass_iterations();
   out.passes.max_iterations = def.max_measured_iterations();
   out.passes.budget = absl::Milliseconds(def.pass_budget_ms());
+  out.memory_cap_bytes = ctx.memory_need ? CapOf(ctx) : 0;
   return out;
 }
 
@@ -589,6 +629,12 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
                      "problem per size");
     }
   }
+  // Each size is validated without the memory cap (kNoCap only keeps every
+  // product far from overflow), then held against it: a size that does not
+  // fit is left out with the reason, not an error.
+  ValidationContext uncapped = ctx;
+  uncapped.memory_cap_bytes = kNoCap;
+  uncapped.memory_need = nullptr;
   std::vector<ValidRequest> out;
   for (int i = 0; i < request.counts_size(); ++i) {
     v1::TuneRequest one;
@@ -597,7 +643,7 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
     v1::Problem* p = one.add_problems();
     *p = request.problem();
     p->set_count(request.counts(i));
-    absl::StatusOr<ValidRequest> v = ValidateTune(one, ctx);
+    absl::StatusOr<ValidRequest> v = ValidateTune(one, uncapped);
     if (!v.ok()) {
       // Name the sweep's own fields: counts[i] rather than problems[0].count.
       std::string msg(v.status().message());
@@ -616,6 +662,14 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
                      absl::StrCat("sizes must increase strictly (no repeats), got ",
                                   request.counts(i), " after ", request.counts(i - 1)));
     }
+    const int64_t cap = CapOf(ctx);
+    const ProblemSpec& spec = v->problems[0].spec;
+    std::string why = spec.MaxRankBytes() > cap
+                          ? absl::StrCat("needs ", spec.MaxRankBytes(), " bytes per rank, over ",
+                                         CapText(cap))
+                          : MemoryShortfall(v->problems[0], ctx);
+    if (!why.empty()) v->skipped = absl::StrCat("skipped: ", why);
+    v->engine.memory_cap_bytes = ctx.memory_need ? cap : 0;
     out.push_back(*std::move(v));
   }
   return out;

@@ -23,6 +23,7 @@
 // are not owned and must stay valid during the call.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,10 +44,24 @@ inline constexpr size_t kMaxDaemonBytes = 256;      // members[].daemon: printab
 inline constexpr size_t kMaxNameBytes = 128;        // candidates' impl and parameter names
 inline constexpr size_t kMaxLabelBytes = 1024;      // problems' label: any bytes
 
+// A memory cap that holds anything a request can describe (1 EiB): only
+// keeps every buffer size far from int64 overflow.
+inline constexpr int64_t kNoCap = int64_t{1} << 60;
+
 // What the service needs to know about the node to validate a request.
 struct ValidationContext {
   const Catalogue* catalogue = nullptr;
   const config::Limits* limits = nullptr;
+  // The memory cap (MemoryCap of daemon/backend/backend.h), in bytes; 0:
+  // limits->max_buffer_bytes. One rank's input and output over it is
+  // INVALID_ARGUMENT naming the count (or split_counts).
+  int64_t memory_cap_bytes = 0;
+  // What a candidate needs against the cap (Backend::MemoryNeed); null:
+  // nothing beyond the check above. With it, a problem none of whose
+  // catalogue candidates fits is INVALID_ARGUMENT naming the count ("no
+  // candidate fits the memory cap ..."); one that some fit is valid, and
+  // the engine rules out the others (EngineOptions::memory_cap_bytes).
+  std::function<int64_t(const ProblemSpec&, const CandidateSpec&)> memory_need;
   const config::Defaults* defaults = nullptr;
   int max_world_size = 1;
   std::string backend_name;
@@ -86,6 +101,10 @@ struct ValidRequest {
   EngineOptions engine;
   bool refresh = false;
   bool cuda_graph = false;
+  // ValidateSweep only: why this size is left out ("skipped: " and what it
+  // needs against the memory cap); "" when it runs. A skipped size is
+  // answered without a round: FAILED, ProblemResult.skipped.
+  std::string skipped;
   // The timing mode as the wire and the cache key name it.
   int timing_mode() const { return cuda_graph ? v1::CUDA_GRAPH : v1::EVENT_LOOP; }
   // A rank asking for itself (members given, whole_group false): its round
@@ -134,6 +153,9 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
 
 // A sweep becomes one tune request per count (the problem's count replaced).
 // Counts must increase strictly (INVALID_ARGUMENT "counts[i]: ..." otherwise).
+// A size that does not fit the memory cap (as ValidateTune would refuse it)
+// is no error: it comes back with `skipped` set, so that the sweep measures
+// every size that fits and says which it left out.
 absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
     const v1::SweepRequest& request, const ValidationContext& context);
 

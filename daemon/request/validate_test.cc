@@ -56,7 +56,8 @@ TEST_CASE("bad input is INVALID_ARGUMENT naming the field") {
   CHECK(v.Error(Request(two, -5)) == "problems[0].count: must be positive, got -5");
   CHECK_THAT(v.Error(Request(two, 1 << 20)),
              Catch::StartsWith("problems[0].count:") &&
-                 Catch::Contains("memory cap of 1048576 bytes (limits.max_buffer_bytes)"));
+                 Catch::Contains("memory cap of 1048576 bytes per GPU (limits.max_buffer_bytes, "
+                                 "limits.gpu_memory_fraction)"));
   CHECK_THAT(v.Error(Request(two, INT64_MAX)), Catch::Contains("limits.max_buffer_bytes"));
 
   req = Request(two);
@@ -373,6 +374,83 @@ TEST_CASE("a sweep's sizes increase strictly, so that its dispatch ranges cannot
             "counts[1]: sizes must increase strictly (no repeats), got 512 after 512"));
   req.set_counts(1, 513);
   CHECK(ValidateSweep(req, v.context()).ok());
+}
+
+// A memory need per candidate: all_reduce/a its rank's input and output,
+// all_reduce/b four times that (a scratch of its own).
+int64_t Need(const ProblemSpec& p, const CandidateSpec& c) {
+  return c.impl == "all_reduce/b" ? 4 * p.MaxRankBytes() : p.MaxRankBytes();
+}
+
+TEST_CASE("the memory cap holds a rank's own buffers, not the group's") {
+  Validator v;  // 1 MiB cap, 4 ranks
+  // 4 ranks of 128 Ki float32: 1 MiB of input and output on each GPU fits,
+  // although the four ranks together need 4 MiB.
+  CHECK(v.Error(Request({"all_reduce/a"}, 131072)) == "OK");
+  CHECK_THAT(v.Error(Request({"all_reduce/a"}, 131073)),
+             Catch::StartsWith("problems[0].count: 131073 elements of 4 bytes per rank exceed "
+                               "the memory cap of 1048576 bytes per GPU"));
+  // all_gather's output is world_size times its input (the scripted node
+  // has no all_gather: past the count, the candidate is what is wrong).
+  v1::TuneRequest gather = Request({"all_gather/a"}, 52428);
+  gather.mutable_problems(0)->set_collective(v1::ALL_GATHER);
+  CHECK_THAT(v.Error(gather), Catch::StartsWith("problems[0].candidates[0]"));
+  gather.mutable_problems(0)->set_count(52429);
+  CHECK_THAT(v.Error(gather), Catch::StartsWith("problems[0].count: 52429 elements"));
+}
+
+TEST_CASE("a problem no candidate of which fits is refused; one that some fit runs") {
+  Validator v;
+  v.context().memory_need = Need;
+  v.context().memory_cap_bytes = 1 << 20;
+  // 64 Ki float32 on each rank: a needs 512 KiB, b 2 MiB.
+  absl::StatusOr<ValidRequest> some = ValidateTune(
+      Request({"all_reduce/b", "all_reduce/a"}, 65536), v.context());
+  REQUIRE(some.ok());
+  CHECK(some->engine.memory_cap_bytes == 1 << 20);
+  CHECK(v.Error(Request({"all_reduce/b"}, 65536)) ==
+        "problems[0].count: no candidate fits the memory cap of 1048576 bytes per GPU "
+        "(limits.max_buffer_bytes, limits.gpu_memory_fraction): the smallest, all_reduce/b, "
+        "needs 2097152 bytes");
+  // The cap given to the context, not limits.max_buffer_bytes, decides.
+  v.context().memory_cap_bytes = 4 << 20;
+  CHECK(v.Error(Request({"all_reduce/b"}, 65536)) == "OK");
+}
+
+TEST_CASE("a sweep leaves out the sizes that do not fit, with the reason, and keeps the rest") {
+  Validator v;
+  v.context().memory_need = Need;
+  v.context().memory_cap_bytes = 1 << 20;
+  v1::SweepRequest req;
+  req.mutable_group()->set_world_size(4);
+  *req.mutable_problem() = Request({"all_reduce/b", "all_reduce/a"}).problems(0);
+  // 256 KiB and 512 KiB of float32 per rank fit with a; 1 MiB with none
+  // (a needs 2 MiB of input and output); 4 MiB not even its buffers.
+  for (int64_t c : {16384, 65536, 262144, 1048576}) req.add_counts(c);
+  absl::StatusOr<std::vector<ValidRequest>> sizes = ValidateSweep(req, v.context());
+  REQUIRE(sizes.ok());
+  REQUIRE(sizes->size() == 4);
+  CHECK((*sizes)[0].skipped.empty());
+  CHECK((*sizes)[1].skipped.empty());
+  CHECK((*sizes)[1].engine.memory_cap_bytes == 1 << 20);
+  CHECK((*sizes)[2].skipped ==
+        "skipped: needs 2097152 bytes per rank, over the memory cap of 1048576 bytes per GPU "
+        "(limits.max_buffer_bytes, limits.gpu_memory_fraction)");
+  CHECK_THAT((*sizes)[3].skipped, Catch::StartsWith("skipped: needs 8388608 bytes per rank"));
+  CHECK((*sizes)[3].problems[0].spec.count == 1048576);
+  // Without a candidate that fits, only its scratch over the cap.
+  req.clear_counts();
+  req.add_counts(65536);
+  req.mutable_problem()->mutable_candidates()->DeleteSubrange(1, 1);
+  sizes = ValidateSweep(req, v.context());
+  REQUIRE(sizes.ok());
+  CHECK_THAT((*sizes)[0].skipped,
+             Catch::StartsWith("skipped: no candidate fits the memory cap of 1048576 bytes") &&
+                 Catch::EndsWith("the smallest, all_reduce/b, needs 2097152 bytes"));
+  // What is wrong with a request is still an error, whatever the sizes.
+  req.mutable_problem()->clear_dtype();
+  CHECK(ValidateSweep(req, v.context()).status() ==
+        absl::InvalidArgumentError("problem.dtype: is required"));
 }
 
 TEST_CASE("ListImplementations takes no collective it does not know") {

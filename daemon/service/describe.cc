@@ -57,6 +57,7 @@ void DescribeNode(const NodeDescription& node, v1::NodeInfoResponse* response) {
     gpu->set_name(g.name);
     gpu->set_memory_bytes(g.memory_bytes);
     gpu->set_pci_bus_id(g.pci_bus_id);
+    gpu->set_free_bytes(g.free_bytes);
   }
   for (const std::string& t : node.topology) response->add_topology(t);
   response->set_driver_version(node.driver_version);

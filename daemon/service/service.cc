@@ -96,12 +96,37 @@ ValidationContext AutotuneService::Validation(const Settings& settings) const {
   context.catalogue = &backend_->catalogue();
   context.limits = &settings.limits;
   context.defaults = &settings.defaults;
+  context.memory_cap_bytes = MemoryCap(settings.limits);
+  const Backend* backend = backend_;
+  context.memory_need = [backend](const ProblemSpec& p, const CandidateSpec& c) {
+    return backend->MemoryNeed(p, c);
+  };
   context.max_world_size = backend_->max_world_size();
   context.backend_name = backend_->node().backend;
   context.self_daemon = config_.peer_advertise();
   context.peers = options_.peer_client != nullptr && !config_.peer_advertise().empty();
   context.allowed_peers.assign(config_.peers().begin(), config_.peers().end());
   return context;
+}
+
+int64_t AutotuneService::MemoryCap(const config::Limits& limits) const {
+  return autotuned::MemoryCap(*backend_, limits.max_buffer_bytes(),
+                              limits.gpu_memory_fraction());
+}
+
+v1::TuneResponse AutotuneService::SkippedSize(const ValidRequest& size) {
+  v1::TuneResponse response;
+  response.set_backend(backend_->node().backend);
+  response.set_fingerprint(solver_.fingerprint());
+  const ValidProblem& problem = size.problems[0];
+  v1::ProblemResult* result = response.add_results();
+  *result->mutable_problem() = problem.canonical;
+  result->set_status(v1::FAILED);
+  result->set_skipped(true);
+  result->set_reason(size.skipped);
+  result->set_winner_index(-1);
+  result->set_bytes(problem.spec.MessageBytes());
+  return response;
 }
 
 grpc::Status AutotuneService::Reject(const absl::Status& status, const char* what) {
@@ -180,8 +205,9 @@ grpc::Status AutotuneService::Sweep(grpc::ServerContext* context,
       return ToGrpcStatus(absl::CancelledError("sweep cancelled by the client"));
     }
     absl::StatusOr<v1::TuneResponse> one =
-        size.per_rank ? RankRound(size, absl::FromChrono(context->deadline()))
-                      : solver_.RunRound(size);
+        !size.skipped.empty() ? SkippedSize(size)
+        : size.per_rank       ? RankRound(size, absl::FromChrono(context->deadline()))
+                              : solver_.RunRound(size);
     if (!one.ok()) return ToGrpcStatus(one.status());
     results.push_back(one->results(0));
     v1::SweepUpdate update;
@@ -221,7 +247,7 @@ grpc::Status AutotuneService::NodeInfo(grpc::ServerContext*, const v1::NodeInfoR
   }
   response->set_uptime_s(absl::ToInt64Seconds(absl::Now() - started_));
   response->set_rounds_served(solver_.rounds_served());
-  response->set_memory_cap_bytes(settings()->limits.max_buffer_bytes());
+  response->set_memory_cap_bytes(MemoryCap(settings()->limits));
   // Refreshed here too: the worker frees its memory when idle, between rounds.
   metrics_->SetBackendFigures(backend_->gpu_memory_held_bytes(),
                               backend_->worker_restarts(), backend_->nccl_aborts());

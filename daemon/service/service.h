@@ -146,6 +146,11 @@ class AutotuneService final : public v1::Autotune::Service {
 
   std::shared_ptr<const Settings> settings() const ABSL_LOCKS_EXCLUDED(settings_mu_);
   ValidationContext Validation(const Settings& settings) const;
+  // The memory cap under `limits` on this backend (backend.h, MemoryCap).
+  int64_t MemoryCap(const config::Limits& limits) const;
+  // A sweep size left out (ValidRequest::skipped): FAILED, skipped, with
+  // the reason, measured and cached nothing.
+  v1::TuneResponse SkippedSize(const ValidRequest& size);
   // Counts a refused call and returns its status for the wire.
   grpc::Status Reject(const absl::Status& status, const char* what);
   // A rank asking for itself: through this daemon's rendezvous, or its

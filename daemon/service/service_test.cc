@@ -149,6 +149,59 @@ TEST_CASE("an invalid request is INVALID_ARGUMENT on the wire, counted, nothing 
   CHECK(f.backend().runs() == 0);
 }
 
+TEST_CASE("a sweep past the memory cap measures the sizes that fit and skips the others") {
+  Fixture f("sweep_cap");  // limits.max_buffer_bytes 1 MiB; no free memory known
+  grpc::ClientContext info_ctx;
+  v1::NodeInfoResponse node;
+  REQUIRE(f.stub().NodeInfo(&info_ctx, {}, &node).ok());
+  CHECK(node.memory_cap_bytes() == 1 << 20);
+  v1::SweepRequest req;
+  req.mutable_group()->set_world_size(2);
+  req.mutable_options()->set_iterations(2);
+  req.mutable_problem()->set_collective(v1::ALL_REDUCE);
+  req.mutable_problem()->set_dtype(v1::FLOAT32);
+  req.mutable_problem()->add_candidates()->set_impl("all_reduce/a");
+  req.mutable_problem()->add_candidates()->set_impl("all_reduce/b");
+  // 2 KiB and 512 KiB of input and output per rank fit; 2 MiB does not.
+  for (int64_t c : {256, 65536, 262144}) req.add_counts(c);
+  grpc::ClientContext ctx;
+  auto reader = f.stub().Sweep(&ctx, req);
+  v1::SweepUpdate u;
+  std::vector<v1::SweepUpdate> updates;
+  while (reader->Read(&u)) updates.push_back(u);
+  REQUIRE(reader->Finish().ok());
+  REQUIRE(updates.size() == 4);
+  for (int i : {0, 1}) {
+    CHECK(updates[i].size_result().status() == v1::TUNED);
+    CHECK_FALSE(updates[i].size_result().skipped());
+    CHECK(updates[i].size_result().winner() == "all_reduce/b");
+  }
+  const v1::ProblemResult& skipped = updates[2].size_result();
+  CHECK(updates[2].done() == 3);
+  CHECK(skipped.problem().count() == 262144);
+  CHECK(skipped.status() == v1::FAILED);
+  CHECK(skipped.skipped());
+  CHECK(skipped.ranked_size() == 0);
+  CHECK(skipped.winner().empty());
+  CHECK(skipped.reason() ==
+        "skipped: needs 2097152 bytes per rank, over the memory cap of 1048576 bytes per GPU "
+        "(limits.max_buffer_bytes, limits.gpu_memory_fraction)");
+  REQUIRE(updates[3].has_table());
+  REQUIRE(updates[3].table().ranges_size() == 2);
+  CHECK(updates[3].table().ranges(0).max_count() == 65536);
+  CHECK(updates[3].table().ranges(1).winner().empty());
+  // Nothing of the skipped size was measured or counted as a failure.
+  CHECK(f.Metrics().results_failed() == 0);
+  CHECK(f.Metrics().results_tuned() == 2);
+
+  // Tune of the same size alone is refused, naming the count.
+  v1::TuneRequest tune = testing::Request({"all_reduce/a"}, 262144);
+  tune.mutable_group()->set_world_size(2);
+  CHECK_THAT(f.TuneError(tune),
+             Catch::StartsWith("problems[0].count: 262144 elements of 4 bytes per rank exceed "
+                               "the memory cap of 1048576 bytes per GPU"));
+}
+
 TEST_CASE("a sweep streams every size and ends with the dispatch table") {
   Fixture f("sweep");
   v1::SweepRequest req;

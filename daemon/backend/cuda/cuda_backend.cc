@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/backend/cuda/cuda_catalogue.h"
+#include "daemon/backend/cuda/cuda_memory.h"
 #include "daemon/common/grpc_status.h"
 #include "daemon/backend/cuda/gpu_worker.h"
 
@@ -112,6 +113,11 @@ void CudaBackend::KillWorker() {
   if (request_fd_ >= 0) close(request_fd_);
   if (reply_fd_ >= 0) close(reply_fd_);
   request_fd_ = reply_fd_ = -1;
+}
+
+int64_t CudaBackend::MemoryNeed(const ProblemSpec& problem,
+                                const CandidateSpec& candidate) const {
+  return CudaMemoryNeed(problem, candidate);
 }
 
 std::vector<RankOutcome> CudaBackend::RunCandidate(const ProblemSpec& problem,

@@ -51,6 +51,10 @@ class CudaBackend : public Backend {
   const NodeDescription& node() const override { return node_; }
   const Catalogue& catalogue() const override { return catalogue_; }
   int max_world_size() const override { return static_cast<int>(node_.gpus.size()); }
+  // CudaMemoryNeed (cuda_memory.h): the most one rank allocates on its GPU.
+  // The free memory is what the worker's Hello reported per GPU
+  // (cudaMemGetInfo when it started; the smallest GPU's counts).
+  int64_t MemoryNeed(const ProblemSpec& problem, const CandidateSpec& candidate) const override;
   std::vector<RankOutcome> RunCandidate(const ProblemSpec& problem,
                                         const CandidateSpec& candidate,
                                         const ScheduleOptions& options,

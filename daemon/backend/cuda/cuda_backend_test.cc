@@ -53,6 +53,24 @@ absl::Status RunNccl(CudaBackend& b) {
                         absl::Now() + absl::Seconds(10))[0].status;
 }
 
+TEST_CASE("the worker's free memory per GPU reaches the memory cap") {
+  auto b = CudaBackend::Create(Options({"--eight_80gb"}));
+  REQUIRE(b.ok());
+  REQUIRE((*b)->max_world_size() == 8);
+  const int64_t free = int64_t{79} * 1000 * 1000 * 1000;
+  CHECK((*b)->node().gpus[7].free_bytes == free);
+  CHECK((*b)->memory_free_bytes() == free);
+  CHECK(MemoryCap(**b, int64_t{1} << 40, 0.5) == free / 2);
+  // Without a report of free memory, the configured ceiling alone.
+  auto two = CudaBackend::Create(Options());
+  REQUIRE(two.ok());
+  CHECK((*two)->memory_free_bytes() == 0);
+  CHECK(MemoryCap(**two, int64_t{1} << 30, 0.5) == int64_t{1} << 30);
+  // What the cap is checked against: a rank's buffers on its GPU.
+  ProblemSpec p = AllReduce();
+  CHECK((*b)->MemoryNeed(p, {"all_reduce/nccl", {}}) == 2 * 1024 * 4 + 32);
+}
+
 TEST_CASE("the backend describes the worker's GPUs and catalogue") {
   auto b = CudaBackend::Create(Options());
   REQUIRE(b.ok());

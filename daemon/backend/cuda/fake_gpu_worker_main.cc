@@ -15,7 +15,9 @@
 // daemon), a token that is not 128 bytes with INVALID_ARGUMENT, and runs
 // anything else as above, each local rank's first iteration_us being its
 // global rank number (so that tests see which ranks ran).
-// With --no_gpu it reports NOT_FOUND in its Hello.
+// With --no_gpu it reports NOT_FOUND in its Hello. With --eight_80gb the
+// node is eight GPUs of 80 GB (as an 8 x H100 host), each with 79 GB free
+// at start; otherwise two of 1 GiB, the free memory not reported.
 #include <unistd.h>
 
 #include <cstring>
@@ -28,10 +30,20 @@ namespace {
 
 class FakeGpuNode : public GpuNode {
  public:
-  FakeGpuNode() {
+  explicit FakeGpuNode(bool eight_80gb) {
     node_.backend = "cuda";
-    for (int i = 0; i < 2; ++i) node_.gpus.push_back({i, "fake-gpu", 1 << 30, ""});
-    node_.topology = {"X", "P2P", "P2P", "X"};
+    const int gpus = eight_80gb ? 8 : 2;
+    for (int i = 0; i < gpus; ++i) {
+      if (eight_80gb) {
+        node_.gpus.push_back({i, "fake-gpu-80gb", int64_t{80} * 1000 * 1000 * 1000, "",
+                              int64_t{79} * 1000 * 1000 * 1000});
+      } else {
+        node_.gpus.push_back({i, "fake-gpu", 1 << 30, ""});
+      }
+    }
+    for (int i = 0; i < gpus; ++i) {
+      for (int j = 0; j < gpus; ++j) node_.topology.push_back(i == j ? "X" : "P2P");
+    }
     node_.driver_version = "fake";
   }
   const NodeDescription& node() const override { return node_; }
@@ -109,9 +121,10 @@ class FakeGpuNode : public GpuNode {
 
 int main(int argc, char** argv) {
   const bool no_gpu = argc > 1 && strcmp(argv[1], "--no_gpu") == 0;
+  const bool eight_80gb = argc > 1 && strcmp(argv[1], "--eight_80gb") == 0;
   return autotuned::cuda::ServeGpuWorker(
       [&]() -> absl::StatusOr<std::unique_ptr<autotuned::cuda::GpuNode>> {
         if (no_gpu) return absl::NotFoundError("no CUDA device (fake)");
-        return std::make_unique<autotuned::cuda::FakeGpuNode>();
+        return std::make_unique<autotuned::cuda::FakeGpuNode>(eight_80gb);
       });
 }

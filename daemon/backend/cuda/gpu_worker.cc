@@ -127,6 +127,7 @@ Hello ToHello(const NodeDescription& node) {
     info->set_name(g.name);
     info->set_memory_bytes(g.memory_bytes);
     info->set_pci_bus_id(g.pci_bus_id);
+    info->set_free_bytes(g.free_bytes);
   }
   for (const std::string& t : node.topology) h.add_topology(t);
   h.set_driver_version(node.driver_version);
@@ -139,7 +140,8 @@ NodeDescription FromHello(const Hello& h) {
   NodeDescription node;
   node.backend = h.backend();
   for (const v1::Gpu& g : h.gpus()) {
-    node.gpus.push_back({g.index(), g.name(), g.memory_bytes(), g.pci_bus_id()});
+    node.gpus.push_back(
+        {g.index(), g.name(), g.memory_bytes(), g.pci_bus_id(), g.free_bytes()});
   }
   node.topology.assign(h.topology().begin(), h.topology().end());
   node.driver_version = h.driver_version();

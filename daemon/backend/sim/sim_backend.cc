@@ -1,6 +1,10 @@
 #include "daemon/backend/sim/sim_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -32,6 +36,20 @@ NodeDescription MakeNode(int gpus) {
   return node;
 }
 
+// The host's available memory (/proc/meminfo MemAvailable; else the free
+// pages), in bytes; 0 when neither is known.
+int64_t HostAvailableBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
 
 // Shared by RunCandidate and the rank threads; outlives RunCandidate when a
 // rank has to be abandoned.
@@ -59,11 +77,25 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(
 }
 
 SimBackend::SimBackend(NodeDescription node, std::vector<Algorithm> algorithms)
-    : node_(std::move(node)), algorithms_(std::move(algorithms)) {
+    : node_(std::move(node)),
+      algorithms_(std::move(algorithms)),
+      host_available_bytes_(HostAvailableBytes()) {
   for (const Algorithm& a : algorithms_) {
     catalogue_.Add(a.info);
     by_name_[a.info.name] = &a;
   }
+}
+
+int64_t SimBackend::MemoryNeed(const ProblemSpec& problem,
+                               const CandidateSpec& candidate) const {
+  auto it = by_name_.find(candidate.impl);
+  const int64_t scratch =
+      it != by_name_.end() && it->second->scratch ? it->second->scratch(problem) : 0;
+  int64_t elements = 0;
+  for (int r = 0; r < problem.world_size; ++r) {
+    elements += problem.InputCount(r) + problem.OutputCount(r) + scratch;
+  }
+  return elements * static_cast<int64_t>(sizeof(float));
 }
 
 absl::StatusOr<const Algorithm*> SimBackend::Prepare(

@@ -80,6 +80,14 @@ class SimBackend : public Backend {
                                       const PartialRun& part,
                                       absl::Time deadline) override;
 
+  // The memory cap protects the host's memory, which the virtual GPUs
+  // share: a candidate needs every rank's buffers together (input, output
+  // and the algorithm's scratch, in float32 whatever the dtype, as the sim
+  // holds them), and the free memory is the host's available memory
+  // (/proc/meminfo MemAvailable) when the backend was made.
+  int64_t MemoryNeed(const ProblemSpec& problem, const CandidateSpec& candidate) const override;
+  int64_t memory_free_bytes() const override { return host_available_bytes_; }
+
  private:
   SimBackend(NodeDescription node, std::vector<Algorithm> algorithms);
 
@@ -99,6 +107,7 @@ class SimBackend : public Backend {
   const std::vector<Algorithm> algorithms_;
   Catalogue catalogue_;
   absl::flat_hash_map<std::string, const Algorithm*> by_name_;
+  const int64_t host_available_bytes_;
 };
 
 }  // namespace autotuned::sim

@@ -32,6 +32,23 @@ TEST_CASE("the node describes the virtual GPUs") {
   CHECK(backend->max_world_size() == 3);
 }
 
+TEST_CASE("a candidate's memory is every rank's buffers together, in float32") {
+  auto backend = MakeBackend(4);
+  // all_gather of 1000 bfloat16 on 4 ranks: each rank holds 1000 + 4000
+  // floats, whatever the dtype.
+  ProblemSpec gather = Problem(Collective::kAllGather, 4, 1000);
+  gather.dtype = DType::kBFloat16;
+  CHECK(backend->MemoryNeed(gather, {"all_gather/direct", {}}) == 4 * 5000 * 4);
+  // reduce_scatter/ring adds its scratch on every rank.
+  const ProblemSpec scatter = Problem(Collective::kReduceScatter, 4, 1000);
+  const int64_t plain = backend->MemoryNeed(scatter, {"reduce_scatter/direct", {}});
+  CHECK(plain == 4 * 5000 * 4);
+  CHECK(backend->MemoryNeed(scatter, {"reduce_scatter/ring", {}}) > plain);
+  // The host's memory is what the cap protects.
+  CHECK(backend->memory_free_bytes() > 0);
+  CHECK(MemoryCap(*backend, int64_t{1} << 40, 0.5) <= backend->memory_free_bytes() / 2);
+}
+
 TEST_CASE("the default config has four GPUs") {
   auto backend = MakeBackend(config::SimConfig());
   CHECK(backend->max_world_size() == 4);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/backend/cuda/cuda_memory.h"
 #include "daemon/backend/cuda/worker/cuda_status.h"
 #include "daemon/common/status_macros.h"
 
@@ -48,14 +49,6 @@ constexpr Entry kEntries[] = {
 
 int ToInt(int64_t v) {
   return static_cast<int>(std::clamp<int64_t>(v, INT_MIN, INT_MAX));
-}
-
-// The chunk_kib of the chunked two-shot and the copy engine as elements: a
-// whole number of 16-byte vectors.
-int64_t ChunkElems(const ProblemSpec& p, const CandidateSpec& c) {
-  const int64_t vec = AT_P2P_ALIGNMENT / DTypeSize(p.dtype);
-  const int64_t elems = c.Param("chunk_kib", 0) * 1024 / DTypeSize(p.dtype);
-  return std::max(vec, elems / vec * vec);
 }
 
 ncclDataType_t NcclType(DType d) {

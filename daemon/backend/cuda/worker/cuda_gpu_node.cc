@@ -46,6 +46,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "daemon/backend/cuda/cuda_memory.h"
 #include "daemon/backend/cuda/worker/collective_launcher.h"
 #include "daemon/backend/cuda/worker/cuda_handles.h"
 #include "daemon/backend/cuda/worker/cuda_rank_run.h"
@@ -60,10 +61,6 @@
 
 namespace autotuned::cuda {
 namespace {
-
-// A P2P group's scratch grows to the next power of two of what a run needs
-// (at least this), so a sweep of sizes recreates it only a few times.
-constexpr int64_t kMinScratchBytes = int64_t{4} << 20;
 
 // After a run, how long its streams may take to drain: an aborted NCCL
 // kernel stops within milliseconds; a P2P kernel at its spin limit too.
@@ -90,12 +87,6 @@ struct RunState {
   std::vector<bool> finished ABSL_GUARDED_BY(mu);
   int running ABSL_GUARDED_BY(mu) = 0;
 };
-
-int64_t ScratchCapacity(int64_t needed) {
-  int64_t c = kMinScratchBytes;
-  while (c < needed) c *= 2;
-  return c;
-}
 
 
 class CudaGpuNode : public GpuNode {

@@ -176,6 +176,8 @@ TEST_CASE("the node describes its GPUs", "[gpu]") {
     CHECK(d.gpus[i].index == static_cast<int>(i));
     CHECK(!d.gpus[i].name.empty());
     CHECK(d.gpus[i].memory_bytes > 0);
+    CHECK(d.gpus[i].free_bytes > 0);
+    CHECK(d.gpus[i].free_bytes <= d.gpus[i].memory_bytes);
     CHECK(!d.gpus[i].pci_bus_id.empty());
   }
   REQUIRE(d.topology.size() == n * n);

@@ -29,6 +29,13 @@ absl::StatusOr<GpuDescription> DescribeGpu(int d) {
   g.name = prop.name;
   g.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
   g.pci_bus_id = bus;
+  // What the memory cap is a fraction of (Backend::memory_free_bytes).
+  ScopedDevice scoped(d);
+  AT_RETURN_IF_ERROR(scoped.status());
+  size_t free = 0;
+  size_t total = 0;
+  AT_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free, &total));
+  g.free_bytes = static_cast<int64_t>(free);
   return g;
 }
 
