@@ -35,19 +35,6 @@ size_t IntervalRank(size_t n, double level) {
   return std::max<size_t>(k, 1);
 }
 
-// Neither is faster than the other beyond the noise.
-bool Tie(const CandidateOutcome& a, const CandidateOutcome& b) {
-  return !Beats(a, b) && !Beats(b, a);
-}
-
-// `a` takes `b`'s place: faster beyond the noise (Beats) and by the margin.
-bool Displaces(const CandidateOutcome& a, const CandidateOutcome& b, double min_speedup) {
-  const Ratio r = Compare(a, b);
-  if (r.pairs > 0) return r.high < 1.0 && r.median * (1.0 + min_speedup) <= 1.0;
-  return a.stats.median_high_us < b.stats.median_low_us &&
-         b.stats.median_us >= a.stats.median_us * (1.0 + min_speedup);
-}
-
 double MedianOfSorted(const std::vector<double>& sorted) {
   const size_t n = sorted.size();
   return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
@@ -211,41 +198,89 @@ CandidateOutcome Summarize(int index, const CandidateSpec& candidate,
   return out;
 }
 
+std::vector<double> Estimates(const std::vector<CandidateOutcome>& outcomes) {
+  auto passes = [](const CandidateOutcome& o) {
+    return std::count_if(o.pass_median_us.begin(), o.pass_median_us.end(),
+                         [](double m) { return !std::isnan(m); });
+  };
+  const CandidateOutcome* reference = nullptr;
+  for (const CandidateOutcome& o : outcomes) {
+    if (!o.ok) continue;
+    if (reference == nullptr || passes(o) > passes(*reference) ||
+        (passes(o) == passes(*reference) && o.index < reference->index)) {
+      reference = &o;
+    }
+  }
+  std::vector<double> out;
+  out.reserve(outcomes.size());
+  for (const CandidateOutcome& o : outcomes) {
+    if (!o.ok) {
+      out.push_back(kInf);
+      continue;
+    }
+    const Ratio r = &o == reference ? Ratio() : Compare(o, *reference);
+    out.push_back(r.pairs > 0 ? r.median * reference->stats.median_us : o.stats.median_us);
+  }
+  return out;
+}
+
+namespace {
+
+// Positions in `outcomes` of the working ones, best first by `key` (ties by
+// request position), then of the others by request position.
+std::vector<size_t> OrderBy(const std::vector<CandidateOutcome>& outcomes,
+                            const std::vector<double>& key) {
+  std::vector<size_t> order(outcomes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const CandidateOutcome& x = outcomes[a];
+    const CandidateOutcome& y = outcomes[b];
+    if (x.ok != y.ok) return x.ok;
+    if (x.ok && key[a] != key[b]) return key[a] < key[b];
+    return x.index != y.index ? x.index < y.index : a < b;
+  });
+  return order;
+}
+
+// The position in `outcomes` of the default: the working one earliest in
+// the request; outcomes.size() when none works.
+size_t DefaultOf(const std::vector<CandidateOutcome>& outcomes) {
+  size_t d = outcomes.size();
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    if (outcomes[i].ok && (d == outcomes.size() || outcomes[i].index < outcomes[d].index)) d = i;
+  }
+  return d;
+}
+
+}  // namespace
+
 std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes, const RankRule& rule) {
-  std::stable_sort(outcomes.begin(), outcomes.end(),
-                   [](const CandidateOutcome& a, const CandidateOutcome& b) {
-                     if (a.ok != b.ok) return a.ok;
-                     if (a.ok && a.stats.median_us != b.stats.median_us) {
-                       return a.stats.median_us < b.stats.median_us;
-                     }
-                     return a.index < b.index;
-                   });
-  if (rule.median_only) return outcomes;
-  const CandidateOutcome* fallback = nullptr;  // the default: earliest working
-  for (const CandidateOutcome& o : outcomes) {
-    if (o.ok && (fallback == nullptr || o.index < fallback->index)) fallback = &o;
+  std::vector<double> key;
+  if (rule.median_only) {
+    for (const CandidateOutcome& o : outcomes) key.push_back(o.stats.median_us);
+  } else {
+    key = Estimates(outcomes);
   }
-  if (fallback == nullptr) return outcomes;
-  std::vector<const CandidateOutcome*> qualified;
-  for (const CandidateOutcome& o : outcomes) {
-    if (o.ok && &o != fallback && Displaces(o, *fallback, rule.min_speedup)) {
-      qualified.push_back(&o);
-    }
+  std::vector<size_t> order = OrderBy(outcomes, key);
+  const size_t fallback = DefaultOf(outcomes);
+  if (fallback == outcomes.size()) {
+    std::vector<CandidateOutcome> ranked;
+    for (size_t i : order) ranked.push_back(std::move(outcomes[i]));
+    return ranked;
   }
-  const CandidateOutcome* winner = fallback;
-  for (const CandidateOutcome* q : qualified) {
-    bool displaced = false;
-    for (const CandidateOutcome* other : qualified) {
-      displaced |= Displaces(*other, *q, rule.min_speedup);
-    }
-    if (!displaced && (winner == fallback || q->index < winner->index)) winner = q;
+  // The margin protects the default: the best estimate must be at least
+  // min_speedup faster than it to take its place.
+  if (!rule.median_only && key[order[0]] * (1.0 + rule.min_speedup) > key[fallback]) {
+    order.erase(std::find(order.begin(), order.end(), fallback));
+    order.insert(order.begin(), fallback);
   }
-  const auto at = outcomes.begin() + (winner - outcomes.data());
-  std::rotate(outcomes.begin(), at, at + 1);
-  for (size_t i = 1; i < outcomes.size() && outcomes[i].ok; ++i) {
-    outcomes[i].vs_winner = Compare(outcomes[i], outcomes[0]);
+  std::vector<CandidateOutcome> ranked;
+  ranked.reserve(outcomes.size());
+  for (size_t i : order) ranked.push_back(std::move(outcomes[i]));
+  for (size_t i = 1; i < ranked.size() && ranked[i].ok; ++i) {
+    ranked[i].vs_winner = Compare(ranked[i], ranked[0]);
   }
-  return outcomes;
+  return ranked;
 }
 
 std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candidates,
@@ -263,13 +298,15 @@ Verdict Judge(const std::vector<CandidateOutcome>& ranked) {
   Verdict v;
   if (ranked.empty() || !ranked[0].ok) return v;
   const CandidateOutcome& winner = ranked[0];
-  bool tie = false;
-  bool faster = false;
+  const std::vector<double> estimates = Estimates(ranked);
+  const size_t best = OrderBy(ranked, estimates)[0];
+  bool beats_all = true;
   for (size_t i = 1; i < ranked.size() && ranked[i].ok; ++i) {
-    tie |= Tie(ranked[i], winner);
-    faster |= ranked[i].stats.median_us < winner.stats.median_us;
+    beats_all &= Beats(winner, ranked[i]);
   }
-  v.confidence = tie ? v1::WITHIN_NOISE : faster ? v1::BELOW_MARGIN : v1::DECISIVE;
+  v.confidence = DefaultOf(ranked) == 0 && best != 0 ? v1::BELOW_MARGIN
+                 : beats_all                         ? v1::DECISIVE
+                                                     : v1::WITHIN_NOISE;
   if (ranked.size() > 1 && ranked[1].ok && winner.stats.median_us > 0) {
     v.speedup = ranked[1].stats.median_us / winner.stats.median_us - 1.0;
   }
@@ -280,16 +317,17 @@ std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, const R
   std::vector<int> out;
   if (ranked.empty() || !ranked[0].ok) return out;
   const CandidateOutcome& winner = ranked[0];
+  const size_t fallback = DefaultOf(ranked);
+  const double margin = 1.0 + rule.min_speedup;
   for (size_t i = 1; i < ranked.size() && ranked[i].ok; ++i) {
     const CandidateOutcome& o = ranked[i];
-    // An earlier one wins back by a tie; a later one must displace the
-    // winner: at best at the low end of the noise.
+    // At the end of the noise in o's favour: o's time over the winner's.
     const Ratio r = Compare(o, winner);
-    const bool contends =
-        o.index < winner.index ? Tie(o, winner)
-        : r.pairs > 0 ? r.low * (1.0 + rule.min_speedup) <= 1.0
-                      : o.stats.median_low_us * (1.0 + rule.min_speedup) <=
-                            winner.stats.median_high_us;
+    const double low = r.pairs > 0 ? r.low : o.stats.median_low_us;
+    const double high = r.pairs > 0 ? 1.0 : winner.stats.median_high_us;
+    const bool contends = fallback == 0 ? low * margin <= high  // displace the default
+                          : i == fallback ? low <= high * margin  // be kept by the margin
+                                          : low <= high;          // a better estimate
     if (contends) out.push_back(o.index);
   }
   if (!out.empty()) out.push_back(winner.index);

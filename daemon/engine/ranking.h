@@ -120,13 +120,24 @@ struct RankRule {
 // more, Compare(a, b).high < 1; otherwise a's interval wholly below b's.
 bool Beats(const CandidateOutcome& a, const CandidateOutcome& b);
 
-// The ranking, best first. One candidate displaces another when it Beats it
-// and is at least rule.min_speedup faster (paired: the median ratio at most
-// 1 / (1 + min_speedup); otherwise by the medians). The winner is the default (the working
-// candidate earliest in the request) unless another one displaces it; of
-// those that do, the earliest in the request that none of the others
-// displaces (rule.median_only: the fastest median). After the winner: the other working candidates by
-// median, ties by request order; then ruled-out candidates in request order.
+// The point estimate of each outcome's time, in microseconds, in the order
+// given (+inf for one not ok): all of them are measured against one
+// reference, the working candidate run in the most passes (of those, the
+// earliest in the request); the reference's is its median, and another's
+// is the reference's median times its Compare(o, reference).median where
+// they pair, else its own median. One scale for every candidate, so that
+// ordering by it (ties by request position) is a total order, and one that
+// uses the pairs where there are pairs. The outcomes' order does not matter.
+std::vector<double> Estimates(const std::vector<CandidateOutcome>& outcomes);
+
+// The ranking, best first: the working candidates by Estimates (ties by
+// request position), then ruled-out candidates in request order. The
+// winner is the best estimate, tied or not, unless it is less than
+// rule.min_speedup faster than the default (the working candidate earliest
+// in the request): then the default is kept, first, and the others follow
+// in the same order. rule.median_only: by median (ties by request order),
+// no margin. Each working candidate after the first gets vs_winner. The
+// order of `outcomes` does not matter, only their contents.
 std::vector<CandidateOutcome> Rank(std::vector<CandidateOutcome> outcomes, const RankRule& rule);
 
 // Summarize (per candidate, `ranks[i]` the outcomes of every rank of the
@@ -136,9 +147,12 @@ std::vector<CandidateOutcome> RankRanks(const std::vector<CandidateSpec>& candid
                                         const RankRule& rule,
                                         const std::vector<int>& pass_sizes = {});
 
-// How sure a ranking (from Rank) is of its winner: WITHIN_NOISE when some
-// working candidate and the winner Beat neither the other; else
-// BELOW_MARGIN when one has a faster median; else DECISIVE.
+// How sure a ranking (from Rank, interval rule) is of its winner:
+// BELOW_MARGIN when the winner is the default and another working
+// candidate has a better estimate (kept by the margin); else DECISIVE when
+// the winner Beats every other working candidate; else WITHIN_NOISE (some
+// candidate and the winner Beat neither the other: a tie, won by the
+// better estimate).
 struct Verdict {
   // CONFIDENCE_UNSPECIFIED when no candidate works.
   v1::Confidence confidence = v1::CONFIDENCE_UNSPECIFIED;
@@ -149,12 +163,14 @@ Verdict Judge(const std::vector<CandidateOutcome>& ranked);
 
 // Whose timings could still change the decision of `ranked` (from Rank with
 // the same rule): the request positions, ascending, of the winner and of
-// every working candidate that could still take its place: an earlier one
-// that neither Beats the winner nor is beaten by it, a later one that could
-// displace it at the end of the noise (paired: Compare's low end at most
-// 1 / (1 + min_speedup); otherwise its interval's low end min_speedup below
-// the winner's high end). Empty when there is none (the decision stands) or nothing
-// works.
+// every working candidate that could still take its place at the end of
+// the noise (paired: Compare(o, winner)'s low end; otherwise o's interval's
+// low end against the winner's high end): a challenger of a winning
+// default, at least min_speedup faster there; the default against a
+// winning challenger, less than min_speedup slower there (it would be
+// kept); any other candidate against a winning challenger, not slower
+// there (the winner does not Beat it). Empty when there is none (the
+// decision stands) or nothing works.
 std::vector<int> Contenders(const std::vector<CandidateOutcome>& ranked, const RankRule& rule);
 
 }  // namespace autotuned

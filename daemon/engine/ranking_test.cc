@@ -1,6 +1,8 @@
 #include "daemon/engine/ranking.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -64,17 +66,22 @@ TEST_CASE("the median's interval: order statistics of the binomial at 95 %") {
   CHECK((s.median_low_us == 2 && s.median_high_us == 8));
 }
 
-TEST_CASE("a tie within noise goes to the earlier candidate") {
-  // 1 is faster by median, but its interval overlaps the default's.
+TEST_CASE("a tie within noise goes to the better estimate, not the earlier candidate") {
+  // 1 is faster by median; its interval overlaps the default's: a tie,
+  // which the better estimate wins (the margin 0 keeps nothing).
   std::vector<CandidateOutcome> ranked = Rank({make(0, true, 10, 1), make(1, true, 9.5, 1)}, Margin(0));
-  CHECK(Order(ranked) == std::vector<int>{0, 1});
+  CHECK(Order(ranked) == std::vector<int>{1, 0});
   CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
-  CHECK(Judge(ranked).speedup == Approx(-0.05));
-  // Among challengers that displace the default, the earliest of those that
-  // none displaces: 2 over 3, though 3 is faster by median.
+  CHECK(Judge(ranked).speedup == Approx(10 / 9.5 - 1));
+  // Within the 1 % margin of the default 0.5 % faster is not enough: kept.
+  ranked = Rank({make(0, true, 10, 1), make(1, true, 9.95, 1)}, Margin(0.01));
+  CHECK(Order(ranked) == std::vector<int>{0, 1});
+  CHECK(Judge(ranked).confidence == v1::BELOW_MARGIN);
+  // Between challengers that are both far ahead of the default, no margin:
+  // the better estimate, 3, over 2, which it ties.
   ranked = Rank({make(0, true, 20, 1), make(1, true, 15, 1), make(2, true, 10, 1),
-                 make(3, true, 9.5, 1)}, Margin(0));
-  CHECK(Order(ranked) == std::vector<int>{2, 3, 1, 0});
+                 make(3, true, 9.5, 1)}, Margin(0.02));
+  CHECK(Order(ranked) == std::vector<int>{3, 2, 1, 0});
   CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
 }
 
@@ -87,12 +94,12 @@ TEST_CASE("the margin: faster beyond noise but by less than min_speedup keeps th
   CHECK(Order(ranked) == std::vector<int>{1, 0});
   CHECK(Judge(ranked).confidence == v1::DECISIVE);
   CHECK(Judge(ranked).speedup == Approx(0.03));
-  // Among challengers too: 3 beats 2 beyond the noise by 1 %, under the
-  // 2 % margin, so the earlier 2 wins; the verdict says a faster one exists.
+  // The margin protects the default only: 2 beats 1 beyond the noise by
+  // 1 %, under the 2 % margin, and wins, decisively.
   ranked = Rank({make(0, true, 20, 0.01), make(1, true, 10.1, 0.01), make(2, true, 10, 0.01)},
                 Margin(0.02));
-  CHECK(Order(ranked) == std::vector<int>{1, 2, 0});
-  CHECK(Judge(ranked).confidence == v1::BELOW_MARGIN);
+  CHECK(Order(ranked) == std::vector<int>{2, 1, 0});
+  CHECK(Judge(ranked).confidence == v1::DECISIVE);
   // A ruled-out first candidate makes the next one the default.
   ranked = Rank({make(0, false, 0), make(1, true, 10.3, 0.1), make(2, true, 10, 0.1)}, Margin(0.05));
   CHECK(Order(ranked) == std::vector<int>{1, 2, 0});
@@ -136,8 +143,8 @@ TEST_CASE("contenders: the winner and whoever overlaps it, the same for the same
   // still could (9.6 x 1.05 <= 10.1).
   CHECK(Contenders(Rank({make(0, true, 10, 0.1), make(1, true, 9.7, 0.1)}, Margin(0.05)),
                    Margin(0.05)) == std::vector<int>{0, 1});
-  // An earlier candidate that overlaps the winner still contends: 2
-  // displaces the default, 1 does not (yet) but overlaps 2.
+  // A challenger that overlaps a winning challenger still contends (1
+  // against 2); the default, 2 faster than it beyond the noise, does not.
   const std::vector<CandidateOutcome> three =
       Rank({make(0, true, 10, 0.5), make(1, true, 9.6, 0.3), make(2, true, 9, 0.4)}, Margin(0));
   CHECK(Order(three) == std::vector<int>{2, 1, 0});
@@ -184,12 +191,13 @@ TEST_CASE("a burst in one pass widens the interval to the passes' medians") {
   CHECK(ranked[0].index == 1);
   CHECK(Judge(ranked).confidence == v1::DECISIVE);
   // Over the passes: b's medians are 96, 96 and 110, its interval 96..110
-  // overlaps a's, and the tie goes to the default. b's median is the same.
+  // overlaps a's: a tie, which b, the better estimate, still wins. b's
+  // median is the same.
   const CandidateOutcome b_passes = Summarize(1, {"b", {}}, b, passes);
   CHECK((b_passes.stats.median_low_us == 96 && b_passes.stats.median_high_us == 110));
   CHECK(b_passes.stats.median_us == ranked[0].stats.median_us);
   ranked = Rank({Summarize(0, {"a", {}}, a, passes), b_passes}, Margin(0));
-  CHECK(ranked[0].index == 0);
+  CHECK(ranked[0].index == 1);
   CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
   // One pass, or sizes that do not cover the samples: the samples' interval.
   for (const std::vector<int>& sizes : {std::vector<int>{30}, std::vector<int>{10, 10}}) {
@@ -289,7 +297,8 @@ TEST_CASE("paired passes: who contends") {
   same[1] = 101;
   std::vector<double> slower(8, 110);
   const RankRule rule = Margin(0.01);
-  // The default and an identical later one: a tie, both contend.
+  // The default and an identical later one: a tie, both contend; equal
+  // estimates keep the default.
   std::vector<CandidateOutcome> ranked = Rank({Passes(0, base), Passes(1, same)}, rule);
   REQUIRE(ranked[0].index == 0);
   CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
@@ -307,6 +316,113 @@ TEST_CASE("paired passes: who contends") {
   ranked = Rank({Passes(0, slower), Passes(1, base)}, rule);
   CHECK(ranked[0].index == 1);
   CHECK(Contenders(ranked, rule).empty());
+  // A later one faster by the medians of its pairs, though not in every
+  // pass: it wins the tie, and the default contends until its lead is
+  // beyond the margin at the end of the noise.
+  std::vector<double> mostly = {95, 97, 101, 96, 102, 94, 97, 96};
+  ranked = Rank({Passes(0, base), Passes(1, mostly)}, rule);
+  REQUIRE(ranked[0].index == 1);
+  CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
+  CHECK(ranked[1].vs_winner.median > 1.0);
+  CHECK(ranked[1].vs_winner.low < 1.0);
+  CHECK(Contenders(ranked, rule) == std::vector<int>{0, 1});
+  // Two challengers far ahead of the default, tied with each other: both
+  // contend, the default does not.
+  ranked = Rank({Passes(0, slower), Passes(1, mostly), Passes(2, same)}, rule);
+  REQUIRE(ranked[0].index == 1);
+  CHECK(Contenders(ranked, rule) == std::vector<int>{1, 2});
+}
+
+// One rank's samples over 8 passes of 3 iterations around `us`: each
+// pass's median within 1 % of it, moving from pass to pass with `phase`.
+std::vector<RankOutcome> CleanPasses(double us, int phase, std::vector<int>* sizes) {
+  std::vector<RankOutcome> r(1);
+  sizes->clear();
+  for (int p = 0; p < 8; ++p) {
+    const double pass = us * (1 + 0.005 * ((p * phase) % 5 - 2));
+    for (int i = 0; i < 3; ++i) r[0].iteration_us.push_back(pass * (1 + 0.002 * (i - 1)));
+    sizes->push_back(3);
+  }
+  return r;
+}
+
+TEST_CASE("a candidate 10 % faster over 8 clean passes wins decisively, wherever it is listed") {
+  std::vector<int> sizes;
+  const std::vector<RankOutcome> slow = CleanPasses(110, 2, &sizes);
+  const std::vector<RankOutcome> fast = CleanPasses(100, 3, &sizes);
+  for (bool fast_first : {false, true}) {
+    const std::vector<CandidateOutcome> in =
+        fast_first ? std::vector<CandidateOutcome>{Summarize(0, {"fast", {}}, fast, sizes),
+                                                   Summarize(1, {"slow", {}}, slow, sizes)}
+                   : std::vector<CandidateOutcome>{Summarize(0, {"slow", {}}, slow, sizes),
+                                                   Summarize(1, {"fast", {}}, fast, sizes)};
+    const std::vector<CandidateOutcome> ranked = Rank(in, Margin(0.01));
+    CHECK(ranked[0].candidate.impl == "fast");
+    CHECK(Judge(ranked).confidence == v1::DECISIVE);
+    CHECK(ranked[1].vs_winner.pairs == 8);
+    CHECK(ranked[1].vs_winner.median == Approx(1.1).epsilon(0.02));
+    CHECK(ranked[1].vs_winner.low > 1.0);
+    CHECK(Contenders(ranked, Margin(0.01)).empty());
+  }
+}
+
+TEST_CASE("the estimates: paired against the candidate measured in the most passes") {
+  const double nan = std::nan("");
+  // The default ran the 8 fixed passes only; a and b contended for 8 more.
+  // Against the default, in its passes, a looks faster (0.500 against
+  // 0.505); over all 16 passes b is (its ratios to a: 1.01 eight times,
+  // 0.95 eight times, median 0.98), and so are the estimates.
+  std::vector<double> d(16, nan), a(16, 100), b(16, 95);
+  for (int p = 0; p < 8; ++p) {
+    d[p] = 200;
+    b[p] = 101;
+  }
+  const std::vector<CandidateOutcome> in = {Passes(0, d), Passes(1, a), Passes(2, b)};
+  const std::vector<double> e = Estimates(in);
+  CHECK(e[1] == 100);  // the reference: its median
+  CHECK(e[2] == Approx(98));
+  CHECK(e[0] == 200);  // 8 pairs with a: 2.0 each
+  const std::vector<CandidateOutcome> ranked = Rank(in, Margin(0.01));
+  CHECK(Order(ranked) == std::vector<int>{2, 1, 0});
+  CHECK(Judge(ranked).confidence == v1::WITHIN_NOISE);
+  // Unpaired (fewer than 8 pairs with the reference): the medians.
+  CHECK(Estimates({make(0, true, 7, 1), make(1, true, 5, 1), make(2, false, 0)}) ==
+        std::vector<double>{7, 5, std::numeric_limits<double>::infinity()});
+}
+
+TEST_CASE("the same timings in any order give the same ranking, verdict and contenders") {
+  // Two candidates with equal timings (1 and 3), a tie near them (2), a
+  // clear loser and a ruled-out one; unpaired and paired.
+  const std::vector<std::vector<CandidateOutcome>> inputs = {
+      {make(0, true, 12, 1), make(1, true, 10, 1), make(2, true, 10.4, 1), make(3, true, 10, 1),
+       make(4, false, 0)},
+      {Passes(0, std::vector<double>(8, 120)), Passes(1, {100, 101, 99, 100, 102, 98, 100, 100}),
+       Passes(2, {101, 100, 103, 99, 101, 100, 104, 101}),
+       Passes(3, {100, 101, 99, 100, 102, 98, 100, 100}), make(4, false, 0)}};
+  for (const std::vector<CandidateOutcome>& base : inputs) {
+    for (double margin : {0.0, 0.01, 0.5}) {
+      const std::vector<CandidateOutcome> first = Rank(base, Margin(margin));
+      std::vector<size_t> perm = {0, 1, 2, 3, 4};
+      int seen = 0;
+      do {
+        std::vector<CandidateOutcome> in;
+        for (size_t i : perm) in.push_back(base[i]);
+        const std::vector<CandidateOutcome> ranked = Rank(in, Margin(margin));
+        CHECK(Order(ranked) == Order(first));
+        CHECK(Judge(ranked).confidence == Judge(first).confidence);
+        CHECK(Contenders(ranked, Margin(margin)) == Contenders(first, Margin(margin)));
+        for (size_t i = 0; i < ranked.size(); ++i) {
+          CHECK(ranked[i].vs_winner.median == first[i].vs_winner.median);
+        }
+        ++seen;
+      } while (std::next_permutation(perm.begin(), perm.end()));
+      CHECK(seen == 120);
+      // Equal estimates are broken by request position, the one order every
+      // rank shares: 1 before 3. A margin of 50 % keeps the default.
+      CHECK(Order(first) == (margin < 0.5 ? std::vector<int>{1, 3, 2, 0, 4}
+                                          : std::vector<int>{0, 1, 3, 2, 4}));
+    }
+  }
 }
 
 TEST_CASE("RankRanks: the outcomes of every daemon's ranks ranked as on one daemon") {

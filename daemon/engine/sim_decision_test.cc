@@ -3,7 +3,7 @@
 // one rank (the sim's SLOW_RANK fault), 0, 2, 5 and 20 % above the base.
 // Every run, on the daemon's default schedule, checks what follows from the
 // verdict whatever the timings: a decisive winner is apart from every other
-// candidate beyond the noise, a tie goes to the earlier candidate. Whether
+// candidate beyond the noise, a tie goes to the better estimate. Whether
 // the verdict is true to the known speeds is a claim at 99 % confidence per
 // comparison, which a burst of load on a shared machine can break now and
 // then: it is checked by the long twin
@@ -72,9 +72,11 @@ int Repetitions() { return Long() ? 5 : 1; }
 
 // What a verdict means, whatever the timings: every candidate is compared
 // with the winner by paired passes; DECISIVE, the winner and every other
-// candidate are apart beyond the noise; WITHIN_NOISE, the winner is the
-// earliest of the candidates tied with it. In the long twin also the truth:
-// a truly slower winner is never reported DECISIVE.
+// candidate are apart beyond the noise; WITHIN_NOISE, some are not, and the
+// winner has the best estimate (with two candidates, its paired ratio to
+// each other is at least 1 whichever is the reference); BELOW_MARGIN, the
+// winner is the default (listed first). In the long twin also the truth: a
+// truly slower winner is never reported DECISIVE.
 void CheckDecision(const std::vector<CandidateOutcome>& ranked) {
   REQUIRE(ranked.size() >= 2);
   REQUIRE(ranked[0].ok);
@@ -84,7 +86,8 @@ void CheckDecision(const std::vector<CandidateOutcome>& ranked) {
     CHECK(o.vs_winner.pairs >= kMinPairs);
     const bool apart = Beats(ranked[0], o) || Beats(o, ranked[0]);
     if (verdict.confidence == v1::DECISIVE) CHECK(apart);
-    if (verdict.confidence == v1::WITHIN_NOISE && !apart) CHECK(ranked[0].index <= o.index);
+    if (verdict.confidence == v1::WITHIN_NOISE) CHECK(o.vs_winner.median >= 1.0);
+    if (verdict.confidence == v1::BELOW_MARGIN) CHECK(ranked[0].index == 0);
   }
   const int winner = kSlowerPercent.at(ranked[0].candidate.impl);
   for (size_t i = 1; Long() && i < ranked.size(); ++i) {
@@ -116,9 +119,8 @@ TEST_CASE("20 % faster: decided beyond the noise, whichever comes first") {
   }
   // The faster one wins, decisively, in most runs. A heavily loaded machine
   // can disturb enough passes that the two tie within the noise; the tie
-  // then goes to the earlier candidate, which is the slower one when it
-  // comes first (CheckDecision: never reported DECISIVE). On 2 shared cores
-  // at a load average near 13: 8 of 10 won, 6 of 10 decisive.
+  // then goes to the better estimate, whichever comes first, and is never
+  // reported DECISIVE (CheckDecision).
   if (!Long()) return;
   std::printf("20 %% faster: %d of %d won, %d decisive\n", wins, runs, decisive);
   INFO(wins << " of " << runs << " won, " << decisive << " decisive");
@@ -126,7 +128,7 @@ TEST_CASE("20 % faster: decided beyond the noise, whichever comes first") {
   CHECK(decisive * 2 >= runs);
 }
 
-TEST_CASE("0, 2 and 5 %: never a slower winner beyond noise, ties to the earlier") {
+TEST_CASE("0, 2 and 5 %: never a slower winner beyond noise, ties to the better estimate") {
   std::unique_ptr<Backend> backend = Backend2();
   Engine engine(backend.get());
   const ProblemSpec p = AllReduce2();

@@ -58,8 +58,10 @@ def test_tune_then_cached(client):
     assert r.status == pb.TUNED
     assert r.winner in {c.split(":")[0] for c in CANDIDATES}
     assert len(r.ranked) == 3 and all(c.ok for c in r.ranked)
-    # The winner first (within noise it may be the earlier, not the lower
-    # median: docs/protocol.md "How a decision is made"), the rest by median.
+    # The winner first (within the margin it may be the default, not the
+    # lower median: docs/protocol.md "How a decision is made"), the rest by
+    # estimate: by median here, since 3 iterations give 3 passes, too few
+    # to pair.
     assert r.ranked[0].candidate.impl == r.winner
     assert r.ranked[1].median_us <= r.ranked[2].median_us
     assert len(r.ranked[0].rank_mean_us) == 4
