@@ -73,9 +73,20 @@ def _register_ops(world, state):
     def scattered(x):
         return (x.shape[0] // world,) + tuple(x.shape[1:])
 
-    def staging(x):
-        # The body that the "changed candidate" case edits between compiles.
-        return x.clone() if state["variant"] == 0 else x * 1.0
+    def staging_clone(x):
+        return x.clone()
+
+    def staging_scale(x):
+        return x * 1.0
+
+    # The code that the "changed candidate" case edits between compiles:
+    # the function the staged decompositions call (part of their key).
+    staging = staging_clone
+
+    def set_variant(variant):
+        nonlocal staging
+        staging = staging_scale if variant else staging_clone
+    state["set_variant"] = set_variant
 
     def all_reduce(x: torch.Tensor) -> torch.Tensor:
         y = x.clone()
@@ -163,20 +174,31 @@ def compile_steps(rank, world, target, plan):
     import autotuned.rankrun as rankrun
     from autotuned import pb
 
-    state = {"variant": 0}
+    state = {}
     ops = _register_ops(world, state)
     gate = _gate(plan["gate_dir"], rank, world) if plan.get("gate_dir") else None
     names = plan.get("ops", THREE)
     tunes, codes, warnings = [], [], _Warnings()
     logging.getLogger("autotuned.inductor").addHandler(warnings)
-    original_tune = rankrun.tune_rank
+    original_tune, original_prepared = rankrun.tune_rank, rankrun._prepared
+    preparing = []
+
+    def prepared(problems):
+        start = time.monotonic()
+        try:
+            return original_prepared(problems)
+        finally:
+            preparing.append(time.monotonic() - start)
+    rankrun._prepared = prepared
 
     def counted(group, problems, **kwargs):
-        start = time.monotonic()
+        # The ask's time without the choices' compiles before it (prepare).
+        start, before = time.monotonic(), len(preparing)
         try:
             return original_tune(group, problems, **kwargs)
         finally:
-            tunes.append((len(problems), time.monotonic() - start))
+            tunes.append((len(problems),
+                          time.monotonic() - start - sum(preparing[before:])))
     rankrun.tune_rank = counted
     original_call = CompiledFxGraph.__call__
 
@@ -201,7 +223,7 @@ def compile_steps(rank, world, target, plan):
                   options=pb.Options(warmup=1, iterations=5, timeout_ms=300000,
                                      presync_window_us=window))
         desc = ai._state.group
-        state["variant"] = step.get("variant", 0)
+        state["set_variant"](step.get("variant", 0))
         if step.get("kill_daemon_pid") and rank == 0:
             os.kill(step["kill_daemon_pid"], signal.SIGKILL)
         dist.barrier()

@@ -19,9 +19,11 @@ once, at enable() (describe_group when a process group is initialized,
 else describe_from_env), and during compilation a rank only asks its own
 daemon; the round's candidates run their own collectives on the caller's
 process group when every rank is there. A late rank, a daemon that is absent
-or dies: the same FALLBACK (the op's default) on every rank, with a warning
-naming the reason, never a wait beyond the daemon's window. Inductor's
-caches: _caches. Its custom-op lowering: _lowering.
+or dies, any error of the daemon's (INVALID_ARGUMENT included) or of the
+integration's own code: the same FALLBACK (the op's default) on every rank,
+with a warning naming the reason, never an exception out of the lowering nor
+a wait beyond the daemon's window (_select.ask says why it is the same on
+every rank). Inductor's caches: _caches. Its custom-op lowering: _lowering.
 
 Patches PyTorch 2.11.x only (select_algorithm.AlgorithmSelectorCache.__call__,
 custom_op.autotune_custom_op, the FX graph and AOTAutograd caches' save and
@@ -39,11 +41,12 @@ from autotuned.group import GroupDescription
 from autotuned.inductor import _caches, _lowering, _select
 
 SUPPORTED_TORCH = "2.11."
-# A candidate's first run (the round's verify of it) compiles its subgraph's
-# module, as 2.11's own benchmark_collective does on its first call: seconds
-# on a CPU (a C++ toolchain) and on a GPU (Triton). The daemon's default
-# per-candidate timeout (10 s) would rule candidates out for it.
-DEFAULT_CANDIDATE_TIMEOUT_MS = 120_000
+# A step of the round only runs its choice (verify, warmup, timed
+# iterations): the choices' subgraph modules are compiled before the Tune is
+# sent (_runners' prepare), outside the round's bounds. Ten seconds hold a
+# step of a collective launched from Python on a loaded machine, and keep the
+# run's bound (a few seconds plus steps x this) minutes, not an hour.
+DEFAULT_CANDIDATE_TIMEOUT_MS = 10_000
 
 
 @dataclasses.dataclass

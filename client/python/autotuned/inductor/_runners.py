@@ -7,8 +7,12 @@ AutotuneArgs.get_benchmark_tensors(extern=True) (choices of custom ops are
 all "extern" there). That call drops a SubgraphChoiceCaller's result (its
 compiled module returns it) and an out-less extern kernel's: the runner here
 makes the same call and keeps the result, for the round's check against the
-reference. Inputs are made once per selection, when the round first runs a
-candidate (a CACHED answer makes none, nor compiles any subgraph).
+reference. Each runner's prepare (called by tune_rank before the Tune is
+sent, outside the round's bounds) makes the selection's inputs once and
+compiles the choice's subgraph module
+(SubgraphChoiceCaller._compile_for_benchmarking, what 2.11's
+benchmark_collective compiles on its first call), so that a step of the
+round only runs it.
 """
 from __future__ import annotations
 
@@ -41,10 +45,16 @@ def _single(result: Any) -> Any:
     return result
 
 
-def _run_subgraph(choice: Any, inputs: list[Any]) -> Any:
-    # SubgraphChoiceCaller.benchmark_collective, keeping what the module returns.
+def _compile(choice: Any) -> None:
+    """What SubgraphChoiceCaller.benchmark_collective compiles on its first
+    call, kept on the choice."""
     if choice._compiled_module is None:
         choice._compiled_module = choice._compile_for_benchmarking()
+
+
+def _run_subgraph(choice: Any, inputs: list[Any]) -> Any:
+    # SubgraphChoiceCaller.benchmark_collective, keeping what the module returns.
+    _compile(choice)
     return _single(choice._compiled_module.call([*choice.sym_input_values, *inputs]))
 
 
@@ -71,5 +81,10 @@ def runner(choice: Any, inputs: SelectionInputs) -> Any:
             choice.benchmark_collective(*tensors, out=out[0])
             return None
 
+    def prepare() -> None:
+        inputs.get()
+        if getattr(choice, "gm", None) is not None:
+            _compile(choice)
+
     output_fn: Callable[[], Any] = lambda: out[0]  # noqa: E731
-    return RankCandidate(run=run, output=output_fn)
+    return RankCandidate(run=run, output=output_fn, prepare=prepare)

@@ -31,13 +31,13 @@ Decision = tuple[str, dict[str, float], str, str, str]
 
 @dataclasses.dataclass
 class Selection:
-    """One collective selection: its choices (the op's default first) and
-    its distinct candidates (choices with the same code are one candidate)."""
+    """One collective selection: its choices (the op's default first), one
+    candidate each."""
 
     name: str
     choices: list[Any]
-    keys: list[str]                 # per choice
-    candidates: list[pb.Candidate]  # per distinct key, in order
+    keys: list[str]                 # per choice, distinct
+    candidates: list[pb.Candidate]  # per choice
     call: _choices.CollectiveCall
     input_nodes: list[Any]
     layout: Any
@@ -55,13 +55,18 @@ class Selection:
             # "mylib::op", would not parse.
             if getattr(c, "gm", None) is not None:
                 c.name = re.sub(r"\W", "_", str(c.name))
-        keys = [_choices.choice_key(c) for c in ordered]
-        candidates: list[pb.Candidate] = []
-        seen: set[str] = set()
-        for choice, key in zip(ordered, keys):
-            if key not in seen:
-                seen.add(key)
-                candidates.append(client_candidate(_choices.display_name(choice), key))
+        keys: list[str] = []
+        bases: list[str] = []
+        for c in ordered:
+            base = _choices.choice_key(c)
+            # The same code twice (one function with two parameter-less
+            # closures of one factory) is two candidates: the values it reads
+            # may differ, and its position is the same on every rank.
+            repeats = bases.count(base)
+            bases.append(base)
+            keys.append(f"{base}:{repeats}" if repeats else base)
+        candidates = [client_candidate(_choices.display_name(c), k)
+                      for c, k in zip(ordered, keys)]
         return cls(name, ordered, keys, candidates, call, list(input_nodes), layout,
                    input_gen_fns)
 
@@ -103,17 +108,35 @@ class Selection:
         return winner, timings, (self.name, shown, self.candidates[index].client.name,
                                  pb.DecisionStatus.Name(status), why)
 
+    def fallback(self, reason: str) -> tuple[Any, dict[Any, float], Decision]:
+        """outcome() of a round that could not be had: the first choice (the
+        op's default, where the selection has it)."""
+        timings = {c: (0.0 if i == 0 else math.inf) for i, c in enumerate(self.choices)}
+        return self.choices[0], timings, (self.name, {}, self.candidates[0].client.name,
+                                          "FALLBACK", reason)
+
 
 def ask(state: Any, selections: Sequence[Selection], hint_override: Optional[int] = None
         ) -> list[tuple[Any, dict[Any, float]]]:
     """One per-rank Tune for the selections; (winner, {choice: ms}) for each."""
     from autotuned.rankrun import tune_rank
 
-    problems = [s.rank_problem(state.group.world_size, hint_override) for s in selections]
-    decision = tune_rank(state.group, problems, options=state.options, timeout=state.timeout)
+    try:
+        problems = [s.rank_problem(state.group.world_size, hint_override) for s in selections]
+        decision = tune_rank(state.group, problems, options=state.options,
+                             timeout=state.timeout)
+        answers = [s.outcome(result, decision.fallback, decision.reason)
+                   for s, result in zip(selections, decision.results)]
+    except Exception as e:  # noqa: BLE001 - never a crash of the compile: the default
+        # The same on every rank: the daemon answers every rank of a round
+        # alike (its errors too: INVALID_ARGUMENT for ranks that disagree
+        # goes to every rank of both rounds); a rank that fails before its
+        # Tune never joins the round, whose other ranks then fall back at
+        # the window; and what follows the answer is a pure function of it.
+        reason = _why(e)
+        answers = [s.fallback(reason) for s in selections]
     out = []
-    for s, result in zip(selections, decision.results):
-        winner, timings, record = s.outcome(result, decision.fallback, decision.reason)
+    for winner, timings, record in answers:
         state.decisions.append(record)
         name, shown, won, status, why = record
         if why:
@@ -182,8 +205,14 @@ def _deferred(state: Any, selection: Selection) -> Any:
 def select(state: Any, original: Any, selector: Any, name: str, choices: list[Any],
            input_nodes: Any, layout: Any, input_gen_fns: Any = None, *args: Any,
            **kwargs: Any) -> Any:
-    """AlgorithmSelectorCache.__call__ while enabled."""
-    call = _choices.collective_of(choices)
+    """AlgorithmSelectorCache.__call__ while enabled. Any error of the
+    integration or the daemon ends in the op's default with a warning (ask),
+    never in an exception out of the lowering."""
+    try:
+        call = _choices.collective_of(choices)
+    except Exception as e:  # noqa: BLE001 - not known to be a collective: Inductor's own
+        log.warning("autotuned: %s: left to Inductor's own selection: %s", name, _why(e))
+        call = None
     if call is None:
         return original(selector, name, choices, input_nodes, layout, input_gen_fns,
                         *args, **kwargs)
@@ -193,13 +222,30 @@ def select(state: Any, original: Any, selector: Any, name: str, choices: list[An
         # MultiOutput wraps a buffer the scheduler never sees (the generated
         # code names an undefined buffer). Deferred selections leave it out.
         choices = [c for c in choices if not _choices.is_default(c)]
-    selection = Selection.make(name, choices, call, input_nodes, layout, input_gen_fns)
-    if len(selection.candidates) < 2:  # one code: nothing to choose
-        node = selection.choices[0].output_node()
-        return (node, selection.choices[0]) if kwargs.get("return_choice") else node
-    if state.deferred:
-        node = _deferred(state, selection)
-        return (node, _Deferred()) if kwargs.get("return_choice") else node
-    winner, _ = ask(state, [selection])[0]
+    choices = sorted(choices, key=lambda c: not _choices.is_default(c))
+    try:
+        selection = Selection.make(name, choices, call, input_nodes, layout, input_gen_fns)
+        if len(selection.candidates) < 2:  # one code: nothing to choose
+            winner = selection.choices[0]
+        elif state.deferred:
+            node = _deferred(state, selection)
+            return (node, _Deferred()) if kwargs.get("return_choice") else node
+        else:
+            winner, _ = ask(state, [selection])[0]
+    except Exception as e:  # noqa: BLE001 - this rank asks nothing (see ask)
+        winner = choices[0]
+        reason = _why(e)
+        shown = re.sub(r"_\d+$", "", str(getattr(winner, "name", "choice"))) \
+            if getattr(winner, "gm", None) is not None else str(getattr(winner, "name", ""))
+        state.decisions.append((name, {}, shown, "FALLBACK", reason))
+        _caches.note_fallback(f"{name}: {reason}")
+        log.warning("autotuned: %s: FALLBACK to %s on this rank, without a round: %s", name,
+                    shown, reason)
     node = winner.output_node()
     return (node, winner) if kwargs.get("return_choice") else node
+
+
+def _why(e: BaseException) -> str:
+    """An error as a decision's reason."""
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) <= 1024 else text[:1021] + "..."
