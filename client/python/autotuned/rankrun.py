@@ -146,9 +146,13 @@ ProblemLike = Union[RankProblem, pb.Problem]
 
 
 def tune_rank(group: GroupDescription, problems: Sequence[ProblemLike], *,
-              options: Optional[pb.Options] = None, timeout: float = 600.0) -> GroupDecision:
+              options: Optional[pb.Options] = None, timeout: float = 600.0,
+              prepare_first: bool = True) -> GroupDecision:
     """One per-rank Tune of `problems` for this rank of `group`; runs the
-    schedule when the answer is a run. See the module docstring."""
+    schedule when the answer is a run. See the module docstring.
+    `prepare_first` False: the client candidates' prepare() is called only
+    when the answer is a run, before its first step (then inside the run's
+    bounds), for an ask the caller expects the daemon's cache to answer."""
     rank_problems = [p if isinstance(p, RankProblem) else RankProblem(p, {}) for p in problems]
     _check_runners(rank_problems)
     protos = [rp.problem for rp in rank_problems]
@@ -158,13 +162,17 @@ def tune_rank(group: GroupDescription, problems: Sequence[ProblemLike], *,
     down = channels.down_reason(target)
     if down is not None:
         return _fallback(protos, f"daemon down: {down}")
-    rank_problems = _prepared(rank_problems)
+    ready = prepare_first
+    if ready:
+        rank_problems = _prepared(rank_problems)
     client = channels.channel(target)
     lost = ""
     for attempt in range(2):
         try:
             answer = client.tune(request, timeout=timeout)
             if answer.HasField("run"):
+                if not ready:
+                    rank_problems, ready = _prepared(rank_problems), True
                 answer = _Schedule(client, group, answer.run, rank_problems).run()
             return GroupDecision(list(answer.results), False, "")
         except _LostRun as e:

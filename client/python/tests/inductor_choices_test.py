@@ -98,7 +98,9 @@ def _ops(case, rank, world):
             b = c10d.wait_tensor(c10d.all_reduce(x, "sum", group))
             return (a + b) * 0.5
 
-        ar = op("cost", slow_default, same, [CustomOpConfig(slow), CustomOpConfig(fast)])
+        # Fast listed before slow: the fast one wins under a ranking that
+        # breaks ties by request order too.
+        ar = op("cost", slow_default, same, [CustomOpConfig(fast), CustomOpConfig(slow)])
         return (lambda x: ar(x)), slow_default
 
     if case == "rank_dependent":
@@ -233,6 +235,11 @@ def _compile(rank, world, target, plan):
                 raise RuntimeError("display_name broke on rank 1")
             return original(choice)
         choices_module.display_name = broken
+    if plan.get("claim_answered"):
+        # As if an earlier answer were recorded: the Tune goes first, and the
+        # choices are compiled only when a run comes (before its first step).
+        import autotuned.inductor._answered as answered
+        answered.lookup = lambda *_: (None, True)
     ai.enable(target=target, timeout=300,
               options=pb.Options(warmup=2, iterations=plan.get("iterations", 10),
                                  refresh=plan.get("refresh", False),
@@ -315,6 +322,16 @@ def test_rank_dependent_code_tuned_then_cached(daemon):
                             "shard_scatter"}, timings
     assert all(0 < ms < 1000 for ms in timings.values()), timings
     assert not any("FALLBACK" in w for r in results for s in r for w in s["warnings"])
+
+
+def test_expected_cache_hit_that_is_a_run_compiles_before_the_first_step(daemon):
+    """An ask recorded as answered before, that the daemon measures after
+    all (its cache is empty here): the choices are compiled when the run
+    comes, before its first step, and none is ruled out for it."""
+    results = _run(daemon, 2, {"case": "rank_dependent", "claim_answered": True})
+    [(_name, timings, _winner, status, _)] = results[0][0]["decisions"]
+    assert status == "TUNED", results[0][0]
+    assert len(timings) == 3 and all(0 < ms < 1000 for ms in timings.values()), timings
 
 
 def _chain(daemon, world):

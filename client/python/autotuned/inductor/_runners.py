@@ -8,8 +8,9 @@ all "extern" there). That call drops a SubgraphChoiceCaller's result (its
 compiled module returns it) and an out-less extern kernel's: the runner here
 makes the same call and keeps the result, for the round's check against the
 reference. Each runner's prepare (called by tune_rank before the Tune is
-sent, outside the round's bounds) makes the selection's inputs once and
-compiles the choice's subgraph module
+sent, outside the round's bounds; for an ask the daemon's cache answered
+before, only if a run comes after all: _answered) makes the selection's
+inputs once and compiles the choice's subgraph module
 (SubgraphChoiceCaller._compile_for_benchmarking, what 2.11's
 benchmark_collective compiles on its first call), so that a step of the
 round only runs it.

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from autotuned._proto import autotuned_pb2 as pb
-from autotuned.inductor import _caches, _choices, _runners
+from autotuned.inductor import _answered, _caches, _choices, _runners
 
 log = logging.getLogger("autotuned.inductor")
 
@@ -123,8 +123,14 @@ def ask(state: Any, selections: Sequence[Selection], hint_override: Optional[int
 
     try:
         problems = [s.rank_problem(state.group.world_size, hint_override) for s in selections]
+        # An ask the daemon's cache answered before: its choices are
+        # compiled only if a run comes after all (_answered).
+        marker, answered = _answered.lookup(state.group, [p.problem for p in problems],
+                                            state.options)
         decision = tune_rank(state.group, problems, options=state.options,
-                             timeout=state.timeout)
+                             timeout=state.timeout, prepare_first=not answered)
+        if not decision.fallback:
+            _answered.record(marker, decision.results)
         answers = [s.outcome(result, decision.fallback, decision.reason)
                    for s, result in zip(selections, decision.results)]
     except Exception as e:  # noqa: BLE001 - never a crash of the compile: the default
