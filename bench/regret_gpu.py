@@ -21,7 +21,9 @@ Modes (--mode):
   immediate  autotuned.inductor.enable(): the compile's decision per size
   deferred   autotuned.inductor.enable(deferred=True)
   pytorch    PyTorch 2.11's own collective autotuning (no autotuned)
-  vllm       autotuned.vllm.tune_dispatch over the same callables at SIZES
+  vllm       autotuned.vllm.tune_dispatch over the same callables at SIZES;
+             then the daemon's own all_reduce/nccl beside an in-place NCCL
+             all_reduce the ranks run: the same collective timed by both
 Each writes one JSON object (rank 0) to --out: the mode, the winners per
 size, the times each tuner reported, the tuning wall time (per selection:
 the longest rank's), the compile wall time.
@@ -37,7 +39,7 @@ import time
 import torch
 import torch.distributed as dist
 
-SIZES = [8 << 10, 64 << 10, 512 << 10, 2 << 20, 8 << 20, 32 << 20]
+SIZES = [8 << 10, 64 << 10, 512 << 10, 1 << 20, 4 << 20, 32 << 20, 64 << 20]
 CHOICES = ["default", "nccl", "rs_ag", "one_shot", "two_shot"]
 CALLS, REPLAYS, REPEATS = 20, 7, 5
 
@@ -282,16 +284,33 @@ def vllm_mode(ch: Choices, sizes: list, socket: str) -> dict:
     from autotuned.vllm import tune_dispatch
 
     desc = describe_group(target=socket)
-    cands = {c: ch.eager[c] for c in CHOICES}
+    options = pb.Options(refresh=True, timing_mode=pb.CUDA_GRAPH)
     dist.barrier()
     t0 = time.monotonic()
-    table = tune_dispatch(candidates=cands, dtype=torch.bfloat16, sizes_bytes=sizes, desc=desc,
-                          options=pb.Options(refresh=True, timing_mode=pb.CUDA_GRAPH))
+    table = tune_dispatch(candidates={c: ch.eager[c] for c in CHOICES}, dtype=torch.bfloat16,
+                          sizes_bytes=sizes, desc=desc, options=options)
     wall = max_over_ranks([time.monotonic() - t0])[0]
     winners = [table.pick(n // 2) for n in sizes]
+    reported = [{_choice_of(k): v for k, v in t.median_us.items()} for t in table.sizes]
+
+    # The same collective timed by the daemon's worker and by the ranks: the
+    # daemon's own NCCL (out of place, no copy) beside an in-place NCCL
+    # all_reduce the ranks run on a buffer of their own (its values grow from
+    # call to call; it is its own reference, and NCCL's time does not depend
+    # on the values).
+    def nccl_in_place(x):
+        dist.all_reduce(x)
+
+    agree = tune_dispatch(candidates=[("nccl_in_place", nccl_in_place), "all_reduce/nccl"],
+                          dtype=torch.bfloat16, sizes_bytes=sizes, desc=desc, options=options)
+    nccl_agreement = [{"bytes": t.bytes, "ranks_us": t.median_us.get("nccl_in_place"),
+                       "daemon_us": t.median_us.get("all_reduce/nccl")} for t in agree.sizes]
     return {"tuning_wall_s": wall, "selections": len(sizes), "sizes": sizes,
-            "winners": [_choice_of(w) for w in winners], "fallback": table.fallback,
-            "table": table.format()}
+            "winners": [_choice_of(w) for w in winners], "reported_us": reported,
+            "status": [t.status + (f" (daemon's winner {t.measured_winner})"
+                                   if t.measured_winner else "") for t in table.sizes],
+            "fallback": table.fallback, "reason": table.reason, "table": table.format(),
+            "nccl_agreement": nccl_agreement}
 
 
 def main() -> int:

@@ -10,7 +10,9 @@
 #                      timed alone, no daemon running
 #   wW/{immediate,deferred,pytorch,vllm}.json
 #                      the tuners' decisions on the same choices (a fresh
-#                      daemon, cuda backend, no cache, for the autotuned ones)
+#                      daemon per mode, cuda backend, no cache, for the
+#                      autotuned ones)
+# Environment: REGRET_MODES (all four), REGRET_STEP_S (150: each step's limit).
 #   wW/sweep.jsonl     the daemon's own all_reduce bf16 sweep (CUDA graphs)
 #   wW/alone.jsonl     each candidate of that sweep tuned alone, per size, in
 #                      a fresh daemon: the truth of the sweep's decisions
@@ -42,6 +44,7 @@ if [ ${#WORLDS[@]} -eq 0 ]; then
   [ "$GPUS" -ge 4 ] && WORLDS+=(4)
 fi
 MODES=${REGRET_MODES:-"immediate deferred pytorch vllm"}
+LIMIT=${REGRET_STEP_S:-150}  # seconds per step
 { date -u; nvidia-smi -L; "$PYTHON" -c 'import torch; print("torch", torch.__version__)'
   echo "worlds: ${WORLDS[*]}  modes: truth $MODES sweep"; } >> "$OUT/env.txt" 2>&1
 
@@ -71,18 +74,22 @@ for W in "${WORLDS[@]}"; do
   CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((W - 1)))
   run=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$W"
        "$HERE/regret_gpu.py" --socket "$SOCK")
-  step "w$W truth" 240 "$D/truth.log" "${run[@]}" --mode truth --out "$D/truth.json"
-  start_daemon "$D/daemon.log"
+  step "w$W truth" "$LIMIT" "$D/truth.log" "${run[@]}" --mode truth --out "$D/truth.json"
+  # A fresh daemon per mode: no mode's round (nor a run left by a mode that
+  # failed) holds the devices for the next.
   for mode in $MODES; do
-    step "w$W $mode" 240 "$D/$mode.log" "${run[@]}" --mode "$mode" --out "$D/$mode.json"
+    if [ "$mode" != pytorch ]; then start_daemon "$D/daemon_$mode.log"; fi
+    step "w$W $mode" "$LIMIT" "$D/$mode.log" "${run[@]}" --mode "$mode" --out "$D/$mode.json"
+    stop_daemon
   done
-  step "w$W sweep" 240 "$D/sweep.err" sh -c "'$BIN/autotunectl' --socket='$SOCK' --json sweep \
+  start_daemon "$D/daemon_sweep.log"
+  step "w$W sweep" "$LIMIT" "$D/sweep.err" sh -c "'$BIN/autotunectl' --socket='$SOCK' --json sweep \
     ${SWEEP_ARGS[*]} --from=8KiB --to=32MiB --factor=4 > '$D/sweep.jsonl'"
   stop_daemon
   # The truth of the sweep: each of its candidates alone, per size, in a
   # fresh daemon.
   start_daemon "$D/daemon_alone.log"
-  step "w$W alone" 300 "$D/alone.err" "$PYTHON" "$HERE/regret_sweep.py" alone \
+  step "w$W alone" "$LIMIT" "$D/alone.err" "$PYTHON" "$HERE/regret_sweep.py" alone \
     "$BIN/autotunectl" "$SOCK" "$D/sweep.jsonl" "$D/alone.jsonl" "${SWEEP_ARGS[@]}"
   stop_daemon
 done

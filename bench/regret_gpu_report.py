@@ -5,7 +5,9 @@ tuner's decisions, and the regret t(winner) / t(best) - 1 per size.
     python3 bench/regret_gpu_report.py DIR      # DIR/w{2,4}/{truth,immediate,...}.json
 
 Prints markdown; the truth is the CUDA-graph time (what a compiled graph's
-collective costs on the GPU), the eager column beside it.
+collective costs on the GPU), the eager column beside it. A regret is taken
+against the best of the choices the tuner was offered (the deferred path
+has no op's default).
 """
 import json
 import os
@@ -60,13 +62,18 @@ def report_world(d: str, out: list) -> None:
             continue
         cells, regrets = [], []
         by_size = dict(zip(r.get("sizes", []), r.get("winners", [])))
+        offered_by = dict(zip(r.get("sizes", []), r.get("reported_us", []))) \
+            if mode == "deferred" else {}
         for n in sizes:
             w = by_size.get(n)
             t = times[str(n)]
             if w is None or w not in t:
                 cells.append("?")
                 continue
-            best = min(t[c]["graph_us"] for c in t)
+            # The best of the choices this tuner was offered (the deferred
+            # path has no op's default).
+            offered = [c for c in t if c in offered_by.get(n, t)]
+            best = min(t[c]["graph_us"] for c in offered)
             regret = t[w]["graph_us"] / best - 1
             regrets.append(regret)
             cells.append(f"{w} {100 * regret:.1f}%")
@@ -86,7 +93,19 @@ def report_world(d: str, out: list) -> None:
                 t = times[str(n)]
                 shown = ", ".join(f"{c} {v:.1f} ({v / t[c]['graph_us']:.2f}x)" if c in t
                                   else f"{c} {v:.1f}" for c, v in rep.items())
-                out.append(f"- {human(n)}: {shown} {st}")
+                agree = ""
+                if "all_reduce/nccl" in rep and "nccl" in rep and rep["nccl"] > 0:
+                    agree = (f"; daemon's NCCL over the ranks' NCCL: "
+                             f"{rep['all_reduce/nccl'] / rep['nccl']:.3f}")
+                out.append(f"- {human(n)}: {shown} {st}{agree}")
+            out.append("")
+        if r and r.get("nccl_agreement"):
+            out.append("The daemon's own NCCL (all_reduce/nccl, its worker's graph timing) "
+                       "beside an in-place NCCL all_reduce run by the ranks, one round per size:")
+            for a in r["nccl_agreement"]:
+                d, k = a.get("daemon_us"), a.get("ranks_us")
+                ratio = f"{d / k:.3f}" if d and k else "-"
+                out.append(f"- {human(a['bytes'])}: daemon {d} us, ranks {k} us, ratio {ratio}")
             out.append("")
         if r and r.get("table"):
             out.append(f"{mode} table:\n```\n{r['table']}\n```\n")

@@ -14,6 +14,15 @@ import subprocess
 import sys
 
 
+def field(d: dict, name: str, default=None):
+    """d[name], as autotunectl --json spells it (proto field names) or in
+    lowerCamelCase."""
+    if name in d:
+        return d[name]
+    head, *rest = name.split("_")
+    return d.get(head + "".join(w.title() for w in rest), default)
+
+
 def spec(c: dict) -> str:
     cand = c["candidate"]
     params = cand.get("params") or {}
@@ -28,8 +37,9 @@ def sizes(path: str) -> list:
             line = line.strip()
             if line.startswith("{"):
                 u = json.loads(line)
-                if "sizeResult" in u:
-                    out.append(u["sizeResult"])
+                r = field(u, "size_result")
+                if r is not None:
+                    out.append(r)
     return out
 
 
@@ -48,7 +58,7 @@ def alone(ctl: str, socket: str, sweep: str, dest: str, args: list) -> int:
                     answer = json.loads(p.stdout)
                     res = answer["results"][0]
                     if res["ranked"][0].get("ok"):
-                        median = float(res["ranked"][0]["medianUs"])
+                        median = float(field(res["ranked"][0], "median_us"))
                 except (ValueError, KeyError, IndexError):
                     pass
                 f.write(json.dumps({"bytes": nbytes, "spec": s, "median_us": median,

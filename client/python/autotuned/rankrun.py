@@ -25,9 +25,11 @@ its schedule here, step by step:
      within the error bound of a sum in another order, from the dtype, the
      terms per element (the world size for all_reduce and reduce_scatter, 1
      for copies) and the outputs' magnitude); an exception is caught and
-     reported;
+     reported. A candidate that passed in an earlier pass of the run is not
+     run or compared again;
   2. RunStep(VERIFIED): a step some rank failed is skipped by every rank;
-  3. `warmup` runs, then RunStep(WARMED_UP);
+  3. `warmup` runs (once its graph is captured: one eager call and one
+     replay), then RunStep(WARMED_UP);
   4. `iterations` runs, timed as the daemon times its own candidates (see
      _Timer): time.perf_counter_ns around each run off the GPU; on a "cuda"
      device, in CUDA_GRAPH mode, replays of a CUDA graph of the candidate's
@@ -308,12 +310,17 @@ class _Schedule:
         runner = rp.runners[step.candidate]
         timer = self.timers.get(key)
         if timer is None:
-            timer = self.timers[key] = _Timer(rp.device, self.spec.timing_mode, runner)
+            timer = self.timers[key] = _Timer(rp.device, self.spec.timing_mode, runner,
+                                              _message_bytes(rp.problem))
         deadline = time.monotonic() + self.step_timeout
         ok, reason, out = True, "", None
+        # A candidate verified in an earlier pass of this run (on every rank:
+        # `passed` follows the barriers) is not run and compared again: the
+        # same code on the same inputs, and every rank skips alike.
+        verified = key in self.passed
         try:
-            out = timer.verify_run()
-            ref = self._reference(step)
+            out = self.passed[key] if verified else timer.verify_run()
+            ref = None if verified else self._reference(step)
             if ref is not None:
                 # The candidates' collective sums world_size terms per
                 # element in an order of its own (1 for copies).
@@ -355,6 +362,14 @@ class _Schedule:
                             host_us=timer.host_median_us())
 
 
+def _message_bytes(p: pb.Problem) -> int:
+    """The problem's per-rank elements in bytes (all_to_all: its splits)."""
+    from autotuned.client import dtype_bytes
+
+    count = p.count if p.count else sum(p.split_counts)
+    return count * dtype_bytes(p.dtype)
+
+
 def _is_cuda(device: Any) -> bool:
     return device is not None and str(getattr(device, "type", device)).startswith("cuda")
 
@@ -362,11 +377,25 @@ def _is_cuda(device: Any) -> bool:
 # As the daemon's GPU worker (daemon/backend/cuda/worker/cuda_rank_run.cc):
 # back-to-back launches with an event between at most this many batches.
 TIMED_BATCHES = 10
-# CUDA_GRAPH: one replay of the captured graph lasts about this long (the
-# calls per graph are chosen from an eager call's GPU time), so that the
-# graph's own launch is a small part of what an event pair measures.
+# CUDA_GRAPH: one replay of the captured graph lasts about this long, so that
+# the graph's own launch is a small part of what an event pair measures. The
+# calls per graph come from the problem's size alone (graph_calls), never
+# from a rank's own measurement: every rank must capture, and so launch, the
+# same number of collectives, or a replay waits for a peer forever.
 GRAPH_REPLAY_TARGET_US = 200.0
 MAX_CALLS_PER_GRAPH = 64
+# A collective's time guessed from its bytes (latency + bytes / bandwidth),
+# for graph_calls only.
+_GUESS_LATENCY_US = 8.0
+_GUESS_BYTES_PER_US = 200e3
+
+
+def graph_calls(message_bytes: int) -> int:
+    """Calls per captured graph for a problem of `message_bytes` per rank:
+    about GRAPH_REPLAY_TARGET_US of guessed GPU time, 1..MAX_CALLS_PER_GRAPH;
+    the same on every rank."""
+    guess = _GUESS_LATENCY_US + max(0, message_bytes) / _GUESS_BYTES_PER_US
+    return max(1, min(MAX_CALLS_PER_GRAPH, math.ceil(GRAPH_REPLAY_TARGET_US / guess)))
 # Cycles of the spin kernel queued before the first timed event, so that the
 # GPU reaches that event only once the replays behind it are queued.
 _SPIN_CYCLES = 200_000
@@ -379,9 +408,9 @@ class _Timer:
 
     On a "cuda" device, CUDA_GRAPH (the default of the integrations) times
     the candidate as the daemon times its own: the calls are captured once
-    as a CUDA graph (on a side stream, after the warmup; `calls` calls per
-    graph, from an eager call's GPU time, so that a replay lasts about
-    GRAPH_REPLAY_TARGET_US), and each timed iteration is one replay between
+    as a CUDA graph (on a side stream, after the warmup; graph_calls of the
+    problem's bytes calls per graph, the same on every rank, so that a
+    replay lasts about GRAPH_REPLAY_TARGET_US), and each timed iteration is one replay between
     two events, divided by `calls`: what the calls cost on the GPU, without
     the Python that launches them. A candidate that cannot be captured is
     timed as EVENT_LOOP instead and says so (`timed_by`). EVENT_LOOP puts
@@ -391,15 +420,15 @@ class _Timer:
     calls measure the host's time per eager call (`host_us`: from the call
     to its return, before the device sync)."""
 
-    def __init__(self, device: Any, mode: int, runner: RankCandidate) -> None:
+    def __init__(self, device: Any, mode: int, runner: RankCandidate,
+                 message_bytes: int = 0) -> None:
         self.cuda = _is_cuda(device)
         self.graph_mode = self.cuda and mode == pb.CUDA_GRAPH
         self.runner = runner
         self.graph: Any = None
-        self.calls = 1
+        self.calls = graph_calls(message_bytes)
         self.capture_error = ""
         self.host_us: list[float] = []
-        self.gpu_us: list[float] = []   # an eager call's GPU time (events), per warmup call
 
     @property
     def timed_by(self) -> pb.TimingMode.ValueType:
@@ -423,26 +452,25 @@ class _Timer:
         return _detached(out)
 
     def warm_up(self, count: int, deadline: float) -> bool:
-        """Runs `count` times; False when the deadline passed first."""
-        events = None
-        if self.cuda:
-            import torch
-            events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-        for _ in range(count):
-            if time.monotonic() > deadline:
-                return False
-            if events is not None:
-                events[0].record()
+        """Runs `count` times; False when the deadline passed first. Once a
+        graph is captured (a later pass), one eager call (for host_us) and
+        one replay warm it: what is timed is the replay."""
+        if self.graph is not None and count > 0:
             t0 = time.perf_counter_ns()
             self.runner.run()
             self.host_us.append((time.perf_counter_ns() - t0) / 1000.0)
-            if events is not None:
-                events[1].record()
+            self.graph.replay()
             self._sync()
-            if events is not None:
-                self.gpu_us.append(events[0].elapsed_time(events[1]) * 1000.0)
+            del self.host_us[:-64]
+            return time.monotonic() <= deadline
+        for _ in range(count):
+            if time.monotonic() > deadline:
+                return False
+            t0 = time.perf_counter_ns()
+            self.runner.run()
+            self.host_us.append((time.perf_counter_ns() - t0) / 1000.0)
+            self._sync()
         del self.host_us[:-64]
-        del self.gpu_us[:-64]
         return time.monotonic() <= deadline
 
     def timed(self, count: int, deadline: float) -> list[float]:
@@ -491,9 +519,6 @@ class _Timer:
         """Captures `calls` calls as one graph; on failure keeps the reason
         and leaves the candidate to event timing."""
         import torch
-        eager = sorted(self.gpu_us)[len(self.gpu_us) // 2] if self.gpu_us else 0.0
-        self.calls = max(1, min(MAX_CALLS_PER_GRAPH,
-                                math.ceil(GRAPH_REPLAY_TARGET_US / max(eager, 1.0))))
         graph = torch.cuda.CUDAGraph()
         side = torch.cuda.Stream()
         torch.cuda.synchronize()
@@ -515,9 +540,9 @@ class _Timer:
         self.graph = graph
 
     def _timed_graph(self, count: int, deadline: float) -> list[float]:
+        # Every rank replays `count` times whatever its clock says: a rank
+        # that stopped early would leave its peers' collectives waiting.
         import torch
-        if time.monotonic() > deadline:
-            return []
         events = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
         torch.cuda.synchronize()
         # Queue the replays behind a short spin so that no event waits on the
