@@ -497,6 +497,16 @@ def tune_dispatch(process_group: Any = None, *,
         runners = {i: _rank_candidate(e, make_input) for i, e in enumerate(entries)
                    if isinstance(e, _Own)}
         problems.append(RankProblem(p, runners, device))
+    if str(getattr(device, "type", device)).startswith("cuda") and \
+            (options is None or not options.timing_mode):
+        # vLLM runs its decode steps under CUDA graphs: GPU time decides
+        # (docs/python.md, "vLLM"); the host's time per call comes back
+        # beside it.
+        graph = pb.Options(timing_mode=pb.CUDA_GRAPH)
+        if options is not None:
+            graph.MergeFrom(options)
+            graph.timing_mode = pb.CUDA_GRAPH
+        options = graph
     decision = tune_rank(desc, problems, options=options, timeout=timeout)
     if decision.fallback and on_unavailable == "raise":
         raise Unavailable(decision.reason, target=desc.target)
