@@ -21,6 +21,8 @@ Modes (--mode):
   immediate  autotuned.inductor.enable(): the compile's decision per size
   deferred   autotuned.inductor.enable(deferred=True)
   pytorch    PyTorch 2.11's own collective autotuning (no autotuned)
+  check      the output check on 1 MiB of randn data in bf16, fp16, fp32:
+             correct choices pass, deliberately wrong ones are ruled out
   vllm       autotuned.vllm.tune_dispatch over the same callables at SIZES;
              then the daemon's own all_reduce/nccl beside an in-place NCCL
              all_reduce the ranks run: the same collective timed by both
@@ -47,7 +49,7 @@ CALLS, REPLAYS, REPEATS = 20, 7, 5
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mode", required=True,
-                   choices=["truth", "immediate", "deferred", "pytorch", "vllm"])
+                   choices=["truth", "immediate", "deferred", "pytorch", "vllm", "check"])
     p.add_argument("--socket", default=os.environ.get("AUTOTUNED_SOCKET", ""))
     p.add_argument("--out", required=True)
     p.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="bytes per rank")
@@ -313,6 +315,84 @@ def vllm_mode(ch: Choices, sizes: list, socket: str) -> dict:
             "nccl_agreement": nccl_agreement}
 
 
+def check_mode(socket: str) -> dict:
+    """Which choices the output check rules out, per dtype: the correct ones
+    (NCCL, reduce_scatter + all_gather, symm-mem one-shot and two-shot) must
+    all pass; the deliberately wrong ones (a rank's contribution missing,
+    twice the sum, the mean, garbage in one block) must all be ruled out.
+    One round per dtype, 1 MiB per rank of randn data (mixed signs)."""
+    import torch.distributed._symmetric_memory as symm_mem
+
+    from autotuned import problem
+    from autotuned.group import describe_group
+    from autotuned.rankrun import RankCandidate, RankProblem, client_candidate, tune_rank
+
+    desc = describe_group(target=socket)
+    rank, world, group = dist.get_rank(), dist.get_world_size(), dist.group.WORLD.group_name
+    c10d = torch.ops._c10d_functional
+    n = (1 << 20) // 4
+    def one(dtype: torch.dtype) -> dict:
+        x = torch.randn(n, device="cuda", dtype=dtype)
+        symm = symm_mem.empty(n, dtype=dtype, device="cuda")
+        symm_mem.rendezvous(symm, group)
+
+        def nccl():
+            return c10d.wait_tensor(c10d.all_reduce(x, "sum", group))
+
+        def rs_ag():
+            part = c10d.wait_tensor(c10d.reduce_scatter_tensor(x, "sum", world, group))
+            return c10d.wait_tensor(c10d.all_gather_into_tensor(part, world, group))
+
+        def staged(fn):
+            def run():
+                symm.copy_(x)
+                y = torch.empty_like(x)
+                fn(symm, "sum", group, y)
+                return y
+            return run
+
+        def missing():
+            y = x.clone() if rank != world - 1 else torch.zeros_like(x)
+            dist.all_reduce(y)
+            return y
+
+        def doubled():
+            y = x * 2
+            dist.all_reduce(y)
+            return y
+
+        def mean():
+            return nccl() / world
+
+        def garbage():
+            y = nccl().clone()
+            y[4096:4160] = torch.randn(64, device="cuda", dtype=dtype) * 3
+            return y
+
+        choices = {"nccl": nccl, "rs_ag": rs_ag,
+                   "one_shot": staged(torch.ops.symm_mem.one_shot_all_reduce_out),
+                   "two_shot": staged(torch.ops.symm_mem.two_shot_all_reduce_out),
+                   "wrong_missing_rank": missing, "wrong_doubled": doubled,
+                   "wrong_mean": mean, "wrong_garbage_block": garbage}
+        cands = [client_candidate(name, f"check-{name}-{dtype}".replace("torch.", ""))
+                 for name in choices]
+        p = problem("all_reduce", str(dtype).replace("torch.", ""), n, cands)
+        runners = {i: RankCandidate(fn) for i, fn in enumerate(choices.values())}
+        decision = tune_rank(desc, [RankProblem(p, runners, torch.device("cuda"))])
+        res = decision.results[0]
+        return {"status": pb_name(res.status), "fallback": decision.fallback,
+                "reason": decision.reason,
+                "ruled_out": {c.candidate.client.name: c.reason[:300]
+                              for c in res.ranked if not c.ok},
+                "passed": [c.candidate.client.name for c in res.ranked if c.ok]}
+    return {"check": {str(d): one(d) for d in (torch.bfloat16, torch.float16, torch.float32)}}
+
+
+def pb_name(status: int) -> str:
+    from autotuned import pb
+    return pb.DecisionStatus.Name(status)
+
+
 def main() -> int:
     args = parse()
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -323,6 +403,8 @@ def main() -> int:
     ch = Choices(max(args.sizes))
     if args.mode == "truth":
         result = truth(ch, args.sizes)
+    elif args.mode == "check":
+        result = check_mode(args.socket)
     elif args.mode == "vllm":
         result = vllm_mode(ch, args.sizes, args.socket)
     else:

@@ -8,11 +8,11 @@
 # Per world W, each in a fresh process (torch.distributed.run, W ranks):
 #   wW/truth.json      bench/regret_gpu.py --mode truth: every caller choice
 #                      timed alone, no daemon running
-#   wW/{immediate,deferred,pytorch,vllm}.json
+#   wW/{immediate,deferred,pytorch,vllm,check}.json
 #                      the tuners' decisions on the same choices (a fresh
 #                      daemon per mode, cuda backend, no cache, for the
 #                      autotuned ones)
-# Environment: REGRET_MODES (all four), REGRET_STEP_S (150: each step's limit).
+# Environment: REGRET_MODES (all five), REGRET_STEP_S (150: each step's limit).
 #   wW/sweep.jsonl     the daemon's own all_reduce bf16 sweep (CUDA graphs)
 #   wW/alone.jsonl     each candidate of that sweep tuned alone, per size, in
 #                      a fresh daemon: the truth of the sweep's decisions
@@ -43,7 +43,7 @@ if [ ${#WORLDS[@]} -eq 0 ]; then
   [ "$GPUS" -ge 2 ] && WORLDS+=(2)
   [ "$GPUS" -ge 4 ] && WORLDS+=(4)
 fi
-MODES=${REGRET_MODES:-"immediate deferred pytorch vllm"}
+MODES=${REGRET_MODES:-"immediate deferred pytorch vllm check"}
 LIMIT=${REGRET_STEP_S:-150}  # seconds per step
 { date -u; nvidia-smi -L; "$PYTHON" -c 'import torch; print("torch", torch.__version__)'
   echo "worlds: ${WORLDS[*]}  modes: truth $MODES sweep"; } >> "$OUT/env.txt" 2>&1

@@ -84,6 +84,18 @@ def report_world(d: str, out: list) -> None:
         out.append(f"| {mode} | " + " | ".join(cells) +
                    f" | {mx} | {mean} | {wall:.2f} | {per:.2f} |")
     out.append("")
+    check = load(os.path.join(d, "check.json"))
+    if check:
+        out.append("The output check, 1 MiB per rank of randn data (one round per dtype):")
+        for dtype, c in check["check"].items():
+            wrong_passed = [n for n in c["passed"] if n.startswith("wrong_")]
+            right_out = [n for n in c["ruled_out"] if not n.startswith("wrong_")]
+            out.append(f"- {dtype}: {c['status']}; passed {', '.join(c['passed'])}; ruled out "
+                       f"{', '.join(c['ruled_out'])}; correct ones ruled out: "
+                       f"{right_out or 'none'}; wrong ones passed: {wrong_passed or 'none'}")
+            for name in right_out:
+                out.append(f"  - {name}: {c['ruled_out'][name]}")
+        out.append("")
     for mode in MODES:
         r = load(os.path.join(d, f"{mode}.json"))
         if r and r.get("reported_us"):
