@@ -28,6 +28,8 @@
 #   vllm_worker_symm_mem.log   the same worker with PyTorch's symm-mem ops as
 #                              its one-shot / two-shot (--symm_mem)
 #   daemon.log                 the daemon serving the last two steps
+#   regret/                    bench/regret_gpu.sh on the 2 GPUs: each tuner's
+#                              decisions against every choice timed alone
 # Every step runs under `timeout`; a failing step is logged and the next runs.
 set -u
 if [ $# -ne 3 ]; then
@@ -80,5 +82,9 @@ step vllm_worker_symm_mem 240 "$OUT/vllm_worker_symm_mem.log" \
 kill -TERM "$DPID" 2>/dev/null
 for _ in $(seq 200); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
 kill -KILL "$DPID" 2>/dev/null
+# The decisions' regret against each choice timed alone, on these 2 GPUs
+# (its own daemons).
+step regret 560 "$OUT/regret.log" env PYTHON="$PYTHON" \
+  bash bench/regret_gpu.sh "$BIN" "$PY_DIR" "$OUT/regret" 2
 echo "total ${SECONDS}s (from ${T0}s)" >> "$OUT/steps.log"
 cat "$OUT/steps.log"

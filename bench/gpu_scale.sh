@@ -18,10 +18,12 @@
 #            each owning a share of the GPUs: 2 x 4 and 4 x 2 on 8 GPUs,
 #            2 x 2 on 4; every rank's answer identical
 #   compile  gpu_compile_acceptance.py on 4 ranks against one daemon
+#   regret   bench/regret_gpu.sh on 2 and 4 GPUs: each tuner's decisions
+#            against every choice timed alone (regret/report.md)
 # OUT_DIR receives env.txt, steps.log and one file or folder per part.
 set -u
 if [ $# -lt 3 ]; then
-  echo "usage: bash bench/gpu_scale.sh BIN_DIR PY_DIR OUT_DIR [tests|w4|w8|cross|compile ...]" >&2
+  echo "usage: bash bench/gpu_scale.sh BIN_DIR PY_DIR OUT_DIR [tests|w4|w8|cross|compile|regret ...]" >&2
   exit 2
 fi
 BIN=$(cd "$1" && pwd) || exit 2
@@ -43,7 +45,7 @@ if [ ${#PARTS[@]} -eq 0 ]; then
   PARTS=(tests)
   [ "$GPUS" -ge 4 ] && PARTS+=(w4)
   [ "$GPUS" -ge 8 ] && PARTS+=(w8)
-  PARTS+=(cross compile)
+  PARTS+=(cross compile regret)
 fi
 { date -u; nvidia-smi -L; nvidia-smi topo -m; "$PYTHON" -c 'import torch; print("torch", torch.__version__)'
   echo "parts: ${PARTS[*]}"; } >> "$OUT/env.txt" 2>&1
@@ -96,6 +98,13 @@ for part in "${PARTS[@]}"; do
       kill -TERM "$dpid" 2>/dev/null
       for _ in $(seq 200); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
       kill -KILL "$dpid" 2>/dev/null
+      ;;
+    regret)
+      # The decisions' regret against each choice timed alone, on 2 and 4
+      # GPUs (bench/regret_gpu.sh: Inductor immediate and deferred, PyTorch's
+      # own, the vLLM helper, the daemon's sweep, the output check).
+      step regret 560 "$OUT/regret.log" env PYTHON="$PYTHON" \
+        bash bench/regret_gpu.sh "$BIN" "$PY_DIR" "$OUT/regret"
       ;;
     *) echo "unknown part $part" | tee -a "$STEPS_LOG"; STEPS_FAILED=$((STEPS_FAILED + 1)) ;;
   esac
