@@ -12,7 +12,8 @@
 #                      the tuners' decisions on the same choices (a fresh
 #                      daemon per mode, cuda backend, no cache, for the
 #                      autotuned ones)
-# Environment: REGRET_MODES (all five), REGRET_STEP_S (150: each step's limit).
+# Environment: REGRET_MODES (all five), REGRET_STEP_S (150: each step's limit),
+# REGRET_SWEEP (1; 0 leaves the daemon's sweep out).
 #   wW/sweep.jsonl     the daemon's own all_reduce bf16 sweep (CUDA graphs)
 #   wW/alone.jsonl     each candidate of that sweep tuned alone, per size, in
 #                      a fresh daemon: the truth of the sweep's decisions
@@ -82,6 +83,7 @@ for W in "${WORLDS[@]}"; do
     step "w$W $mode" "$LIMIT" "$D/$mode.log" "${run[@]}" --mode "$mode" --out "$D/$mode.json"
     stop_daemon
   done
+  [ "${REGRET_SWEEP:-1}" = 1 ] || continue
   start_daemon "$D/daemon_sweep.log"
   step "w$W sweep" "$LIMIT" "$D/sweep.err" sh -c "'$BIN/autotunectl' --socket='$SOCK' --json sweep \
     ${SWEEP_ARGS[*]} --from=8KiB --to=32MiB --factor=4 > '$D/sweep.jsonl'"
