@@ -96,8 +96,8 @@ std::optional<v1::TuneResponse> ClientRuns::Start(const ValidRequest& request,
   lease->HoldUntil(opened + absl::Milliseconds(schedule.report_within_ms()));
   v1::TuneResponse answer = solver_->NewResponse(round_id);
   *answer.mutable_run() = schedule;
-  Keep(std::make_shared<Run>(std::move(schedule), std::move(plan), *std::move(lease),
-                             opened, solver_, metrics_));
+  Keep(std::make_shared<Run>(std::move(schedule), std::move(plan), *std::move(lease), opened,
+                             options_.report_grace, solver_, metrics_));
   metrics_->runs_opened->Increment();
   spdlog::info("run={} group={} opened: {} steps, report within {} ms", answer.run().run_id(),
                absl::CEscape(request.group_id), answer.run().steps_size(),

@@ -8,7 +8,7 @@
 // round's bound), measures the catalogue candidates of every missed problem
 // through the engine, opens the run holding the lease, and returns the
 // round's answer: `run` set, no results. Every rank's Report then returns
-// the run's decision.
+// the run's decision, or a continuation of the run (run.h).
 //
 // Retention: a decided run is kept for `decision_ttl` after its decision
 // (an undecided one for `decision_ttl` after its bound), at most
@@ -41,7 +41,8 @@
 namespace autotuned::clientrun {
 
 struct ClientRunsOptions {
-  // report_within = report_grace + steps x the candidate timeout.
+  // report_within = report_grace + steps x the candidate timeout, for the
+  // schedule a run opens with and for each continuation.
   absl::Duration report_grace = absl::Seconds(5);
   absl::Duration decision_ttl = absl::Minutes(10);  // rendezvous.decision_ttl_ms
   int max_runs_kept = 4096;                         // rendezvous.max_rounds_kept

@@ -33,15 +33,24 @@ struct RankScript {
   std::function<std::string(int step)> fails = [](int) { return std::string(); };
   int stop_before_step = -1;  // never reaches this step's barrier, never reports
   bool report = true;
+  int reports = -1;  // how many schedules it reports before it goes silent (-1: all)
   int timed_out_step = -1;  // passes this step's barriers, then runs past its timeout
   // How each step was timed (0: not said) and the host's time per call.
-  std::function<v1::TimingMode(int step)> timed_by = [](int) { return v1::TIMING_MODE_UNSPECIFIED; };
+  std::function<v1::TimingMode(int step)> timed_by = [](int) {
+    return v1::TIMING_MODE_UNSPECIFIED;
+  };
   std::function<double(int step)> host_us = [](int) { return 0.0; };
+  // Reports that it runs continuations (RunReport.continues), and runs them.
+  bool continues = false;
+  // When set, the time of each iteration of a step from the step itself
+  // (its candidate and pass), in place of time_us.
+  std::function<double(const v1::ClientStep&)> step_us;
 };
 
 struct RankEnd {
   std::vector<v1::StepReply> verified;  // per step reached
   absl::StatusOr<v1::TuneResponse> answer = absl::UnknownError("no report");
+  std::vector<v1::ClientRun> continuations;  // as handed to this rank, in order
 };
 
 class Runs {
@@ -62,40 +71,65 @@ class Runs {
     return runs_.Start(request, "round-1", absl::Now() + lease_wait, absl::ZeroDuration());
   }
 
-  RankEnd RunRank(const v1::ClientRun& run, const std::string& group, int rank,
+  // As Open, with `passes` (min_passes fixed passes of one timed iteration
+  // each, then later passes as `passes` allows) and a margin of 1 %.
+  std::optional<v1::TuneResponse> OpenAdaptive(const std::string& group, int world,
+                                               const std::vector<std::string>& candidates,
+                                               const PassOptions& passes) {
+    ValidRequest request = stack_.Valid(ClientRankRequest(group, 0, world, candidates, kTimeoutMs));
+    request.engine.passes = passes;
+    request.engine.schedule.iterations = passes.min_passes;
+    request.engine.rule.min_speedup = 0.01;
+    return runs_.Start(request, "round-1", absl::Now() + absl::Seconds(10), absl::ZeroDuration());
+  }
+
+  // The rank's part of the run: every step of `first`, its Report, and then
+  // every continuation that its Report's answer hands out, in turn.
+  RankEnd RunRank(const v1::ClientRun& first, const std::string& group, int rank,
                   const RankScript& script) {
     RankEnd end;
-    v1::RunReport report;
-    report.set_run_id(run.run_id());
-    report.set_group_id(group);
-    report.set_rank(rank);
-    for (int i = 0; i < run.steps_size(); ++i) {
-      if (i == script.stop_before_step) return end;
-      v1::StepTimes* times = report.add_steps();
-      times->set_step(i);
-      const std::string fails = script.fails(i);
-      v1::StepReply verified = Step(run, group, rank, i, v1::VERIFIED, fails);
-      end.verified.push_back(verified);
-      if (!verified.proceed()) {
-        times->set_reason(verified.reason());
-        continue;
+    v1::ClientRun run = first;
+    int reported = 0;
+    while (true) {
+      v1::RunReport report;
+      report.set_run_id(run.run_id());
+      report.set_group_id(group);
+      report.set_rank(rank);
+      report.set_first_step(run.first_step());
+      report.set_continues(script.continues);
+      for (int k = 0; k < run.steps_size(); ++k) {
+        const int i = run.first_step() + k;
+        if (i == script.stop_before_step) return end;
+        v1::StepTimes* times = report.add_steps();
+        times->set_step(i);
+        const std::string fails = script.fails(i);
+        v1::StepReply verified = Step(run, group, rank, i, v1::VERIFIED, fails);
+        end.verified.push_back(verified);
+        if (!verified.proceed()) {
+          times->set_reason(verified.reason());
+          continue;
+        }
+        v1::StepReply warmed = Step(run, group, rank, i, v1::WARMED_UP, "");
+        if (!warmed.proceed()) {
+          times->set_reason(warmed.reason());
+          continue;
+        }
+        if (i == script.timed_out_step) {
+          times->set_timed_out(true);
+          continue;
+        }
+        times->set_ok(true);
+        times->set_timed_by(script.timed_by(i));
+        times->set_host_us(script.host_us(i));
+        const double us = script.step_us ? script.step_us(run.steps(k)) : script.time_us(i);
+        for (int t = 0; t < run.iterations(); ++t) times->add_times_us(us);
       }
-      v1::StepReply warmed = Step(run, group, rank, i, v1::WARMED_UP, "");
-      if (!warmed.proceed()) {
-        times->set_reason(warmed.reason());
-        continue;
-      }
-      if (i == script.timed_out_step) {
-        times->set_timed_out(true);
-        continue;
-      }
-      times->set_ok(true);
-      times->set_timed_by(script.timed_by(i));
-      times->set_host_us(script.host_us(i));
-      for (int t = 0; t < run.iterations(); ++t) times->add_times_us(script.time_us(i));
+      if (!script.report || script.reports == reported++) return end;
+      end.answer = runs_.Report(report, absl::Now() + absl::Seconds(30));
+      if (!end.answer.ok() || !end.answer->has_run()) return end;
+      run = end.answer->run();
+      end.continuations.push_back(run);
     }
-    if (script.report) end.answer = runs_.Report(report, absl::Now() + absl::Seconds(30));
-    return end;
   }
 
   v1::StepReply Step(const v1::ClientRun& run, const std::string& group, int rank, int step,
@@ -537,6 +571,266 @@ TEST_CASE("how a candidate was timed: graph unless some rank timed a step by eve
     CHECK(Ranked(*end.answer, 0).host_us() == 40.0);
     CHECK(Ranked(*end.answer, 1).host_us() == 40.0);
   }
+}
+
+// 8 fixed passes, then up to 8 more of 2 timed iterations each.
+PassOptions Adaptive() {
+  PassOptions passes;
+  passes.min_passes = 8;
+  passes.max_passes = 16;
+  passes.warmup = 1;
+  passes.iterations = 2;
+  passes.max_iterations = 200;
+  passes.budget = absl::Seconds(30);
+  return passes;
+}
+
+// k1 100 us; k2 90 us, but 105 us in pass 0 (a burst): after the 8 fixed
+// passes its ratio to k1 ranges over [0.90, 1.05], a tie; each later pass
+// adds a 0.90. k3 200 us, a clear loser.
+double Resolving(const v1::ClientStep& step) {
+  if (step.candidate() == 0) return 100;
+  if (step.candidate() == 2) return 200;
+  return step.pass() == 0 ? 105 : 90;
+}
+
+const std::vector<std::string> kThree = {"client:k1", "client:k2", "client:k3"};
+
+TEST_CASE("a tie after the fixed passes is measured again, the contenders only, until it is "
+          "resolved; every rank gets the same continuations and the same decision") {
+  Runs f("continued");
+  std::optional<v1::TuneResponse> opened = f.OpenAdaptive("g", 2, kThree, Adaptive());
+  REQUIRE(opened.has_value());
+  REQUIRE(opened->run().steps_size() == 24);
+  CHECK(opened->run().first_step() == 0);
+  RankScript r;
+  r.continues = true;
+  r.step_us = Resolving;
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r, r});
+  for (const RankEnd& e : ends) REQUIRE(e.answer.ok());
+  CHECK(Shared(*ends[0].answer) == Shared(*ends[1].answer));
+  REQUIRE(ends[0].continuations.size() == ends[1].continuations.size());
+  // With 12 pairs the 99 % interval drops the burst: k2 is faster beyond
+  // the noise, k1 contends no more.
+  REQUIRE(ends[0].continuations.size() == 4);
+  int first = 24;
+  for (size_t c = 0; c < ends[0].continuations.size(); ++c) {
+    INFO("continuation " << c);
+    const v1::ClientRun& run = ends[0].continuations[c];
+    CHECK(run.SerializeAsString() == ends[1].continuations[c].SerializeAsString());
+    CHECK(run.run_id() == opened->run().run_id());
+    CHECK(run.first_step() == first);
+    REQUIRE(run.steps_size() == 2);  // k1 and k2, never k3
+    std::vector<int> candidates;
+    for (const v1::ClientStep& s : run.steps()) {
+      CHECK(s.problem() == 0);
+      CHECK(s.pass() == 8 + static_cast<int>(c));
+      CHECK(s.reference() == 0);
+      candidates.push_back(s.candidate());
+    }
+    // Rotated as the engine's passes are.
+    CHECK(candidates == (c % 2 == 0 ? std::vector<int>{0, 1} : std::vector<int>{1, 0}));
+    CHECK(run.iterations() == 2);
+    CHECK(run.warmup() == 1);
+    CHECK(run.candidate_timeout_ms() == kTimeoutMs);
+    CHECK(run.report_within_ms() == 300 + 2 * kTimeoutMs);
+    first += run.steps_size();
+  }
+  const v1::ProblemResult& p = ends[0].answer->results(0);
+  CHECK(p.status() == v1::TUNED);
+  CHECK(p.winner() == "name of k2");
+  CHECK(p.confidence() == v1::DECISIVE);
+  CHECK(Ranked(*ends[0].answer, 1).passes() == 12);
+  CHECK(Ranked(*ends[0].answer, 1).iterations() == 8 + 4 * 2);
+  CHECK(Ranked(*ends[0].answer, 0).passes() == 12);
+  CHECK(Ranked(*ends[0].answer, 0).paired() == 12);
+  CHECK(Ranked(*ends[0].answer, 2).passes() == 8);
+  CHECK(p.measured_iterations() == 16 + 16 + 8);
+  CHECK(f.stack().cache().size() == 1);  // every rank reported every schedule
+  CHECK_FALSE(f.stack().engine().lease().busy());
+}
+
+TEST_CASE("a client that does not say it continues gets the decision of the fixed passes") {
+  Runs f("not-continued");
+  std::optional<v1::TuneResponse> opened = f.OpenAdaptive("g", 2, kThree, Adaptive());
+  REQUIRE(opened.has_value());
+  RankScript r, old;
+  r.continues = true;
+  r.step_us = old.step_us = Resolving;
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r, old});
+  for (const RankEnd& e : ends) {
+    REQUIRE(e.answer.ok());
+    CHECK(e.continuations.empty());
+  }
+  CHECK(Shared(*ends[0].answer) == Shared(*ends[1].answer));
+  const v1::ProblemResult& p = ends[0].answer->results(0);
+  CHECK(p.winner() == "name of k2");  // the better estimate of a tie
+  CHECK(p.confidence() == v1::WITHIN_NOISE);
+  CHECK(Ranked(*ends[0].answer, 1).passes() == 8);
+}
+
+TEST_CASE("a clear winner after the fixed passes is decided at once") {
+  Runs f("clear");
+  std::optional<v1::TuneResponse> opened = f.OpenAdaptive("g", 2, kThree, Adaptive());
+  REQUIRE(opened.has_value());
+  RankScript r;
+  r.continues = true;
+  r.step_us = [](const v1::ClientStep& s) { return s.candidate() == 1 ? 50.0 : 100.0; };
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r, r});
+  for (const RankEnd& e : ends) {
+    REQUIRE(e.answer.ok());
+    CHECK(e.continuations.empty());
+  }
+  const v1::ProblemResult& p = ends[0].answer->results(0);
+  CHECK(p.winner() == "name of k2");
+  CHECK(p.confidence() == v1::DECISIVE);
+  CHECK(Ranked(*ends[0].answer, 1).passes() == 8);
+}
+
+TEST_CASE("continuations stop at max_passes, at the iteration cap and at the pass budget") {
+  // k1 100 us; k2 97 us and 103 us in turn: a tie that never resolves.
+  RankScript r;
+  r.continues = true;
+  r.step_us = [](const v1::ClientStep& s) {
+    return s.candidate() == 0 ? 100.0 : s.pass() % 2 == 0 ? 97.0 : 103.0;
+  };
+  struct Case {
+    const char* name;
+    std::function<void(PassOptions*)> change;
+    size_t continuations;
+  };
+  const std::vector<Case> cases = {
+      {"max_passes 11", [](PassOptions* p) { p->max_passes = 11; }, 3},
+      {"8 + 2 x 2 iterations at most", [](PassOptions* p) { p->max_iterations = 12; }, 2},
+      {"no budget", [](PassOptions* p) { p->budget = absl::ZeroDuration(); }, 0},
+      {"max_passes 16", [](PassOptions*) {}, 8},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Runs f(absl::StrCat("stops-", c.continuations, "-", c.name[0]));
+    PassOptions passes = Adaptive();
+    c.change(&passes);
+    std::optional<v1::TuneResponse> opened =
+        f.OpenAdaptive("g", 2, {"client:k1", "client:k2"}, passes);
+    REQUIRE(opened.has_value());
+    std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r, r});
+    for (const RankEnd& e : ends) {
+      REQUIRE(e.answer.ok());
+      CHECK(e.continuations.size() == c.continuations);
+      CHECK_FALSE(e.answer->has_run());
+    }
+    CHECK(Shared(*ends[0].answer) == Shared(*ends[1].answer));
+    const v1::ProblemResult& p = ends[0].answer->results(0);
+    CHECK(p.status() == v1::TUNED);
+    CHECK(p.confidence() != v1::DECISIVE);
+    CHECK(Ranked(*ends[0].answer, 1).passes() == 8 + static_cast<int>(c.continuations));
+  }
+}
+
+TEST_CASE("a rank lost during a continuation: the others get one answer from the schedules "
+          "every rank completed, within the bound; nothing stored") {
+  Runs f("lost-continued", absl::Minutes(1));
+  std::optional<v1::TuneResponse> opened = f.OpenAdaptive("g", 3, kThree, Adaptive());
+  REQUIRE(opened.has_value());
+  RankScript r, gone;
+  r.continues = gone.continues = true;
+  r.step_us = gone.step_us = Resolving;
+  gone.stop_before_step = 25;  // the second step of the first continuation
+  const absl::Time start = absl::Now();
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r, r, gone});
+  CHECK(absl::Now() - start < absl::Seconds(30));  // not the minute of the bound
+  for (int rank : {0, 1}) {
+    INFO("rank " << rank);
+    REQUIRE(ends[rank].answer.ok());
+    CHECK(ends[rank].continuations.size() == 1);
+    CHECK(ends[rank].verified.back().reason() ==
+          "rank 2 did not reach step 25 (verified) within 200 ms");
+  }
+  CHECK(Shared(*ends[0].answer) == Shared(*ends[1].answer));
+  const v1::ProblemResult& p = ends[0].answer->results(0);
+  // The fixed passes' decision: the continuation is not used.
+  CHECK(p.status() == v1::TUNED);
+  CHECK(p.winner() == "name of k2");
+  CHECK(p.confidence() == v1::WITHIN_NOISE);
+  for (int c = 0; c < 3; ++c) {
+    CHECK(Ranked(*ends[0].answer, c).ok());
+    CHECK(Ranked(*ends[0].answer, c).passes() == 8);
+  }
+  CHECK(f.stack().cache().size() == 0);
+  CHECK_FALSE(f.stack().engine().lease().busy());
+
+  // The lost rank's report of the continuation gets that decision.
+  v1::RunReport late = Report(ends[0].continuations[0], 2, 2, 2);
+  late.set_first_step(24);
+  for (int i = 0; i < 2; ++i) late.mutable_steps(i)->set_step(24 + i);
+  absl::StatusOr<v1::TuneResponse> again = f.runs().Report(late, absl::Now() + absl::Seconds(5));
+  REQUIRE(again.ok());
+  CHECK(Shared(*again) == Shared(*ends[0].answer));
+}
+
+TEST_CASE("a rank that does not report its continuation: decided at that schedule's bound "
+          "from the schedules every rank completed") {
+  Runs f("silent-continued");
+  std::optional<v1::TuneResponse> opened = f.OpenAdaptive("g", 2, kThree, Adaptive());
+  REQUIRE(opened.has_value());
+  RankScript r, silent;
+  r.continues = silent.continues = true;
+  r.step_us = silent.step_us = Resolving;
+  silent.reports = 1;  // runs the continuation's steps, sends no report of them
+  const absl::Time start = absl::Now();
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r, silent});
+  REQUIRE(ends[0].answer.ok());
+  REQUIRE(ends[0].continuations.size() == 1);
+  // Its bound: 300 ms + 2 steps x 200 ms after it was handed out.
+  CHECK(absl::Now() - start < absl::Seconds(10));
+  const v1::ProblemResult& p = ends[0].answer->results(0);
+  CHECK(p.confidence() == v1::WITHIN_NOISE);
+  CHECK(Ranked(*ends[0].answer, 1).passes() == 8);
+  CHECK(f.stack().cache().size() == 0);
+}
+
+TEST_CASE("a continuation's reports are checked against its own schedule") {
+  Runs f("continued-reports", absl::Seconds(30));
+  std::optional<v1::TuneResponse> opened = f.OpenAdaptive("g", 2, kThree, Adaptive());
+  REQUIRE(opened.has_value());
+  RankScript r;
+  r.continues = true;
+  r.step_us = Resolving;
+  // Rank 0 reports the fixed passes alone (its thread), rank 1 here too:
+  // the continuation comes back to both.
+  RankScript once = r;
+  once.stop_before_step = 24;
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {once, once});
+  REQUIRE(ends[0].continuations.size() == 1);
+  const v1::ClientRun& next = ends[0].continuations[0];
+  const absl::Time soon = absl::Now() + absl::Seconds(5);
+
+  v1::RunReport wrong = Report(next, 0, 2, 2);
+  wrong.set_first_step(23);
+  for (int i = 0; i < 2; ++i) wrong.mutable_steps(i)->set_step(23 + i);
+  CHECK(f.runs().Report(wrong, soon).status().message() ==
+        absl::StrCat("first_step: run \"", next.run_id(),
+                     "\" has no schedule from step 23 (its schedules start at 0, 24)"));
+  v1::RunReport longer = Report(next, 0, 3, 2);
+  longer.set_first_step(24);
+  for (int i = 0; i < 3; ++i) longer.mutable_steps(i)->set_step(24 + i);
+  CHECK(f.runs().Report(longer, soon).status().message() ==
+        absl::StrCat("steps: run \"", next.run_id(), "\" has 2 steps from step 24, got 3"));
+  v1::RunReport fewer = Report(next, 0, 2, 3);
+  fewer.set_first_step(24);
+  for (int i = 0; i < 2; ++i) fewer.mutable_steps(i)->set_step(24 + i);
+  CHECK(f.runs().Report(fewer, soon).status().message() ==
+        "steps[0].times_us: the run times 2 iterations, got 3 times");
+  // A second report of the fixed passes while the continuation runs.
+  v1::RunReport again = Report(opened->run(), 0, 24, 1);
+  CHECK(f.runs().Report(again, soon).status().code() == absl::StatusCode::kFailedPrecondition);
+  v1::StepRequest step;
+  step.set_run_id(next.run_id());
+  step.set_group_id("g");
+  step.set_step(26);
+  step.set_phase(v1::VERIFIED);
+  CHECK(f.runs().Step(step, soon).status().message() ==
+        absl::StrCat("step: run \"", next.run_id(), "\" has 26 steps, got 26"));
 }
 
 }  // namespace

@@ -1,17 +1,29 @@
 // One run of candidates the ranks run: the barriers of its steps and the
 // ranks' reports, decided once into the round's answer. The protocol (the
-// schedule, the barriers' answers, the faults and their texts) is
-// docs/protocol.md, "Candidates the ranks run"; the registry that opens and
-// forgets runs is client_runs.h.
+// schedule, its continuations, the barriers' answers, the faults and their
+// texts) is docs/protocol.md, "Candidates the ranks run"; the registry that
+// opens and forgets runs is client_runs.h.
+//
+// A run is a list of schedules, each reported by every rank on its own: the
+// one the Tune handed out (the fixed passes), then, while every rank's report
+// says it `continues`, no rank is lost, the joined ranking (catalogue and
+// client candidates, Rank with the request's rule) still has Contenders
+// among the client candidates and the adaptive budget allows (as the engine
+// counts it: max_passes, max_iterations per candidate, the pass budget, per
+// problem), a continuation: one more pass of the client contenders, handed
+// to every rank as its Report's answer. The decision joins every schedule
+// that every rank completed (pairs by pass id, ClientStep.pass).
 //
 // Bounds: a barrier waits at most the candidate timeout after its first
 // rank arrived; a rank that misses it is lost for the run and every later
-// barrier answers at once. The run is decided when every rank reported or
-// is lost, or at its bound (opened + report_within), by whichever call sees
-// it first;
-// every wait also ends at its caller's deadline (DEADLINE_EXCEEDED, the
-// barrier or report stays counted). The devices' lease is given back at the
-// decision (and ends by itself at the bound).
+// barrier answers at once. Each schedule has its own bound (handed out +
+// report_within); the run is decided when every rank reported the last one
+// or is lost, or at that bound, by whichever call sees it first. A
+// continuation's data is used only when every rank reported it and none
+// was lost during it. Every wait also ends at its caller's deadline
+// (DEADLINE_EXCEEDED, the barrier or report stays counted). The devices'
+// lease is held to the current schedule's bound and given back at the
+// decision.
 //
 // Ownership: `solver` and `metrics` are not owned and outlive the run.
 //
@@ -19,6 +31,7 @@
 // rank at a time).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -56,15 +69,18 @@ struct RunPlan {
 class Run {
  public:
   // `schedule` as ClientRuns::Open builds it from `plan`; the run holds
-  // `lease` until its decision.
+  // `lease` until its decision. A continuation's bound is `report_grace` +
+  // its steps x the candidate timeout.
   Run(v1::ClientRun schedule, RunPlan plan, DeviceLease::Token lease, absl::Time opened,
-      Solver* solver, metrics::DaemonMetrics* metrics);
+      absl::Duration report_grace, Solver* solver, metrics::DaemonMetrics* metrics);
 
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
 
+  // The schedule the Tune handed out.
   const v1::ClientRun& schedule() const { return schedule_; }
-  absl::Time bound() const { return bound_; }
+  // The bound of the run's current schedule.
+  absl::Time bound() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Rank `rank`'s own request (its labels and names go on its answers).
   void Attach(int rank, std::shared_ptr<const ValidRequest> request) ABSL_LOCKS_EXCLUDED(mu_);
@@ -74,10 +90,13 @@ class Run {
   absl::StatusOr<v1::StepReply> Step(const v1::StepRequest& request, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A rank's report (validated by ValidateReport): the run's answer with
-  // the rank's labels. INVALID_ARGUMENT for a group or rank not of the run
-  // or a report that does not match the schedule; FAILED_PRECONDITION for a
-  // second report of an undecided run; DEADLINE_EXCEEDED at `deadline`.
+  // A rank's report of one schedule (validated by ValidateReport): the
+  // run's answer with the rank's labels, or the continuation (`run` set,
+  // no results), the same for every rank. INVALID_ARGUMENT for a group or
+  // rank not of the run or a report that does not match a schedule of the
+  // run (first_step, step count, iteration count); FAILED_PRECONDITION for
+  // a second report of a schedule of an undecided run; DEADLINE_EXCEEDED at
+  // `deadline`.
   absl::StatusOr<v1::TuneResponse> Report(const v1::RunReport& report, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -95,9 +114,29 @@ class Run {
     bool decided = false;
     v1::StepReply reply;
   };
+  // One schedule handed to the ranks: steps [first, end) of the run.
+  struct Segment {
+    int first = 0;
+    int end = 0;
+    // Timed iterations of each of its steps.
+    int iterations = 0;
+    int64_t report_within_ms = 0;
+    // Its reports are due by then.
+    absl::Time bound;
+    // Per rank, its report.
+    std::vector<std::optional<v1::RunReport>> reports;
+    int reported = 0;
+  };
 
   absl::Status CheckMember(const std::string& group_id, int rank) const;
-  absl::Status CheckReport(const v1::RunReport& report) const;
+  // The schedule `report` reports (its index in segments_), or
+  // INVALID_ARGUMENT when it matches none.
+  absl::StatusOr<int> CheckReport(const v1::RunReport& report) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The index in segments_ of the schedule holding `step`.
+  int SegmentOf(int step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rank `rank`'s times of `step` (its schedule reported).
+  const v1::StepTimes& TimesOf(int rank, int step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The barrier of (step, phase), created on first use.
   Barrier& BarrierOf(int step, int phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DecideBarrier(Barrier& barrier, bool proceed, std::string reason)
@@ -106,10 +145,11 @@ class Run {
   void DecideArrived(Barrier& barrier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The barrier's bound passed: the missing ranks are lost.
   void DecideMissing(Barrier& barrier, int step, int phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Every rank has reported or missed a barrier (lost: it is not waited for).
-  bool AllIn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every rank has reported schedule `segment` or missed a barrier (lost:
+  // it is not waited for).
+  bool AllIn(int segment) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether steps `a` and `b` run the same candidate of the same problem.
-  bool SameCandidate(int a, int b) const;
+  bool SameCandidate(int a, int b) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why a step before `step` ruled out its candidate ("ruled out in pass P:
   // <that barrier's reason>"); "" when none did.
   std::string RuledOutBefore(int step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -117,16 +157,30 @@ class Run {
   // worked, every rank's times then appended to (*ranks)[rank].
   std::optional<CandidateOutcome> StepFailure(int step, std::vector<RankOutcome>* ranks) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How the candidate of `first_step` was timed (every rank reported, every
-  // step worked): EVENT_LOOP when the run's mode is, or when any rank timed
-  // any step by events (it could not capture a graph); the host's time per
-  // eager call, the largest over ranks of each rank's median over steps.
-  void TimingOf(int first_step, CandidateOutcome* out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The outcome of the candidate of `first_step` (its first step): its
-  // steps' times in pass order, or the first failed step's failure.
-  CandidateOutcome CandidateOutcomeOf(int first_step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Decides the run once: ranks, stores (every rank reported), gives the
-  // lease back.
+  // How the candidate of `first_step` was timed over the steps before
+  // `end` (every rank reported, every step worked): EVENT_LOOP when the
+  // run's mode is, or when any rank timed any step by events (it could not
+  // capture a graph); the host's time per eager call, the largest over
+  // ranks of each rank's median over steps.
+  void TimingOf(int first_step, int end, CandidateOutcome* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The outcome of the candidate of `first_step` (its first step) from the
+  // steps before `end`: their times by pass id, or the first failed step's
+  // failure.
+  CandidateOutcome CandidateOutcomeOf(int first_step, int end) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The joined ranking of plan_.problems[i] from the steps before `end`:
+  // its catalogue candidates and its client ones, Rank with the request's
+  // rule.
+  std::vector<CandidateOutcome> Ranked(size_t i, int end) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The continuation after the last schedule, when the run continues (see
+  // the top of this file); nullopt to decide.
+  std::optional<v1::ClientRun> Continuation() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The last schedule is in: hands out its continuation, or decides.
+  void Settle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decides the run once from every schedule that every rank completed:
+  // ranks, stores (every rank reported every schedule and none was
+  // dropped), gives the lease back.
   void Decide() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The decision with `rank`'s labels and names.
   v1::TuneResponse Answer(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -136,17 +190,24 @@ class Run {
   const RunPlan plan_;
   const int world_size_;
   const absl::Duration candidate_timeout_;
-  const absl::Time bound_;
+  const absl::Duration report_grace_;
   Solver* const solver_;
   metrics::DaemonMetrics* const metrics_;
 
   mutable absl::Mutex mu_;
   DeviceLease::Token lease_ ABSL_GUARDED_BY(mu_);
+  // Every step of the run: the first schedule's, then each continuation's.
+  std::vector<v1::ClientStep> steps_ ABSL_GUARDED_BY(mu_);
+  std::vector<Segment> segments_ ABSL_GUARDED_BY(mu_);
+  // The continuations handed out (the answer to the reports of the schedule
+  // before each), by index in segments_ (0 unused).
+  std::vector<v1::TuneResponse> continuations_ ABSL_GUARDED_BY(mu_);
+  absl::Time bound_ ABSL_GUARDED_BY(mu_);  // the last schedule's
+  absl::Time continued_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::map<std::pair<int, int>, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
   std::string lost_ ABSL_GUARDED_BY(mu_);  // why a rank is lost; "" = none
-  std::vector<std::optional<v1::RunReport>> reports_ ABSL_GUARDED_BY(mu_);
+  int lost_in_ ABSL_GUARDED_BY(mu_) = -1;  // the schedule it was lost in
   std::vector<bool> missed_ ABSL_GUARDED_BY(mu_);  // per rank: missed a barrier
-  int reported_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<const ValidRequest>> rank_requests_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const v1::TuneResponse> decision_ ABSL_GUARDED_BY(mu_);
   absl::Time decided_at_ ABSL_GUARDED_BY(mu_);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -749,12 +750,16 @@ absl::Status ValidateStep(const v1::StepRequest& request) {
 
 absl::Status ValidateReport(const v1::RunReport& report) {
   AT_RETURN_IF_ERROR(ValidateRunIds(report.run_id(), report.group_id(), report.rank()));
+  if (report.first_step() < 0) {
+    return Invalid("first_step", absl::StrCat("must not be negative, got ", report.first_step()));
+  }
   for (int i = 0; i < report.steps_size(); ++i) {
     const v1::StepTimes& step = report.steps(i);
     const std::string f = absl::StrCat("steps[", i, "]");
-    if (step.step() != i) {
-      return Invalid(f + ".step", absl::StrCat("must be ", i, " (steps in order), got ",
-                                               step.step()));
+    const int64_t want = int64_t{report.first_step()} + i;
+    if (step.step() != want) {
+      return Invalid(f + ".step",
+                     absl::StrCat("must be ", want, " (steps in order), got ", step.step()));
     }
     AT_RETURN_IF_ERROR(ValidateReason(f + ".reason", step.reason()));
     if (step.ok() && step.timed_out()) {

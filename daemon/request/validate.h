@@ -165,8 +165,8 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
 void RestoreLabels(const ValidRequest& request, v1::TuneResponse* response);
 
 // The shape of a rank's barrier call and report of a run (bounded strings,
-// known phase, finite non-negative times, steps in order); what depends on
-// the run (its ranks, steps, iterations) is the run's to check
+// known phase, finite non-negative times, steps in order from first_step);
+// what depends on the run (its ranks, steps, iterations) is the run's to check
 // (daemon/clientrun). INVALID_ARGUMENT naming the field.
 absl::Status ValidateStep(const v1::StepRequest& request);
 absl::Status ValidateReport(const v1::RunReport& report);

@@ -329,6 +329,15 @@ TEST_CASE("a barrier call and a report: their shapes, naming the field") {
         "rank: must not be negative, got -1");
   CHECK(report_error([](v1::RunReport* r) { r->mutable_steps(1)->set_step(0); }) ==
         "steps[1].step: must be 1 (steps in order), got 0");
+  CHECK(report_error([](v1::RunReport* r) { r->set_first_step(-1); }) ==
+        "first_step: must not be negative, got -1");
+  CHECK(report_error([](v1::RunReport* r) { r->set_first_step(6); }) ==
+        "steps[0].step: must be 6 (steps in order), got 0");
+  CHECK(report_error([](v1::RunReport* r) {
+          r->set_first_step(6);
+          r->mutable_steps(0)->set_step(6);
+          r->mutable_steps(1)->set_step(7);
+        }) == "OK");
   CHECK(report_error([](v1::RunReport* r) {
           r->mutable_steps(0)->set_reason(std::string(1025, 'r'));
         }) == "steps[0].reason: at most 1024 characters, got 1025");
