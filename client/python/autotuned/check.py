@@ -54,10 +54,10 @@ from typing import Any, Optional, Union
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import collective_enum
 from autotuned.errors import InvalidArgument
+from autotuned.errors import bounded_reason as _bounded
 
 _SUMS = (pb.ALL_REDUCE, pb.REDUCE_SCATTER, pb.COLLECTIVE_UNSPECIFIED)
 _EXACT_OPS = (pb.MAX, pb.MIN)
-MAX_REASON = 1024
 
 
 def terms_of(collective: Union[str, int], world_size: int, op: Optional[int] = None) -> int:
@@ -110,13 +110,6 @@ def _same(out: Any, ref: Any, terms: int, scale: Optional[float]) -> str:
     if isinstance(ref, float) and isinstance(out, (int, float)):
         return "" if math.isclose(out, ref, rel_tol=1e-6) else f"{out!r} != {ref!r}"
     return "" if out == ref else _bounded(f"{out!r} != {ref!r}")
-
-
-def _bounded(text: str) -> str:
-    raw = text.encode()
-    if len(raw) <= MAX_REASON:
-        return text
-    return raw[:MAX_REASON - 3].decode(errors="ignore") + "..."
 
 
 def _kind(x: Any) -> str:

@@ -13,6 +13,18 @@ from typing import Optional
 
 import grpc
 
+# The daemon's bound on a reason a client reports (StepRequest.reason,
+# StepTimes.reason), in bytes of UTF-8.
+MAX_REASON = 1024
+
+
+def bounded_reason(text: str) -> str:
+    """`text` within MAX_REASON bytes of UTF-8, as the daemon counts."""
+    raw = text.encode()
+    if len(raw) <= MAX_REASON:
+        return text
+    return raw[:MAX_REASON - 3].decode(errors="ignore") + "..."
+
 _SEGMENT = r'[A-Za-z_][A-Za-z0-9_]*(?:\[(?:\d+|"[^"]*")\])*'
 _FIELD = re.compile(rf"^({_SEGMENT}(?:\.{_SEGMENT})*): ")
 
