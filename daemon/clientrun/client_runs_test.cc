@@ -33,7 +33,7 @@ struct RankScript {
   std::function<std::string(int step)> fails = [](int) { return std::string(); };
   int stop_before_step = -1;  // never reaches this step's barrier, never reports
   bool report = true;
-  int reports = -1;  // how many schedules it reports before it goes silent (-1: all)
+  int reports = -1;         // how many schedules it reports before it goes silent (-1: all)
   int timed_out_step = -1;  // passes this step's barriers, then runs past its timeout
   // How each step was timed (0: not said) and the host's time per call.
   std::function<v1::TimingMode(int step)> timed_by = [](int) {
@@ -596,8 +596,9 @@ double Resolving(const v1::ClientStep& step) {
 
 const std::vector<std::string> kThree = {"client:k1", "client:k2", "client:k3"};
 
-TEST_CASE("a tie after the fixed passes is measured again, the contenders only, until it is "
-          "resolved; every rank gets the same continuations and the same decision") {
+TEST_CASE(
+    "a tie after the fixed passes is measured again, the contenders only, until it is "
+    "resolved; every rank gets the same continuations and the same decision") {
   Runs f("continued");
   std::optional<v1::TuneResponse> opened = f.OpenAdaptive("g", 2, kThree, Adaptive());
   REQUIRE(opened.has_value());
@@ -707,7 +708,7 @@ TEST_CASE("continuations stop at max_passes, at the iteration cap and at the pas
   };
   for (const Case& c : cases) {
     INFO(c.name);
-    Runs f(absl::StrCat("stops-", c.continuations, "-", c.name[0]));
+    Runs f(absl::StrCat("stops-", &c - cases.data()));
     PassOptions passes = Adaptive();
     c.change(&passes);
     std::optional<v1::TuneResponse> opened =
@@ -727,8 +728,9 @@ TEST_CASE("continuations stop at max_passes, at the iteration cap and at the pas
   }
 }
 
-TEST_CASE("a rank lost during a continuation: the others get one answer from the schedules "
-          "every rank completed, within the bound; nothing stored") {
+TEST_CASE(
+    "a rank lost during a continuation: the others get one answer from the schedules "
+    "every rank completed, within the bound; nothing stored") {
   Runs f("lost-continued", absl::Minutes(1));
   std::optional<v1::TuneResponse> opened = f.OpenAdaptive("g", 3, kThree, Adaptive());
   REQUIRE(opened.has_value());
@@ -768,8 +770,9 @@ TEST_CASE("a rank lost during a continuation: the others get one answer from the
   CHECK(Shared(*again) == Shared(*ends[0].answer));
 }
 
-TEST_CASE("a rank that does not report its continuation: decided at that schedule's bound "
-          "from the schedules every rank completed") {
+TEST_CASE(
+    "a rank that does not report its continuation: decided at that schedule's bound "
+    "from the schedules every rank completed") {
   Runs f("silent-continued");
   std::optional<v1::TuneResponse> opened = f.OpenAdaptive("g", 2, kThree, Adaptive());
   REQUIRE(opened.has_value());

@@ -205,8 +205,8 @@ class Run {
   absl::Time bound_ ABSL_GUARDED_BY(mu_);  // the last schedule's
   absl::Time continued_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::map<std::pair<int, int>, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
-  std::string lost_ ABSL_GUARDED_BY(mu_);  // why a rank is lost; "" = none
-  int lost_in_ ABSL_GUARDED_BY(mu_) = -1;  // the schedule it was lost in
+  std::string lost_ ABSL_GUARDED_BY(mu_);          // why a rank is lost; "" = none
+  int lost_in_ ABSL_GUARDED_BY(mu_) = -1;          // the schedule it was lost in
   std::vector<bool> missed_ ABSL_GUARDED_BY(mu_);  // per rank: missed a barrier
   std::vector<std::shared_ptr<const ValidRequest>> rank_requests_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const v1::TuneResponse> decision_ ABSL_GUARDED_BY(mu_);

@@ -39,9 +39,11 @@ its schedule here, step by step:
      warmup's calls give the host's time per eager call (StepTimes.host_us).
      A step past candidate_timeout_ms stops and is reported timed_out.
 
-then Report, whose answer is the round's decision. A candidate has a step
-per interleaved pass; one that a barrier refused is not run again (every
-rank got the same refusal, and the daemon refuses its later steps too).
+then Report, whose answer is the round's decision, or a continuation of the
+run (one more pass of the candidates the measurement cannot yet tell
+apart), run as above and reported again. A candidate has a step per
+interleaved pass; one that a barrier refused is not run again (every rank
+got the same refusal, and the daemon refuses its later steps too).
 The daemon joins a candidate's steps and computes the statistics (max over
 ranks per iteration, median, ...) from these times, as for its own
 candidates.
@@ -78,6 +80,9 @@ from autotuned.group import GroupDecision, GroupDescription, fallback_results, w
 MAX_REASON = 1024
 # How long a rank that lost its run waits for its daemon before asking again.
 REASK_CONNECT_S = 5.0
+# The most continuations of one run a rank runs (the daemon's own cap,
+# defaults.max_passes, is at most 1000 passes in all).
+MAX_CONTINUATIONS = 1000
 _KEY = re.compile(r"^[A-Za-z0-9._:/+=-]{1,128}$")
 
 
@@ -265,14 +270,49 @@ class _Schedule:
         self.timers: dict[tuple[int, int], _Timer] = {}
 
     def run(self) -> pb.TuneResponse:
-        times = [self._step(i, s) for i, s in enumerate(self.spec.steps)]
-        report = pb.RunReport(run_id=self.spec.run_id, group_id=self.group.id,
-                              rank=self.group.rank, steps=times)
-        left = self.spec.report_within_ms / 1000.0 - (time.monotonic() - self.started)
-        try:
-            return self.client.report(report, timeout=max(left, 0.0) + 10.0)
-        except AutotunedError as e:
-            raise _LostRun(e) from None
+        """Every step, then the Report; while its answer is a continuation
+        of the run (RunReport.continues), its steps and another Report, with
+        the same timers (a captured graph is replayed), `passed` and
+        `refused`. Past MAX_CONTINUATIONS this rank reports a continuation's
+        steps without running them: the daemon loses it at the next barrier
+        and answers every rank the decision of the schedules all completed."""
+        # _step lets an earlier problem's references and timers go when the
+        # steps move on; a continuation comes back to them.
+        kept_passed: dict[tuple[int, int], Any] = {}
+        kept_timers: dict[tuple[int, int], _Timer] = {}
+        for rounds in range(MAX_CONTINUATIONS + 2):
+            spec = self.spec
+            times = []
+            for i, s in enumerate(spec.steps):
+                index = spec.first_step + i
+                if rounds > MAX_CONTINUATIONS:
+                    times.append(pb.StepTimes(step=index, ok=False, reason=(
+                        f"this rank runs at most {MAX_CONTINUATIONS} continuations of a run")))
+                    continue
+                kept_passed.update(self.passed)
+                kept_timers.update(self.timers)
+                for k, out in kept_passed.items():   # in their order: _reference
+                    if k[0] == s.problem and k not in self.passed:
+                        self.passed[k] = out
+                for k, timer in kept_timers.items():
+                    if k[0] == s.problem and k not in self.timers:
+                        self.timers[k] = timer
+                times.append(self._step(index, s))
+            report = pb.RunReport(run_id=spec.run_id, group_id=self.group.id,
+                                  rank=self.group.rank, steps=times,
+                                  first_step=spec.first_step, continues=True)
+            left = spec.report_within_ms / 1000.0 - (time.monotonic() - self.started)
+            try:
+                answer = self.client.report(report, timeout=max(left, 0.0) + 10.0)
+            except AutotunedError as e:
+                raise _LostRun(e) from None
+            if not answer.HasField("run"):
+                return answer
+            self.spec, self.started = answer.run, time.monotonic()
+            self.step_timeout = answer.run.candidate_timeout_ms / 1000.0
+        raise _LostRun(AutotunedError(
+            f"the daemon continued run {self.spec.run_id!r} past "
+            f"{MAX_CONTINUATIONS} continuations"))
 
     def _barrier(self, step: int, phase: pb.StepPhase.ValueType, ok: bool,
                  reason: str) -> pb.StepReply:

@@ -55,6 +55,11 @@ class Scripted(pb_grpc.AutotuneServicer):
         self.mode = pb.EVENT_LOOP
         self.iterations = 4
         self.passes = 1
+        # Report's answers before the results: continuations of the run, each
+        # its steps as (problem, candidate, pass), with 1 warmup and 2 timed
+        # iterations a step.
+        self.continuations: list[list[tuple[int, int, int]]] = []
+        self.run_steps = 0
 
     def Tune(self, request, context):
         self.tunes += 1
@@ -66,6 +71,7 @@ class Scripted(pb_grpc.AutotuneServicer):
                 for ci in client[n % len(client):] + client[:n % len(client)]:
                     steps.append(pb.ClientStep(problem=pi, candidate=ci,
                                                reference=client[0], **{"pass": n}))
+        self.run_steps = len(steps)
         return pb.TuneResponse(run=pb.ClientRun(
             run_id=f"run{self.tunes}", steps=steps, warmup=2, iterations=self.iterations,
             timing_mode=self.mode, candidate_timeout_ms=self.timeout_ms,
@@ -83,6 +89,14 @@ class Scripted(pb_grpc.AutotuneServicer):
 
     def Report(self, request, context):
         self.reports.append(request)
+        if self.continuations:
+            steps = [pb.ClientStep(problem=p, candidate=c, reference=0, **{"pass": n})
+                     for p, c, n in self.continuations.pop(0)]
+            first, self.run_steps = self.run_steps, self.run_steps + len(steps)
+            return pb.TuneResponse(run=pb.ClientRun(
+                run_id=request.run_id, steps=steps, warmup=1, iterations=2,
+                timing_mode=self.mode, candidate_timeout_ms=self.timeout_ms,
+                report_within_ms=30000, first_step=first))
         return pb.TuneResponse(results=[
             pb.ProblemResult(problem=p, status=pb.TUNED, winner="w")
             for p in self.request.problems])
@@ -201,6 +215,69 @@ def test_in_passes_a_refused_candidate_is_not_run_again(daemon):
     (report,) = daemon.reports
     assert [(s.step, s.ok) for s in report.steps] == [
         (0, True), (1, False), (2, True), (3, False), (4, True), (5, True)]
+
+
+def test_continuations_run_and_reported_until_the_decision(daemon, monkeypatch):
+    from autotuned import rankrun
+
+    made: list[tuple[int, int]] = []
+
+    class Counted(rankrun._Timer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(id(self))
+    monkeypatch.setattr(rankrun, "_Timer", Counted)
+    calls: list[tuple[int, int]] = []
+
+    def runner(p: int, c: int) -> RankCandidate:
+        return RankCandidate(lambda: calls.append((p, c)) or torch.ones(2))
+
+    # Two problems of two candidates; the continuations come back to problem
+    # 0 after problem 1's steps, then to both.
+    daemon.continuations = [[(0, 0, 1), (0, 1, 1)], [(0, 1, 2), (1, 0, 1), (1, 1, 1)]]
+    problems = [RankProblem(_problem(2), {0: runner(p, 0), 1: runner(p, 1)}) for p in (0, 1)]
+    d = tune_rank(_desc(daemon.target), problems)
+    assert not d.fallback and d.winners == ["w", "w"]
+    assert [(r.first_step, [s.step for s in r.steps]) for r in daemon.reports] == \
+        [(0, [0, 1, 2, 3]), (4, [4, 5]), (6, [6, 7, 8])]
+    assert all(r.continues for r in daemon.reports)
+    assert all(s.ok and len(s.times_us) == (4 if r.first_step == 0 else 2)
+               for r in daemon.reports for s in r.steps)
+    # Every barrier by the step's index in the run.
+    assert [s for s, ph, _, _ in daemon.steps if ph == pb.VERIFIED] == list(range(9))
+    # Verified once, warmed up (2) and timed (4) in the first schedule; in a
+    # continuation 1 warmup and 2 timed runs a step, with the same timer.
+    assert len(made) == 4
+    assert calls.count((0, 0)) == 7 + 3
+    assert calls.count((0, 1)) == 7 + 3 + 3
+    assert calls.count((1, 0)) == calls.count((1, 1)) == 7 + 3
+
+
+def test_continuations_past_the_cap_are_reported_without_running(daemon, monkeypatch):
+    from autotuned import rankrun
+    monkeypatch.setattr(rankrun, "MAX_CONTINUATIONS", 1)
+    calls: list[int] = []
+    daemon.continuations = [[(0, 0, 1), (0, 1, 1)], [(0, 0, 2), (0, 1, 2)]]
+    runners = {c: RankCandidate(lambda c=c: calls.append(c) or torch.ones(2)) for c in (0, 1)}
+    d = tune_rank(_desc(daemon.target), [RankProblem(_problem(2), runners)])
+    assert not d.fallback and d.winners == ["w"]
+    assert len(daemon.reports) == 3
+    last = daemon.reports[2]
+    assert [(s.step, s.ok) for s in last.steps] == [(4, False), (5, False)]
+    assert last.steps[0].reason == "this rank runs at most 1 continuations of a run"
+    # The second continuation's barriers were never called.
+    assert max(s for s, _, _, _ in daemon.steps) == 3
+    assert calls.count(0) == calls.count(1) == 7 + 3
+
+
+def test_a_daemon_that_continues_past_the_cap_loses_the_run(daemon, monkeypatch):
+    from autotuned import rankrun
+    monkeypatch.setattr(rankrun, "MAX_CONTINUATIONS", 1)
+    daemon.continuations = [[(0, 0, n), (0, 1, n)] for n in range(1, 20)]
+    runners = {c: RankCandidate(lambda: torch.ones(2)) for c in (0, 1)}
+    d = tune_rank(_desc(daemon.target), [RankProblem(_problem(2), runners)])
+    assert d.fallback and daemon.tunes == 2
+    assert "past 1 continuations" in d.reason
 
 
 def test_step_past_its_timeout_is_reported_timed_out(daemon):
