@@ -37,19 +37,11 @@ if [ $# -ne 3 ]; then
   exit 2
 fi
 T0=$SECONDS
-BIN=$(cd "$1" && pwd) || exit 2
-PY_DIR=$(cd "$2" && pwd) || exit 2
-mkdir -p "$3/tests" || exit 2
-OUT=$(cd "$3" && pwd)
-PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
-SOCK=${AT_SOCK:-/tmp/at-all.sock}
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-nccl_lib=$("$PYTHON" -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' 2>/dev/null)
-[ -n "$nccl_lib" ] && export LD_LIBRARY_PATH="$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-
-STEPS_LOG=$OUT/steps.log
 # shellcheck source=bench/steps.sh
 . "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
+gpu_setup "$1" "$2" "$3" || exit 2
+mkdir -p "$OUT/tests" || exit 2
+SOCK=${AT_SOCK:-/tmp/at-all.sock}
 
 { date -u; nvidia-smi -L; "$PYTHON" -c 'import torch; print("torch", torch.__version__)'; } \
   > "$OUT/env.txt" 2>&1

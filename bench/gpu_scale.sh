@@ -26,18 +26,10 @@ if [ $# -lt 3 ]; then
   echo "usage: bash bench/gpu_scale.sh BIN_DIR PY_DIR OUT_DIR [tests|w4|w8|cross|compile|regret ...]" >&2
   exit 2
 fi
-BIN=$(cd "$1" && pwd) || exit 2
-PY_DIR=$(cd "$2" && pwd) || exit 2
-mkdir -p "$3" || exit 2
-OUT=$(cd "$3" && pwd)
-shift 3
-PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-nccl_lib=$("$PYTHON" -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' 2>/dev/null)
-[ -n "$nccl_lib" ] && export LD_LIBRARY_PATH="$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-STEPS_LOG=$OUT/steps.log
 # shellcheck source=bench/steps.sh
 . "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
+gpu_setup "$1" "$2" "$3" || exit 2
+shift 3
 
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 PARTS=("$@")

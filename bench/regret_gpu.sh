@@ -24,20 +24,12 @@ if [ $# -lt 3 ]; then
   echo "usage: bash bench/regret_gpu.sh BIN_DIR PY_DIR OUT_DIR [WORLD...]" >&2
   exit 2
 fi
-BIN=$(cd "$1" && pwd) || exit 2
-PY_DIR=$(cd "$2" && pwd) || exit 2
-mkdir -p "$3" || exit 2
-OUT=$(cd "$3" && pwd)
-shift 3
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
-nccl_lib=$("$PYTHON" -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' 2>/dev/null)
-[ -n "$nccl_lib" ] && export LD_LIBRARY_PATH="$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PYTHONPATH="$PY_DIR" AUTOTUNED_KERNELS_LIB="$BIN/libautotuned_kernels_abi.so"
-STEPS_LOG=$OUT/steps.log
 # shellcheck source=bench/steps.sh
 . "$HERE/steps.sh"
+gpu_setup "$1" "$2" "$3" || exit 2
+shift 3
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PY_DIR" AUTOTUNED_KERNELS_LIB="$BIN/libautotuned_kernels_abi.so"
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 WORLDS=("$@")
 if [ ${#WORLDS[@]} -eq 0 ]; then
@@ -98,7 +90,8 @@ done
 {
   "$PYTHON" "$HERE/regret_gpu_report.py" "$OUT"
   for W in "${WORLDS[@]}"; do
-    "$PYTHON" "$HERE/regret_sweep.py" report "$OUT/w$W/sweep.jsonl" "$OUT/w$W/alone.jsonl" "$W"
+    [ -f "$OUT/w$W/alone.jsonl" ] &&
+      "$PYTHON" "$HERE/regret_sweep.py" report "$OUT/w$W/sweep.jsonl" "$OUT/w$W/alone.jsonl" "$W"
   done
 } > "$OUT/report.md" 2>&1
 cat "$OUT/steps.log"

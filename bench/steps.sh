@@ -1,7 +1,14 @@
-# Sourced by the GPU scripts (bench/gpu_all.sh, bench/gpu_scale.sh): one
-# helper that runs a step under `timeout`, sends its output to a file and
-# logs its outcome, so that a failing step is recorded and the next one runs.
+# Sourced by the GPU scripts (bench/gpu_all.sh, bench/gpu_scale.sh,
+# bench/regret_gpu.sh): their common setup, and one helper that runs a step
+# under `timeout`, sends its output to a file and logs its outcome, so that a
+# failing step is recorded and the next one runs.
 #
+#   gpu_setup BIN_DIR PY_DIR OUT_DIR
+#                             BIN, PY_DIR, OUT (made) as absolute paths;
+#                             PYTHON (default the GPU host's torch venv);
+#                             NVLink multicast off for NCCL and PyTorch;
+#                             PyTorch's NCCL on LD_LIBRARY_PATH;
+#                             STEPS_LOG=OUT/steps.log. Non-zero: a bad folder.
 #   STEPS_LOG=FILE            every step's line is appended there (and printed)
 #   step NAME LIMIT_S OUTFILE CMD...
 #
@@ -23,4 +30,18 @@ step() {
   printf '%-24s rc=%-4s %4ss  %s\n' "$name" "$rc" "$((SECONDS - s))" "$what" |
     tee -a "${STEPS_LOG:-/dev/null}"
   return "$rc"
+}
+
+gpu_setup() {
+  BIN=$(cd "$1" && pwd) || return 2
+  PY_DIR=$(cd "$2" && pwd) || return 2
+  mkdir -p "$3" || return 2
+  OUT=$(cd "$3" && pwd)
+  PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+  local nccl_lib
+  nccl_lib=$("$PYTHON" -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' 2>/dev/null)
+  [ -n "$nccl_lib" ] && export LD_LIBRARY_PATH="$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  STEPS_LOG=$OUT/steps.log
+  return 0
 }
