@@ -74,10 +74,11 @@ from autotuned import channels
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.check import same_output, terms_of
 from autotuned.client import Client, candidate_spec
+from autotuned.errors import MAX_REASON as MAX_REASON  # re-exported: the reason bound
 from autotuned.errors import AutotunedError, InvalidArgument, Unavailable, Unimplemented
+from autotuned.errors import bounded_reason as _bounded
 from autotuned.group import GroupDecision, GroupDescription, fallback_results, with_presync
 
-MAX_REASON = 1024
 # How long a rank that lost its run waits for its daemon before asking again.
 REASK_CONNECT_S = 5.0
 # The most continuations of one run a rank runs (the daemon's own cap,
@@ -238,14 +239,6 @@ def _check_runners(problems: Sequence[RankProblem]) -> None:
         if extra:
             raise InvalidArgument(f"problems[{i}]: runners {sorted(extra)} are not "
                                   "client candidates of the problem")
-
-
-def _bounded(text: str) -> str:
-    """`text` within MAX_REASON bytes of UTF-8, as the daemon counts."""
-    raw = text.encode()
-    if len(raw) <= MAX_REASON:
-        return text
-    return raw[:MAX_REASON - 3].decode(errors="ignore") + "..."
 
 
 def _raised(e: BaseException) -> str:
