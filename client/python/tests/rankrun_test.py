@@ -6,9 +6,12 @@ fails: a rank that never reports, a rank that dies mid-schedule, a candidate
 that raises on one rank or returns other data, a report for an unknown run,
 the daemon restarted mid-run, the daemon absent; and the round after a
 fault is served normally. A busy wait of a set length on one rank is
-reported as that length, the max over ranks. The long tier
-(//client/python:rankrun_long_test, AUTOTUNED_LONG=1) adds 4 ranks and a
-rank that exits right after its Tune.
+reported as that length, the max over ranks. A 10 % difference tied by a
+burst on one of the 8 fixed passes is resolved by the continuations of the
+run. The long tier
+(//client/python:rankrun_long_test, AUTOTUNED_LONG=1) adds 4 ranks, a
+rank that exits right after its Tune, and ten trials of a 10 % difference,
+DECISIVE more often with continuations than with the fixed passes alone.
 """
 from __future__ import annotations
 
@@ -183,6 +186,105 @@ def test_busy_wait_on_one_rank_is_its_length_and_the_max_over_ranks(daemon):
     # The daemon's median of per-iteration maxima over ranks: rank 1's spin.
     assert SPIN_US <= median < 1.05 * SPIN_US, (median, means, b[3])
     assert means[1] >= SPIN_US > means[0], means
+
+
+# A 10 % difference: the default spins 1000 us a call, the challenger 1100 us.
+DEFAULT_US, SLOWER_US = 1000, 1100
+
+
+def spin(us: float) -> None:
+    end = time.perf_counter() + us / 1e6
+    while time.perf_counter() < end:
+        pass
+
+
+def ten_percent(rank, world, target, tag, trials, seed):
+    """`trials` fresh problems of the default and a 10 % slower challenger,
+    each a spin (no collective: nothing but the spin is timed), 24 timed
+    iterations (3 a pass), under bursts of load that fall on one step: with
+    `seed` None, the default's timed calls of the first pass (its calls 3 to
+    5: after its verify and warmup) take twice as long; otherwise each run of
+    4 calls of a candidate (a later pass's warmup and timed calls) is 1.5
+    times as long with probability 0.1, from `seed`. Per trial: the
+    summary, the verdict, and each candidate's passes."""
+    import random
+
+    import torch
+
+    from autotuned import pb
+    from autotuned.group import describe_from_env
+    from autotuned.rankrun import RankCandidate, RankProblem, tune_rank
+
+    desc = describe_from_env(target)
+    x = torch.full((1024,), float(rank + 1))
+    rng = random.Random(seed)
+    out = []
+    for t in range(trials):
+        def candidate(us, first):
+            calls, slow = [0], [False]
+
+            def run():
+                calls[0] += 1
+                if seed is None:
+                    slow[0] = first and 3 <= calls[0] <= 5
+                elif calls[0] % 4 == 1:
+                    slow[0] = rng.random() < 0.1
+                spin(us * (2.0 if seed is None else 1.5) if slow[0] else us)
+                return x
+            return run
+        p = _problem(f"{tag}-{t}", [("default", DEFAULT_US), ("slower", SLOWER_US)])
+        runners = {0: RankCandidate(candidate(DEFAULT_US, True)),
+                   1: RankCandidate(candidate(SLOWER_US, False))}
+        d = tune_rank(desc, [RankProblem(p, runners)], options=_options(24))
+        r = d.results[0]
+        out.append((summary(d), pb.Confidence.Name(r.confidence),
+                    {c.index: c.passes for c in r.ranked}))
+    return out
+
+
+@pytest.fixture(scope="module")
+def fixed_daemon():
+    """A daemon without adaptive passes: the 8 fixed ones alone."""
+    d = Daemon(config_text="defaults { min_passes: 8 max_passes: 8 }")
+    yield d
+    d.stop()
+
+
+def _ten_percent(target, tag, trials, seed):
+    a, b = run_ranks(ten_percent, world=2, args=(target, tag, trials, seed), env=_env(2),
+                     timeout=60 + 10 * trials)
+    assert not isinstance(a, RankError), a
+    assert not isinstance(b, RankError), b
+    assert a == b  # verdicts and passes too
+    for s, _, _ in a:
+        assert statuses(s) == ["TUNED"], s
+    return a
+
+
+def test_a_burst_on_one_pass_ties_the_fixed_passes_and_continuations_resolve_it(
+        daemon, fixed_daemon):
+    # The 8 fixed passes: the burst's pass is in the 99 % interval (the range
+    # of 8 ratios), a tie, whatever the others say.
+    ((s, verdict, passes),) = _ten_percent(fixed_daemon.target, "burst-fixed", 1, None)
+    assert verdict == "WITHIN_NOISE" and passes == {0: 8, 1: 8}, (verdict, passes)
+    assert s[1][0][0] == "default", s
+    # Continued: from 12 pairs on, the interval leaves one pass out.
+    ((s, verdict, passes),) = _ten_percent(daemon.target, "burst-adaptive", 1, None)
+    assert verdict == "DECISIVE" and passes[0] == passes[1] > 8, (verdict, passes)
+    assert s[1][0][0] == "default", s
+
+
+@LONG
+def test_a_ten_percent_difference_is_decisive_more_often_with_continuations(
+        daemon, fixed_daemon):
+    trials = 20
+    fixed = _ten_percent(fixed_daemon.target, "ten-fixed", trials, 7)
+    adaptive = _ten_percent(daemon.target, "ten-adaptive", trials, 7)
+    decisive = [sum(v == "DECISIVE" and s[1][0][0] == "default" for s, v, _ in runs)
+                for runs in (fixed, adaptive)]
+    print(f"DECISIVE in {trials} trials: fixed passes {decisive[0]}, with continuations "
+          f"{decisive[1]}; passes {[p[0] for _, _, p in adaptive]}")
+    assert decisive[1] > decisive[0], decisive
 
 
 def raises_and_differs(rank, world, target, tag):
