@@ -182,12 +182,18 @@ def compile_steps(rank, world, target, plan):
     logging.getLogger("autotuned.inductor").addHandler(warnings)
     original_tune, original_prepared = rankrun.tune_rank, rankrun._prepared
     preparing = []
+    # Seconds this rank sleeps once its choices are compiled, before its
+    # Tune (the step's "ask_delay"): a late arrival at the daemon whatever
+    # the compiles cost on a busy machine.
+    ask_delay = {"s": 0.0}
 
     def prepared(problems):
         start = time.monotonic()
         try:
             return original_prepared(problems)
         finally:
+            time.sleep(ask_delay["s"])
+            ask_delay["s"] = 0.0
             preparing.append(time.monotonic() - start)
     rankrun._prepared = prepared
 
@@ -228,6 +234,7 @@ def compile_steps(rank, world, target, plan):
             os.kill(step["kill_daemon_pid"], signal.SIGKILL)
         dist.barrier()
         time.sleep(step.get("delay", {}).get(rank, 0))
+        ask_delay["s"] = step.get("ask_delay", {}).get(rank, 0)
         torch._dynamo.reset()
         before, first_tune, first_code = len(ai.decisions()), len(tunes), len(codes)
         hits = torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"]
@@ -324,15 +331,16 @@ def test_deferred_one_round_for_every_collective(daemon):
 
 
 def test_late_rank_falls_back_without_waiting_then_tuned(daemon):
-    """Rank 1 compiles 10 s after rank 0, with a 5 s process-group timeout
-    and a 2 s window: no crash, rank 0 waits no more than the window, the
+    """Rank 1 asks 10 s after rank 0 (once its choices are compiled), with a
+    5 s process-group timeout and a 2 s window: no crash, rank 0 waits no
+    more than the window, the
     same FALLBACK on both with a warning; the next compile, both on time, is
     measured (the daemon cannot measure the callers' code in the background):
     the graph with the fallback was not saved to Inductor's cache, which both
     compiles share."""
     gate = tempfile.mkdtemp(prefix="atpy-gate")
     plan = {"gate_dir": gate, "ops": ("all_reduce",),
-            "steps": [{"delay": {1: 10}, "window_us": 2_000_000, "fresh": False},
+            "steps": [{"ask_delay": {1: 10}, "window_us": 2_000_000, "fresh": False},
                       {"fresh": False}]}
     results = _ok(run_ranks(compile_steps, args=(daemon.target, plan), env=_env(),
                             timeout=500, pg_timeout=5))
