@@ -569,6 +569,8 @@ def dispatch(rank, world, target):
             "status": [s.status for s in table.sizes], "fallback": table.fallback,
             "reason": table.reason, "max_sizes": table.max_sizes(),
             "candidates": table.candidates,
+            "ruled_out": sorted({n for s in table.sizes for n, us in s.median_us.items()
+                                 if us == float("inf")}),
             "json": max_sizes_json([table], capability="0.0"), "y": float(y[0]),
             "text": table.format()}
 
@@ -581,6 +583,9 @@ def test_tune_dispatch_with_callables_same_table_on_every_rank(daemon):
     print(a["json"])
     assert not a["fallback"], a["reason"]
     assert a["status"] == ["TUNED", "TUNED"]
+    # The in-place candidate (the reference) and the copies agree: each is
+    # verified once per run, on inputs its own earlier runs have not changed.
+    assert a["ruled_out"] == [], a["text"]
     assert {k: a[k] for k in ("ranges", "max_sizes", "json")} == \
         {k: b[k] for k in ("ranges", "max_sizes", "json")}
     # The sim's ring, named without its parameter, is measured at each of
