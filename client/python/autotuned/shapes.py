@@ -14,7 +14,7 @@ with, one axis at a time, the other parameters at their defaults:
   * chunk_kib: the default / 4 and x 4, within its range;
   * any other parameter (e.g. the sim backend's `root`) keeps its default:
     it says what the implementation does, not how the work is tiled.
-The default shape comes first (a tie in request order goes to it). Pure:
+The default shape comes first (of equal estimates, the earlier wins). Pure:
 no daemon, no torch.
 """
 from __future__ import annotations
