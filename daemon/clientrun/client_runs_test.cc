@@ -45,10 +45,13 @@ struct RankScript {
   // When set, the time of each iteration of a step from the step itself
   // (its candidate and pass), in place of time_us.
   std::function<double(const v1::ClientStep&)> step_us;
+  // A note sent ok at the step's WARMED_UP barrier ("" = none).
+  std::function<std::string(int step)> note = [](int) { return std::string(); };
 };
 
 struct RankEnd {
   std::vector<v1::StepReply> verified;  // per step reached
+  std::vector<v1::StepReply> warmed;    // per step that passed its VERIFIED
   absl::StatusOr<v1::TuneResponse> answer = absl::UnknownError("no report");
   std::vector<v1::ClientRun> continuations;  // as handed to this rank, in order
 };
@@ -109,7 +112,8 @@ class Runs {
           times->set_reason(verified.reason());
           continue;
         }
-        v1::StepReply warmed = Step(run, group, rank, i, v1::WARMED_UP, "");
+        v1::StepReply warmed = Step(run, group, rank, i, v1::WARMED_UP, "", script.note(i));
+        end.warmed.push_back(warmed);
         if (!warmed.proceed()) {
           times->set_reason(warmed.reason());
           continue;
@@ -133,7 +137,8 @@ class Runs {
   }
 
   v1::StepReply Step(const v1::ClientRun& run, const std::string& group, int rank, int step,
-                     v1::StepPhase phase, const std::string& fails) {
+                     v1::StepPhase phase, const std::string& fails,
+                     const std::string& note = "") {
     v1::StepRequest req;
     req.set_run_id(run.run_id());
     req.set_group_id(group);
@@ -141,7 +146,7 @@ class Runs {
     req.set_step(step);
     req.set_phase(phase);
     req.set_ok(fails.empty());
-    req.set_reason(fails);
+    req.set_reason(fails.empty() ? note : fails);
     absl::StatusOr<v1::StepReply> reply = runs_.Step(req, absl::Now() + absl::Seconds(30));
     return reply.ok() ? *reply : v1::StepReply();
   }
@@ -834,6 +839,31 @@ TEST_CASE("a continuation's reports are checked against its own schedule") {
   step.set_phase(v1::VERIFIED);
   CHECK(f.runs().Step(step, soon).status().message() ==
         absl::StrCat("step: run \"", next.run_id(), "\" has 26 steps, got 26"));
+}
+
+TEST_CASE("a note sent ok at a barrier reaches every rank, the lowest rank's first, and the "
+          "step goes on") {
+  Runs f("note");
+  std::optional<v1::TuneResponse> opened =
+      f.Open("g", 3, {"client:k1", "client:k2"}, absl::Seconds(10), 1);
+  REQUIRE(opened.has_value());
+  const v1::ClientRun& run = opened->run();
+  REQUIRE(run.steps_size() == 2);
+  // Ranks 1 and 2 could not capture k2 (step 1) as a graph; rank 0 could.
+  RankScript r0, r1, r2;
+  r1.note = [](int step) { return step == 1 ? std::string("timed by events: one") : ""; };
+  r2.note = [](int step) { return step == 1 ? std::string("timed by events: two") : ""; };
+  std::vector<RankEnd> ends = f.RunAll(run, "g", {r0, r1, r2});
+  for (const RankEnd& end : ends) {
+    REQUIRE(end.warmed.size() == 2);
+    CHECK(end.warmed[0].proceed());
+    CHECK(end.warmed[0].reason().empty());
+    CHECK(end.warmed[1].proceed());
+    CHECK(end.warmed[1].reason() == "rank 1: timed by events: one");
+    REQUIRE(end.answer.ok());
+    CHECK(Ranked(*end.answer, 0).ok());
+    CHECK(Ranked(*end.answer, 1).ok());
+  }
 }
 
 }  // namespace

@@ -142,6 +142,7 @@ void Run::DecideBarrier(Barrier& barrier, bool proceed, std::string reason) {
 }
 
 void Run::DecideArrived(Barrier& barrier) {
+  std::string note;  // the lowest rank's note, when every rank is ok
   for (int r = 0; r < world_size_; ++r) {
     const Arrived& a = *barrier.ranks[r];
     if (!a.ok) {
@@ -149,8 +150,9 @@ void Run::DecideArrived(Barrier& barrier) {
                     absl::StrCat("rank ", r, ": ", a.reason.empty() ? "failed" : a.reason));
       return;
     }
+    if (note.empty() && !a.reason.empty()) note = absl::StrCat("rank ", r, ": ", a.reason);
   }
-  DecideBarrier(barrier, true, "");
+  DecideBarrier(barrier, true, std::move(note));
 }
 
 void Run::DecideMissing(Barrier& barrier, int step, int phase) {

@@ -141,7 +141,8 @@ class Run {
   Barrier& BarrierOf(int step, int phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DecideBarrier(Barrier& barrier, bool proceed, std::string reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Every rank arrived: proceed, or the lowest failing rank's reason.
+  // Every rank arrived: proceed (with the lowest rank's note, if any sent one
+  // with ok), or the lowest failing rank's reason.
   void DecideArrived(Barrier& barrier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The barrier's bound passed: the missing ranks are lost.
   void DecideMissing(Barrier& barrier, int step, int phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -376,6 +376,9 @@ class _Schedule:
             if timed_out:
                 ok, reason = False, (f"ran past the candidate timeout of "
                                      f"{self.spec.candidate_timeout_ms} ms in the warmup")
+            else:
+                # A note for the other ranks (ok): this rank times by events.
+                reason = timer.capture()
         except Exception as e:  # noqa: BLE001
             ok, reason = False, _raised(e)
         reply = self._barrier(index, pb.WARMED_UP, ok, reason)
@@ -383,6 +386,10 @@ class _Schedule:
             self.refused.add(key)
             return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason or reason),
                                 timed_out=timed_out)
+        if reply.reason:
+            # Some rank could not capture it: every rank times it by events,
+            # so that every rank launches the same collectives.
+            timer.use_events(reply.reason)
         try:
             times = timer.timed(self.spec.iterations, deadline)
         except Exception as e:  # noqa: BLE001
@@ -445,8 +452,11 @@ class _Timer:
     problem's bytes calls per graph, the same on every rank, so that a
     replay lasts about GRAPH_REPLAY_TARGET_US), and each timed iteration is one replay between
     two events, divided by `calls`: what the calls cost on the GPU, without
-    the Python that launches them. A candidate that cannot be captured is
-    timed as EVENT_LOOP instead and says so (`timed_by`). EVENT_LOOP puts
+    the Python that launches them. The capture comes before the WARMED_UP
+    barrier and records only; the first replay comes after it. A candidate
+    that some rank cannot capture is timed as EVENT_LOOP on every rank (the
+    rank says so at the barrier, whose reply tells every rank) and says so
+    (`timed_by`). EVENT_LOOP puts
     CUDA events around back-to-back launches, cut into at most TIMED_BATCHES
     batches, each iteration getting its batch's mean. Off the GPU each
     iteration is timed alone by perf_counter_ns. In every mode the warmup's
@@ -461,6 +471,7 @@ class _Timer:
         self.graph: Any = None
         self.calls = graph_calls(message_bytes)
         self.capture_error = ""
+        self.replayed = False
         self.host_us: list[float] = []
 
     @property
@@ -489,6 +500,7 @@ class _Timer:
         graph is captured (a later pass), one eager call (for host_us) and
         one replay warm it: what is timed is the replay."""
         if self.graph is not None and count > 0:
+            # The graph's own replay, no collective of another shape.
             t0 = time.perf_counter_ns()
             self.runner.run()
             self.host_us.append((time.perf_counter_ns() - t0) / 1000.0)
@@ -518,11 +530,8 @@ class _Timer:
                 self.runner.run()
                 out.append((time.perf_counter_ns() - t0) / 1000.0)
             return out
-        if self.graph_mode and not self.capture_error:
-            if self.graph is None:
-                self._capture()
-            if self.graph is not None:
-                return self._timed_graph(count, deadline)
+        if self.graph is not None:
+            return self._timed_graph(count, deadline)
         return self._timed_batches(count, deadline)
 
     def _timed_batches(self, count: int, deadline: float) -> list[float]:
@@ -548,9 +557,26 @@ class _Timer:
             out += [events[k].elapsed_time(events[k + 1]) * 1000.0 / n] * n
         return out[:done]
 
+    def capture(self) -> str:
+        """In CUDA_GRAPH mode, once: captures the calls as one graph (no
+        collective runs: a capture only records). "" when it is captured,
+        or was before, or is not to be; else why not, as a note for the
+        other ranks (the candidate is then timed by events)."""
+        if not self.graph_mode or self.graph is not None or self.capture_error:
+            return ""
+        self._capture()
+        return _bounded(f"timed by events: not captured as a CUDA graph: "
+                        f"{self.capture_error}") if self.capture_error else ""
+
+    def use_events(self, why: str) -> None:
+        """Times by events from now on (a rank could not capture it)."""
+        self.graph = None
+        self.capture_error = self.capture_error or why
+
     def _capture(self) -> None:
-        """Captures `calls` calls as one graph; on failure keeps the reason
-        and leaves the candidate to event timing."""
+        """Captures `calls` calls as one graph, without replaying it (a
+        replay runs collectives: only once every rank has its graph, after
+        the barrier); on failure keeps the reason."""
         import torch
         graph = torch.cuda.CUDAGraph()
         side = torch.cuda.Stream()
@@ -561,7 +587,6 @@ class _Timer:
                 for _ in range(self.calls):
                     self.runner.run()
             torch.cuda.current_stream().wait_stream(side)
-            graph.replay()  # untimed: the first replay uploads the graph
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - not capturable: timed by events
             self.capture_error = _raised(e)
@@ -576,6 +601,9 @@ class _Timer:
         # Every rank replays `count` times whatever its clock says: a rank
         # that stopped early would leave its peers' collectives waiting.
         import torch
+        if not self.replayed:
+            self.graph.replay()  # untimed: the first replay uploads the graph
+            self.replayed = True
         events = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
         torch.cuda.synchronize()
         # Queue the replays behind a short spin so that no event waits on the
