@@ -61,6 +61,7 @@ What each failure gives (a GroupDecision, the same on every rank):
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import hashlib
@@ -73,7 +74,7 @@ from typing import Any, Callable, Optional, Union
 from autotuned import channels
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.check import same_output, terms_of
-from autotuned.client import Client, candidate_spec
+from autotuned.client import Client, candidate_spec, dtype_bytes
 from autotuned.errors import MAX_REASON as MAX_REASON  # re-exported: the reason bound
 from autotuned.errors import AutotunedError, InvalidArgument, Unavailable, Unimplemented
 from autotuned.errors import bounded_reason as _bounded
@@ -253,26 +254,27 @@ class _Schedule:
         self.client, self.group, self.spec, self.problems = client, group, run, problems
         self.started = time.monotonic()
         self.step_timeout = run.candidate_timeout_ms / 1000.0
-        # (problem, candidate) of the steps that passed their verify on every
-        # rank, in order, with their verify output (the references).
+        # (problem, candidate) of the current problem's steps that passed
+        # their verify on every rank, in order, with their verify output (the
+        # references; an earlier problem's go when the steps move on).
         self.passed: dict[tuple[int, int], Any] = {}
         # (problem, candidate) refused at a barrier: the same on every rank.
         self.refused: set[tuple[int, int]] = set()
-        # (problem, candidate) -> its _Timer, kept over the passes (a graph
-        # captured in the first pass is replayed in the later ones).
+        # (problem, candidate) that passed its verify on every rank (kept for
+        # the whole run, continuations included: not verified again).
+        self.verified: set[tuple[int, int]] = set()
+        # (problem, candidate) -> its _Timer, kept for the whole run (a graph
+        # captured in the first pass is replayed in the later ones and in
+        # continuations).
         self.timers: dict[tuple[int, int], _Timer] = {}
 
     def run(self) -> pb.TuneResponse:
         """Every step, then the Report; while its answer is a continuation
         of the run (RunReport.continues), its steps and another Report, with
-        the same timers (a captured graph is replayed), `passed` and
+        the same timers (a captured graph is replayed), `verified` and
         `refused`. Past MAX_CONTINUATIONS this rank reports a continuation's
         steps without running them: the daemon loses it at the next barrier
         and answers every rank the decision of the schedules all completed."""
-        # _step lets an earlier problem's references and timers go when the
-        # steps move on; a continuation comes back to them.
-        kept_passed: dict[tuple[int, int], Any] = {}
-        kept_timers: dict[tuple[int, int], _Timer] = {}
         for rounds in range(MAX_CONTINUATIONS + 2):
             spec = self.spec
             times = []
@@ -282,14 +284,6 @@ class _Schedule:
                     times.append(pb.StepTimes(step=index, ok=False, reason=(
                         f"this rank runs at most {MAX_CONTINUATIONS} continuations of a run")))
                     continue
-                kept_passed.update(self.passed)
-                kept_timers.update(self.timers)
-                for k, out in kept_passed.items():   # in their order: _reference
-                    if k[0] == s.problem and k not in self.passed:
-                        self.passed[k] = out
-                for k, timer in kept_timers.items():
-                    if k[0] == s.problem and k not in self.timers:
-                        self.timers[k] = timer
                 times.append(self._step(index, s))
             report = pb.RunReport(run_id=spec.run_id, group_id=self.group.id,
                                   rank=self.group.rank, steps=times,
@@ -332,8 +326,6 @@ class _Schedule:
         # Steps come in problem order: earlier problems' references are done.
         for done in [k for k in self.passed if k[0] != step.problem]:
             del self.passed[done]
-        for done in [k for k in self.timers if k[0] != step.problem]:
-            del self.timers[done]
         key = (step.problem, step.candidate)
         if key in self.refused:
             # Not run again (the same on every rank): the daemon says why.
@@ -348,11 +340,11 @@ class _Schedule:
         deadline = time.monotonic() + self.step_timeout
         ok, reason, out = True, "", None
         # A candidate verified in an earlier pass of this run (on every rank:
-        # `passed` follows the barriers) is not run and compared again: the
+        # `verified` follows the barriers) is not run and compared again: the
         # same code on the same inputs, and every rank skips alike.
-        verified = key in self.passed
+        verified = key in self.verified
         try:
-            out = self.passed[key] if verified else timer.verify_run()
+            out = None if verified else timer.verify_run()
             ref = None if verified else self._reference(step)
             if ref is not None:
                 # The candidates' collective sums world_size terms per
@@ -369,7 +361,9 @@ class _Schedule:
         if not reply.proceed:
             self.refused.add(key)
             return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason))
-        self.passed[key] = out
+        if not verified:
+            self.passed[key] = out
+            self.verified.add(key)
         ok, reason, timed_out = True, "", False
         try:
             timed_out = not timer.warm_up(self.spec.warmup, deadline)
@@ -404,8 +398,6 @@ class _Schedule:
 
 def _message_bytes(p: pb.Problem) -> int:
     """The problem's per-rank elements in bytes (all_to_all: its splits)."""
-    from autotuned.client import dtype_bytes
-
     count = p.count if p.count else sum(p.split_counts)
     return count * dtype_bytes(p.dtype)
 
@@ -436,6 +428,8 @@ def graph_calls(message_bytes: int) -> int:
     the same on every rank."""
     guess = _GUESS_LATENCY_US + max(0, message_bytes) / _GUESS_BYTES_PER_US
     return max(1, min(MAX_CALLS_PER_GRAPH, math.ceil(GRAPH_REPLAY_TARGET_US / guess)))
+
+
 # Cycles of the spin kernel queued before the first timed event, so that the
 # GPU reaches that event only once the replays behind it are queued.
 _SPIN_CYCLES = 200_000
@@ -472,11 +466,11 @@ class _Timer:
         self.calls = graph_calls(message_bytes)
         self.capture_error = ""
         self.replayed = False
-        self.host_us: list[float] = []
+        self.host_us: collections.deque[float] = collections.deque(maxlen=64)
 
     @property
     def timed_by(self) -> pb.TimingMode.ValueType:
-        if self.cuda and self.graph_mode and not self.capture_error:
+        if self.graph_mode and not self.capture_error:
             return pb.CUDA_GRAPH
         return pb.EVENT_LOOP
 
@@ -506,7 +500,6 @@ class _Timer:
             self.host_us.append((time.perf_counter_ns() - t0) / 1000.0)
             self.graph.replay()
             self._sync()
-            del self.host_us[:-64]
             return time.monotonic() <= deadline
         for _ in range(count):
             if time.monotonic() > deadline:
@@ -515,7 +508,6 @@ class _Timer:
             self.runner.run()
             self.host_us.append((time.perf_counter_ns() - t0) / 1000.0)
             self._sync()
-        del self.host_us[:-64]
         return time.monotonic() <= deadline
 
     def timed(self, count: int, deadline: float) -> list[float]:
@@ -531,7 +523,7 @@ class _Timer:
                 out.append((time.perf_counter_ns() - t0) / 1000.0)
             return out
         if self.graph is not None:
-            return self._timed_graph(count, deadline)
+            return self._timed_graph(count)
         return self._timed_batches(count, deadline)
 
     def _timed_batches(self, count: int, deadline: float) -> list[float]:
@@ -564,19 +556,8 @@ class _Timer:
         other ranks (the candidate is then timed by events)."""
         if not self.graph_mode or self.graph is not None or self.capture_error:
             return ""
-        self._capture()
-        return _bounded(f"timed by events: not captured as a CUDA graph: "
-                        f"{self.capture_error}") if self.capture_error else ""
-
-    def use_events(self, why: str) -> None:
-        """Times by events from now on (a rank could not capture it)."""
-        self.graph = None
-        self.capture_error = self.capture_error or why
-
-    def _capture(self) -> None:
-        """Captures `calls` calls as one graph, without replaying it (a
-        replay runs collectives: only once every rank has its graph, after
-        the barrier); on failure keeps the reason."""
+        # No replay here: a replay runs collectives, only once every rank
+        # has its graph (after the barrier).
         import torch
         graph = torch.cuda.CUDAGraph()
         side = torch.cuda.Stream()
@@ -594,10 +575,17 @@ class _Timer:
                 torch.cuda.synchronize()
             except Exception:  # noqa: BLE001
                 pass
-            return
+            return _bounded(f"timed by events: not captured as a CUDA graph: "
+                            f"{self.capture_error}")
         self.graph = graph
+        return ""
 
-    def _timed_graph(self, count: int, deadline: float) -> list[float]:
+    def use_events(self, why: str) -> None:
+        """Times by events from now on (a rank could not capture it)."""
+        self.graph = None
+        self.capture_error = self.capture_error or why
+
+    def _timed_graph(self, count: int) -> list[float]:
         # Every rank replays `count` times whatever its clock says: a rank
         # that stopped early would leave its peers' collectives waiting.
         import torch
