@@ -502,10 +502,10 @@ def tune_dispatch(process_group: Any = None, *,
         # vLLM runs its decode steps under CUDA graphs: GPU time decides
         # (docs/python.md, "vLLM"); the host's time per call comes back
         # beside it.
-        graph = pb.Options(timing_mode=pb.CUDA_GRAPH)
+        graph = pb.Options()
         if options is not None:
-            graph.MergeFrom(options)
-            graph.timing_mode = pb.CUDA_GRAPH
+            graph.CopyFrom(options)
+        graph.timing_mode = pb.CUDA_GRAPH
         options = graph
     decision = tune_rank(desc, problems, options=options, timeout=timeout)
     if decision.fallback and on_unavailable == "raise":
