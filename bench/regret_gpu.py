@@ -24,8 +24,10 @@ Modes (--mode):
   check      the output check on 1 MiB of randn data in bf16, fp16, fp32:
              correct choices pass, deliberately wrong ones are ruled out
   vllm       autotuned.vllm.tune_dispatch over the same callables at SIZES;
-             then the daemon's own all_reduce/nccl beside an in-place NCCL
-             all_reduce the ranks run: the same collective timed by both
+             then the daemon's own all_reduce/nccl beside the same
+             ncclAllReduce called by the ranks (nccl_direct.py) and an
+             in-place torch.distributed all_reduce: one collective timed
+             by both
 Each writes one JSON object (rank 0) to --out: the mode, the winners per
 size, the times each tuner reported, the tuning wall time (per selection:
 the longest rank's), the compile wall time.
@@ -296,17 +298,26 @@ def vllm_mode(ch: Choices, sizes: list, socket: str) -> dict:
     reported = [{_choice_of(k): v for k, v in t.median_us.items()} for t in table.sizes]
 
     # The same collective timed by the daemon's worker and by the ranks: the
-    # daemon's own NCCL (out of place, no copy) beside an in-place NCCL
-    # all_reduce the ranks run on a buffer of their own (its values grow from
-    # call to call; it is its own reference, and NCCL's time does not depend
-    # on the values).
+    # daemon's own NCCL (out of place, no copy) beside the same call made by
+    # the ranks through ctypes (nccl_direct.py, as vLLM's PyNccl), and beside
+    # an in-place torch.distributed all_reduce on a buffer of the ranks' own
+    # (its values grow from call to call; it is its own reference, and
+    # NCCL's time does not depend on the values).
+    from nccl_direct import NcclDirect
+    direct = NcclDirect()
+
     def nccl_in_place(x):
         dist.all_reduce(x)
 
-    agree = tune_dispatch(candidates=[("nccl_in_place", nccl_in_place), "all_reduce/nccl"],
+    agree = tune_dispatch(candidates=[("nccl_direct", direct.all_reduce),
+                                      ("nccl_in_place", nccl_in_place), "all_reduce/nccl"],
                           dtype=torch.bfloat16, sizes_bytes=sizes, desc=desc, options=options)
-    nccl_agreement = [{"bytes": t.bytes, "ranks_us": t.median_us.get("nccl_in_place"),
+    nccl_agreement = [{"bytes": t.bytes, "direct_us": t.median_us.get("nccl_direct"),
+                       "ranks_us": t.median_us.get("nccl_in_place"),
                        "daemon_us": t.median_us.get("all_reduce/nccl")} for t in agree.sizes]
+    torch.cuda.synchronize()
+    dist.barrier()
+    direct.close()
     return {"tuning_wall_s": wall, "selections": len(sizes), "sizes": sizes,
             "winners": [_choice_of(w) for w in winners], "reported_us": reported,
             "status": [t.status + (f" (daemon's winner {t.measured_winner})"

@@ -113,11 +113,20 @@ def report_world(d: str, out: list) -> None:
             out.append("")
         if r and r.get("nccl_agreement"):
             out.append("The daemon's own NCCL (all_reduce/nccl, its worker's graph timing) "
-                       "beside an in-place NCCL all_reduce run by the ranks, one round per size:")
+                       "beside the same ncclAllReduce called by the ranks (nccl_direct.py) "
+                       "and an in-place torch.distributed all_reduce, one round per size "
+                       "(us; ratios daemon / ranks):")
+            out.append("")
+            out.append("| size | daemon | ranks, ncclAllReduce | ratio | ranks, torch in place | ratio |")
+            out.append("| ---: | ---: | ---: | ---: | ---: | ---: |")
+
+            def cell(d, k):
+                return (f"{k:.2f} | {d / k:.3f}" if d and k else "- | -")
             for a in r["nccl_agreement"]:
-                d, k = a.get("daemon_us"), a.get("ranks_us")
-                ratio = f"{d / k:.3f}" if d and k else "-"
-                out.append(f"- {human(a['bytes'])}: daemon {d} us, ranks {k} us, ratio {ratio}")
+                d = a.get("daemon_us")
+                out.append(f"| {human(a['bytes'])} | {d:.2f} | {cell(d, a.get('direct_us'))} | "
+                           f"{cell(d, a.get('ranks_us'))} |" if d else
+                           f"| {human(a['bytes'])} | - | - | - | - | - |")
             out.append("")
         if r and r.get("table"):
             out.append(f"{mode} table:\n```\n{r['table']}\n```\n")

@@ -54,6 +54,12 @@ __global__ void CheckKernel(CheckPatternArgs a) {
   }
 }
 
+__global__ void SpinKernel(int64_t cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
 int Blocks(int64_t count) {
   const int64_t b = (count + kThreads - 1) / kThreads;
   return static_cast<int>(b < 1 ? 1 : (b > 1024 ? 1024 : b));
@@ -68,6 +74,11 @@ int LaunchFillPattern(const FillPatternArgs& args, void* stream) {
 
 int LaunchCheckPattern(const CheckPatternArgs& args, void* stream) {
   CheckKernel<<<Blocks(args.count), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(args);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int LaunchSpin(int64_t cycles, void* stream) {
+  SpinKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(cycles);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -1,6 +1,6 @@
 // Device-side fill and check of the predictable test pattern (pattern.h), so
 // that a GPU backend verifies a candidate's output on the device without
-// copying whole buffers to the host.
+// copying whole buffers to the host; and the spin its timing queues ahead.
 //
 // Host and device apart: this header is plain C++ (no CUDA headers); the
 // kernels live in pattern_kernels.cu. Launch functions return a cudaError_t
@@ -44,5 +44,10 @@ struct CheckPatternArgs {
 
 int LaunchFillPattern(const FillPatternArgs& args, void* stream);
 int LaunchCheckPattern(const CheckPatternArgs& args, void* stream);
+
+// One thread that spins for about `cycles` GPU clock cycles. Queued ahead
+// of a timed replay, it keeps the GPU busy while the host queues what
+// follows, so that no timing event waits for a launch.
+int LaunchSpin(int64_t cycles, void* stream);
 
 }  // namespace autotuned::kernels

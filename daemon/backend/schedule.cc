@@ -1,5 +1,9 @@
 #include "daemon/backend/schedule.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 
 namespace autotuned {
@@ -10,7 +14,23 @@ absl::Status Step(const char* name, absl::Status s) {
   return absl::Status(s.code(), absl::StrCat(name, ": ", s.message()));
 }
 
+// GraphCalls: the replay's target and a collective's time guessed from its
+// bytes (latency + bytes / bandwidth).
+constexpr double kGraphReplayTargetUs = 200.0;
+constexpr int kMaxCallsPerGraph = 64;
+constexpr double kGuessLatencyUs = 8.0;
+constexpr double kGuessBytesPerUs = 200e3;
+
 }  // namespace
+
+int GraphCalls(const ProblemSpec& problem) {
+  int64_t elements = problem.count;
+  for (int64_t c : problem.split_counts) elements += c;
+  const int64_t bytes = std::max<int64_t>(0, elements) * DTypeSize(problem.dtype);
+  const double guess = kGuessLatencyUs + static_cast<double>(bytes) / kGuessBytesPerUs;
+  const double calls = std::ceil(kGraphReplayTargetUs / guess);
+  return static_cast<int>(std::clamp(calls, 1.0, static_cast<double>(kMaxCallsPerGraph)));
+}
 
 RankOutcome RunRankSchedule(RankRun& run, const ScheduleOptions& options) {
   RankOutcome out;

@@ -13,4 +13,11 @@ namespace autotuned {
 // warmup, barrier, timed iterations. Stops at the first failing step and reports it, naming the step.
 RankOutcome RunRankSchedule(RankRun& run, const ScheduleOptions& options);
 
+// CUDA_GRAPH timing: the collectives captured in one graph for `problem`, so
+// that one replay lasts about 200 us of GPU time guessed from its bytes
+// (count, or for all_to_all the sum of split_counts, times the dtype's
+// size); 1 to 64, the same on every rank. The clients' rank runs use the
+// same rule (docs/gpu.md#timing).
+int GraphCalls(const ProblemSpec& problem);
+
 }  // namespace autotuned

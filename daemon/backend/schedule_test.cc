@@ -1,7 +1,9 @@
 // RunRankSchedule: the steps in order, each failure named by its step.
 #include "daemon/backend/schedule.h"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -81,6 +83,27 @@ TEST_CASE("a timed step that reports too few samples is an internal error") {
   RankOutcome out = RunRankSchedule(run, Options(0, 4));
   CHECK(out.status.code() == absl::StatusCode::kInternal);
   CHECK(out.status.message() == "timed: 3 samples for 4 iterations");
+}
+
+TEST_CASE("calls per graph follow the problem's bytes, within 1 and 64") {
+  // The same figures as graph_calls in client/python/autotuned/rankrun.py
+  // (rankrun_unit_test): a rank run's graph and the daemon's hold as many calls.
+  auto calls = [](DType dtype, int64_t count, std::vector<int64_t> splits = {}) {
+    ProblemSpec p;
+    p.dtype = dtype;
+    p.count = count;
+    p.split_counts = std::move(splits);
+    return GraphCalls(p);
+  };
+  CHECK(calls(DType::kFloat32, 0) == 25);
+  CHECK(calls(DType::kFloat32, 2 << 10) == 25);          // 8 KiB
+  CHECK(calls(DType::kBFloat16, 512 << 10) == 16);       // 1 MiB
+  CHECK(calls(DType::kFloat32, 4 << 20) == 3);           // 16 MiB
+  CHECK(calls(DType::kBFloat16, 32 << 20) == 1);         // 64 MiB
+  CHECK(calls(DType::kFloat32, int64_t{1} << 38) == 1);  // 1 TiB
+  // all_to_all: the bytes of the whole split matrix (512 KiB, 2 MiB)
+  CHECK(calls(DType::kFloat32, 0, {0, 1 << 16, 1 << 16, 0}) == 19);
+  CHECK(calls(DType::kFloat32, 0, {0, 1 << 18, 1 << 18, 0}) == 11);
 }
 
 }  // namespace

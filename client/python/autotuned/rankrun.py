@@ -409,11 +409,12 @@ def _is_cuda(device: Any) -> bool:
 # As the daemon's GPU worker (daemon/backend/cuda/worker/cuda_rank_run.cc):
 # back-to-back launches with an event between at most this many batches.
 TIMED_BATCHES = 10
-# CUDA_GRAPH: one replay of the captured graph lasts about this long, so that
-# the graph's own launch is a small part of what an event pair measures. The
-# calls per graph come from the problem's size alone (graph_calls), never
-# from a rank's own measurement: every rank must capture, and so launch, the
-# same number of collectives, or a replay waits for a peer forever.
+# CUDA_GRAPH, as the daemon's worker times (docs/gpu.md#timing): one replay
+# of the captured graph lasts about this long, so that the graph's own
+# launch is a small part of what an event pair measures. The calls per
+# graph come from the problem's size alone (graph_calls), never from a
+# rank's own measurement: every rank must capture, and so launch, the same
+# number of collectives, or a replay waits for a peer forever.
 GRAPH_REPLAY_TARGET_US = 200.0
 MAX_CALLS_PER_GRAPH = 64
 # A collective's time guessed from its bytes (latency + bytes / bandwidth),

@@ -29,6 +29,7 @@ from autotuned.rankrun import (  # noqa: E402
     RankProblem,
     client_candidate,
     content_key,
+    graph_calls,
     same_output,
     tune_rank,
 )
@@ -455,6 +456,12 @@ def test_client_candidate_checked_as_the_daemon_does():
         with pytest.raises(InvalidArgument) as e:
             client_candidate(name, key)
         assert e.value.field == field
+
+
+def test_calls_per_graph_as_the_daemon_captures():
+    # The same figures as GraphCalls in daemon/backend/schedule_test.cc.
+    sizes = [-1, 0, 8 << 10, 1 << 20, 16 << 20, 64 << 20, 1 << 40]
+    assert [graph_calls(b) for b in sizes] == [25, 25, 25, 16, 3, 1, 1]
 
 
 if __name__ == "__main__":

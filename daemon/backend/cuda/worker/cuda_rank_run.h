@@ -18,11 +18,12 @@
 // loop, as nccl-tests times: the loop is cut into at most 10 batches with an
 // event between batches, and every iteration of a batch reports the batch's
 // mean (so medians and spreads describe batches). Run, CUDA graph
-// (timed calls only; warmup stays eager): the `iterations` launches are
-// captured once as a graph, all ranks instantiate it, replay it once untimed,
-// meet at the barrier and replay it once between two events; every iteration
-// is then reported as the replay's time divided by `iterations` (a graph
-// replay gives no per-launch times).
+// (timed calls only; warmup stays eager): GraphCalls(problem) launches
+// (schedule.h, the same on every rank) are captured as a graph, all ranks
+// instantiate it, replay it once untimed and meet at the barrier; then,
+// behind a spin kernel, each timed iteration is one replay between two
+// events, reported as the replay's time divided by the calls in the graph:
+// as the clients' rank runs time the caller's candidates (docs/gpu.md#timing).
 // For P2P kernels, each synchronization is followed by a look at the rank's
 // signal error word: a kernel that gave up at its spin limit is reported as
 // ABORTED naming the peer it waited for, even in untimed steps.
