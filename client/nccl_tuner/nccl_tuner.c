@@ -1,0 +1,200 @@
+/* The plugin: NCCL's tuner ABI (v5, v4, v3) over the table of
+ * nccl_tuner_table.h, and the thread's forced choice. Contract: nccl_tuner.h. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "client/nccl_tuner/nccl_tuner.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "client/nccl_tuner/nccl_tuner_abi.h"
+#include "client/nccl_tuner/nccl_tuner_table.h"
+
+#define AT_EXPORT __attribute__((visibility("default")))
+
+typedef struct {
+  at_table table; /* constant after init */
+  at_nccl_logger_t log;
+  atomic_int noted_unoffered; /* 1 once "not offered" was logged */
+} Context;
+
+/* What init hands NCCL when it cannot allocate a context: steers nothing. */
+static Context inert_context;
+
+/* The calling thread's force (at_nccl_tuner_force). */
+static _Thread_local struct {
+  int set;
+  int algo;
+  int proto;
+  int channels;
+  int outcome;
+} forced;
+
+__attribute__((format(printf, 4, 5))) static void Log(at_nccl_logger_t log,
+                                                      at_nccl_log_level_t level, int line,
+                                                      const char* fmt, ...) {
+  if (log == NULL) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  log(level, AT_NCCL_LOG_FLAG_TUNING, __FILE__, line, "%s", msg);
+}
+
+static const char* Plural(uint64_t n) { return n == 1 ? "" : "s"; }
+
+static void* Init(size_t nranks, size_t nnodes, at_nccl_logger_t log) {
+  const char* path = getenv(AT_NCCL_TUNER_TABLE_ENV);
+  if (path == NULL || path[0] == '\0') path = AT_NCCL_TUNER_DEFAULT_TABLE;
+  Context* ctx = calloc(1, sizeof *ctx);
+  if (ctx == NULL) {
+    Log(log, AT_NCCL_LOG_WARN, __LINE__, "autotuned tuner: out of memory: NCCL's own choices");
+    return &inert_context;
+  }
+  ctx->log = log;
+  atomic_init(&ctx->noted_unoffered, 0);
+  char why[512] = "";
+  switch (at_table_load(path, nranks, nnodes, &ctx->table, why, sizeof why)) {
+    case AT_TABLE_LOADED:
+      Log(log, AT_NCCL_LOG_INFO, __LINE__,
+          "autotuned tuner: %d of %d rows for %zu rank%s, %zu node%s from %s (identity %s)%s",
+          ctx->table.n_rows, ctx->table.n_file_rows, nranks, Plural(nranks), nnodes, Plural(nnodes),
+          path, ctx->table.identity, ctx->table.n_rows == 0 ? ": NCCL's own choices" : "");
+      break;
+    case AT_TABLE_MISSING:
+      Log(log, AT_NCCL_LOG_INFO, __LINE__,
+          "autotuned tuner: no table at %s (%s): NCCL's own choices", path, why);
+      break;
+    case AT_TABLE_REJECTED:
+      Log(log, AT_NCCL_LOG_WARN, __LINE__,
+          "autotuned tuner: table %s rejected: %s: NCCL's own choices", path, why);
+      break;
+  }
+  return ctx;
+}
+
+/* Makes (algo, proto) the least cost of the call's table if NCCL offers it,
+ * and sets the channels; 1 if applied, 0 if not offered (nothing changed). */
+static int Apply(float** cost_table, int num_algo, int num_proto, int algo, int proto, int channels,
+                 int* n_channels) {
+  if (cost_table == NULL || algo < 0 || proto < 0 || algo >= num_algo || proto >= num_proto) {
+    return 0;
+  }
+  /* A contiguous float[num_algo][num_proto] (nccl_tuner_abi.h). */
+  float* cost = (float*)cost_table + (size_t)algo * (size_t)num_proto + (size_t)proto;
+  if (!(*cost >= 0.0f)) return 0;
+  *cost = 0.0f;
+  if (channels > 0 && channels <= AT_NCCL_TUNER_MAX_CHANNELS && n_channels != NULL) {
+    *n_channels = channels;
+  }
+  return 1;
+}
+
+static void GetCollInfo(void* context, at_nccl_func_t func, size_t nbytes, float** cost_table,
+                        int num_algo, int num_proto, int* n_channels) {
+  if (forced.set) {
+    forced.outcome = Apply(cost_table, num_algo, num_proto, forced.algo, forced.proto,
+                           forced.channels, n_channels)
+                         ? 1
+                         : -1;
+    return;
+  }
+  Context* ctx = context;
+  if (ctx == NULL) return;
+  const at_table_row* row = at_table_find(&ctx->table, (int)func, nbytes);
+  if (row == NULL) return;
+  if (row->algo < 0) {
+    if (row->channels > 0 && n_channels != NULL) *n_channels = row->channels;
+    return;
+  }
+  if (Apply(cost_table, num_algo, num_proto, row->algo, row->proto, row->channels, n_channels)) {
+    return;
+  }
+  if (atomic_exchange(&ctx->noted_unoffered, 1) == 0) {
+    Log(ctx->log, AT_NCCL_LOG_INFO, __LINE__,
+        "autotuned tuner: line %d (%s/%s) not offered by NCCL for a call of %zu bytes: NCCL's "
+        "own choice there (logged once per communicator)",
+        row->line, at_table_algo_name(row->algo), at_table_proto_name(row->proto), nbytes);
+  }
+}
+
+static at_nccl_result_t Finalize(void* context) {
+  Context* ctx = context;
+  if (ctx != NULL && ctx != &inert_context) {
+    at_table_free(&ctx->table);
+    free(ctx);
+  }
+  return AT_NCCL_SUCCESS;
+}
+
+static at_nccl_result_t InitV5(void** context, uint64_t comm_id, size_t nranks, size_t nnodes,
+                               at_nccl_logger_t log,
+                               struct at_nccl_nvl_domain_info_v5* nvl_domain_info,
+                               struct at_nccl_tuner_constants_v5* constants) {
+  (void)comm_id;
+  (void)nvl_domain_info;
+  (void)constants;
+  if (context != NULL) *context = Init(nranks, nnodes, log);
+  return AT_NCCL_SUCCESS;
+}
+
+static at_nccl_result_t InitV3V4(size_t nranks, size_t nnodes, at_nccl_logger_t log,
+                                 void** context) {
+  if (context != NULL) *context = Init(nranks, nnodes, log);
+  return AT_NCCL_SUCCESS;
+}
+
+static at_nccl_result_t GetCollInfoV4V5(void* context, at_nccl_func_t func, size_t nbytes,
+                                        int num_pipe_ops, float** cost_table, int num_algo,
+                                        int num_proto, int reg_buff, int* n_channels) {
+  (void)num_pipe_ops;
+  (void)reg_buff;
+  GetCollInfo(context, func, nbytes, cost_table, num_algo, num_proto, n_channels);
+  return AT_NCCL_SUCCESS;
+}
+
+static at_nccl_result_t GetCollInfoV3(void* context, at_nccl_func_t func, size_t nbytes,
+                                      int num_pipe_ops, float** cost_table, int num_algo,
+                                      int num_proto, int* n_channels) {
+  (void)num_pipe_ops;
+  GetCollInfo(context, func, nbytes, cost_table, num_algo, num_proto, n_channels);
+  return AT_NCCL_SUCCESS;
+}
+
+AT_EXPORT const at_nccl_tuner_v5_t ncclTunerPlugin_v5 = {
+    .name = "autotuned",
+    .init = InitV5,
+    .getCollInfo = GetCollInfoV4V5,
+    .finalize = Finalize,
+};
+
+AT_EXPORT const at_nccl_tuner_v4_t ncclTunerPlugin_v4 = {
+    .name = "autotuned",
+    .init = InitV3V4,
+    .getCollInfo = GetCollInfoV4V5,
+    .destroy = Finalize,
+};
+
+AT_EXPORT const at_nccl_tuner_v3_t ncclTunerPlugin_v3 = {
+    .name = "autotuned",
+    .init = InitV3V4,
+    .getCollInfo = GetCollInfoV3,
+    .destroy = Finalize,
+};
+
+AT_EXPORT void at_nccl_tuner_force(int algo, int proto, int channels) {
+  forced.set = algo >= 0 && proto >= 0;
+  forced.algo = algo;
+  forced.proto = proto;
+  forced.channels = channels;
+  forced.outcome = 0;
+}
+
+AT_EXPORT int at_nccl_tuner_forced_outcome(void) { return forced.outcome; }
+
+AT_EXPORT const char* at_nccl_tuner_algo_name(int algo) { return at_table_algo_name(algo); }
+
+AT_EXPORT const char* at_nccl_tuner_proto_name(int proto) { return at_table_proto_name(proto); }
