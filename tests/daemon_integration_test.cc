@@ -23,6 +23,27 @@
 namespace autotuned {
 namespace {
 
+// One CSV row's fields: a quoted field may hold commas and doubled quotes
+// (candidates with several parameters, reasons).
+std::vector<std::string> CsvFields(const std::string& row) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (size_t i = 0; i < row.size(); ++i) {
+    const char c = row[i];
+    if (quoted && c == '"' && i + 1 < row.size() && row[i + 1] == '"') {
+      fields.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
+    }
+  }
+  return fields;
+}
+
 using testing::CommandResult;
 using testing::DaemonProcess;
 using testing::FreshTempDir;
@@ -238,7 +259,7 @@ TEST_CASE("the CLI tunes, sweeps, lists, shows the node and manages the cache") 
   std::set<std::string> sizes_seen;
   int winners = 0;
   for (size_t i = 1; i < rows.size(); ++i) {
-    const std::vector<std::string> f = absl::StrSplit(rows[i], ',');
+    const std::vector<std::string> f = CsvFields(rows[i]);
     REQUIRE(f.size() == 20);
     sizes_seen.insert(f[0]);
     CHECK(f[1] == "all_gather");
@@ -331,7 +352,7 @@ TEST_CASE("a sweep past the memory cap measures the sizes that fit and reports t
   std::map<std::string, std::set<std::string>> statuses;  // by size
   const std::vector<std::string> rows = absl::StrSplit(csv.out, '\n', absl::SkipEmpty());
   for (size_t i = 1; i < rows.size(); ++i) {
-    const std::vector<std::string> f = absl::StrSplit(rows[i], ',');
+    const std::vector<std::string> f = CsvFields(rows[i]);
     REQUIRE(f.size() >= 16);
     statuses[f[0]].insert(f[15]);
   }

@@ -18,6 +18,7 @@ std::string CommandName(Command command) {
   switch (command) {
     case Command::kTune: return "tune";
     case Command::kSweep: return "sweep";
+    case Command::kTuneNccl: return "tune-nccl";
     case Command::kList: return "list";
     case Command::kInfo: return "info";
     case Command::kCacheList: return "cache list";
@@ -41,11 +42,15 @@ const std::set<std::string>& CommandFlags(Command command) {
       "collective", "dtype", "from", "to", "factor", "world", "gpus", "candidates",
       "warmup", "iters", "timeout_ms", "min_speedup", "op", "root", "refresh", "timing",
       "csv"};
+  static const auto* tune_nccl = new std::set<std::string>{
+      "collectives", "channels", "out", "dtype", "from", "to", "factor", "world", "gpus",
+      "warmup", "iters", "timeout_ms", "refresh", "timing"};
   static const auto* list = new std::set<std::string>{"collective"};
   static const auto* none = new std::set<std::string>{};
   switch (command) {
     case Command::kTune: return *tune;
     case Command::kSweep: return *sweep;
+    case Command::kTuneNccl: return *tune_nccl;
     case Command::kList: return *list;
     default: break;
   }
@@ -174,6 +179,8 @@ absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& words) {
     command = Command::kTune;
   } else if (first == "sweep") {
     command = Command::kSweep;
+  } else if (first == "tune-nccl") {
+    command = Command::kTuneNccl;
   } else if (first == "list") {
     command = Command::kList;
   } else if (first == "info") {
@@ -217,7 +224,8 @@ absl::Status CheckFlagsApply(Command command, const std::set<std::string>& given
     if (GlobalFlags().count(flag) != 0 || allowed.count(flag) != 0) continue;
     // absl's own flags (--flagfile, --fromenv, ...).
     if (CommandFlags(Command::kTune).count(flag) == 0 &&
-        CommandFlags(Command::kSweep).count(flag) == 0) {
+        CommandFlags(Command::kSweep).count(flag) == 0 &&
+        CommandFlags(Command::kTuneNccl).count(flag) == 0) {
       continue;
     }
     return absl::InvalidArgumentError(absl::StrCat(

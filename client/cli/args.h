@@ -19,11 +19,11 @@ namespace autotuned {
 namespace cli {
 
 enum class Command {
-  kTune, kSweep, kList, kInfo, kCacheList, kCacheClear, kCompletion
+  kTune, kSweep, kTuneNccl, kList, kInfo, kCacheList, kCacheClear, kCompletion
 };
 
-// The positional arguments after the program name: "tune", "sweep", "list",
-// "info", "cache list", "cache clear", "completion bash".
+// The positional arguments after the program name: "tune", "sweep",
+// "tune-nccl", "list", "info", "cache list", "cache clear", "completion bash".
 absl::StatusOr<Command> ParseCommand(const std::vector<std::string>& words);
 
 // The words of `command` as ParseCommand takes them ("cache list").
@@ -55,6 +55,9 @@ struct RawFlags {
   int64_t timeout_ms = 0;
   double min_speedup = 0;  // sent only when given
   bool refresh = false;
+  std::string collectives;  // tune-nccl
+  std::string channels;     // tune-nccl
+  std::string out;          // tune-nccl
   std::set<std::string> given;
 };
 

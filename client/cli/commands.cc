@@ -4,9 +4,13 @@
 #include <utility>
 #include <vector>
 
+#include <cstdio>
+#include <fstream>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/format.h"
+#include "client/cli/nccl_table.h"
 
 namespace autotuned {
 namespace cli {
@@ -17,6 +21,7 @@ const char kShortUsage[] =
     "  tune   --collective=C --bytes=SIZE [--dtype=T] [--world=N] "
     "[--candidates=LIST] ...\n"
     "  sweep  --collective=C [--from=1KiB] [--to=64MiB] [--factor=2] ...\n"
+    "  tune-nccl [--out=FILE] [--world=N] [--collectives=LIST] [--channels=LIST] ...\n"
     "  list   [--collective=C]\n"
     "  info\n"
     "  cache list | cache clear\n"
@@ -61,6 +66,17 @@ const char kUsage[] =
     "                       except --bytes and --splits\n"
     "               a chart: save the sweep with --csv or --json, then\n"
     "               `python -m autotuned.plot FILE -o FILE.png` (docs/python.md)\n"
+    "  tune-nccl    measure NCCL's own algorithms and protocols (a sweep per\n"
+    "               collective of its <collective>/nccl candidates) and write\n"
+    "               the table the NCCL tuner plugin steers from\n"
+    "               (docs/nccl_tuner.md)\n"
+    "    --out=FILE         the table (default /var/lib/autotuned/nccl_tuner.table;\n"
+    "                       written whole: a temporary file, then a rename)\n"
+    "    --collectives=LIST all_reduce,all_gather,reduce_scatter,broadcast (default)\n"
+    "    --channels=N,N,... channel counts to try beside NCCL's own (default none)\n"
+    "    --from --to --factor --dtype --world --gpus as sweep (defaults 1KiB,\n"
+    "                       256MiB, 4, bfloat16); --warmup --iters --timeout_ms\n"
+    "                       --timing --refresh as tune\n"
     "  list         the daemon's implementations [--collective=C]\n"
     "  info         the node: GPUs, topology, versions, cache\n"
     "  cache list   the cached rankings\n"
@@ -213,6 +229,63 @@ absl::StatusOr<Outcome> RunSweep(Client& client, const Plan& plan, const Output&
   if (!sizes.empty()) *output.out << "\n";
   *output.out << FormatDispatchTable(*table, problem);
   return OutcomeOf(sizes);
+}
+
+absl::StatusOr<Outcome> RunTuneNccl(Client& client, const NcclTablePlan& given,
+                                     const Output& output) {
+  absl::StatusOr<v1::NodeInfoResponse> info = client.NodeInfo();
+  if (!info.ok()) return info.status();
+  NcclTablePlan plan = given;
+  if (info->backend() == "sim" && given.flags.given.count("dtype") == 0) {
+    absl::StatusOr<NcclTablePlan> sim = ParseTuneNcclFlags(given.flags, "float32");
+    if (!sim.ok()) return sim.status();
+    plan = *std::move(sim);
+  }
+  std::vector<NcclSweep> sweeps;
+  std::vector<v1::ProblemResult> all;
+  int world = 0;
+  for (const Plan& p : plan.sweeps) {
+    absl::StatusOr<Resolved> resolved = Resolve(client, p, output);
+    if (!resolved.ok()) return resolved.status();
+    world = resolved->world;
+    const v1::SweepRequest request = MakeSweepRequest(p, world, resolved->candidates);
+    absl::StatusOr<v1::DispatchTable> table =
+        client.Sweep(request, [&](const v1::SweepUpdate& update) {
+          const std::string progress = FormatSweepProgress(update);
+          if (!progress.empty()) *output.err << progress << std::endl;
+          if (update.has_size_result()) all.push_back(update.size_result());
+        });
+    if (!table.ok()) return table.status();
+    NcclSweep sweep;
+    sweep.collective = p.problem.collective();
+    sweep.dtype = p.problem.dtype();
+    sweep.candidates = resolved->candidates;
+    sweep.table = *std::move(table);
+    sweeps.push_back(std::move(sweep));
+  }
+  absl::StatusOr<std::string> text = NcclTableText(world, sweeps, info->fingerprint());
+  if (!text.ok()) return text.status();
+  // Written whole: a reader sees the old table or the new one.
+  const std::string tmp = absl::StrCat(plan.out, ".tmp");
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << *text;
+    f.close();
+    if (!f) {
+      std::remove(tmp.c_str());
+      return absl::FailedPreconditionError(absl::StrCat("cannot write ", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), plan.out.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::FailedPreconditionError(absl::StrCat("cannot rename ", tmp, " to ", plan.out));
+  }
+  if (output.json) {
+    *output.out << "{\"table\": \"" << plan.out << "\"}\n";
+  } else {
+    *output.out << *text << "\nwritten to " << plan.out << "\n";
+  }
+  return OutcomeOf(all);
 }
 
 absl::Status RunList(Client& client, v1::Collective only, const Output& output) {

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/cli/args.h"
+#include "client/cli/nccl_table.h"
 #include "client/cpp/client.h"
 #include "proto/autotuned.pb.h"
 
@@ -52,6 +53,12 @@ absl::StatusOr<Outcome> RunTune(Client& client, const Plan& plan, const Output& 
 // then the sweep table and the dispatch table (also the part measured
 // before a failure). JSON: every SweepUpdate as one line, as it arrives.
 absl::StatusOr<Outcome> RunSweep(Client& client, const Plan& plan, const Output& output);
+
+// tune-nccl: each collective's sweep (progress lines to err), then the
+// table file written whole to plan.out and printed (JSON: its path).
+// kNotTuned when some size is FALLBACK or FAILED.
+absl::StatusOr<Outcome> RunTuneNccl(Client& client, const NcclTablePlan& plan,
+                                    const Output& output);
 
 // list: the catalogue, of `only` (COLLECTIVE_UNSPECIFIED: all).
 absl::Status RunList(Client& client, v1::Collective only, const Output& output);

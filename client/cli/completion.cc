@@ -47,8 +47,8 @@ std::string FlagWords(const Command* command,
 
 std::string BashCompletion(const std::function<bool(const std::string&)>& is_boolean) {
   std::string flag_cases;
-  for (Command c : {Command::kTune, Command::kSweep, Command::kList, Command::kInfo,
-                    Command::kCacheList, Command::kCacheClear}) {
+  for (Command c : {Command::kTune, Command::kSweep, Command::kTuneNccl, Command::kList,
+                    Command::kInfo, Command::kCacheList, Command::kCacheClear}) {
     absl::StrAppend(&flag_cases, "    \"", CommandName(c), "\") flags=\"",
                     FlagWords(&c, is_boolean), "\" ;;\n");
   }
@@ -87,7 +87,7 @@ std::string BashCompletion(const std::function<bool(const std::string&)>& is_boo
       "    completion) COMPREPLY=($(compgen -W bash -- \"$cur\")); return 0 ;;\n"
       "    cache) COMPREPLY=($(compgen -W \"list clear\" -- \"$cur\")); return 0 ;;\n"
       "    \"\") [[ $cur != -* ]] && COMPREPLY=($(compgen -W "
-      "\"tune sweep list info cache completion\" -- \"$cur\")) ;;\n"
+      "\"tune sweep tune-nccl list info cache completion\" -- \"$cur\")) ;;\n"
       "  esac\n"
       "  if [[ ${#COMPREPLY[@]} -eq 0 && ( $cur == -* || -n $cmd ) ]]; then\n"
       "    COMPREPLY=($(compgen -W \"$flags\" -- \"$cur\"))\n"

@@ -19,6 +19,7 @@
 #include "client/cli/completion.h"
 #include "client/cli/enums.h"
 #include "client/cli/flag_scan.h"
+#include "client/cli/nccl_table.h"
 #include "client/cpp/client.h"
 #include "daemon/common/version.h"
 
@@ -50,6 +51,10 @@ ABSL_FLAG(std::string, splits, "",
 ABSL_FLAG(std::string, from, "1KiB", "sweep: smallest size");
 ABSL_FLAG(std::string, to, "64MiB", "sweep: largest size");
 ABSL_FLAG(int64_t, factor, 2, "sweep: ratio of consecutive sizes");
+ABSL_FLAG(std::string, collectives, "",
+          "tune-nccl: the collectives (default all_reduce,all_gather,reduce_scatter,broadcast)");
+ABSL_FLAG(std::string, channels, "", "tune-nccl: channel counts to try beside NCCL's own");
+ABSL_FLAG(std::string, out, "", "tune-nccl: the table file (default /var/lib/autotuned/nccl_tuner.table)");
 
 // Measurement options (0: the daemon's defaults).
 ABSL_FLAG(int32_t, warmup, 0, "warm-up iterations");
@@ -101,6 +106,9 @@ RawFlags ReadFlags(std::set<std::string> given) {
   f.timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
   f.refresh = absl::GetFlag(FLAGS_refresh);
   f.min_speedup = absl::GetFlag(FLAGS_min_speedup);
+  f.collectives = absl::GetFlag(FLAGS_collectives);
+  f.channels = absl::GetFlag(FLAGS_channels);
+  f.out = absl::GetFlag(FLAGS_out);
   f.given = std::move(given);
   return f;
 }
@@ -108,11 +116,13 @@ RawFlags ReadFlags(std::set<std::string> given) {
 // The commands that ask the daemon; those other than tune and sweep decide
 // nothing, so their success counts as kTuned.
 absl::StatusOr<Outcome> RunOnDaemon(Command command, Client& client, const Plan& plan,
-                                    v1::Collective only, const Output& output) {
+                                    const NcclTablePlan& nccl, v1::Collective only,
+                                    const Output& output) {
   absl::Status status;
   switch (command) {
     case Command::kTune: return RunTune(client, plan, output);
     case Command::kSweep: return RunSweep(client, plan, output);
+    case Command::kTuneNccl: return RunTuneNccl(client, nccl, output);
     case Command::kList: status = RunList(client, only, output); break;
     case Command::kInfo: status = RunInfo(client, output); break;
     case Command::kCacheList: status = RunCacheList(client, output); break;
@@ -162,6 +172,12 @@ int Main(int argc, char** argv) {
     if (!parsed.ok()) return UsageError(parsed.status());
     plan = *std::move(parsed);
   }
+  NcclTablePlan nccl;
+  if (*command == Command::kTuneNccl) {
+    absl::StatusOr<NcclTablePlan> parsed = ParseTuneNcclFlags(flags);
+    if (!parsed.ok()) return UsageError(parsed.status());
+    nccl = *std::move(parsed);
+  }
   v1::Collective only = v1::COLLECTIVE_UNSPECIFIED;
   if (*command == Command::kList && !flags.collective.empty()) {
     absl::StatusOr<v1::Collective> c = ParseCollective(flags.collective);
@@ -182,7 +198,7 @@ int Main(int argc, char** argv) {
   output.csv = absl::GetFlag(FLAGS_csv);
   output.out = &std::cout;
   output.err = &std::cerr;
-  const absl::StatusOr<Outcome> outcome = RunOnDaemon(*command, **client, plan, only, output);
+  const absl::StatusOr<Outcome> outcome = RunOnDaemon(*command, **client, plan, nccl, only, output);
   std::cout.flush();
   if (!outcome.ok()) return RpcError(outcome.status());
   return *outcome == Outcome::kTuned ? kExitOk : kExitNotTuned;

@@ -12,13 +12,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
+#include "daemon/common/digest.h"
 #include "google/protobuf/text_format.h"
 
 namespace autotuned {
 namespace {
 
-constexpr uint64_t kFnvOffsetBasis = 1469598103934665603ull;
-constexpr uint64_t kFnvPrime = 1099511628211ull;
 // The second digest of a cache key starts from another basis (the 64-bit
 // golden ratio), so the two halves are not the same function of the text.
 constexpr uint64_t kSecondBasis = 0x9e3779b97f4a7c15ull;
@@ -27,23 +26,6 @@ constexpr char kKeyTextHeader[] = "autotuned-cache-key v2";
 constexpr char kWorldSizeField[] = "world_size: ";
 constexpr char kPlacementField[] = "placement: ";
 constexpr char kLinksPrefix[] = "links: ";
-
-// FNV-1a, 64 bit, from `basis`: stable across processes and builds.
-uint64_t Fnv1a64(absl::string_view s, uint64_t basis) {
-  uint64_t h = basis;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= kFnvPrime;
-  }
-  return h;
-}
-
-std::string Hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx",
-                static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // A quoted, escaped string: no separator inside a value can make two
 // different inputs produce the same text.

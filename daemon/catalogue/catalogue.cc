@@ -1,5 +1,6 @@
 #include "daemon/catalogue/catalogue.h"
 
+#include "daemon/common/digest.h"
 #include "daemon/common/escape.h"
 
 #include <algorithm>
@@ -9,16 +10,6 @@
 
 namespace autotuned {
 namespace {
-
-// FNV-1a, 64 bit: stable across processes and builds (absl::Hash is not).
-uint64_t Fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 template <typename T>
 bool Contains(const std::vector<T>& v, T x) {
@@ -64,10 +55,7 @@ std::string Catalogue::Version() const {
     }
     all.push_back('\n');
   }
-  char buf[17];
-  snprintf(buf, sizeof(buf), "%016llx",
-           static_cast<unsigned long long>(Fnv1a(all)));
-  return buf;
+  return Hex64(Fnv1a64(all));
 }
 
 absl::Status Catalogue::Supports(const ProblemSpec& problem, const std::string& impl,
@@ -151,6 +139,22 @@ absl::StatusOr<CandidateSpec> Catalogue::Canonicalize(
   }
   for (const ParamInfo& p : info->params) {
     out.params.emplace(p.name, p.default_value);
+  }
+  if (!info->together.empty()) {
+    std::vector<std::string> set;
+    for (const std::string& name : info->together) {
+      const ParamInfo* p = nullptr;
+      for (const ParamInfo& pi : info->params) {
+        if (pi.name == name) p = &pi;
+      }
+      if (p != nullptr && out.params[name] != p->default_value) set.push_back(name);
+    }
+    if (!set.empty() && set.size() != info->together.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".params[\"", set.front(), "\"]: \"", info->name, "\" takes ",
+          absl::StrJoin(info->together, " and "), " together (both at their defaults, or "
+          "neither)"));
+    }
   }
   return out;
 }

@@ -36,6 +36,9 @@ struct ImplInfo {
   int max_world_size = 1 << 20;
   int64_t alignment_bytes = 1;  // every rank's buffers, in bytes
   bool needs_p2p = false;
+  // Parameters whose values must be given together: either every one of
+  // them at its default or none (e.g. NCCL's algorithm and protocol).
+  std::vector<std::string> together;
 };
 
 class Catalogue {
@@ -55,7 +58,8 @@ class Catalogue {
   // Checks `candidate` for `problem` and returns it with every declared
   // parameter present (defaults filled in). INVALID_ARGUMENT names `field`
   // (e.g. "problems[0].candidates[2]") and the reason: unknown
-  // implementation, wrong collective, unknown or out-of-range parameter;
+  // implementation, wrong collective, unknown or out-of-range parameter,
+  // parameters of `together` not given together;
   // with `check_support`, also what Supports checks.
   absl::StatusOr<CandidateSpec> Canonicalize(const ProblemSpec& problem,
                                              const CandidateSpec& candidate,

@@ -65,6 +65,29 @@ TEST_CASE("each unsupported request names the field and the reason") {
              Catch::Contains("implements all_reduce, not all_gather"));
 }
 
+TEST_CASE("parameters taken together are both set or both at their defaults") {
+  Catalogue c;
+  ImplInfo nccl;
+  nccl.name = "all_reduce/nccl";
+  nccl.collective = Collective::kAllReduce;
+  nccl.dtypes = {DType::kFloat32};
+  nccl.ops = {ReduceOp::kSum};
+  nccl.params = {{"algo", 0, 0, 6, ""}, {"proto", 0, 0, 3, ""}, {"channels", 0, 0, 64, ""}};
+  nccl.together = {"algo", "proto"};
+  c.Add(nccl);
+  const ProblemSpec p = AllReduce(1024, 2);
+  CHECK(c.Canonicalize(p, {"all_reduce/nccl", {}}, "f").ok());
+  CHECK(c.Canonicalize(p, {"all_reduce/nccl", {{"channels", 8}}}, "f").ok());
+  CHECK(c.Canonicalize(p, {"all_reduce/nccl", {{"algo", 2}, {"proto", 3}}}, "f").ok());
+  CHECK(c.Canonicalize(p, {"all_reduce/nccl", {{"algo", 0}, {"proto", 0}}}, "f").ok());
+  auto one = c.Canonicalize(p, {"all_reduce/nccl", {{"proto", 1}}}, "problems[0].candidates[3]");
+  REQUIRE_FALSE(one.ok());
+  CHECK(one.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(one.status().message() ==
+        "problems[0].candidates[3].params[\"proto\"]: \"all_reduce/nccl\" takes algo and proto "
+        "together (both at their defaults, or neither)");
+}
+
 TEST_CASE("the version changes with the entries") {
   Catalogue a = MakeCatalogue();
   Catalogue b = MakeCatalogue();

@@ -21,6 +21,23 @@ ImplInfo Nccl(Collective c, const char* name, const char* what) {
   return i;
 }
 
+// NCCL's own algorithm, protocol and channel count as parameters (NCCL's
+// numbering plus one; 0 = NCCL's choice), applied through the NCCL tuner
+// plugin (daemon/backend/cuda/worker/nccl_tuner_link.h). `max_algo`: the
+// highest algorithm the collective has in NCCL.
+ImplInfo NcclTuned(Collective c, const char* name, const char* what, int64_t max_algo) {
+  ImplInfo i = Nccl(c, name, what);
+  i.params = {
+      {"algo", 0, 0, max_algo,
+       "NCCL's algorithm: 0 NCCL's choice, 1 tree, 2 ring, 3 collnet_direct, "
+       "4 collnet_chain, 5 nvls, 6 nvls_tree, 7 pat (with proto)"},
+      {"proto", 0, 0, 3, "NCCL's protocol: 0 NCCL's choice, 1 ll, 2 ll128, 3 simple (with algo)"},
+      {"channels", 0, 0, 64, "NCCL channels (thread blocks): 0 NCCL's choice"},
+  };
+  i.together = {"algo", "proto"};
+  return i;
+}
+
 ImplInfo P2p(Collective c, const char* name, const char* what,
              int64_t default_blocks, int64_t default_threads) {
   ImplInfo i = Nccl(c, name, what);
@@ -40,7 +57,7 @@ ImplInfo P2p(Collective c, const char* name, const char* what,
 
 Catalogue CudaCatalogue(bool test_faults) {
   Catalogue c;
-  c.Add(Nccl(Collective::kAllReduce, "all_reduce/nccl", "ncclAllReduce"));
+  c.Add(NcclTuned(Collective::kAllReduce, "all_reduce/nccl", "ncclAllReduce", 6));
   c.Add(P2p(Collective::kAllReduce, "all_reduce/one_shot",
             "every rank reads every peer's input over NVLink and reduces", 32,
             512));
@@ -70,17 +87,16 @@ Catalogue CudaCatalogue(bool test_faults) {
   ce.params.push_back({"chunk_kib", 8192, 64, 1 << 20,
                        "copy chunk per rank, KiB (at most 1024 chunks)"});
   c.Add(ce);
-  c.Add(Nccl(Collective::kAllGather, "all_gather/nccl", "ncclAllGather"));
+  c.Add(NcclTuned(Collective::kAllGather, "all_gather/nccl", "ncclAllGather", 7));
   c.Add(P2p(Collective::kAllGather, "all_gather/p2p",
             "each rank copies its peers' inputs over NVLink", 32, 512));
-  c.Add(Nccl(Collective::kReduceScatter, "reduce_scatter/nccl",
-             "ncclReduceScatter"));
+  c.Add(NcclTuned(Collective::kReduceScatter, "reduce_scatter/nccl", "ncclReduceScatter", 7));
   c.Add(P2p(Collective::kReduceScatter, "reduce_scatter/p2p",
             "each rank reduces its slice reading every peer over NVLink", 32,
             512));
   c.Add(Nccl(Collective::kAllToAll, "all_to_all/nccl",
              "grouped ncclSend/ncclRecv, uneven splits"));
-  c.Add(Nccl(Collective::kBroadcast, "broadcast/nccl", "ncclBroadcast"));
+  c.Add(NcclTuned(Collective::kBroadcast, "broadcast/nccl", "ncclBroadcast", 2));
   if (test_faults) {
     ImplInfo hang = P2p(Collective::kAllReduce, "all_reduce/hang_test",
                         "TEST FAULT: one-shot on rank 0 alone, no spin limit: "

@@ -15,7 +15,9 @@ namespace autotuned::cuda {
 // "all_gather/nccl", "all_gather/p2p", "reduce_scatter/nccl",
 // "reduce_scatter/p2p", "all_to_all/nccl", "broadcast/nccl". P2P entries take
 // "blocks" and "threads" (and "chunk_kib" for the chunked two-shot and the copy
-// engine), run on 2..8 ranks and need P2P.
+// engine), run on 2..8 ranks and need P2P. The NCCL entries but all_to_all
+// take "algo", "proto" (given together) and "channels": NCCL's own choices,
+// 0 = NCCL's (docs/nccl_tuner.md).
 // With `test_faults`, also "all_reduce/hang_test": a one-shot launched on
 // rank 0 alone with no spin limit, a kernel that hangs until its process is
 // killed (for the containment test).

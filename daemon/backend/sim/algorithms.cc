@@ -291,6 +291,67 @@ absl::Status BroadcastPipeline(Group& g, int rank, const CandidateSpec& c) {
 
 #undef AT_BARRIER
 
+// ------------------------------------------------- NCCL's choices, modelled
+
+// The sim's `<collective>/nccl`: NCCL's parameters (algo, proto, channels,
+// as in the cuda catalogue: NCCL's numbering plus one, 0 = NCCL's choice)
+// mapped onto the algorithms above, so that choosing among them (autotunectl
+// tune-nccl, the tuner plugin's table) runs on the CPU: tree is the
+// two-shot, ring the ring (all_reduce: in pieces of 8, 64 or 512 KiB for
+// ll, ll128 and simple), broadcast's ring the pipeline (the same pieces);
+// NCCL's own choice is the ring in 256 KiB pieces (broadcast: the binomial
+// tree). The channel count changes nothing here. Any other algorithm is
+// refused at run time, as NCCL refuses what it does not offer.
+constexpr int64_t kNcclTree = 1, kNcclRing = 2;
+
+int64_t NcclPieceKib(int64_t proto) {
+  switch (proto) {
+    case 1: return 8;
+    case 2: return 64;
+    default: return 512;
+  }
+}
+
+absl::Status NcclRefused(Collective c, int64_t algo) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "NCCL does not offer algorithm ", algo, " for ", CollectiveName(c), " on this group"));
+}
+
+CandidateSpec WithChunk(const CandidateSpec& c, int64_t kib) {
+  CandidateSpec out = c;
+  out.params["chunk_kib"] = kib;
+  return out;
+}
+
+absl::Status AllReduceNccl(Group& g, int rank, const CandidateSpec& c) {
+  const int64_t algo = c.Param("algo", 0);
+  if (algo == 0) return AllReduceRing(g, rank, WithChunk(c, kRingChunkKib));
+  if (algo == kNcclTree) return AllReduceTwoShot(g, rank, c);
+  if (algo == kNcclRing) return AllReduceRing(g, rank, WithChunk(c, NcclPieceKib(c.Param("proto", 0))));
+  return NcclRefused(Collective::kAllReduce, algo);
+}
+
+absl::Status AllGatherNccl(Group& g, int rank, const CandidateSpec& c) {
+  const int64_t algo = c.Param("algo", 0);
+  if (algo == 0 || algo == kNcclRing) return AllGatherRing(g, rank, c);
+  return NcclRefused(Collective::kAllGather, algo);
+}
+
+absl::Status ReduceScatterNccl(Group& g, int rank, const CandidateSpec& c) {
+  const int64_t algo = c.Param("algo", 0);
+  if (algo == 0 || algo == kNcclRing) return ReduceScatterRing(g, rank, c);
+  return NcclRefused(Collective::kReduceScatter, algo);
+}
+
+absl::Status BroadcastNccl(Group& g, int rank, const CandidateSpec& c) {
+  const int64_t algo = c.Param("algo", 0);
+  if (algo == 0) return BroadcastBinomialTree(g, rank, c);
+  if (algo == kNcclRing) {
+    return BroadcastPipeline(g, rank, WithChunk(c, NcclPieceKib(c.Param("proto", 0))));
+  }
+  return NcclRefused(Collective::kBroadcast, algo);
+}
+
 // ---------------------------------------------------------------- catalogue
 
 ImplInfo Info(const char* name, Collective collective, const char* description,
@@ -307,6 +368,19 @@ ImplInfo Info(const char* name, Collective collective, const char* description,
   }
   info.min_world_size = 1;
   info.max_world_size = kMaxRanks;
+  return info;
+}
+
+// The parameters of the cuda catalogue's NCCL entries
+// (daemon/backend/cuda/cuda_catalogue.cc), with the same ranges.
+ImplInfo NcclInfo(const char* name, Collective collective, int64_t max_algo) {
+  ImplInfo info = Info(name, collective,
+                       "NCCL's algorithm, protocol and channels as the sim models them "
+                       "(daemon/backend/sim/algorithms.cc)",
+                       {{"algo", 0, 0, max_algo, "0 NCCL's choice, 1 tree, 2 ring, ..."},
+                        {"proto", 0, 0, 3, "0 NCCL's choice, 1 ll, 2 ll128, 3 simple"},
+                        {"channels", 0, 0, 64, "0 NCCL's choice (no effect on the sim)"}});
+  info.together = {"algo", "proto"};
   return info;
 }
 
@@ -372,6 +446,11 @@ std::vector<Algorithm> BuiltinAlgorithms() {
             "barrier-separated step",
             {ChunkParam(kPipelineChunkKib)}),
        BroadcastPipeline},
+      {NcclInfo("all_reduce/nccl", C::kAllReduce, 6), AllReduceNccl},
+      {NcclInfo("all_gather/nccl", C::kAllGather, 7), AllGatherNccl},
+      {NcclInfo("reduce_scatter/nccl", C::kReduceScatter, 7), ReduceScatterNccl,
+       ReduceScatterRingScratch},
+      {NcclInfo("broadcast/nccl", C::kBroadcast, 2), BroadcastNccl},
   };
 }
 

@@ -116,6 +116,10 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CollectiveLauncher::Create(
     if (l->resources_.comms == nullptr || l->resources_.comms->world() != world) {
       return absl::InternalError("launcher: no NCCL communicators for this world");
     }
+    // The catalogue's numbering is NCCL's plus one (0 = NCCL's choice).
+    l->nccl_choice_.algo = ToInt(candidate.Param("algo", 0)) - 1;
+    l->nccl_choice_.proto = ToInt(candidate.Param("proto", 0)) - 1;
+    l->nccl_choice_.channels = ToInt(candidate.Param("channels", 0));
     return l;
   }
   if (l->resources_.group == nullptr || l->resources_.group->world() != world) {
@@ -178,20 +182,26 @@ absl::Status CollectiveLauncher::LaunchNccl(int rank, cudaStream_t stream) const
   const ProblemSpec& p = problem_;
   const size_t count = static_cast<size_t>(p.count);
   const ncclDataType_t type = NcclType(p.dtype);
+  // The candidate's algorithm, protocol and channels, forced around the call.
+  auto Chosen = [&](const char* call, auto enqueue) {
+    return RunWithChoice(nccl_choice_, call, [&] { return Enqueued(enqueue(), call, comm); });
+  };
   switch (p.collective) {
     case Collective::kAllReduce:
-      return Enqueued(ncclAllReduce(in, out, count, type, NcclOp(p.op), comm, stream),
-                      "ncclAllReduce", comm);
+      return Chosen("ncclAllReduce", [&] {
+        return ncclAllReduce(in, out, count, type, NcclOp(p.op), comm, stream);
+      });
     case Collective::kAllGather:
-      return Enqueued(ncclAllGather(in, out, count, type, comm, stream),
-                      "ncclAllGather", comm);
+      return Chosen("ncclAllGather",
+                    [&] { return ncclAllGather(in, out, count, type, comm, stream); });
     case Collective::kReduceScatter:
-      return Enqueued(
-          ncclReduceScatter(in, out, count, type, NcclOp(p.op), comm, stream),
-          "ncclReduceScatter", comm);
+      return Chosen("ncclReduceScatter", [&] {
+        return ncclReduceScatter(in, out, count, type, NcclOp(p.op), comm, stream);
+      });
     case Collective::kBroadcast:
-      return Enqueued(ncclBroadcast(in, out, count, type, p.root, comm, stream),
-                      "ncclBroadcast", comm);
+      return Chosen("ncclBroadcast", [&] {
+        return ncclBroadcast(in, out, count, type, p.root, comm, stream);
+      });
     case Collective::kAllToAll: {
       absl::Status status = Enqueued(ncclGroupStart(), "ncclGroupStart");
       if (!status.ok()) return status;

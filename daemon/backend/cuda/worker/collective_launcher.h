@@ -1,6 +1,8 @@
 // What one GpuNode run launches on each rank: the catalogue entry resolved to
-// an NCCL call or a P2P kernel (kernels/autotuned_kernels.h), with every
-// argument fixed before any rank starts. The P2P kernels read their peers'
+// an NCCL call (with the candidate's algorithm, protocol and channels forced
+// through the tuner plugin, nccl_tuner_link.h) or a P2P kernel
+// (kernels/autotuned_kernels.h), with every argument fixed before any rank
+// starts. The P2P kernels read their peers'
 // inputs directly, so the launcher is made once all ranks' buffers exist and
 // holds every rank's input pointer.
 //
@@ -19,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/backend/cuda/worker/nccl_comms.h"
+#include "daemon/backend/cuda/worker/nccl_tuner_link.h"
 #include "daemon/backend/cuda/worker/p2p_group.h"
 #include "daemon/common/problem.h"
 #include "kernels/autotuned_kernels.h"
@@ -85,6 +88,7 @@ class CollectiveLauncher {
   const ProblemSpec problem_;
   const Method method_;
   const Resources resources_;
+  NcclChoice nccl_choice_;  // NCCL: the candidate's algo, proto, channels
   std::vector<const void*> peer_inputs_;  // what p2p_args_[r].peer_inputs points to
   std::vector<at_p2p_args> p2p_args_;     // [rank]
 };

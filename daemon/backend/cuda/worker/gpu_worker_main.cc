@@ -2,14 +2,25 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <string>
+
 #include "daemon/backend/cuda/gpu_worker.h"
 #include "daemon/backend/cuda/worker/cuda_gpu_node.h"
+#include "daemon/backend/cuda/worker/nccl_tuner_link.h"
 
 namespace autotuned::cuda {
 
 int GpuWorkerMain(bool test_faults) {
   // Whatever a library prints to stdout (NCCL_DEBUG does) goes to stderr.
   dup2(STDERR_FILENO, STDOUT_FILENO);
+  // Before any NCCL call; without the plugin the NCCL candidates that name
+  // an algorithm, protocol or channel count fail with the reason.
+  const absl::Status tuner = LoadNcclTuner();
+  if (!tuner.ok()) {
+    fprintf(stderr, "autotuned gpu worker: NCCL's choices cannot be forced: %s\n",
+            std::string(tuner.message()).c_str());
+  }
   GpuNodeOptions options;
   options.test_faults = test_faults;
   return ServeGpuWorker([&] { return CreateCudaGpuNode(options); });
