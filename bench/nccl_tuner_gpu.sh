@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# autotuned's NCCL tuner plugin against NCCL's own choices and against each
+# algorithm and protocol forced, on 2 and 4 GPUs of one host (GPUs 0..W-1),
+# run from the repository root there with binaries built elsewhere
+# (--config=static) and carried:
+#
+#   bash bench/nccl_tuner_gpu.sh BIN_DIR PY_DIR OUT_DIR [WORLD...]  (default: 2 4, as GPUs allow)
+#
+# BIN_DIR: autotuned, autotunectl, libautotuned_nccl_tuner.so
+# PY_DIR:  as bench/regret_gpu.sh's (on PYTHONPATH; the benchmark needs only torch)
+# Per world W, in OUT_DIR/wW/:
+#   nccl_tuner.table   autotunectl tune-nccl --world=W (all_reduce, all_gather,
+#                      reduce_scatter; 1 KiB to 256 MiB by 4) against a fresh
+#                      daemon with its cache on (a cache folder of this run's);
+#   tune_nccl*.log     the same ask a second time must be answered from the
+#   table_again.diff   cache with the same rows (nccl_tuner.table.again);
+#   cache_list.txt     the daemon's cache listed
+#   daemon.log         the daemon, stopped before anything is timed
+#   {nccl,plugin}_{1,2}.json  bench/nccl_tuner_gpu.py, each in a fresh process
+#                      (torch.distributed.run, W ranks), in the order nccl,
+#                      plugin, nccl, plugin: the run-to-run spread of both
+#   ring_ll.json ... tree_simple.json  NCCL_ALGO / NCCL_PROTO forced, once each
+#   probe_{nccl,plugin}.json  one untimed call per cell with NCCL's per-call
+#                      TUNING log: what NCCL chose with and without the plugin
+#   *.log              each step's output
+# then OUT_DIR/report.md (bench/nccl_tuner_gpu_report.py over every wW/ there,
+# so that worlds run by separate calls share one report), env.txt, steps.log.
+# Environment: TUNER_BENCH_STEP_S (240: each timed step's limit),
+# TUNER_BENCH_TUNE_S (480: tune-nccl's limit), TUNER_BENCH_FORCED (the six
+# forced modes; empty: none), TUNER_BENCH_TUNE (1; 0 keeps an existing
+# wW/nccl_tuner.table), TUNER_BENCH_CACHE (the daemon's cache folder; default
+# a new one under /tmp, removed at the end).
+set -u
+if [ $# -lt 3 ]; then
+  echo "usage: bash bench/nccl_tuner_gpu.sh BIN_DIR PY_DIR OUT_DIR [WORLD...]" >&2
+  exit 2
+fi
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/steps.sh
+. "$HERE/steps.sh"
+gpu_setup "$1" "$2" "$3" || exit 2
+shift 3
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PY_DIR"
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+WORLDS=("$@")
+if [ ${#WORLDS[@]} -eq 0 ]; then
+  [ "$GPUS" -ge 2 ] && WORLDS+=(2)
+  [ "$GPUS" -ge 4 ] && WORLDS+=(4)
+fi
+FORCED=${TUNER_BENCH_FORCED-"ring_ll ring_ll128 ring_simple tree_ll tree_ll128 tree_simple"}
+LIMIT=${TUNER_BENCH_STEP_S:-240}     # seconds per timed step
+TUNE_LIMIT=${TUNER_BENCH_TUNE_S:-480}
+PLUGIN=$BIN/libautotuned_nccl_tuner.so
+COLLECTIVES=all_reduce,all_gather,reduce_scatter
+{ date -u; nvidia-smi -L
+  "$PYTHON" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
+  sha256sum "$BIN/autotuned" "$BIN/autotunectl" "$PLUGIN"
+  echo "worlds: ${WORLDS[*]}  forced: $FORCED"; } >> "$OUT/env.txt" 2>&1
+
+SOCK=/tmp/at-nccl-tuner.sock
+CACHE=${TUNER_BENCH_CACHE:-}
+OWN_CACHE=""
+if [ -z "$CACHE" ]; then
+  CACHE=$(mktemp -d /tmp/at-nccl-tuner-cache.XXXXXX) || exit 2
+  OWN_CACHE=$CACHE
+fi
+DPID=""
+start_daemon() {  # LOG
+  rm -f "$SOCK"
+  "$BIN/autotuned" --socket="$SOCK" --cache_dir="$CACHE" --log_level=info > "$1" 2>&1 &
+  DPID=$!
+  for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
+  "$BIN/autotunectl" --socket="$SOCK" info > /dev/null 2>&1 || sleep 2
+}
+stop_daemon() {
+  [ -n "$DPID" ] || return 0
+  kill -TERM "$DPID" 2>/dev/null
+  for _ in $(seq 200); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$DPID" 2>/dev/null
+  DPID=""
+}
+finish() {
+  stop_daemon
+  [ -z "$OWN_CACHE" ] || rm -rf "$OWN_CACHE"
+}
+trap finish EXIT
+failed() {  # NAME WHY: a check that failed or a step that could not run
+  STEPS_FAILED=$((STEPS_FAILED + 1))
+  printf '%-24s %s\n' "$1" "$2" | tee -a "$STEPS_LOG"
+}
+
+for W in "${WORLDS[@]}"; do
+  D=$OUT/w$W
+  mkdir -p "$D"
+  export CUDA_VISIBLE_DEVICES
+  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((W - 1)))
+  TABLE=$D/nccl_tuner.table
+  if [ "${TUNER_BENCH_TUNE:-1}" = 1 ] || [ ! -s "$TABLE" ]; then
+    ctl=("$BIN/autotunectl" --socket="$SOCK" tune-nccl --world="$W" --from=1KiB --to=256MiB
+         --factor=4 --collectives="$COLLECTIVES")
+    start_daemon "$D/daemon.log"
+    step "w$W tune-nccl" "$TUNE_LIMIT" "$D/tune_nccl.log" "${ctl[@]}" --out="$TABLE"
+    # Asked again, the daemon answers from its cache (seconds, not minutes):
+    # the same rows.
+    step "w$W tune-nccl again" 120 "$D/tune_nccl_again.log" "${ctl[@]}" --out="$TABLE.again"
+    diff <(grep -v '^#' "$TABLE") <(grep -v '^#' "$TABLE.again") > "$D/table_again.diff" 2>&1 ||
+      failed "w$W table again" "NOT the same rows (table_again.diff)"
+    "$BIN/autotunectl" --socket="$SOCK" cache list > "$D/cache_list.txt" 2>&1
+    stop_daemon
+  fi
+  run=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$W"
+       "$HERE/nccl_tuner_gpu.py")
+  plugin=(--mode plugin --plugin "$PLUGIN" --table "$TABLE")
+  why=""
+  [ -f "$PLUGIN" ] || why="no $PLUGIN"
+  [ -s "$TABLE" ] || why="no table at $TABLE"
+  # nccl and plugin alternate, twice: the run-to-run spread is measured.
+  for rep in 1 2; do
+    step "w$W nccl $rep" "$LIMIT" "$D/nccl_$rep.log" "${run[@]}" --mode nccl \
+      --out "$D/nccl_$rep.json"
+    if [ -z "$why" ]; then
+      step "w$W plugin $rep" "$LIMIT" "$D/plugin_$rep.log" "${run[@]}" "${plugin[@]}" \
+        --out "$D/plugin_$rep.json"
+    else
+      failed "w$W plugin $rep" "SKIPPED: $why"
+    fi
+  done
+  for mode in $FORCED; do
+    step "w$W $mode" "$LIMIT" "$D/$mode.log" "${run[@]}" --mode "$mode" --out "$D/$mode.json"
+  done
+  step "w$W probe nccl" "$LIMIT" "$D/probe_nccl.log" "${run[@]}" --mode nccl --probe \
+    --out "$D/probe_nccl.json"
+  if [ -z "$why" ]; then
+    step "w$W probe plugin" "$LIMIT" "$D/probe_plugin.log" "${run[@]}" "${plugin[@]}" --probe \
+      --out "$D/probe_plugin.json"
+  else
+    failed "w$W probe plugin" "SKIPPED: $why"
+  fi
+done
+"$PYTHON" "$HERE/nccl_tuner_gpu_report.py" "$OUT" > "$OUT/report.md" 2>&1
+cat "$OUT/steps.log"
+cat "$OUT/report.md"
