@@ -309,12 +309,17 @@ def vllm_mode(ch: Choices, sizes: list, socket: str) -> dict:
     def nccl_in_place(x):
         dist.all_reduce(x)
 
+    # The daemon's NCCL at NCCL's own algorithm, protocol and channels (its
+    # parameters given, so that the helper does not try their shapes).
+    own = pb.Candidate(impl="all_reduce/nccl", params={"algo": 0, "proto": 0, "channels": 0})
     agree = tune_dispatch(candidates=[("nccl_direct", direct.all_reduce),
-                                      ("nccl_in_place", nccl_in_place), "all_reduce/nccl"],
+                                      ("nccl_in_place", nccl_in_place), own],
                           dtype=torch.bfloat16, sizes_bytes=sizes, desc=desc, options=options)
     nccl_agreement = [{"bytes": t.bytes, "direct_us": t.median_us.get("nccl_direct"),
                        "ranks_us": t.median_us.get("nccl_in_place"),
-                       "daemon_us": t.median_us.get("all_reduce/nccl")} for t in agree.sizes]
+                       "daemon_us": next((v for k, v in t.median_us.items()
+                                          if k.startswith("all_reduce/nccl")), None)}
+                      for t in agree.sizes]
     torch.cuda.synchronize()
     dist.barrier()
     direct.close()

@@ -263,7 +263,17 @@ absl::StatusOr<Outcome> RunTuneNccl(Client& client, const NcclTablePlan& given,
     sweep.table = *std::move(table);
     sweeps.push_back(std::move(sweep));
   }
-  absl::StatusOr<std::string> text = NcclTableText(world, sweeps, info->fingerprint());
+  std::string existing;  // its rows for other world sizes stay
+  {
+    std::ifstream f(plan.out);
+    char buf[4096];
+    while (f && existing.size() < (size_t{1} << 20)) {
+      f.read(buf, sizeof(buf));
+      existing.append(buf, static_cast<size_t>(f.gcount()));
+    }
+  }
+  absl::StatusOr<std::string> text =
+      NcclTableText(world, sweeps, info->fingerprint(), existing);
   if (!text.ok()) return text.status();
   // Written whole: a reader sees the old table or the new one.
   const std::string tmp = absl::StrCat(plan.out, ".tmp");

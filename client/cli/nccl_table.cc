@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -146,7 +147,8 @@ absl::StatusOr<NcclTablePlan> ParseTuneNcclFlags(const RawFlags& flags,
 }
 
 absl::StatusOr<std::string> NcclTableText(int world, const std::vector<NcclSweep>& sweeps,
-                                          const std::string& fingerprint) {
+                                          const std::string& fingerprint,
+                                          const std::string& existing) {
   std::string shown = fingerprint.substr(0, 64);  // a comment line: one line, plain
   for (char& c : shown) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) c = '?';
@@ -174,6 +176,18 @@ absl::StatusOr<std::string> NcclTableText(int world, const std::vector<NcclSweep
       absl::StatusOr<std::string> row = Row(s, ranges[i], world, lo, hi);
       if (!row.ok()) return row.status();
       rows += *row;
+    }
+  }
+  // The existing file's rows of other world sizes (8 fields, a collective
+  // first), when it is a table.
+  if (absl::StartsWith(existing, "autotuned-nccl-table 1\n")) {
+    const std::string mine = absl::StrCat(" ", world, " ");
+    for (absl::string_view line : absl::StrSplit(existing, '\n')) {
+      const std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+      if (f.size() != 8 || f[1] == absl::StrCat(world)) continue;
+      bool collective = false;
+      for (v1::Collective c : NcclTableCollectives()) collective |= f[0] == CollectiveName(c);
+      if (collective) absl::StrAppend(&rows, line, "\n");
     }
   }
   return absl::StrCat("autotuned-nccl-table 1\nidentity ",

@@ -55,8 +55,12 @@ struct NcclSweep {
 // last to the largest size. Its identity is a digest of `fingerprint` (the
 // daemon's node fingerprint) and the rows. INVALID_ARGUMENT when a winner is
 // not one of NcclCandidates' shape.
+// `existing`: the table file already at the path (may be empty); its rows
+// for other world sizes are kept after the new ones, so that one file holds
+// every shape the host serves.
 absl::StatusOr<std::string> NcclTableText(int world, const std::vector<NcclSweep>& sweeps,
-                                          const std::string& fingerprint);
+                                          const std::string& fingerprint,
+                                          const std::string& existing = "");
 
 }  // namespace cli
 }  // namespace autotuned

@@ -125,6 +125,28 @@ TEST_CASE("the table: a row per range in NCCL's bytes, gaps split at their geome
   CHECK(Rows(*NcclTableText(4, {ag}, "f"))[0] == "all_gather 4 1 0 8192 ring simple 16");
 }
 
+TEST_CASE("the rows of other world sizes in the existing file stay, its own are replaced") {
+  NcclSweep ar;
+  ar.collective = v1::ALL_REDUCE;
+  ar.dtype = v1::BFLOAT16;
+  ar.candidates = NcclCandidates(v1::ALL_REDUCE, {});
+  *ar.table.add_ranges() = Range(512, 512, 0);
+  const std::string existing =
+      "autotuned-nccl-table 1\nidentity 00\n# c\n"
+      "all_reduce 2 1 0 100 ring ll 0\n"
+      "all_reduce 4 1 0 100 tree ll 0\n"
+      "all_gather 8 1 0 100 ring simple 4\n"
+      "nonsense 8 1 0 100 ring simple 4\n";
+  CHECK(Rows(*NcclTableText(4, {ar}, "f", existing)) ==
+        std::vector<std::string>{
+            "all_reduce 4 1 0 9223372036854775807 default default 0",
+            "all_reduce 2 1 0 100 ring ll 0",
+            "all_gather 8 1 0 100 ring simple 4",
+        });
+  // Not a table: nothing kept.
+  CHECK(Rows(*NcclTableText(4, {ar}, "f", "all_reduce 2 1 0 100 ring ll 0\n")).size() == 1);
+}
+
 TEST_CASE("a winner the plugin cannot apply is INVALID_ARGUMENT") {
   NcclSweep s;
   s.collective = v1::ALL_REDUCE;

@@ -96,6 +96,11 @@ static int Apply(float** cost_table, int num_algo, int num_proto, int algo, int 
 static void GetCollInfo(void* context, at_nccl_func_t func, size_t nbytes, float** cost_table,
                         int num_algo, int num_proto, int* n_channels) {
   if (forced.set) {
+    if (forced.algo < 0) {  /* channels only: NCCL's algorithm and protocol */
+      if (n_channels != NULL) *n_channels = forced.channels;
+      forced.outcome = 1;
+      return;
+    }
     forced.outcome = Apply(cost_table, num_algo, num_proto, forced.algo, forced.proto,
                            forced.channels, n_channels)
                          ? 1
@@ -186,9 +191,10 @@ AT_EXPORT const at_nccl_tuner_v3_t ncclTunerPlugin_v3 = {
 };
 
 AT_EXPORT void at_nccl_tuner_force(int algo, int proto, int channels) {
-  forced.set = algo >= 0 && proto >= 0;
-  forced.algo = algo;
-  forced.proto = proto;
+  const int both = algo >= 0 && proto >= 0;
+  forced.set = both || (channels > 0 && channels <= AT_NCCL_TUNER_MAX_CHANNELS);
+  forced.algo = both ? algo : -1;
+  forced.proto = both ? proto : -1;
   forced.channels = channels;
   forced.outcome = 0;
 }

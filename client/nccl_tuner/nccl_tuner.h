@@ -73,8 +73,9 @@ enum {
  *
  * Forces (algo, proto) on the calling thread's NCCL calls: while a force is
  * set, the plugin's getCollInfo on this thread applies it and ignores the
- * table. algo < 0 or proto < 0 clears the force. channels in 1..64 sets the
- * channel limit; anything else leaves it to NCCL. getCollInfo runs on the
+ * table. channels in 1..64 sets the channel limit; anything else leaves it
+ * to NCCL. With algo < 0 or proto < 0, a channel limit alone is forced
+ * (NCCL's algorithm and protocol), and without one the force is cleared. getCollInfo runs on the
  * thread that makes the NCCL call for a blocking communicator (for a
  * non-blocking one it may run on another thread, which sees no force).
  * Every call, clearing included, resets the thread's outcome to 0. */

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -573,6 +574,22 @@ TEST_CASE("a forced choice wins over the table on its own thread only") {
     CHECK(Ask(comm, AT_NCCL_FUNC_ALL_REDUCE, 0) == table_choice);
     CHECK(lib.outcome() == 0);
   }
+
+  // A channel limit alone: no entry of the table changed, the limit set.
+  lib.force(-1, -1, 6);
+  float cost[kAlgos][kProtos];
+  FillCosts(cost);
+  float before[kAlgos][kProtos];
+  FillCosts(before);
+  int channels = 0;
+  CHECK(lib.v5->getCollInfo(nullptr, AT_NCCL_FUNC_ALL_REDUCE, 1, 1,
+                            reinterpret_cast<float**>(cost), kAlgos, kProtos, 0,
+                            &channels) == AT_NCCL_SUCCESS);
+  CHECK(lib.outcome() == 1);
+  CHECK(channels == 6);
+  CHECK(std::memcmp(cost, before, sizeof(cost)) == 0);
+  lib.force(-1, -1, 0);
+  CHECK(lib.outcome() == 0);
 }
 
 TEST_CASE("algorithm and protocol names in NCCL's numbering") {

@@ -62,6 +62,13 @@ def parse_spec(spec: str) -> Choice:
         if not eq:
             raise KernelsError(f"candidate {spec!r}: parameter {piece!r} is not name=int")
         params[k.strip()] = int(v)
+    # NCCL's own algorithm, protocol and channels (0: NCCL's choice) are the
+    # daemon's to force; torch.distributed's NCCL runs NCCL's choice, or the
+    # tuner plugin's (NCCL_TUNER_PLUGIN, docs/nccl_tuner.md).
+    nccl = {k: params.pop(k) for k in ("algo", "proto", "channels") if k in params}
+    if any(nccl.values()):
+        raise KernelsError(f"candidate {spec!r}: NCCL's algorithm, protocol and channels are "
+                           "applied by the NCCL tuner plugin (docs/nccl_tuner.md), not here")
     unknown = set(params) - {"blocks", "threads", "chunk_kib"}
     if unknown:
         raise KernelsError(f"candidate {spec!r}: unknown parameters {sorted(unknown)}")

@@ -180,6 +180,11 @@ def test_specs_and_implementations():
         K.parse_spec("all_reduce/one_shot:warps=2")
     with pytest.raises(K.KernelsError, match="not name=int"):
         K.parse_spec("all_reduce/one_shot:blocks")
+    # NCCL's own choice, as the daemon names it, runs as torch.distributed's
+    # NCCL; a forced algorithm is the tuner plugin's, not the runner's.
+    assert K.parse_spec("all_reduce/nccl:algo=0,channels=0,proto=0").impl == "all_reduce/nccl"
+    with pytest.raises(K.KernelsError, match="tuner plugin"):
+        K.parse_spec("all_reduce/nccl:algo=2,channels=0,proto=1")
     assert K.implementation("all_reduce/two_shot").algo == K.ALGO_ALL_REDUCE_TWO_SHOT
     push = K.implementation("all_reduce/two_shot_push", "all_reduce")
     assert (push.algo, push.blocks, push.threads) == (K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH, 32, 512)

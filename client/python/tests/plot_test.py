@@ -102,7 +102,7 @@ def test_autotunectl_csv_and_json_drawn_alike(tmp_path):
     key = [(p.bytes, p.candidate, p.won) for p in from_csv.points]
     assert key == [(p.bytes, p.candidate, p.won) for p in from_json.points]
     assert sorted({p.bytes for p in from_csv.points}) == [1024, 2048, 4096]
-    assert len({p.candidate for p in from_csv.points}) == 4  # the sim's all_reduce catalogue
+    assert len({p.candidate for p in from_csv.points}) == 5  # the sim's all_reduce catalogue
     assert sum(p.won for p in from_csv.points) == 3
     for p, q in zip(from_csv.points, from_json.points):
         assert p.median_us == pytest.approx(q.median_us, abs=1e-3)
@@ -111,7 +111,7 @@ def test_autotunectl_csv_and_json_drawn_alike(tmp_path):
         done = run_cli(str(tmp_path / f"s.{fmt}"), "-o", str(out), *extra)
         assert done.returncode == 0, done.stderr
         assert out.read_bytes()[:8] == PNG_MAGIC
-        assert "4 candidates, 3 sizes" in done.stdout
+        assert "5 candidates, 3 sizes" in done.stdout
 
 
 def test_bad_input_is_named(tmp_path):

@@ -112,6 +112,16 @@ TEST_CASE("a forced choice is applied to the call made inside, and only there") 
   CHECK(nccl.channels == 0);
 }
 
+TEST_CASE("a channel count alone keeps NCCL's algorithm and protocol") {
+  FakeNccl nccl;
+  REQUIRE(RunWithChoice({-1, -1, 16}, "ncclAllReduce", [&] {
+            nccl.Call();
+            return absl::OkStatus();
+          }).ok());
+  CHECK(nccl.channels == 16);
+  CHECK(nccl.cost[kRing][kLl128] == 10.0f);
+}
+
 TEST_CASE("a combination NCCL does not offer is INVALID_ARGUMENT naming it") {
   FakeNccl nccl;
   const absl::Status s = RunWithChoice({kTree, kSimple, 0}, "ncclAllReduce", [&] {
