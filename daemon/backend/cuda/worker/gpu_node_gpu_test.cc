@@ -5,6 +5,7 @@
 // stderr and passes. The P2P implementations need 2 GPUs; with one, they are
 // reported as skipped.
 #include "daemon/backend/cuda/worker/cuda_gpu_node.h"
+#include "daemon/backend/cuda/worker/nccl_tuner_link.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -28,7 +29,15 @@ const int64_t kCounts[] = {1, 1000, 4096 + 3, 1 << 20};
 
 // The node, or nullptr after printing why the test is skipped. Any error but
 // NOT_FOUND fails the test.
+// The tuner plugin, loaded before the first NCCL communicator as the worker
+// does (gpu_worker_main.cc): NCCL looks for a tuner once per process.
+const absl::Status& Tuner() {
+  static const absl::Status* loaded = new absl::Status(LoadNcclTuner());
+  return *loaded;
+}
+
 std::unique_ptr<GpuNode> MakeNode(GpuNodeOptions options = {}) {
+  Tuner();
   options.spin_limit = kSpinLimit;
   absl::StatusOr<std::unique_ptr<GpuNode>> node = CreateCudaGpuNode(options);
   if (!node.ok() && node.status().code() == absl::StatusCode::kNotFound) {
@@ -285,6 +294,49 @@ TEST_CASE("a launch shape the kernels reject is ruled out", "[gpu]") {
   }
   // The node keeps serving.
   ExpectRuns(*node, p, impl->name);
+}
+
+TEST_CASE("NCCL with its algorithm, protocol and channels forced runs; what it refuses is named",
+          "[gpu]") {
+  std::unique_ptr<GpuNode> node = MakeNode();
+  if (!node) return;
+  INFO(Tuner().ToString());  // from AUTOTUNED_NCCL_TUNER_PLUGIN or beside the test
+  REQUIRE(Tuner().ok());
+  const Catalogue catalogue = CudaCatalogue(false);
+  const ImplInfo* impl = catalogue.Find("all_reduce/nccl");
+  REQUIRE(impl != nullptr);
+  const int world = WorldFor(*node, *impl);
+  if (world < 2) return;
+  for (bool graph : {false, true}) {
+    const ProblemSpec p = Problem(*impl, world, DType::kBFloat16, 1 << 16);
+    // ring (2) with ll, ll128, simple; a channel limit alone.
+    for (const CandidateSpec& wanted :
+         {CandidateSpec{impl->name, {{"algo", 2}, {"proto", 1}}},
+          CandidateSpec{impl->name, {{"algo", 2}, {"proto", 2}, {"channels", 2}}},
+          CandidateSpec{impl->name, {{"algo", 2}, {"proto", 3}}},
+          CandidateSpec{impl->name, {{"channels", 4}}}}) {
+      absl::StatusOr<CandidateSpec> c = catalogue.Canonicalize(p, wanted, "test");
+      REQUIRE(c.ok());
+      INFO(Name(p, *c, graph));
+      const std::vector<RankOutcome> out = node->Run(p, *c, Schedule(graph), Deadline());
+      for (const RankOutcome& o : out) {
+        INFO(o.status.ToString());
+        CHECK(o.status.ok());
+        CHECK(o.iteration_us.size() == 5);
+      }
+    }
+    // NVLS (5) is off here (no multicast): NCCL does not offer it.
+    absl::StatusOr<CandidateSpec> nvls =
+        catalogue.Canonicalize(p, {impl->name, {{"algo", 5}, {"proto", 3}}}, "test");
+    REQUIRE(nvls.ok());
+    for (const RankOutcome& o : node->Run(p, *nvls, Schedule(graph), Deadline())) {
+      INFO(o.status.ToString());
+      CHECK(o.status.code() == absl::StatusCode::kInvalidArgument);
+      CHECK(absl::StrContains(o.status.message(), "does not offer nvls/simple"));
+    }
+    // NCCL's own choice still runs after a refusal (new communicators).
+    ExpectRuns(*node, p, impl->name, graph);
+  }
 }
 
 TEST_CASE("the P2P buffers held between runs are counted and freed when idle", "[gpu]") {
