@@ -2,7 +2,8 @@
 # Installs autotuned as a systemd service: the daemon and CLI binaries, the
 # configuration, the unit, the service user and group. Safe to run again
 # (an existing configuration is kept). Build first:
-#   bazel build //daemon:autotuned //client/cli:autotunectl
+#   bazel build //daemon:autotuned //client/cli:autotunectl \
+#     //client/nccl_tuner:libautotuned_nccl_tuner.so
 #
 # Usage: deploy/install.sh [options]
 #   --root=DIR       install under DIR instead of / (also: DESTDIR=DIR); a
@@ -11,6 +12,8 @@
 #   --daemon=PATH    the daemon binary (bazel-bin/daemon/autotuned)
 #   --ctl=PATH       the CLI binary (bazel-bin/client/cli/autotunectl);
 #                    --ctl= installs none
+#   --tuner=PATH     the NCCL tuner plugin (bazel-bin/client/nccl_tuner/
+#                    libautotuned_nccl_tuner.so, when built); --tuner= none
 #   --user=NAME      service user (autotuned); --group=NAME its group and the
 #                    socket's group (autotuned)
 #   --no-users       do not create the user and group
@@ -19,6 +22,9 @@
 #
 # Installed (paths under --root):
 #   PREFIX/bin/autotuned, PREFIX/bin/autotunectl       0755
+#   PREFIX/lib/autotuned/libautotuned_nccl_tuner.so    0644 (the daemon's worker
+#                    forces NCCL's choices through it; NCCL_TUNER_PLUGIN names
+#                    it for jobs: docs/nccl_tuner.md)
 #   /etc/autotuned/autotuned.conf                      0640, group GROUP
 #   /etc/systemd/system/autotuned.service              0644
 #   PREFIX/share/doc/autotuned/README.md, docs/*.md    0644 (README's links hold)
@@ -33,6 +39,8 @@ root=${DESTDIR:-}
 prefix=/usr/local
 daemon=$repo/bazel-bin/daemon/autotuned
 ctl=$repo/bazel-bin/client/cli/autotunectl
+tuner=$repo/bazel-bin/client/nccl_tuner/libautotuned_nccl_tuner.so
+tuner_given=no
 user=autotuned
 group=autotuned
 users=yes
@@ -46,6 +54,7 @@ for arg in "$@"; do
     --prefix=*) prefix=${arg#--prefix=} ;;
     --daemon=*) daemon=${arg#--daemon=} ;;
     --ctl=*) ctl=${arg#--ctl=} ;;
+    --tuner=*) tuner=${arg#--tuner=}; tuner_given=yes ;;
     --user=*) user=${arg#--user=} ;;
     --group=*) group=${arg#--group=} ;;
     --no-users) users=no ;;
@@ -75,6 +84,13 @@ if [ -n "$ctl" ] && [ ! -x "$ctl" ]; then
   echo "install: no CLI binary at $ctl (give --ctl=PATH, or --ctl= for none)" >&2
   exit 1
 fi
+if [ -n "$tuner" ] && [ ! -f "$tuner" ]; then
+  if [ "$tuner_given" = yes ]; then
+    echo "install: no NCCL tuner plugin at $tuner (give --tuner=PATH, or --tuner= for none)" >&2
+    exit 1
+  fi
+  tuner=""  # not built: NCCL's choices cannot be forced (docs/nccl_tuner.md)
+fi
 if [ "$(id -u)" != 0 ] && { [ -z "$root" ] || [ "$users" = yes ]; }; then
   echo "install: installing into / needs root (or use --root=DIR)" >&2
   exit 1
@@ -97,6 +113,10 @@ install -d -m 0755 "$root$prefix/bin" "$root$prefix/share/doc/autotuned" \
 install -d -m 0750 "$root/etc/autotuned"
 install -m 0755 "$daemon" "$root$prefix/bin/autotuned"
 if [ -n "$ctl" ]; then install -m 0755 "$ctl" "$root$prefix/bin/autotunectl"; fi
+if [ -n "$tuner" ]; then
+  install -d -m 0755 "$root$prefix/lib/autotuned"
+  install -m 0644 "$tuner" "$root$prefix/lib/autotuned/libautotuned_nccl_tuner.so"
+fi
 install -m 0644 "$repo/README.md" "$root$prefix/share/doc/autotuned/README.md"
 install -d -m 0755 "$root$prefix/share/doc/autotuned/docs"
 install -m 0644 "$repo"/docs/*.md "$root$prefix/share/doc/autotuned/docs/"

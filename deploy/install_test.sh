@@ -12,6 +12,7 @@ runfiles=${TEST_SRCDIR:-$PWD/..}/autotuned
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 daemon=$runfiles/daemon/autotuned
 ctl=$runfiles/client/cli/autotunectl
+tuner=$runfiles/client/nccl_tuner/libautotuned_nccl_tuner.so
 install=$runfiles/deploy/install.sh
 uninstall=$runfiles/deploy/uninstall.sh
 
@@ -25,12 +26,13 @@ expect_file() {  # path mode
 root=$tmp/root
 rm -rf "$root"
 mkdir -p "$root"
-out=$("$install" --root="$root" --daemon="$daemon" --ctl="$ctl")
+out=$("$install" --root="$root" --daemon="$daemon" --ctl="$ctl" --tuner="$tuner")
 echo "$out"
 grep -q "scratch root $root: no user or group created" <<<"$out" || fail "useradd not skipped"
 grep -q "scratch root $root: systemctl not called" <<<"$out" || fail "systemctl not skipped"
 expect_file "$root/usr/local/bin/autotuned" 755
 expect_file "$root/usr/local/bin/autotunectl" 755
+expect_file "$root/usr/local/lib/autotuned/libautotuned_nccl_tuner.so" 644
 expect_file "$root/etc/autotuned/autotuned.conf" 640
 expect_file "$root/etc/systemd/system/autotuned.service" 644
 expect_file "$root/usr/local/share/doc/autotuned/README.md" 644
@@ -53,12 +55,15 @@ stop_s=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$root/etc/systemd/system/a
 alt=$tmp/alt
 rm -rf "$alt"
 "$install" --root="$alt" --prefix=/opt/autotuned --user=svc --group=gpu \
-  --daemon="$daemon" --ctl= >/dev/null
+  --daemon="$daemon" --ctl= --tuner= >/dev/null
 grep -q '^ExecStart=/opt/autotuned/bin/autotuned ' "$alt/etc/systemd/system/autotuned.service" \
   || fail "prefix not in ExecStart"
 grep -q '^User=svc$' "$alt/etc/systemd/system/autotuned.service" || fail "User="
 grep -q '^unix_socket_group: "gpu"$' "$alt/etc/autotuned/autotuned.conf" || fail "group"
 [ ! -e "$alt/opt/autotuned/bin/autotunectl" ] || fail "--ctl= installed a CLI"
+[ ! -e "$alt/opt/autotuned/lib" ] || fail "--tuner= installed a plugin"
+"$install" --root="$alt" --daemon="$daemon" --tuner="$alt/none.so" >/dev/null 2>&1 &&
+  fail "a --tuner that does not exist was accepted"
 "$uninstall" --root="$alt" --prefix=/opt/autotuned --purge >/dev/null
 [ -z "$(ls -A "$alt")" ] || fail "left behind in $alt: $(find "$alt" -mindepth 1)"
 

@@ -49,7 +49,7 @@ fi
 
 rm -f "$root$prefix/bin/autotuned" "$root$prefix/bin/autotunectl" "$unit" \
   "$root/etc/systemd/system/autotuned.service.tmp"
-rm -rf "$root$prefix/share/doc/autotuned"
+rm -rf "$root$prefix/share/doc/autotuned" "$root$prefix/lib/autotuned"
 if [ "$purge" = yes ]; then
   rm -rf "$root/etc/autotuned" "$root/var/lib/autotuned"
 fi
@@ -65,7 +65,7 @@ fi
 # In a scratch root, nothing is anyone else's: remove the directories the
 # install created once they are empty, up to the root.
 if [ -n "$root" ]; then
-  for d in "$root$prefix/bin" "$root$prefix/share/doc" "$root/etc/systemd/system" \
+  for d in "$root$prefix/bin" "$root$prefix/lib" "$root$prefix/share/doc" "$root/etc/systemd/system" \
            "$root/etc/autotuned" "$root/var/lib"; do
     while [ "${d#"$root"/}" != "$d" ]; do
       if [ -d "$d" ]; then rmdir "$d" 2>/dev/null || break; fi
