@@ -47,6 +47,11 @@ struct RankScript {
   std::function<double(const v1::ClientStep&)> step_us;
   // A note sent ok at the step's WARMED_UP barrier ("" = none).
   std::function<std::string(int step)> note = [](int) { return std::string(); };
+  // As autotuned.rankrun: a candidate that passed its VERIFIED barrier in an
+  // earlier pass gets none (its step's one barrier is WARMED_UP).
+  bool verify_once = false;
+  // Every step after pass 0 without its VERIFIED barrier, refused or not.
+  bool warmed_alone_after_pass_0 = false;
 };
 
 struct RankEnd {
@@ -93,6 +98,7 @@ class Runs {
     RankEnd end;
     v1::ClientRun run = first;
     int reported = 0;
+    std::set<std::pair<int, int>> passed;  // (problem, candidate) past VERIFIED
     while (true) {
       v1::RunReport report;
       report.set_run_id(run.run_id());
@@ -106,11 +112,17 @@ class Runs {
         v1::StepTimes* times = report.add_steps();
         times->set_step(i);
         const std::string fails = script.fails(i);
-        v1::StepReply verified = Step(run, group, rank, i, v1::VERIFIED, fails);
-        end.verified.push_back(verified);
-        if (!verified.proceed()) {
-          times->set_reason(verified.reason());
-          continue;
+        const std::pair<int, int> key = {run.steps(k).problem(), run.steps(k).candidate()};
+        const bool alone = (script.verify_once && passed.count(key) != 0) ||
+                           (script.warmed_alone_after_pass_0 && run.steps(k).pass() > 0);
+        if (!alone) {
+          v1::StepReply verified = Step(run, group, rank, i, v1::VERIFIED, fails);
+          end.verified.push_back(verified);
+          if (!verified.proceed()) {
+            times->set_reason(verified.reason());
+            continue;
+          }
+          passed.insert(key);
         }
         v1::StepReply warmed = Step(run, group, rank, i, v1::WARMED_UP, "", script.note(i));
         end.warmed.push_back(warmed);
@@ -294,6 +306,52 @@ TEST_CASE("in passes, a candidate ruled out at a barrier is refused at its later
   CHECK(Ranked(a, 0).passes() == 1);
   CHECK(Ranked(a, 1).iterations() == 4);
   CHECK(f.stack().metrics().client_candidates_ruled_out->value() == 1);
+}
+
+TEST_CASE("in passes, a verified candidate's later steps have one barrier, WARMED_UP") {
+  Runs f("verify_once");
+  std::optional<v1::TuneResponse> opened =
+      f.Open("g", 2, {"client:k1", "client:k2"}, absl::Seconds(10), 3);
+  REQUIRE(opened.has_value());
+  RankScript r0, r1;
+  r0.verify_once = r1.verify_once = true;
+  r0.time_us = r1.time_us = [](int step) { return step % 2 == 0 ? 100.0 : 300.0; };
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
+  for (const RankEnd& e : ends) {
+    CHECK(e.verified.size() == 2);  // pass 0 only
+    CHECK(e.warmed.size() == 6);
+    for (const v1::StepReply& w : e.warmed) CHECK(w.proceed());
+    REQUIRE(e.answer.ok());
+    const v1::ProblemResult& p = e.answer->results(0);
+    CHECK(p.status() == v1::TUNED);
+    CHECK(Ranked(*e.answer, 0).passes() == 3);
+    CHECK(Ranked(*e.answer, 1).passes() == 3);
+  }
+}
+
+TEST_CASE("a candidate ruled out earlier is refused at WARMED_UP when a step comes without its "
+          "VERIFIED barrier") {
+  Runs f("warmed_alone");
+  std::optional<v1::TuneResponse> opened =
+      f.Open("g", 2, {"client:k1", "client:k2"}, absl::Seconds(10), 2);
+  REQUIRE(opened.has_value());
+  RankScript r0, r1;
+  r1.fails = [](int step) {
+    return step == 0 ? std::string("raised ValueError: no") : std::string();
+  };
+  r0.warmed_alone_after_pass_0 = r1.warmed_alone_after_pass_0 = true;
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
+  for (const RankEnd& e : ends) {
+    REQUIRE(e.warmed.size() == 3);  // k2 in pass 0, both in pass 1
+    CHECK(e.warmed[0].proceed());
+    // Pass 1 rotates: k2 (step 2), then k1 (step 3), refused at once.
+    CHECK(e.warmed[1].proceed());
+    CHECK_FALSE(e.warmed[2].proceed());
+    CHECK(e.warmed[2].reason() == "ruled out in pass 0: rank 1: raised ValueError: no");
+    REQUIRE(e.answer.ok());
+    CHECK_FALSE(Ranked(*e.answer, 0).ok());
+    CHECK(Ranked(*e.answer, 1).ok());
+  }
 }
 
 TEST_CASE("in passes, a failure of a later pass's timed iterations rules the candidate out") {

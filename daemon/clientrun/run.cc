@@ -189,7 +189,11 @@ absl::StatusOr<v1::StepReply> Run::Step(const v1::StepRequest& request, absl::Ti
     DecideBarrier(b, false, lost_);
   } else if (!b.decided && now >= bound_) {
     DecideBarrier(b, false, "the run's bound passed");
-  } else if (!b.decided && request.phase() == v1::VERIFIED) {
+  } else if (!b.decided &&
+             (request.phase() == v1::VERIFIED ||
+              barriers_.find({request.step(), v1::VERIFIED}) == barriers_.end())) {
+    // A step's first barrier: VERIFIED, or WARMED_UP alone for a candidate
+    // verified in an earlier pass (docs/protocol.md).
     std::string earlier = RuledOutBefore(request.step());
     if (!earlier.empty()) DecideBarrier(b, false, std::move(earlier));
   }

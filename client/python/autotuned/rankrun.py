@@ -27,7 +27,8 @@ its schedule here, step by step:
      for copies) and the outputs' magnitude); an exception is caught and
      reported. A candidate that passed in an earlier pass of the run is not
      run or compared again;
-  2. RunStep(VERIFIED): a step some rank failed is skipped by every rank;
+  2. RunStep(VERIFIED): a step some rank failed is skipped by every rank
+     (not asked for a candidate verified in an earlier pass);
   3. `warmup` runs (once its graph is captured: one eager call and one
      replay), then RunStep(WARMED_UP);
   4. `iterations` runs, timed as the daemon times its own candidates (see
@@ -357,11 +358,13 @@ class _Schedule:
                         f"\"{candidate_spec(rp.problem.candidates[ref[1]])}\": {why}")
         except Exception as e:  # noqa: BLE001 - the candidate's own failure, reported
             ok, reason = False, _raised(e)
-        reply = self._barrier(index, pb.VERIFIED, ok, reason)
-        if not reply.proceed:
-            self.refused.add(key)
-            return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason))
         if not verified:
+            # A candidate verified in an earlier pass has no VERIFIED barrier
+            # (the same on every rank): its step's one barrier is WARMED_UP.
+            reply = self._barrier(index, pb.VERIFIED, ok, reason)
+            if not reply.proceed:
+                self.refused.add(key)
+                return pb.StepTimes(step=index, ok=False, reason=_bounded(reply.reason))
             self.passed[key] = out
             self.verified.add(key)
         ok, reason, timed_out = True, "", False

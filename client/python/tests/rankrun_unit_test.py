@@ -204,11 +204,12 @@ def test_in_passes_a_refused_candidate_is_not_run_again(daemon):
                2: runner(2, torch.ones(2))}
     tune_rank(_desc(daemon.target), [RankProblem(p, runners)])
     # Steps: c0 c1 c2, then c1 c2 c0. c1 raised in pass 0: its step 3 is
-    # refused without running it.
+    # refused without running it. c0 and c2, verified in pass 0, have no
+    # VERIFIED barrier in pass 1: their steps' one barrier is WARMED_UP.
     verified = [(s, ok, why) for s, ph, ok, why in daemon.steps if ph == pb.VERIFIED]
-    assert [v[:2] for v in verified] == [(0, True), (1, False), (2, True), (3, False),
-                                         (4, True), (5, True)]
+    assert [v[:2] for v in verified] == [(0, True), (1, False), (2, True), (3, False)]
     assert verified[3][2] == "refused in an earlier pass"
+    assert [s for s, ph, _, _ in daemon.steps if ph == pb.WARMED_UP] == [0, 2, 4, 5]
     assert calls.count(1) == 1
     # Per pass the warmup (2) and 4 timed runs, and the verify run in the
     # first pass only (a candidate verified in pass 0 is not verified again).
@@ -244,8 +245,10 @@ def test_continuations_run_and_reported_until_the_decision(daemon, monkeypatch):
     assert all(r.continues for r in daemon.reports)
     assert all(s.ok and len(s.times_us) == (4 if r.first_step == 0 else 2)
                for r in daemon.reports for s in r.steps)
-    # Every barrier by the step's index in the run.
-    assert [s for s, ph, _, _ in daemon.steps if ph == pb.VERIFIED] == list(range(9))
+    # Every barrier by the step's index in the run; a candidate verified in
+    # the first schedule has no VERIFIED barrier in the continuations.
+    assert [s for s, ph, _, _ in daemon.steps if ph == pb.VERIFIED] == [0, 1, 2, 3]
+    assert [s for s, ph, _, _ in daemon.steps if ph == pb.WARMED_UP] == list(range(9))
     # Verified once, warmed up (2) and timed (4) in the first schedule; in a
     # continuation 1 warmup and 2 timed runs a step, with the same timer.
     assert len(made) == 4
