@@ -13,10 +13,11 @@ min(a, b) of its two runs. The plugin is slower (faster) than NCCL beyond the
 spread at a size where plugin / nccl exceeds 1 + s (nccl / plugin does),
 s the larger of the two modes' spreads there.
 """
-import json
 import os
 import re
 import sys
+
+from regret_gpu_report import human, load  # the same JSON files and sizes
 
 COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter"]
 FORCED = ["ring_ll", "ring_ll128", "ring_simple", "tree_ll", "tree_ll128", "tree_simple"]
@@ -32,19 +33,6 @@ NCCL_FUNCS = {"AllReduce": "all_reduce", "AllGather": "all_gather",
 TUNER_LINE = re.compile(r"TUNER/Plugin|autotuned tuner")
 
 
-def load(path: str):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def human(n: int) -> str:
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= div and n % div == 0:
-            return f"{n // div} {unit}"
-    return f"{n} B"
 
 
 def us(v) -> str:

@@ -26,7 +26,7 @@ def load(path: str):
 
 
 def human(n: int) -> str:
-    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= div and n % div == 0:
             return f"{n // div} {unit}"
     return f"{n} B"
