@@ -9,8 +9,12 @@
 //
 // Timing: barrier (cudaDeviceSynchronize on every GPU), --warmup
 // iterations, then CUDA events around a loop of --iters iterations on every
-// GPU's stream; time = max over GPUs of elapsed / iters. With --graph the
-// loop is captured into one CUDA graph per GPU and replayed instead. With
+// GPU's stream; time = max over GPUs of elapsed / iters. With --graph,
+// --graph_iters iterations (at most --iters) are captured into one CUDA
+// graph per GPU, and the graph is replayed back to back until at least
+// --iters iterations ran; time = elapsed / iterations run. (A graph of every
+// iteration was thousands of nodes for the chunked kernels at large sizes:
+// its instantiation, not the collectives, took the minutes.) With
 // --nccl_threads (eager only), NCCL is timed with one host thread per GPU,
 // as nccl-tests' -t N -g 1 does, instead of grouped launches from one thread.
 // Inputs hold the predictable pattern, so every candidate's output is also
@@ -19,7 +23,7 @@
 // and the exit status is then 3.
 //
 //   p2p_bench [--min_bytes=1024] [--max_bytes=268435456] [--step=2]
-//             [--iters=20] [--warmup=5] [--graph] [--nccl_threads]
+//             [--iters=20] [--warmup=5] [--graph] [--graph_iters=10] [--nccl_threads]
 //             [--shapes=8x512,16x512,32x512,64x512,64x1024]
 //             [--chunk_elems=131072,1048576] [--nccl_only]
 //
@@ -59,6 +63,7 @@ struct Flags {
   int iters = 20;
   int warmup = 5;
   bool graph = false;
+  int graph_iters = 10;  // iterations per captured graph (--graph)
   // NCCL timed with one host thread per GPU (nccl-tests' -t N -g 1) instead
   // of grouped launches from one thread; eager mode only.
   bool nccl_threads = false;
@@ -70,7 +75,7 @@ struct Flags {
 [[noreturn]] void Usage(const char* bad) {
   std::fprintf(stderr,
                "bad flag: %s\nusage: p2p_bench [--min_bytes=N] [--max_bytes=N] [--step=2|4] "
-               "[--iters=N] [--warmup=N] [--graph] [--nccl_threads] [--shapes=BxT,...] "
+               "[--iters=N] [--warmup=N] [--graph] [--graph_iters=N] [--nccl_threads] [--shapes=BxT,...] "
                "[--chunk_elems=N,...] [--nccl_only]\n",
                bad);
   std::exit(2);
@@ -128,6 +133,9 @@ Flags ParseFlags(int argc, char** argv) {
       f.warmup = static_cast<int>(ParseInt(value, argv[i]));
     } else if (name == "graph") {
       f.graph = ParseInt(value, argv[i]) != 0;
+    } else if (name == "graph_iters") {
+      f.graph_iters = static_cast<int>(ParseInt(value, argv[i]));
+      if (f.graph_iters < 1) Usage(argv[i]);
     } else if (name == "shapes") {
       f.shapes.clear();
       for (const std::string& s : Split(value)) {
@@ -230,13 +238,16 @@ class Bench {
     for (int i = 0; i < flags_.warmup; ++i) iteration();
     SyncAll();
     std::vector<cudaGraphExec_t> exec;
+    const int per_graph = std::max(1, std::min(flags_.graph_iters, flags_.iters));
+    const int replays = (flags_.iters + per_graph - 1) / per_graph;
+    const int ran = flags_.graph ? replays * per_graph : flags_.iters;
     if (flags_.graph) {
       exec.resize(world_);
       for (int r = 0; r < world_; ++r) {
         AT_CUDA_CHECK(cudaSetDevice(r));
         AT_CUDA_CHECK(cudaStreamBeginCapture(stream_[r], cudaStreamCaptureModeThreadLocal));
       }
-      for (int i = 0; i < flags_.iters; ++i) iteration();
+      for (int i = 0; i < per_graph; ++i) iteration();
       // Every capture ends before any graph is instantiated: instantiation
       // is not permitted while a stream of this thread is still capturing.
       std::vector<cudaGraph_t> graphs(world_, nullptr);
@@ -257,9 +268,11 @@ class Bench {
       AT_CUDA_CHECK(cudaEventRecord(start_[r], stream_[r]));
     }
     if (flags_.graph) {
-      for (int r = 0; r < world_; ++r) {
-        AT_CUDA_CHECK(cudaSetDevice(r));
-        AT_CUDA_CHECK(cudaGraphLaunch(exec[r], stream_[r]));
+      for (int k = 0; k < replays; ++k) {
+        for (int r = 0; r < world_; ++r) {
+          AT_CUDA_CHECK(cudaSetDevice(r));
+          AT_CUDA_CHECK(cudaGraphLaunch(exec[r], stream_[r]));
+        }
       }
     } else {
       for (int i = 0; i < flags_.iters; ++i) iteration();
@@ -273,7 +286,7 @@ class Bench {
     for (int r = 0; r < world_; ++r) {
       float ms = 0;
       AT_CUDA_CHECK(cudaEventElapsedTime(&ms, start_[r], stop_[r]));
-      worst = std::max(worst, 1000.0 * ms / flags_.iters);
+      worst = std::max(worst, 1000.0 * ms / ran);
       if (flags_.graph) AT_CUDA_CHECK(cudaGraphExecDestroy(exec[r]));
     }
     return worst;
@@ -430,12 +443,15 @@ int Main(int argc, char** argv) {
   AT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   int nccl_version = 0;
   AT_NCCL_CHECK(ncclGetVersion(&nccl_version));
-  std::printf("# p2p_bench: %d x %s, NCCL %d, autotuned kernels %d, %s mode%s, iters %d, "
+  const std::string graph_iters =
+      flags.graph ? " (" + std::to_string(flags.graph_iters) + " per graph)" : "";
+  std::printf("# p2p_bench: %d x %s, NCCL %d, autotuned kernels %d, %s mode%s, iters %d%s, "
               "warmup %d, bf16 sum%s\n",
               world, prop.name, nccl_version, at_kernels_version(),
               flags.graph ? "graph" : "eager",
               flags.nccl_threads && !flags.graph ? " (nccl: one thread per GPU)" : "",
-              flags.iters, flags.warmup, flags.nccl_only ? ", NCCL only" : "");
+              flags.iters, graph_iters.c_str(), flags.warmup,
+              flags.nccl_only ? ", NCCL only" : "");
   Bench bench(flags, world);
   bench.Setup();
   std::printf("%12s %14s %26s %26s %26s %26s %34s %34s %12s %s\n", "bytes", "nccl_us",
