@@ -140,6 +140,11 @@ int Run() {
     return 2;
   }
 
+  // One daemon per socket path: before the cache, the backend or a listener.
+  if (absl::StatusOr<int> lock = LockSocketPath(*config); !lock.ok()) {
+    spdlog::error("{}", lock.status().ToString());
+    return 1;
+  }
   // Before any thread starts: signals then reach only the lifecycle's sigwait.
   BlockLifecycleSignals();
   IgnoreBrokenPipes();

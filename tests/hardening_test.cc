@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/types.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -90,6 +92,56 @@ TEST_CASE("a stopping daemon removes its own socket only; its directory is 0750"
     CHECK(st.st_ino == before.st_ino);
     CHECK_THAT(d.Log(), Catch::Contains("no longer the socket this daemon made"));
     close(fd);
+  }
+}
+
+TEST_CASE("a daemon whose socket's lock is held by another process refuses to start") {
+  Node n = MakeDaemonNode("locked", "");
+  const std::string dir = n.socket.substr(0, n.socket.rfind('/'));
+  REQUIRE(mkdir(dir.c_str(), 0750) == 0);
+  const int fd = open((n.socket + ".lock").c_str(), O_RDWR | O_CREAT, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(flock(fd, LOCK_EX | LOCK_NB) == 0);
+  DaemonProcess d;
+  CHECK(d.RunToExit(n.args, n.dir + "/log") == 1);
+  CHECK_THAT(d.Log(), Catch::Contains("another daemon holds " + n.socket + ".lock"));
+  struct stat st;
+  CHECK(lstat(n.socket.c_str(), &st) != 0);  // it made no socket
+  close(fd);  // released: the next one starts
+  REQUIRE(d.Start(n.args, n.socket, n.dir + "/log2").ok());
+  CHECK(d.Stop(SIGTERM) == 0);
+}
+
+TEST_CASE("two daemons started at the same instant on one socket: exactly one serves") {
+  for (int trial = 0; trial < 3; ++trial) {
+    Node n = MakeDaemonNode(absl::StrCat("twins", trial), "");
+    DaemonProcess a, b;
+    std::thread ta([&] { (void)a.Start(n.args, n.socket, n.dir + "/a.log"); });
+    std::thread tb([&] { (void)b.Start(n.args, n.socket, n.dir + "/b.log"); });
+    ta.join();
+    tb.join();
+    // The one that lost the lock exits at once (before its backend and
+    // cache); the other serves. Start may have seen either exit first.
+    auto alive = [](DaemonProcess& d) {
+      return d.pid() > 0 && d.Wait(absl::Milliseconds(300)) == -1;
+    };
+    const bool a_alive = alive(a), b_alive = alive(b);
+    INFO("trial " << trial << ": alive " << a_alive << ", " << b_alive << "\n"
+                  << a.Log() << "\n" << b.Log());
+    REQUIRE(a_alive != b_alive);
+    DaemonProcess& loser = a_alive ? b : a;
+    CHECK_THAT(loser.Log(), Catch::Contains("another daemon holds " + n.socket + ".lock"));
+    // The survivor answers on the path.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(5));
+    v1::NodeInfoResponse info;
+    CHECK(Stub(n)->NodeInfo(&ctx, v1::NodeInfoRequest(), &info).ok());
+    // Once it stops, the next daemon takes the path at once.
+    DaemonProcess& winner = a_alive ? a : b;
+    REQUIRE(winner.Stop(SIGTERM) == 0);
+    DaemonProcess next;
+    REQUIRE(next.Start(n.args, n.socket, n.dir + "/next.log").ok());
+    CHECK(next.Stop(SIGTERM) == 0);
   }
 }
 

@@ -1,9 +1,11 @@
 #include "daemon/server/server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -19,6 +21,7 @@
 #include <spdlog/spdlog.h>
 #include "daemon/peer/peer_client.h"
 #include "daemon/server/parse_errors.h"
+#include "daemon/common/escape.h"
 #include "daemon/common/status_macros.h"
 
 namespace autotuned {
@@ -94,6 +97,37 @@ absl::Status PrepareSocketPath(const std::string& path, gid_t gid) {
   return absl::OkStatus();
 }
 
+// "<path>.lock", locked (exclusive flock) for the life of the process: the
+// fd is returned and never closed. The lock file itself stays (removing it
+// would let two daemons lock two different files of one name).
+absl::StatusOr<int> LockPath(const std::string& path) {
+  const std::string lock = path + ".lock";
+  const int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("unix_socket: cannot open the lock ", lock, ": ", strerror(errno)));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char pid[32] = {};
+    const ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+    close(fd);
+    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "unix_socket: another daemon holds ", lock,
+        err == EWOULDBLOCK ? "" : absl::StrCat(" (", strerror(err), ")"),
+        holder.empty() ? "" : absl::StrCat(" (pid ", LogEscaped(holder.substr(0, 20)), ")")));
+  }
+  // The pid, for the message of a daemon that finds the lock taken.
+  const std::string mine = absl::StrCat(getpid(), "\n");
+  if (ftruncate(fd, 0) == 0) {
+    const ssize_t written = pwrite(fd, mine.data(), mine.size(), 0);
+    (void)written;
+  }
+  return fd;
+}
+
 // The socket is bound under this name, given its group and mode, and only
 // then renamed into place: no client ever finds it with other permissions.
 std::string StagingPath(const std::string& path) { return path + ".new"; }
@@ -122,6 +156,20 @@ class NoPlugins : public grpc::ServerBuilderOption {
 };
 
 }  // namespace
+
+absl::StatusOr<int> LockSocketPath(const config::DaemonConfig& config) {
+  const std::string& path = config.unix_socket();
+  if (path.empty()) return -1;
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unix_socket: path longer than ", sizeof(sockaddr_un::sun_path) - 1,
+                     " bytes: ", path));
+  }
+  AT_ASSIGN_OR_RETURN(const gid_t gid, SocketGroup(config));
+  const size_t slash = path.rfind('/');
+  if (slash != std::string::npos) AT_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash), gid));
+  return LockPath(path);
+}
 
 bool RemoveOwnSocket(const Listening& listening) {
   if (listening.unix_socket.empty()) return false;

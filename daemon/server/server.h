@@ -29,6 +29,15 @@ struct Listening {
   ino_t socket_ino = 0;
 };
 
+// One daemon per socket path: takes "<config.unix_socket>.lock" (creating
+// the socket's directory as StartServer does), an exclusive flock held for
+// the life of the process (the fd is never closed; children do not inherit
+// it). Call it before anything else the daemon sets up (the cache, the
+// backend), so that of two daemons started at once on one path exactly one
+// goes on. -1 when the configuration has no Unix socket; FAILED_PRECONDITION
+// naming the lock (and its holder's pid) when another daemon holds it.
+absl::StatusOr<int> LockSocketPath(const config::DaemonConfig& config);
+
 // Listens where `config` says and serves `services` (not owned; they outlive
 // the server). The Unix socket's directory is created when missing (mode
 // 0750, group config.unix_socket_group when set), a stale
@@ -36,8 +45,8 @@ struct Listening {
 // config.unix_socket_mode and config.unix_socket_group before it appears at
 // its path (it is bound as "<path>.new" and renamed into place), so no client
 // ever reaches it with other permissions. FAILED_PRECONDITION when another
-// live daemon already answers on the socket; UNAVAILABLE when a listener
-// cannot be opened.
+// live daemon already answers on the socket (one that does not hold the
+// lock, LockSocketPath); UNAVAILABLE when a listener cannot be opened.
 absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
                                       const std::vector<grpc::Service*>& services);
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "daemon/backend/cuda/gpu_worker.h"
@@ -17,13 +18,16 @@ int GpuWorkerMain(bool test_faults) {
   // Before any NCCL call; without the plugin the NCCL candidates that name
   // an algorithm, protocol or channel count fail with the reason.
   const absl::Status tuner = LoadNcclTuner();
-  if (!tuner.ok()) {
-    fprintf(stderr, "autotuned gpu worker: NCCL's choices cannot be forced: %s\n",
-            std::string(tuner.message()).c_str());
-  }
   GpuNodeOptions options;
   options.test_faults = test_faults;
-  return ServeGpuWorker([&] { return CreateCudaGpuNode(options); });
+  return ServeGpuWorker([&] {
+    absl::StatusOr<std::unique_ptr<GpuNode>> node = CreateCudaGpuNode(options);
+    if (node.ok() && !tuner.ok()) {  // said where there are GPUs to say it of
+      fprintf(stderr, "autotuned gpu worker: NCCL's choices cannot be forced: %s\n",
+              std::string(tuner.message()).c_str());
+    }
+    return node;
+  });
 }
 
 bool GpuWorkerBuilt() { return true; }
