@@ -50,9 +50,9 @@ ABSL_FLAG(std::string, metrics_listen, "", "overrides metrics_listen (host:port)
 ABSL_FLAG(std::string, peer_listen, "", "overrides peer_listen (host:port)");
 ABSL_FLAG(bool, check_config, false,
           "print the effective configuration and exit (status 0 if valid)");
-ABSL_FLAG(int64_t, listener_probe_ms, 10000,
+ABSL_FLAG(int64_t, listener_probe_ms, 2000,
           "how often the daemon checks that its client listener answers; 3 failures in a "
-          "row: it exits with status 1 (0 = off)");
+          "row: the listener is made anew (5 failed remakes in a row: exit 1; 0 = off)");
 ABSL_FLAG(bool, gpu_worker, false,
           "internal: run as the cuda backend's GPU worker process (the daemon "
           "starts its own binary this way)");
@@ -98,18 +98,38 @@ std::string SelfExe() {
 }
 
 // Probes the client listener every --listener_probe_ms (Unix socket, else
-// the TCP port); three failures in a row: the listener is gone for good
-// (e.g. accept failed with "Too many open files"), and the daemon exits 1 so
-// that the service manager restarts it. Null when off.
-std::unique_ptr<ListenerProbe> StartProbe(const Listening& listening) {
+// the TCP port); three failures in a row: the listener is gone (e.g. gRPC
+// closed it for good when accept failed with "Too many open files"), and it
+// is made anew in place; after kMaxFailedRestarts restarts in a row that
+// could not open it, the daemon exits 1 so that the service manager
+// restarts it (the last resort: the rounds in memory are lost). Null when
+// off.
+constexpr int kMaxFailedRestarts = 5;
+
+std::unique_ptr<ListenerProbe> StartProbe(ClientListener* listener) {
   const int64_t ms = absl::GetFlag(FLAGS_listener_probe_ms);
   if (ms <= 0) return nullptr;
-  const std::string target = !listening.unix_socket.empty()
-                                 ? "unix:" + listening.unix_socket
-                                 : absl::StrCat("127.0.0.1:", listening.tcp_port);
-  return std::make_unique<ListenerProbe>(target, absl::Milliseconds(ms), 3, [target] {
-    spdlog::error("the client listener {} no longer answers: exiting (status 1) to be "
-                  "restarted", target);
+  const std::string target = !listener->unix_socket().empty()
+                                 ? "unix:" + listener->unix_socket()
+                                 : absl::StrCat("127.0.0.1:", listener->tcp_port());
+  auto failed = std::make_shared<int>(0);  // restarts that failed in a row
+  return std::make_unique<ListenerProbe>(target, absl::Milliseconds(ms), 3,
+                                         [listener, target, failed] {
+    const absl::Status restarted = listener->Restart();
+    if (restarted.ok()) {
+      *failed = 0;
+      spdlog::warn("the client listener {} no longer answered: made it anew ({} so far)",
+                   target, listener->restarts());
+      return true;
+    }
+    if (++*failed < kMaxFailedRestarts) {
+      spdlog::error("the client listener {} no longer answers and could not be made anew "
+                    "({} of {}): {}", target, *failed, kMaxFailedRestarts,
+                    restarted.ToString());
+      return false;
+    }
+    spdlog::error("the client listener {} no longer answers and could not be made anew "
+                  "{} times: exiting (status 1) to be restarted", target, kMaxFailedRestarts);
     spdlog::default_logger()->flush();
     std::_Exit(1);
   });
@@ -245,20 +265,21 @@ int Run() {
         });
   }
   HealthService health([&service] { return !service.draining(); });
-  absl::StatusOr<Listening> listening = StartServer(*config, {&service, &health});
-  if (!listening.ok()) {
-    spdlog::error("{}", listening.status().ToString());
+  absl::StatusOr<std::unique_ptr<ClientListener>> listener =
+      ClientListener::Start(*config, {&service, &health});
+  if (!listener.ok()) {
+    spdlog::error("{}", listener.status().ToString());
     return 1;
   }
-  std::unique_ptr<ListenerProbe> probe = StartProbe(*listening);
+  std::unique_ptr<ListenerProbe> probe = StartProbe(listener->get());
   if (probe) watchdog.SetHealthy([&probe] { return probe->serving(); });
   spdlog::info(
       "autotuned {} ready: backend={} gpus={} fingerprint={} unix={} tcp_port={} "
       "metrics={} peer={} cache={} ({} entries, {} corrupt files ignored) fleet_cache={}",
       kDaemonVersion, (*backend)->node().backend, (*backend)->max_world_size(),
       service.fingerprint(),
-      listening->unix_socket.empty() ? "off" : listening->unix_socket,
-      listening->tcp_port, metrics_server ? metrics_server->address() : "off",
+      (*listener)->unix_socket().empty() ? "off" : (*listener)->unix_socket(),
+      (*listener)->tcp_port(), metrics_server ? metrics_server->address() : "off",
       peer_listening.address.empty() ? "off" : peer_listening.address,
       cache ? cache->dir() : "off", cache ? cache->size() : 0,
       cache ? cache->corrupt_files() : 0, fleet ? LogEscaped(fleet->redis()) : "off");
@@ -289,15 +310,14 @@ int Run() {
     // Answers already computed are still sent; after kStopGrace calls are cut.
     const auto deadline = absl::ToChronoTime(absl::Now() + kStopGrace);
     health.Stop();
-    listening->server->Shutdown(deadline);
+    (*listener)->Stop(absl::Now() + kStopGrace);
     if (peer_listening.server) peer_listening.server->Shutdown(deadline);
     if (metrics_server) metrics_server->Stop();
-    RemoveOwnSocket(*listening);
   };
   bool drained = false;
   RunUntilStopped(notifier, hooks, absl::Milliseconds(config->drain_timeout_ms()),
-                  absl::StrCat("serving on ", listening->unix_socket.empty()
-                                                  ? "tcp" : listening->unix_socket),
+                  absl::StrCat("serving on ", (*listener)->unix_socket().empty()
+                                                  ? "tcp" : (*listener)->unix_socket()),
                   &drained, &stop_bound);
   spdlog::info("stopped{}", drained ? "" : " (drain timed out)");
   return 0;

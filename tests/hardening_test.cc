@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <fstream>
@@ -430,22 +431,59 @@ int OpenFds(pid_t pid) {
   return n;
 }
 
-TEST_CASE("a listener lost to fd exhaustion makes the daemon exit to be restarted") {
+TEST_CASE("a listener lost to fd exhaustion is made anew in place once descriptors are free") {
   Node n = MakeDaemonNode("fds", "", {"--listener_probe_ms=500"});
   DaemonProcess d;
   REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
-  // A few free descriptors left, then more clients than that at once.
+  // 100 free descriptors left (a remade listener wants 64), then more
+  // clients than that at once.
+  rlimit limit{};
+  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, nullptr, &limit) == 0);
+  limit.rlim_cur = static_cast<rlim_t>(OpenFds(d.pid()) + 100);
+  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, &limit, nullptr) == 0);
+  std::vector<int> clients = Connect(n.socket, 200);
+  absl::SleepFor(absl::Seconds(1));
+  for (int fd : clients) close(fd);
+  // Before: gRPC's listener was gone for good ("Failed accept4: Too many
+  // open files"); then the daemon exited to be restarted. Now the same
+  // process serves again within seconds.
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  bool served = false;
+  while (!served && absl::Now() < until) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(1));
+    v1::NodeInfoResponse info;
+    served = Stub(n)->NodeInfo(&ctx, v1::NodeInfoRequest(), &info).ok();
+    if (!served) absl::SleepFor(absl::Milliseconds(200));
+  }
+  CHECK(served);
+  CHECK(d.Wait(absl::Milliseconds(10)) == -1);  // the same process
+  CHECK_THAT(d.Log(), Catch::Contains("no longer answered: made it anew (1 so far)"));
+  CHECK(d.Stop(SIGTERM) == 0);
+}
+
+TEST_CASE("a listener that cannot be made anew while descriptors stay exhausted: exit 1, the "
+          "last resort") {
+  Node n = MakeDaemonNode("fds_held", "", {"--listener_probe_ms=300"});
+  DaemonProcess d;
+  REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
   rlimit limit{};
   REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, nullptr, &limit) == 0);
   limit.rlim_cur = static_cast<rlim_t>(OpenFds(d.pid()) + 4);
   REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, &limit, nullptr) == 0);
   std::vector<int> clients = Connect(n.socket, 40);
-  absl::SleepFor(absl::Seconds(1));
-  for (int fd : clients) close(fd);
-  // Before: gRPC's listener was gone for good ("Failed accept4: Too many
-  // open files") and the daemon ran on without serving.
+  // Once the listener is lost, no free descriptor: no remake is tried.
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  while (!absl::StrContains(d.Log(), "does not answer (1 of 3") && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  limit.rlim_cur = static_cast<rlim_t>(std::max(8, OpenFds(d.pid()) - 8));
+  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, &limit, nullptr) == 0);
   CHECK(d.Wait(absl::Seconds(30)) == 1);
-  CHECK_THAT(d.Log(), Catch::Contains("no longer answers: exiting (status 1)"));
+  CHECK_THAT(d.Log(), Catch::Contains("could not be made anew (1 of 5): UNAVAILABLE: fewer "
+                                      "than 64 file descriptors free") &&
+                          Catch::Contains("could not be made anew 5 times: exiting (status 1)"));
+  for (int fd : clients) close(fd);
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 set -u
 daemon=${TEST_SRCDIR:-.}/autotuned/daemon/autotuned
 dir=$(mktemp -d "${TEST_TMPDIR:-/tmp}/journald.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
+# /tmp: a Unix socket path has at most 107 bytes, fewer than TEST_TMPDIR may take.
+sock=$(mktemp -d /tmp/autotuned-journald.XXXXXX)
+trap 'rm -rf "$dir" "$sock"' EXIT
 fail() { echo "FAIL: $*" >&2; cat "$dir"/*.log >&2; exit 1; }
 
 # run LOG JOURNAL_STREAM: the daemon with stderr to LOG, its status checked.
@@ -16,7 +18,7 @@ run() {
   local stream=$2
   [ "$stream" = self ] && stream=$(stat -c '%d:%i' "$1")
   JOURNAL_STREAM=$stream WATCHDOG_USEC=soon timeout 20 "$daemon" --backend=sim \
-    --socket="$dir/s.sock" --cache_dir=/dev/null/cache --log_level=info 2>> "$1" > /dev/null
+    --socket="$sock/s.sock" --cache_dir=/dev/null/cache --log_level=info 2>> "$1" > /dev/null
   [ $? -eq 1 ] || fail "the daemon did not exit 1 at the bad cache directory"
 }
 

@@ -8,7 +8,7 @@
 namespace autotuned {
 
 ListenerProbe::ListenerProbe(std::string target, absl::Duration interval, int max_failures,
-                             std::function<void()> on_dead)
+                             std::function<bool()> on_dead)
     : target_(std::move(target)), interval_(interval) {
   thread_ = std::thread([this, max_failures, on_dead = std::move(on_dead)] {
     while (!stop_.WaitForNotificationWithTimeout(interval_)) {
@@ -19,10 +19,7 @@ ListenerProbe::ListenerProbe(std::string target, absl::Duration interval, int ma
       const int failed = ++failures_;
       spdlog::warn("listener probe: {} does not answer ({} of {} in a row)", target_, failed,
                    max_failures);
-      if (failed >= max_failures && !stop_.HasBeenNotified()) {
-        on_dead();
-        return;
-      }
+      if (failed >= max_failures && !stop_.HasBeenNotified() && on_dead()) failures_ = 0;
     }
   });
 }

@@ -4,8 +4,11 @@
 // for good when accept fails for a reason other than a retryable one (e.g.
 // "Too many open files"), and the process would then stay up without
 // serving; after `max_failures` failed probes in a row the probe calls
-// `on_dead` (the daemon logs and exits with status 1, so that the service
-// manager restarts it). Any answer, NOT_SERVING included, counts as alive.
+// `on_dead`, on its own thread, and again after each further failed probe
+// until `on_dead` says it made the listener anew (true): the count then
+// starts over. The daemon restarts its listener there, and exits with
+// status 1 only after restarts that keep failing. Any answer, NOT_SERVING
+// included, counts as alive.
 //
 // Thread-safety: serving() may be called from any thread.
 #pragma once
@@ -24,7 +27,7 @@ class ListenerProbe {
  public:
   // `target`: a gRPC target of the client listener ("unix:/run/...").
   ListenerProbe(std::string target, absl::Duration interval, int max_failures,
-                std::function<void()> on_dead);
+                std::function<bool()> on_dead);
   // Stops probing (at most one probe's deadline later).
   ~ListenerProbe();
   ListenerProbe(const ListenerProbe&) = delete;

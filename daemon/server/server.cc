@@ -276,4 +276,83 @@ absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
   return out;
 }
 
+absl::StatusOr<std::unique_ptr<ClientListener>> ClientListener::Start(
+    const config::DaemonConfig& config, std::vector<grpc::Service*> services) {
+  AT_ASSIGN_OR_RETURN(Listening listening, StartServer(config, services));
+  return std::unique_ptr<ClientListener>(
+      new ClientListener(config, std::move(services), std::move(listening)));
+}
+
+ClientListener::ClientListener(const config::DaemonConfig& config,
+                               std::vector<grpc::Service*> services, Listening listening)
+    : config_(config),
+      services_(std::move(services)),
+      unix_socket_(listening.unix_socket),
+      tcp_port_(listening.tcp_port),
+      listening_(std::move(listening)) {}
+
+ClientListener::~ClientListener() { Stop(absl::Now()); }
+
+namespace {
+
+// Whether `n` more descriptors can be opened now. gRPC aborts the process
+// when a server it builds cannot get its descriptors (eventfd, epoll), so a
+// listener is not made anew without room for it.
+bool FreeDescriptors(int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) break;
+    fds.push_back(fd);
+  }
+  const bool enough = static_cast<int>(fds.size()) == n;
+  for (int fd : fds) close(fd);
+  return enough;
+}
+
+// Descriptors a remade client server needs at the least (its listeners,
+// gRPC's pollers and wakeup fds, a few connections).
+constexpr int kRestartDescriptors = 64;
+
+}  // namespace
+
+absl::Status ClientListener::Restart() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return absl::OkStatus();
+  if (!FreeDescriptors(kRestartDescriptors)) {
+    return absl::UnavailableError(absl::StrCat(
+        "fewer than ", kRestartDescriptors, " file descriptors free: not made anew yet"));
+  }
+  if (listening_.server != nullptr) {
+    listening_.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    listening_.server.reset();
+    RemoveOwnSocket(listening_);
+  }
+  config::DaemonConfig config = config_;
+  // The port it had, when the configured one was 0 (picked at start).
+  if (tcp_port_ != 0 && !config.tcp_listen().empty()) {
+    const std::string& listen = config.tcp_listen();
+    config.set_tcp_listen(absl::StrCat(listen.substr(0, listen.rfind(':')), ":", tcp_port_));
+  }
+  absl::StatusOr<Listening> next = StartServer(config, services_);
+  if (!next.ok()) return next.status();
+  listening_ = std::move(*next);
+  ++restarts_;
+  return absl::OkStatus();
+}
+
+void ClientListener::Stop(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  if (listening_.server == nullptr) return;
+  listening_.server->Shutdown(absl::ToChronoTime(deadline));
+  RemoveOwnSocket(listening_);
+}
+
+int ClientListener::restarts() const {
+  absl::MutexLock lock(&mu_);
+  return restarts_;
+}
+
 }  // namespace autotuned

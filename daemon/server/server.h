@@ -14,7 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "config/config.pb.h"
 #include <grpcpp/grpcpp.h>
 
@@ -49,6 +52,47 @@ absl::StatusOr<int> LockSocketPath(const config::DaemonConfig& config);
 // lock, LockSocketPath); UNAVAILABLE when a listener cannot be opened.
 absl::StatusOr<Listening> StartServer(const config::DaemonConfig& config,
                                       const std::vector<grpc::Service*>& services);
+
+// The client server of StartServer, made anew in place when its listener is
+// lost (the listener probe, listener_probe.h): Restart shuts the old server
+// down (the calls in flight get up to a second), removes its socket if it is
+// still the one it made, and starts another with the same configuration and
+// services (the same socket path; a configured TCP port again).
+//
+// Thread-safety: every method from any thread.
+class ClientListener {
+ public:
+  static absl::StatusOr<std::unique_ptr<ClientListener>> Start(
+      const config::DaemonConfig& config, std::vector<grpc::Service*> services);
+  ~ClientListener();
+
+  // UNAVAILABLE when fewer than 64 file descriptors are free (the old server
+  // is then left as it is: gRPC aborts the process when a server it builds
+  // finds none), or (and no server until a later Restart succeeds) when the
+  // new listener cannot be opened.
+  absl::Status Restart();
+  // Shuts the server down by `deadline` and removes its socket (as
+  // RemoveOwnSocket); Restart does nothing after it.
+  void Stop(absl::Time deadline);
+  // Restarts that succeeded.
+  int restarts() const;
+
+  const std::string& unix_socket() const { return unix_socket_; }
+  int tcp_port() const { return tcp_port_; }
+
+ private:
+  ClientListener(const config::DaemonConfig& config, std::vector<grpc::Service*> services,
+                 Listening listening);
+
+  const config::DaemonConfig config_;
+  const std::vector<grpc::Service*> services_;
+  const std::string unix_socket_;
+  const int tcp_port_;
+  mutable absl::Mutex mu_;
+  Listening listening_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int restarts_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 // Removes the Unix socket of `listening` only when the file at its path is
 // still the one StartServer made (same device and inode): a socket another
