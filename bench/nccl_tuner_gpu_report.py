@@ -11,7 +11,10 @@ each ran twice (nccl, plugin, nccl, plugin, each in a fresh process); a
 column holds the faster of its two runs, and a mode's spread is |a - b| /
 min(a, b) of its two runs. The plugin is slower (faster) than NCCL beyond the
 spread at a size where plugin / nccl exceeds 1 + s (nccl / plugin does),
-s the larger of the two modes' spreads there.
+s the larger of the two modes' spreads there; sizes where the plugin steered
+nothing (no table row, or a default one, and NCCL's logged choice the same
+with and without it) are listed apart: there the two runs differ by process
+alone.
 """
 import os
 import re
@@ -162,6 +165,11 @@ def collective_table(d: dict, collective: str, kind: str, out: list) -> None:
                "spread plugin | best forced | table row | NCCL's choice | with the plugin |")
     out.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- | --- |")
     slower, faster, unknown, missing, not_steered = [], [], [], [], []
+    # Sizes where the plugin changed nothing: no row (or a default one) and
+    # NCCL's logged choice the same with it and without it. A graph replay
+    # does not call the plugin at all, so a difference there is between
+    # processes, not the plugin's.
+    idle = []
     for n in sizes:
         nb = nccl_bytes(collective, n, world)
         lb = logged_bytes(collective, n, world)
@@ -176,8 +184,12 @@ def collective_table(d: dict, collective: str, kind: str, out: list) -> None:
         if plugin_choice != "-" and not steered_check(plugin_choice, row):
             not_steered.append(human(n))
         ratio = b / a if a and b else None
+        unsteered = ((row is None or (row["algo"] == "default" and row["channels"] == 0))
+                     and nccl_choice != "-" and nccl_choice == plugin_choice)
         if ratio is None:
             missing.append(human(n))
+        elif unsteered:
+            idle.append(f"{human(n)} ({ratio:.3f})")
         elif sa is None or sb is None:
             unknown.append(human(n))
         else:
@@ -192,9 +204,11 @@ def collective_table(d: dict, collective: str, kind: str, out: list) -> None:
                    f"{pct(sb) if sb is not None else '-'} | {best} | {row_text(row)} | "
                    f"{nccl_choice} | {plugin_choice} |")
     out.append("")
-    out.append(f"{collective} ({'graph' if kind == 'graph_us' else 'eager'}): plugin slower than "
-               f"nccl beyond the spread: {', '.join(slower) or 'none'}; faster beyond the "
-               f"spread: {', '.join(faster) or 'none'}"
+    out.append(f"{collective} ({'graph' if kind == 'graph_us' else 'eager'}), where the plugin "
+               f"steered: slower than nccl beyond the spread: {', '.join(slower) or 'none'}; "
+               f"faster beyond the spread: {', '.join(faster) or 'none'}"
+               + (f"; where it steered nothing (the same choice logged with and without it), "
+                  f"plugin / nccl: {', '.join(idle)}" if idle else "")
                + (f"; one run only (no spread): {', '.join(unknown)}" if unknown else "")
                + (f"; no figure: {', '.join(missing)}" if missing else "")
                + (f"; the plugin's logged choice is not the table row's at: "
