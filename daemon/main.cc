@@ -226,7 +226,8 @@ int Run() {
   if (!config->peer_listen().empty()) {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
-    peer = std::make_unique<PeerService>(*peer_token, host, fingerprint);
+    peer = std::make_unique<PeerService>(*peer_token, host, fingerprint,
+                                         config->limits().max_waiting_ranks());
     absl::StatusOr<PeerListening> started = StartPeerServer(*config, peer.get());
     if (!started.ok()) {
       spdlog::error("{}", started.status().ToString());

@@ -33,10 +33,12 @@ grpc::Status NotServing(const char* method) {
 
 }  // namespace
 
-PeerService::PeerService(std::string token, std::string daemon, std::string fingerprint)
+PeerService::PeerService(std::string token, std::string daemon, std::string fingerprint,
+                         int max_calls)
     : token_(std::move(token)),
       daemon_(std::move(daemon)),
-      fingerprint_(std::move(fingerprint)) {}
+      fingerprint_(std::move(fingerprint)),
+      max_calls_(max_calls) {}
 
 grpc::Status PeerService::Authenticate(const grpc::ServerContext& context) const {
   const auto& metadata = context.client_metadata();
@@ -68,6 +70,17 @@ grpc::Status PeerService::Serve(grpc::ServerContext* context,
                                 Handle handle) {
   grpc::Status auth = Authenticate(*context);
   if (!auth.ok()) return auth;  // the message is never read
+  struct Held {  // one of max_calls_ while the call is served
+    std::atomic<int>* calls;
+    ~Held() { calls->fetch_sub(1); }
+  };
+  if (calls_.fetch_add(1) >= max_calls_) {
+    calls_.fetch_sub(1);
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat(max_calls_, " peer calls are being served "
+                                     "(limits.max_waiting_ranks); try again later"));
+  }
+  const Held held{&calls_};
   Request request;
   if (!stream->Read(&request)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -23,6 +23,7 @@
 // from any number of threads.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 
@@ -52,8 +53,13 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
 
   // `daemon` names this daemon in Ping replies (the daemon uses its host
   // name); `fingerprint` is the node fingerprint (NodeFingerprint,
-  // daemon/cache/key.h). `token` must not be empty.
-  PeerService(std::string token, std::string daemon, std::string fingerprint);
+  // daemon/cache/key.h). `token` must not be empty. At most `max_calls`
+  // authenticated calls are served at once (the daemon passes
+  // limits.max_waiting_ranks): past them a call is refused with
+  // RESOURCE_EXHAUSTED naming the limit, before its message is read, so that
+  // a peer that holds the token still cannot hold unbounded threads.
+  PeerService(std::string token, std::string daemon, std::string fingerprint,
+              int max_calls = 1024);
 
   // Serves Ready through `handler` from now on (set once, before peers
   // can know this daemon leads anything).
@@ -89,6 +95,8 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
   const std::string token_;
   const std::string daemon_;
   const std::string fingerprint_;
+  const int max_calls_;
+  std::atomic<int> calls_{0};  // authenticated calls being served
   mutable RateLimitedLog refused_log_{kRefusedLogBurst, kRefusedLogPeriod};
 
   mutable absl::Mutex mu_;

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <grpcpp/generic/generic_stub.h>
@@ -20,11 +22,11 @@ namespace {
 constexpr char kToken[] = "s3cret-peer-token-0123456789";
 
 struct Peer {
-  Peer() {
+  explicit Peer(int max_calls = 1024) {
     config = *config::DefaultConfig();
     config.set_peer_listen("127.0.0.1:0");
     config.set_peer_token(kToken);
-    service = std::make_unique<PeerService>(kToken, "node-a:7451", "f1f2f3");
+    service = std::make_unique<PeerService>(kToken, "node-a:7451", "f1f2f3", max_calls);
     auto started = StartPeerServer(config, service.get());
     REQUIRE(started.ok());
     listening = std::move(*started);
@@ -155,6 +157,53 @@ TEST_CASE("a peer with the token gets Ping; Ready, ReduceTimings and Exchange go
   r = exchange(&exchanged);
   CHECK(r.error_code() == grpc::StatusCode::ABORTED);
   CHECK(r.error_message() == "rank 4 failed");
+}
+
+TEST_CASE("an authenticated peer holds at most max_calls calls at once") {
+  Peer p(2);
+  absl::Mutex mu;
+  int waiting = 0;
+  bool release = false;
+  p.service->SetReadyHandler(
+      [&](const v1::ReadyRequest&, absl::Time) -> absl::StatusOr<v1::Decision> {
+        absl::MutexLock lock(&mu);
+        ++waiting;
+        mu.Await(absl::Condition(&release));
+        v1::Decision d;
+        d.set_verdict(v1::ANSWERED);
+        return d;
+      });
+  auto ready = [&p]() {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    v1::Decision decision;
+    return p.stub->Ready(&ctx, v1::ReadyRequest(), &decision);
+  };
+  std::vector<std::thread> held;
+  std::vector<grpc::Status> held_status(2);
+  for (int i = 0; i < 2; ++i) held.emplace_back([&, i] { held_status[i] = ready(); });
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](int* n) { return *n == 2; }, &waiting));
+  }
+  // The third, and a Ping too: refused at once, the message never read.
+  const grpc::Status third = ready();
+  CHECK(third.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK_THAT(third.error_message(), Catch::Contains("2 peer calls are being served"));
+  v1::PingReply pong;
+  CHECK(p.Ping(std::string("Bearer ") + kToken, &pong).error_code() ==
+        grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // A caller without the token is still told so first.
+  CHECK(p.Ping("", &pong).error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  for (std::thread& t : held) t.join();
+  for (const grpc::Status& s : held_status) CHECK(s.ok());
+  // Freed: served again.
+  CHECK(p.Ping(std::string("Bearer ") + kToken, &pong).ok());
 }
 
 grpc::Status GenericCall(std::shared_ptr<grpc::Channel> channel, const std::string& method) {
