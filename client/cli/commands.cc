@@ -1,11 +1,12 @@
 #include "client/cli/commands.h"
 
-#include <ostream>
-#include <utility>
-#include <vector>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
+#include <ostream>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -235,6 +236,21 @@ absl::StatusOr<Outcome> RunTuneNccl(Client& client, const NcclTablePlan& given,
                                      const Output& output) {
   absl::StatusOr<v1::NodeInfoResponse> info = client.NodeInfo();
   if (!info.ok()) return info.status();
+  // The file can be written (before minutes of sweeps, not after).
+  struct stat st;
+  if (stat(given.out.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--out: ", given.out, " is a directory; name the table file"));
+  }
+  const std::string tmp = absl::StrCat(given.out, ".tmp");
+  {
+    std::ofstream probe(tmp, std::ios::trunc);
+    if (!probe) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--out: cannot write ", tmp, " (the table is written there, then renamed)"));
+    }
+  }
+  std::remove(tmp.c_str());
   NcclTablePlan plan = given;
   if (info->backend() == "sim" && given.flags.given.count("dtype") == 0) {
     absl::StatusOr<NcclTablePlan> sim = ParseTuneNcclFlags(given.flags, "float32");
@@ -276,7 +292,6 @@ absl::StatusOr<Outcome> RunTuneNccl(Client& client, const NcclTablePlan& given,
       NcclTableText(world, sweeps, info->fingerprint(), existing);
   if (!text.ok()) return text.status();
   // Written whole: a reader sees the old table or the new one.
-  const std::string tmp = absl::StrCat(plan.out, ".tmp");
   {
     std::ofstream f(tmp, std::ios::trunc);
     f << *text;

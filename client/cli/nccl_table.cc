@@ -1,5 +1,6 @@
 #include "client/cli/nccl_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -111,10 +112,16 @@ absl::StatusOr<NcclTablePlan> ParseTuneNcclFlags(const RawFlags& flags,
         return absl::InvalidArgumentError(absl::StrCat(
             "--channels: \"", piece, "\" is not a channel count (1..", kMaxChannels, ")"));
       }
+      if (std::find(channels.begin(), channels.end(), ch) != channels.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("--channels: ", ch, " given twice"));
+      }
       channels.push_back(ch);
     }
   }
   std::vector<v1::Collective> collectives = NcclTableCollectives();
+  if (flags.given.count("collectives") != 0 && flags.collectives.empty()) {
+    return absl::InvalidArgumentError("--collectives: empty (leave it out for all four)");
+  }
   if (!flags.collectives.empty()) {
     collectives.clear();
     for (absl::string_view piece : absl::StrSplit(flags.collectives, ',')) {
@@ -125,6 +132,10 @@ absl::StatusOr<NcclTablePlan> ParseTuneNcclFlags(const RawFlags& flags,
       if (c.value() == v1::ALL_TO_ALL) {
         return absl::InvalidArgumentError(
             "--collectives: all_to_all is NCCL's send/receive: no algorithm to choose");
+      }
+      if (std::find(collectives.begin(), collectives.end(), *c) != collectives.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--collectives: ", CollectiveName(*c), " given twice"));
       }
       collectives.push_back(*c);
     }

@@ -67,6 +67,14 @@ TEST_CASE("tune-nccl's flags: defaults, one sweep per collective, bad values nam
   CHECK_THAT(ErrorOf(ParseTuneNcclFlags(f).status()), Catch::Contains("--channels: \"0\""));
   f.channels = "65";
   CHECK_THAT(ErrorOf(ParseTuneNcclFlags(f).status()), Catch::Contains("1..64"));
+  f.channels = "4,8,4";
+  CHECK_THAT(ErrorOf(ParseTuneNcclFlags(f).status()), Catch::Contains("--channels: 4 given twice"));
+  f = RawFlags();
+  f.given = {"collectives"};
+  CHECK_THAT(ErrorOf(ParseTuneNcclFlags(f).status()), Catch::Contains("--collectives: empty"));
+  f.collectives = "all_gather,all_gather";
+  CHECK_THAT(ErrorOf(ParseTuneNcclFlags(f).status()),
+             Catch::Contains("--collectives: all_gather given twice"));
   f = RawFlags();
   f.collectives = "all_to_all";
   CHECK_THAT(ErrorOf(ParseTuneNcclFlags(f).status()), Catch::Contains("no algorithm"));
