@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "client/nccl_tuner/nccl_tuner_abi.h"
 #include "client/nccl_tuner/nccl_tuner_table.h"
@@ -56,6 +57,12 @@ static void* Init(size_t nranks, size_t nnodes, at_nccl_logger_t log) {
   }
   ctx->log = log;
   atomic_init(&ctx->noted_unoffered, 0);
+  if (strcmp(path, AT_NCCL_TUNER_TABLE_OFF) == 0) {
+    Log(log, AT_NCCL_LOG_INFO, __LINE__,
+        "autotuned tuner: table off (" AT_NCCL_TUNER_TABLE_ENV "=" AT_NCCL_TUNER_TABLE_OFF
+        "): NCCL's own choices, or the forced ones");
+    return ctx;
+  }
   char why[512] = "";
   switch (at_table_load(path, nranks, nnodes, &ctx->table, why, sizeof why)) {
     case AT_TABLE_LOADED:

@@ -47,6 +47,9 @@ extern "C" {
 
 #define AT_NCCL_TUNER_DEFAULT_TABLE "/var/lib/autotuned/nccl_tuner.table"
 #define AT_NCCL_TUNER_TABLE_ENV "AUTOTUNED_NCCL_TABLE"
+/* AUTOTUNED_NCCL_TABLE=off: no table is read (the daemon's GPU worker sets
+ * it, so that a host's table never steers what the daemon measures). */
+#define AT_NCCL_TUNER_TABLE_OFF "off"
 #define AT_NCCL_TUNER_MAX_CHANNELS 64
 
 /* NCCL's numbering (NCCL_ALGO_* and NCCL_PROTO_* of its nccl_tuner.h). */

@@ -328,6 +328,20 @@ TEST_CASE("no table file: NCCL's own choices, one INFO line") {
   }
 }
 
+TEST_CASE("AUTOTUNED_NCCL_TABLE=off reads no file, even one named off") {
+  // A valid table at ./off must not be read.
+  {
+    std::ofstream f("off");
+    f << "autotuned-nccl-table 1\nidentity ab\nall_reduce 2 1 0 100 ring ll 0\n";
+  }
+  Comm comm(Version::kV5, "off", 2, 1);
+  REQUIRE(comm.init_logs.size() == 1);
+  CHECK(comm.init_logs[0].level == AT_NCCL_LOG_INFO);
+  CHECK(Contains(comm.init_logs[0].text, "table off"));
+  CHECK(Ask(comm, AT_NCCL_FUNC_ALL_REDUCE, 10) == kNothing);
+  std::remove("off");
+}
+
 namespace {
 
 struct Bad {

@@ -84,7 +84,7 @@ absl::Status LoadNcclTuner() {
     // NCCL loads the same file (the same copy: dlopen by path), and the
     // host's table stays out of this process's measurements.
     setenv("NCCL_TUNER_PLUGIN", path.c_str(), 1);
-    setenv("AUTOTUNED_NCCL_TABLE", "off", 1);
+    setenv("AUTOTUNED_NCCL_TABLE", "off", 1);  // AT_NCCL_TUNER_TABLE_OFF
     api = a;
     load_error->clear();
     return absl::OkStatus();
