@@ -9,6 +9,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
+extern "C" {
+#include "client/nccl_tuner/nccl_tuner_table.h"
+}
+
 namespace autotuned {
 namespace cli {
 namespace {
@@ -28,6 +32,22 @@ bool ValidName(absl::string_view name) {
     }
   }
   return true;
+}
+
+// NCCL's algorithm and protocol by name ("algo=ring", "proto=ll128"): the
+// catalogue's number, NCCL's plus one (daemon/backend/cuda/cuda_catalogue.h).
+bool NcclChoiceByName(absl::string_view param, absl::string_view value, int64_t* out) {
+  const char* (*name_of)(int) = param == "algo"    ? &at_table_algo_name
+                                : param == "proto" ? &at_table_proto_name
+                                                   : nullptr;
+  if (name_of == nullptr) return false;
+  for (int i = 0; name_of(i) != nullptr; ++i) {
+    if (value == name_of(i)) {
+      *out = i + 1;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -57,9 +77,12 @@ absl::StatusOr<v1::Candidate> ParseCandidate(absl::string_view text) {
       return Bad(text, absl::StrCat("bad parameter name \"", name, "\""));
     }
     int64_t v = 0;
-    if (!absl::SimpleAtoi(value, &v)) {
+    if (!absl::SimpleAtoi(value, &v) && !NcclChoiceByName(name, value, &v)) {
       return Bad(text, absl::StrCat("parameter ", name, ": \"", value,
-                                    "\" is not an integer"));
+                                    "\" is not an integer",
+                                    name == "algo" || name == "proto"
+                                        ? " or one of NCCL's names (docs/nccl_tuner.md)"
+                                        : ""));
     }
     auto& map = *candidate.mutable_params();
     if (map.count(std::string(name)) != 0) {

@@ -156,6 +156,22 @@ TEST_CASE("candidate lists split on commas, parameters continue") {
   CHECK_FALSE(ParseCandidateList("all_reduce/ring,,all_reduce/one_shot").ok());
 }
 
+TEST_CASE("NCCL's algorithm and protocol by name or number") {
+  auto list = ParseCandidateList("nccl:algo=ring,proto=ll128,channels=8,nccl:algo=1,proto=simple");
+  REQUIRE(list.ok());
+  REQUIRE(list->size() == 2);
+  CHECK((*list)[0].params().at("algo") == 2);
+  CHECK((*list)[0].params().at("proto") == 2);
+  CHECK((*list)[0].params().at("channels") == 8);
+  CHECK((*list)[1].params().at("algo") == 1);
+  CHECK((*list)[1].params().at("proto") == 3);
+  CHECK_THAT(ErrorOf(ParseCandidate("nccl:algo=rings").status()),
+             Catch::Contains("\"rings\" is not an integer or one of NCCL's names"));
+  // Names are NCCL's parameters' only.
+  CHECK_THAT(ErrorOf(ParseCandidate("ring:chunk_kib=ring").status()),
+             Catch::Contains("\"ring\" is not an integer (expected"));
+}
+
 TEST_CASE("the flag scan rejects unknown flags and keeps positionals") {
   CHECK_THAT(ErrorOf(ScanFlags({"tune", "--no_such_flag=1"}).status()),
              Catch::Contains("unknown flag --no_such_flag"));

@@ -1,5 +1,7 @@
 #include "daemon/backend/cuda/cuda_catalogue.h"
 
+#include <string>
+
 namespace autotuned::cuda {
 namespace {
 
@@ -27,6 +29,10 @@ ImplInfo Nccl(Collective c, const char* name, const char* what) {
 // highest algorithm the collective has in NCCL.
 ImplInfo NcclTuned(Collective c, const char* name, const char* what, int64_t max_algo) {
   ImplInfo i = Nccl(c, name, what);
+  i.description = std::string(what) +
+                  "; algo (1 tree, 2 ring, 3 collnet_direct, 4 collnet_chain, 5 nvls, "
+                  "6 nvls_tree, 7 pat) and proto (1 ll, 2 ll128, 3 simple) together, "
+                  "channels: forced through the NCCL tuner plugin; 0: NCCL's choice";
   i.params = {
       {"algo", 0, 0, max_algo,
        "NCCL's algorithm: 0 NCCL's choice, 1 tree, 2 ring, 3 collnet_direct, "

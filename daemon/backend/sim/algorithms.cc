@@ -375,8 +375,9 @@ ImplInfo Info(const char* name, Collective collective, const char* description,
 // (daemon/backend/cuda/cuda_catalogue.cc), with the same ranges.
 ImplInfo NcclInfo(const char* name, Collective collective, int64_t max_algo) {
   ImplInfo info = Info(name, collective,
-                       "NCCL's algorithm, protocol and channels as the sim models them "
-                       "(daemon/backend/sim/algorithms.cc)",
+                       "NCCL's algorithm, protocol and channels as the sim models them: "
+                       "algo (1 tree, 2 ring) and proto (1 ll, 2 ll128, 3 simple) together; "
+                       "channels no effect; 0: NCCL's choice",
                        {{"algo", 0, 0, max_algo, "0 NCCL's choice, 1 tree, 2 ring, ..."},
                         {"proto", 0, 0, 3, "0 NCCL's choice, 1 ll, 2 ll128, 3 simple"},
                         {"channels", 0, 0, 64, "0 NCCL's choice (no effect on the sim)"}});
