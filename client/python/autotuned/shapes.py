@@ -108,13 +108,7 @@ def expand(given: Sequence[Optional[pb.Candidate]], listing: pb.ListImplementati
                 not _runs(info, collective, dtype, op, world):
             out.append([c])
             continue
-        grid = shapes(info, max_shapes)
-        if len(grid) == 1:
-            # No shape to try but the default (e.g. NCCL, whose algorithm and
-            # protocol are its own choice): the candidate as given.
-            out.append([c])
-            continue
-        made = [pb.Candidate(impl=c.impl, params=s) for s in grid
+        made = [pb.Candidate(impl=c.impl, params=s) for s in shapes(info, max_shapes)
                 if spec_of(c.impl, s) not in fixed]
         out.append(list(made or [c]))
     while sum(len(x) for x in out) > max_candidates:

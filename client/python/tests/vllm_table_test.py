@@ -218,12 +218,6 @@ def test_expand_keeps_given_parameters_and_bounds_the_count():
     one = expand(given, _listing(), collective=pb.ALL_REDUCE, dtype=pb.BFLOAT16, op=pb.SUM,
                  world=1)
     assert [len(cs) for cs in one] == [1] * len(given)
-    # One shape only (its parameters say what it does, as NCCL's algo and
-    # proto): the candidate as given, not its default spelled out.
-    alone = expand([candidate("all_reduce/gather_reduce")], _listing(),
-                   collective=pb.ALL_REDUCE, dtype=pb.BFLOAT16, op=pb.SUM, world=2)
-    assert [[spec_of(c.impl, c.params) for c in cs] for cs in alone] == \
-        [["all_reduce/gather_reduce"]]
     bounded = expand([candidate("all_reduce/one_shot"), candidate("all_reduce/copy_engine"),
                       None], _listing(), collective=pb.ALL_REDUCE, dtype=pb.BFLOAT16,
                      op=pb.SUM, world=4, max_candidates=6)
