@@ -2,9 +2,11 @@
 //
 // Run verifies with the predictable pattern (kernels/pattern.h) on the
 // device and times with CUDA events around batches of back-to-back launches
-// (cuda_rank_run.h). ScheduleOptions::cuda_graph: the timed loop is captured
-// once per GPU as a CUDA graph and replayed; each iteration's time is then
-// the replay's time divided by the iterations. The deadline bounds every
+// (cuda_rank_run.h). ScheduleOptions::cuda_graph: a graph of GraphCalls
+// (schedule.h) launches is captured per GPU, and each timed iteration is one
+// replay, its time divided by the calls (docs/gpu.md#timing). NCCL
+// candidates run with the algorithm, protocol and channels their parameters
+// force (nccl_tuner_link.h). The deadline bounds every
 // wait (streams, NCCL calls and initialization, barriers between rank
 // threads).
 //
