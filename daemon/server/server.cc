@@ -75,7 +75,8 @@ bool SomeoneListens(const std::string& path) {
   return live;
 }
 
-absl::Status PrepareSocketPath(const std::string& path, gid_t gid) {
+// A socket path that fits sockaddr_un, its directory made when missing.
+absl::Status SocketDirReady(const std::string& path, gid_t gid) {
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
     return absl::InvalidArgumentError(
         absl::StrCat("unix_socket: path longer than ",
@@ -83,6 +84,11 @@ absl::Status PrepareSocketPath(const std::string& path, gid_t gid) {
   }
   const size_t slash = path.rfind('/');
   if (slash != std::string::npos) AT_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash), gid));
+  return absl::OkStatus();
+}
+
+absl::Status PrepareSocketPath(const std::string& path, gid_t gid) {
+  AT_RETURN_IF_ERROR(SocketDirReady(path, gid));
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();
   if (!S_ISSOCK(st.st_mode)) {
@@ -160,14 +166,8 @@ class NoPlugins : public grpc::ServerBuilderOption {
 absl::StatusOr<int> LockSocketPath(const config::DaemonConfig& config) {
   const std::string& path = config.unix_socket();
   if (path.empty()) return -1;
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unix_socket: path longer than ", sizeof(sockaddr_un::sun_path) - 1,
-                     " bytes: ", path));
-  }
   AT_ASSIGN_OR_RETURN(const gid_t gid, SocketGroup(config));
-  const size_t slash = path.rfind('/');
-  if (slash != std::string::npos) AT_RETURN_IF_ERROR(MakeDirs(path.substr(0, slash), gid));
+  AT_RETURN_IF_ERROR(SocketDirReady(path, gid));
   return LockPath(path);
 }
 
