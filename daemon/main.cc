@@ -21,6 +21,7 @@
 #include "daemon/cache/cache.h"
 #include "daemon/cache/key.h"
 #include "daemon/common/escape.h"
+#include "daemon/common/self_exe.h"
 #include "daemon/common/version.h"
 #include "daemon/fleetcache/fleet_cache.h"
 #include "daemon/http/http_server.h"
@@ -88,13 +89,6 @@ absl::StatusOr<config::DaemonConfig> EffectiveConfig() {
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? "" : v;
-}
-
-// This binary's path, for the GPU worker the cuda backend starts.
-std::string SelfExe() {
-  char path[4096];
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  return n > 0 ? std::string(path, static_cast<size_t>(n)) : "/proc/self/exe";
 }
 
 // Probes the client listener every --listener_probe_ms (Unix socket, else

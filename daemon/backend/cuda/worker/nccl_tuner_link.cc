@@ -3,12 +3,12 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <climits>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/self_exe.h"
 
 namespace autotuned::cuda {
 namespace {
@@ -25,15 +25,6 @@ struct Api {
 
 Api api;                                  // set once by LoadNcclTuner
 std::string* load_error = new std::string("LoadNcclTuner was not called");
-
-std::string ExeDir() {
-  char buf[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  const std::string exe(buf, static_cast<size_t>(n));
-  const size_t slash = exe.rfind('/');
-  return slash == std::string::npos ? "." : exe.substr(0, slash);
-}
 
 std::string Name(const char* (*name)(int), int value) {
   const char* s = name != nullptr ? name(value) : nullptr;
@@ -56,7 +47,7 @@ absl::Status LoadNcclTuner() {
   if (const char* p = std::getenv("AUTOTUNED_NCCL_TUNER_PLUGIN"); p != nullptr && *p != '\0') {
     paths.push_back(p);
   } else {
-    const std::string dir = ExeDir();
+    const std::string dir = SelfExeDir();
     paths.push_back(absl::StrCat(dir, "/", kLibrary));
     paths.push_back(absl::StrCat(dir, "/../lib/autotuned/", kLibrary));
   }
