@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <ostream>
 #include <utility>
 #include <vector>
@@ -166,6 +167,20 @@ Outcome OutcomeOf(const std::vector<v1::ProblemResult>& results) {
   return Outcome::kTuned;
 }
 
+// One Sweep call: a progress line per size to err, each size's result into
+// `sizes`, and every update to `each` when given.
+absl::StatusOr<v1::DispatchTable> SweepWithProgress(
+    Client& client, const v1::SweepRequest& request, const Output& output,
+    std::vector<v1::ProblemResult>* sizes,
+    const std::function<void(const v1::SweepUpdate&)>& each = nullptr) {
+  return client.Sweep(request, [&](const v1::SweepUpdate& update) {
+    const std::string progress = FormatSweepProgress(update);
+    if (!progress.empty()) *output.err << progress << std::endl;
+    if (update.has_size_result()) sizes->push_back(update.size_result());
+    if (each) each(update);
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ResolveTarget(const std::string& socket,
@@ -206,10 +221,7 @@ absl::StatusOr<Outcome> RunSweep(Client& client, const Plan& plan, const Output&
   std::vector<v1::ProblemResult> sizes;
   absl::Status print_status;
   absl::StatusOr<v1::DispatchTable> table =
-      client.Sweep(request, [&](const v1::SweepUpdate& update) {
-        const std::string progress = FormatSweepProgress(update);
-        if (!progress.empty()) *output.err << progress << std::endl;
-        if (update.has_size_result()) sizes.push_back(update.size_result());
+      SweepWithProgress(client, request, output, &sizes, [&](const v1::SweepUpdate& update) {
         if (output.json && print_status.ok()) {
           print_status = Print(update, output, /*multiline=*/false);
           output.out->flush();
@@ -266,13 +278,8 @@ absl::StatusOr<Outcome> RunTuneNccl(Client& client, const NcclTablePlan& given,
     absl::StatusOr<Resolved> resolved = Resolve(client, p, output);
     if (!resolved.ok()) return resolved.status();
     world = resolved->world;
-    const v1::SweepRequest request = MakeSweepRequest(p, world, resolved->candidates);
-    absl::StatusOr<v1::DispatchTable> table =
-        client.Sweep(request, [&](const v1::SweepUpdate& update) {
-          const std::string progress = FormatSweepProgress(update);
-          if (!progress.empty()) *output.err << progress << std::endl;
-          if (update.has_size_result()) all.push_back(update.size_result());
-        });
+    absl::StatusOr<v1::DispatchTable> table = SweepWithProgress(
+        client, MakeSweepRequest(p, world, resolved->candidates), output, &all);
     if (!table.ok()) return table.status();
     NcclSweep sweep;
     sweep.collective = p.problem.collective();
