@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/format.h"
 #include "client/cli/nccl_table.h"
+#include "google/protobuf/struct.pb.h"
 
 namespace autotuned {
 namespace cli {
@@ -315,7 +316,10 @@ absl::StatusOr<Outcome> RunTuneNccl(Client& client, const NcclTablePlan& given,
     return absl::FailedPreconditionError(absl::StrCat("cannot rename ", tmp, " to ", plan.out));
   }
   if (output.json) {
-    *output.out << "{\"table\": \"" << plan.out << "\"}\n";
+    google::protobuf::Struct written;  // {"table": PATH}, the path escaped as JSON
+    (*written.mutable_fields())["table"].set_string_value(plan.out);
+    absl::Status printed = Print(written, output);
+    if (!printed.ok()) return printed;
   } else {
     *output.out << *text << "\nwritten to " << plan.out << "\n";
   }
