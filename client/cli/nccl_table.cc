@@ -27,6 +27,8 @@ namespace {
 constexpr int64_t kTree = 1, kRing = 2;
 constexpr int64_t kProtocols[] = {1, 2, 3};  // ll, ll128, simple
 constexpr int kMaxChannels = 64;
+// The table file's first line (client/nccl_tuner/nccl_tuner.h).
+constexpr char kMagic[] = "autotuned-nccl-table 1";
 
 int64_t Param(const v1::Candidate& c, const char* name) {
   auto it = c.params().find(name);
@@ -167,23 +169,19 @@ absl::StatusOr<std::string> NcclTableText(int world, const std::vector<NcclSweep
   std::string rows;
   for (const NcclSweep& s : sweeps) {
     const auto& ranges = s.table.ranges();
+    // The gap between range i and the next splits at its geometric middle:
+    // range i ends there, the next starts a byte later.
+    auto split = [&](int i) {
+      const double a =
+          static_cast<double>(NcclBytes(s.collective, ranges[i].max_count(), s.dtype, world));
+      const double b = static_cast<double>(
+          NcclBytes(s.collective, ranges[i + 1].min_count(), s.dtype, world));
+      return static_cast<uint64_t>(std::sqrt(a * b));
+    };
     for (int i = 0; i < ranges.size(); ++i) {
-      // The gaps between measured ranges split at their geometric middle.
-      uint64_t lo = 0, hi = std::numeric_limits<int64_t>::max();
-      if (i > 0) {
-        const double a = static_cast<double>(
-            NcclBytes(s.collective, ranges[i - 1].max_count(), s.dtype, world));
-        const double b =
-            static_cast<double>(NcclBytes(s.collective, ranges[i].min_count(), s.dtype, world));
-        lo = static_cast<uint64_t>(std::sqrt(a * b)) + 1;
-      }
-      if (i + 1 < ranges.size()) {
-        const double a =
-            static_cast<double>(NcclBytes(s.collective, ranges[i].max_count(), s.dtype, world));
-        const double b = static_cast<double>(
-            NcclBytes(s.collective, ranges[i + 1].min_count(), s.dtype, world));
-        hi = static_cast<uint64_t>(std::sqrt(a * b));
-      }
+      const uint64_t lo = i > 0 ? split(i - 1) + 1 : 0;
+      const uint64_t hi =
+          i + 1 < ranges.size() ? split(i) : std::numeric_limits<int64_t>::max();
       absl::StatusOr<std::string> row = Row(s, ranges[i], world, lo, hi);
       if (!row.ok()) return row.status();
       rows += *row;
@@ -191,17 +189,17 @@ absl::StatusOr<std::string> NcclTableText(int world, const std::vector<NcclSweep
   }
   // The existing file's rows of other world sizes (8 fields, a collective
   // first), when it is a table.
-  if (absl::StartsWith(existing, "autotuned-nccl-table 1\n")) {
-    const std::string mine = absl::StrCat(" ", world, " ");
+  if (absl::StartsWith(existing, absl::StrCat(kMagic, "\n"))) {
+    const std::string mine = absl::StrCat(world);
     for (absl::string_view line : absl::StrSplit(existing, '\n')) {
       const std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
-      if (f.size() != 8 || f[1] == absl::StrCat(world)) continue;
+      if (f.size() != 8 || f[1] == mine) continue;
       bool collective = false;
       for (v1::Collective c : NcclTableCollectives()) collective |= f[0] == CollectiveName(c);
       if (collective) absl::StrAppend(&rows, line, "\n");
     }
   }
-  return absl::StrCat("autotuned-nccl-table 1\nidentity ",
+  return absl::StrCat(kMagic, "\nidentity ",
                       Hex64(Fnv1a64(absl::StrCat(fingerprint, "\n", rows))),
                       "\n# autotunectl tune-nccl; node fingerprint ", shown,
                       "\n# collective nranks nnodes min_bytes max_bytes algo proto channels\n",
