@@ -184,6 +184,11 @@ class Runs {
   ClientRuns runs_;
 };
 
+// RankScript::fails of a rank whose candidate raises at step 0 only.
+std::string RaisesAtStep0(int step) {
+  return step == 0 ? std::string("raised ValueError: no") : std::string();
+}
+
 const v1::CandidateResult& Ranked(const v1::TuneResponse& r, int index) {
   for (const v1::CandidateResult& c : r.results(0).ranked()) {
     if (c.index() == index) return c;
@@ -286,9 +291,7 @@ TEST_CASE("in passes, a candidate ruled out at a barrier is refused at its later
       f.Open("g", 2, {"client:k1", "client:k2"}, absl::Seconds(10), 2);
   REQUIRE(opened.has_value());
   RankScript r0, r1;
-  r1.fails = [](int step) {
-    return step == 0 ? std::string("raised ValueError: no") : std::string();
-  };
+  r1.fails = RaisesAtStep0;
   std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
   for (const RankEnd& e : ends) {
     REQUIRE(e.verified.size() == 4);
@@ -336,9 +339,7 @@ TEST_CASE("a candidate ruled out earlier is refused at WARMED_UP when a step com
       f.Open("g", 2, {"client:k1", "client:k2"}, absl::Seconds(10), 2);
   REQUIRE(opened.has_value());
   RankScript r0, r1;
-  r1.fails = [](int step) {
-    return step == 0 ? std::string("raised ValueError: no") : std::string();
-  };
+  r1.fails = RaisesAtStep0;
   r0.warmed_alone_after_pass_0 = r1.warmed_alone_after_pass_0 = true;
   std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
   for (const RankEnd& e : ends) {
@@ -411,9 +412,7 @@ TEST_CASE("a candidate failing on one rank is ruled out at its barrier, the same
     return step == 1 ? std::string("output differs from the reference \"name of k1\"")
                      : std::string();
   };
-  r1.fails = [](int step) {
-    return step == 0 ? std::string("raised ValueError: no") : std::string();
-  };
+  r1.fails = RaisesAtStep0;
   std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
   for (const RankEnd& e : ends) {
     CHECK_FALSE(e.verified[0].proceed());
