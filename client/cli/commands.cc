@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -267,10 +268,28 @@ absl::StatusOr<Outcome> RunTuneNccl(Client& client, const NcclTablePlan& given,
   }
   std::remove(tmp.c_str());
   NcclTablePlan plan = given;
-  if (info->backend() == "sim" && given.flags.given.count("dtype") == 0) {
-    absl::StatusOr<NcclTablePlan> sim = ParseTuneNcclFlags(given.flags, "float32");
-    if (!sim.ok()) return sim.status();
-    plan = *std::move(sim);
+  if (given.flags.given.count("dtype") == 0) {
+    // bfloat16 unless an NCCL entry of the catalogue does not take it (the
+    // sim's take float32 only): then float32.
+    absl::StatusOr<v1::ListImplementationsResponse> listing =
+        client.ListImplementations(v1::ListImplementationsRequest());
+    if (!listing.ok()) return listing.status();
+    bool bf16 = true;
+    for (const Plan& p : plan.sweeps) {
+      const std::string impl = p.problem.candidates(0).impl();
+      for (const v1::Implementation& i : listing->implementations()) {
+        const auto& dtypes = i.dtypes();
+        if (i.name() == impl && !dtypes.empty() &&
+            std::find(dtypes.begin(), dtypes.end(), v1::BFLOAT16) == dtypes.end()) {
+          bf16 = false;
+        }
+      }
+    }
+    if (!bf16) {
+      absl::StatusOr<NcclTablePlan> fp32 = ParseTuneNcclFlags(given.flags, "float32");
+      if (!fp32.ok()) return fp32.status();
+      plan = *std::move(fp32);
+    }
   }
   std::vector<NcclSweep> sweeps;
   std::vector<v1::ProblemResult> all;

@@ -31,7 +31,8 @@ std::vector<v1::Candidate> NcclCandidates(v1::Collective collective,
 // (default /var/lib/autotuned/nccl_tuner.table), and those of sweep but
 // --candidates and --collective (--dtype defaults to bfloat16, --to to
 // 256MiB, --factor to 4 when not given; --dtype to `default_dtype`: the
-// sim backend takes float32 only). One sweep plan per collective.
+// command asks again with float32 when the catalogue's NCCL entries do not
+// take bfloat16, as the sim's). One sweep plan per collective.
 struct NcclTablePlan {
   std::vector<Plan> sweeps;
   std::string out;
