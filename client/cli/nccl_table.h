@@ -29,10 +29,10 @@ std::vector<v1::Candidate> NcclCandidates(v1::Collective collective,
 // tune-nccl's flags: --collectives (comma-separated; default
 // NcclTableCollectives), --channels (extra channel counts, 1..64), --out
 // (default /var/lib/autotuned/nccl_tuner.table), and those of sweep but
-// --candidates and --collective (--dtype defaults to bfloat16, --to to
-// 256MiB, --factor to 4 when not given; --dtype to `default_dtype`: the
-// command asks again with float32 when the catalogue's NCCL entries do not
-// take bfloat16, as the sim's). One sweep plan per collective.
+// --candidates and --collective (when not given: --dtype `default_dtype`,
+// --to 256MiB, --factor 4; the command parses again with float32 when the
+// catalogue's NCCL entries do not take bfloat16, as the sim's). One sweep
+// plan per collective.
 struct NcclTablePlan {
   std::vector<Plan> sweeps;
   std::string out;
