@@ -3,13 +3,18 @@ own choices beside the same calls steered by autotuned's tuner plugin, the
 best of the forced algorithm and protocol combinations, and the table row the
 plugin used.
 
-    python3 bench/nccl_tuner_gpu_report.py DIR   # DIR/w{2,4}/{nccl,plugin}_{1,2}.json, ...
+    python3 bench/nccl_tuner_gpu_report.py DIR   # DIR/w{2,4}/nccl_R.json, ...
 
 Prints markdown: a table per collective with the CUDA-graph figures (us per
-call, max over ranks), then the same with the eager figures. nccl and plugin
-each ran twice (nccl, plugin, nccl, plugin, each in a fresh process); a
-column holds the faster of its two runs, and a mode's spread is |a - b| /
-min(a, b) of its two runs. The plugin is slower (faster) than NCCL beyond the
+call, max over ranks), then the same with the eager figures. The plugin's
+graph figures come from the runs with the table tuned under CUDA graphs
+(plugin_cuda_graph_R.json, nccl_tuner.cuda_graph.table), its eager figures
+from the runs with the table tuned eagerly (plugin_event_loop_R.json,
+nccl_tuner.event_loop.table); a folder of one table for both
+(plugin_R.json, nccl_tuner.table) is read as that. nccl and each plugin
+table ran R times, alternating, each in a fresh process; a column holds the
+fastest of its runs, and a mode's spread is (slowest - fastest) / fastest
+over its runs. The plugin is slower (faster) than NCCL beyond the
 spread at a size where plugin / nccl exceeds 1 + s (nccl / plugin does),
 s the larger of the two modes' spreads there; sizes where the plugin steered
 nothing (no table row, or a default one, and NCCL's logged choice the same
@@ -24,7 +29,14 @@ from regret_gpu_report import human, load  # the same JSON files and sizes
 
 COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter"]
 FORCED = ["ring_ll", "ring_ll128", "ring_simple", "tree_ll", "tree_ll128", "tree_simple"]
-REPS = ["1", "2"]
+# The plugin's runs per kind of figure: (run prefix, table file, probe log),
+# the first whose runs exist.
+PLUGIN_RUNS = {
+    "graph_us": [("plugin_cuda_graph", "nccl_tuner.cuda_graph.table", "probe_plugin_cuda_graph"),
+                 ("plugin", "nccl_tuner.table", "probe_plugin")],
+    "eager_us": [("plugin_event_loop", "nccl_tuner.event_loop.table", "probe_plugin_event_loop"),
+                 ("plugin", "nccl_tuner.table", "probe_plugin")],
+}
 TABLE_MAGIC = "autotuned-nccl-table 1"
 # NCCL's per-call line under NCCL_DEBUG_SUBSYS=TUNING (rank 0); its bytes are
 # count * element size, count being all_gather's send count and
@@ -137,13 +149,13 @@ def figure(run, collective: str, n: int, kind: str):
     return v if isinstance(v, (int, float)) and v >= 0 else None
 
 
-def two_runs(runs: list, collective: str, n: int, kind: str):
-    """(the faster of the runs, the spread or None)."""
+def best_of(runs: list, collective: str, n: int, kind: str):
+    """(the fastest of the runs, the spread or None where fewer than two)."""
     vals = [v for v in (figure(r, collective, n, kind) for r in runs) if v is not None]
     if not vals:
         return None, None
     best = min(vals)
-    spread = (max(vals) - best) / best if len(vals) == 2 and best > 0 else None
+    spread = (max(vals) - best) / best if len(vals) >= 2 and best > 0 else None
     return best, spread
 
 
@@ -160,6 +172,7 @@ def steered_check(plugin_choice: str, row) -> bool:
 
 def collective_table(d: dict, collective: str, kind: str, out: list) -> None:
     world, sizes = d["world"], d["sizes"]
+    p = d["plugin"][kind]
     out.append(f"### {collective}, {'CUDA graph' if kind == 'graph_us' else 'eager'}\n")
     out.append("| size | NCCL bytes | calls | nccl | plugin | plugin / nccl | spread nccl | "
                "spread plugin | best forced | table row | NCCL's choice | with the plugin |")
@@ -173,14 +186,14 @@ def collective_table(d: dict, collective: str, kind: str, out: list) -> None:
     for n in sizes:
         nb = nccl_bytes(collective, n, world)
         lb = logged_bytes(collective, n, world)
-        a, sa = two_runs(d["nccl"], collective, n, kind)
-        b, sb = two_runs(d["plugin"], collective, n, kind)
+        a, sa = best_of(d["nccl"], collective, n, kind)
+        b, sb = best_of(p["runs"], collective, n, kind)
         forced = [(figure(d["forced"][m], collective, n, kind), m) for m in FORCED]
         forced = [(v, m) for v, m in forced if v is not None]
         best = f"{min(forced)[1]} {us(min(forced)[0])}" if forced else "-"
-        row = table_row(d["rows"], collective, world, nb)
+        row = table_row(p["rows"], collective, world, nb)
         nccl_choice = d["probe_nccl"].get((collective, lb), "-")
-        plugin_choice = d["probe_plugin"].get((collective, lb), "-")
+        plugin_choice = p["probe"].get((collective, lb), "-")
         if plugin_choice != "-" and not steered_check(plugin_choice, row):
             not_steered.append(human(n))
         ratio = b / a if a and b else None
@@ -220,8 +233,9 @@ def errors(d: dict, out: list) -> None:
     """Every cell that has no figure, per mode and collective, the first
     error text of each distinct kind."""
     lines = []
-    named = [(f"nccl_{r}", x) for r, x in zip(REPS, d["nccl"])]
-    named += [(f"plugin_{r}", x) for r, x in zip(REPS, d["plugin"])]
+    named = [(f"nccl_{r}", x) for r, x in zip(d["reps"], d["nccl"])]
+    for p in {v["prefix"]: v for v in d["plugin"].values()}.values():
+        named += [(f"{p['prefix']}_{r}", x) for r, x in zip(d["reps"], p["runs"])]
     named += [(m, d["forced"][m]) for m in FORCED]
     for name, run in named:
         if run is None:
@@ -246,22 +260,45 @@ def errors(d: dict, out: list) -> None:
         out.append("")
 
 
+def reps_in(path: str) -> list:
+    """The run numbers R of path/nccl_R.json, in order."""
+    found = [m.group(1) for m in (re.fullmatch(r"nccl_(\d+)\.json", f) for f in os.listdir(path))
+             if m]
+    return sorted(found, key=int)
+
+
+def plugin_runs(path: str, reps: list) -> dict:
+    """Per kind of figure: the plugin's runs, table and probe (PLUGIN_RUNS)."""
+    chosen = {}
+    for kind, choices in PLUGIN_RUNS.items():
+        for prefix, table, probe in choices:
+            runs = [load(os.path.join(path, f"{prefix}_{r}.json")) for r in reps]
+            if any(runs) or (prefix, table, probe) == choices[-1]:
+                identity, rows, error = read_table(os.path.join(path, table))
+                chosen[kind] = {"prefix": prefix, "runs": runs, "table": table,
+                                "identity": identity, "rows": rows, "error": error,
+                                "probe": read_log(os.path.join(path, f"{probe}.log"))[0],
+                                "probe_name": probe}
+                break
+    return chosen
+
+
 def report_world(path: str, out: list) -> None:
-    runs = {name: load(os.path.join(path, f"{name}.json"))
-            for name in [f"{m}_{r}" for m in ("nccl", "plugin") for r in REPS] + FORCED}
+    reps = reps_in(path)
+    plugin = plugin_runs(path, reps)
+    runs = {f"nccl_{r}": load(os.path.join(path, f"nccl_{r}.json")) for r in reps}
+    runs.update({m: load(os.path.join(path, f"{m}.json")) for m in FORCED})
+    for p in plugin.values():
+        runs.update({f"{p['prefix']}_{r}": x for r, x in zip(reps, p["runs"])})
     first = next((r for r in runs.values() if r), None)
     if first is None:
         out.append(f"(no results in {path})\n")
         return
     world = first["world"]
-    identity, rows, table_error = read_table(os.path.join(path, "nccl_tuner.table"))
     probe_nccl, _ = read_log(os.path.join(path, "probe_nccl.log"))
-    probe_plugin, _ = read_log(os.path.join(path, "probe_plugin.log"))
     d = {"world": world, "sizes": first["sizes"], "calls": first.get("calls", {}),
-         "nccl": [runs[f"nccl_{r}"] for r in REPS],
-         "plugin": [runs[f"plugin_{r}"] for r in REPS],
-         "forced": {m: runs[m] for m in FORCED}, "rows": rows,
-         "probe_nccl": probe_nccl, "probe_plugin": probe_plugin}
+         "reps": reps, "nccl": [runs[f"nccl_{r}"] for r in reps], "plugin": plugin,
+         "forced": {m: runs[m] for m in FORCED}, "probe_nccl": probe_nccl}
     out.append(f"## {world} x {first['device']}, bf16 (torch {first['torch']}, NCCL "
                f"{first['nccl']}, {first['date']})\n")
     out.append("Sizes are each rank's input bytes; NCCL bytes are what NCCL's tuner sees and "
@@ -273,14 +310,20 @@ def report_world(path: str, out: list) -> None:
                "NCCL's choice, with the plugin: algo/proto/channels (a row's 0: NCCL's "
                "channels), the last two from NCCL's TUNING log of one eager call per cell "
                "(probe runs, rank 0).\n")
-    if table_error:
-        out.append(f"Table: {table_error}\n")
-    else:
-        mine = [r for r in rows if r["nranks"] == world and r["nnodes"] == 1]
-        out.append(f"Table: identity {identity}, {len(rows)} rows, {len(mine)} for {world} ranks "
-                   "on one node.\n")
+    for kind, p in plugin.items():
+        label = "graph" if kind == "graph_us" else "eager"
+        if p["error"]:
+            out.append(f"Table for the {label} figures: {p['error']}\n")
+        else:
+            mine = [r for r in p["rows"] if r["nranks"] == world and r["nnodes"] == 1]
+            out.append(f"Table for the {label} figures ({p['table']}, runs {p['prefix']}_R): "
+                       f"identity {p['identity']}, {len(p['rows'])} rows, {len(mine)} for "
+                       f"{world} ranks on one node.\n")
     out.append("What each run's log says of NCCL's tuner:\n")
-    for name in [f"{m}_{r}" for m in ("nccl", "plugin") for r in REPS] + ["probe_plugin"]:
+    names = [f"nccl_{r}" for r in reps]
+    for p in {v["prefix"]: v for v in plugin.values()}.values():
+        names += [f"{p['prefix']}_{r}" for r in reps] + [p["probe_name"]]
+    for name in names:
         _, tuner = read_log(os.path.join(path, f"{name}.log"))
         if tuner or name.startswith(("plugin", "probe")):
             out.append(f"- {name}: " + (" | ".join(tuner) if tuner else
