@@ -24,7 +24,7 @@
 //
 //   p2p_bench [--min_bytes=1024] [--max_bytes=268435456] [--step=2]
 //             [--iters=20] [--warmup=5] [--graph] [--graph_iters=10] [--nccl_threads]
-//             [--shapes=8x512,16x512,32x512,64x512,64x1024]
+//             [--shapes=8x512,16x512,32x512,64x512,64x1024,132x1024]
 //             [--chunk_elems=131072,1048576] [--nccl_only]
 //
 // --nccl_only times NCCL alone (the P2P columns print "-"): the quick
@@ -68,7 +68,7 @@ struct Flags {
   // of grouped launches from one thread; eager mode only.
   bool nccl_threads = false;
   bool nccl_only = false;  // skip the P2P implementations
-  std::vector<Shape> shapes = {{8, 512}, {16, 512}, {32, 512}, {64, 512}, {64, 1024}};
+  std::vector<Shape> shapes = {{8, 512}, {16, 512}, {32, 512}, {64, 512}, {64, 1024}, {132, 1024}};
   std::vector<int64_t> chunks = {int64_t{1} << 17, int64_t{1} << 20};
 };
 
