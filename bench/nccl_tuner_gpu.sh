@@ -74,23 +74,8 @@ if [ -z "$CACHE" ]; then
   CACHE=$(mktemp -d /tmp/at-nccl-tuner-cache.XXXXXX) || exit 2
   OWN_CACHE=$CACHE
 fi
-DPID=""
-start_daemon() {  # LOG
-  rm -f "$SOCK"
-  "$BIN/autotuned" --socket="$SOCK" --cache_dir="$CACHE" --log_level=info > "$1" 2>&1 &
-  DPID=$!
-  for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
-  "$BIN/autotunectl" --socket="$SOCK" info > /dev/null 2>&1 || sleep 2
-}
-stop_daemon() {
-  [ -n "$DPID" ] || return 0
-  kill -TERM "$DPID" 2>/dev/null
-  for _ in $(seq 200); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$DPID" 2>/dev/null
-  DPID=""
-}
 finish() {
-  stop_daemon
+  daemon_stop
   [ -z "$OWN_CACHE" ] || rm -rf "$OWN_CACHE"
 }
 trap finish EXIT
@@ -109,7 +94,7 @@ for W in "${WORLDS[@]}"; do
     { [ "${TUNER_BENCH_TUNE:-1}" = 1 ] || [ ! -s "$D/nccl_tuner.$T.table" ]; } && need_daemon=1
   done
   if [ "$need_daemon" = 1 ]; then
-    start_daemon "$D/daemon.log"
+    daemon_start "$D/daemon.log" --cache_dir="$CACHE" --log_level=info
     for T in "${TIMINGS[@]}"; do
       TABLE=$D/nccl_tuner.$T.table
       ctl=("$BIN/autotunectl" --socket="$SOCK" tune-nccl --world="$W" --from=1KiB --to=256MiB
@@ -123,7 +108,7 @@ for W in "${WORLDS[@]}"; do
         failed "w$W table again $T" "NOT the same rows (table_again.diff)"
     done
     "$BIN/autotunectl" --socket="$SOCK" cache list > "$D/cache_list.txt" 2>&1
-    stop_daemon
+    daemon_stop
   fi
   run=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$W"
        "$HERE/nccl_tuner_gpu.py")

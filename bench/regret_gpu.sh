@@ -42,22 +42,7 @@ LIMIT=${REGRET_STEP_S:-150}  # seconds per step
   echo "worlds: ${WORLDS[*]}  modes: truth $MODES sweep"; } >> "$OUT/env.txt" 2>&1
 
 SOCK=/tmp/at-regret.sock
-DPID=""
-start_daemon() {  # LOG
-  rm -f "$SOCK"
-  "$BIN/autotuned" --socket="$SOCK" --no_cache --log_level=info > "$1" 2>&1 &
-  DPID=$!
-  for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
-  "$BIN/autotunectl" --socket="$SOCK" info > /dev/null 2>&1 || sleep 2
-}
-stop_daemon() {
-  [ -n "$DPID" ] || return 0
-  kill -TERM "$DPID" 2>/dev/null
-  for _ in $(seq 200); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$DPID" 2>/dev/null
-  DPID=""
-}
-trap stop_daemon EXIT
+trap daemon_stop EXIT
 
 SWEEP_ARGS=(--collective=all_reduce --dtype=bf16 --timing=cuda_graph --refresh)
 for W in "${WORLDS[@]}"; do
@@ -71,21 +56,21 @@ for W in "${WORLDS[@]}"; do
   # A fresh daemon per mode: no mode's round (nor a run left by a mode that
   # failed) holds the devices for the next.
   for mode in $MODES; do
-    if [ "$mode" != pytorch ]; then start_daemon "$D/daemon_$mode.log"; fi
+    if [ "$mode" != pytorch ]; then daemon_start "$D/daemon_$mode.log" --no_cache --log_level=info; fi
     step "w$W $mode" "$LIMIT" "$D/$mode.log" "${run[@]}" --mode "$mode" --out "$D/$mode.json"
-    stop_daemon
+    daemon_stop
   done
   [ "${REGRET_SWEEP:-1}" = 1 ] || continue
-  start_daemon "$D/daemon_sweep.log"
+  daemon_start "$D/daemon_sweep.log" --no_cache --log_level=info
   step "w$W sweep" "$LIMIT" "$D/sweep.err" sh -c "'$BIN/autotunectl' --socket='$SOCK' --json sweep \
     ${SWEEP_ARGS[*]} --from=8KiB --to=32MiB --factor=4 > '$D/sweep.jsonl'"
-  stop_daemon
+  daemon_stop
   # The truth of the sweep: each of its candidates alone, per size, in a
   # fresh daemon.
-  start_daemon "$D/daemon_alone.log"
+  daemon_start "$D/daemon_alone.log" --no_cache --log_level=info
   step "w$W alone" "$LIMIT" "$D/alone.err" "$PYTHON" "$HERE/regret_sweep.py" alone \
     "$BIN/autotunectl" "$SOCK" "$D/sweep.jsonl" "$D/alone.jsonl" "${SWEEP_ARGS[@]}"
-  stop_daemon
+  daemon_stop
 done
 {
   "$PYTHON" "$HERE/regret_gpu_report.py" "$OUT"

@@ -1,5 +1,6 @@
 # Sourced by the GPU scripts (bench/gpu_all.sh, bench/gpu_scale.sh,
-# bench/regret_gpu.sh): their common setup, and one helper that runs a step
+# bench/regret_gpu.sh, bench/nccl_tuner_gpu.sh, bench/tp_layers_gpu.sh): their
+# common setup, a daemon started and stopped, and one helper that runs a step
 # under `timeout`, sends its output to a file and logs its outcome, so that a
 # failing step is recorded and the next one runs.
 #
@@ -11,6 +12,10 @@
 #                             STEPS_LOG=OUT/steps.log. Non-zero: a bad folder.
 #   STEPS_LOG=FILE            every step's line is appended there (and printed)
 #   step NAME LIMIT_S OUTFILE CMD...
+#   daemon_start LOG ARGS...  $BIN/autotuned --socket=$SOCK ARGS... in the
+#                             background (its pid in DPID), waiting until the
+#                             socket answers (30 s at most)
+#   daemon_stop               SIGTERM, 20 s, then SIGKILL; nothing when none
 #
 # A step's line: name, exit status, seconds, ok / FAILED / TIMED OUT.
 # STEPS_FAILED counts the steps that did not end ok.
@@ -30,6 +35,25 @@ step() {
   printf '%-24s rc=%-4s %4ss  %s\n' "$name" "$rc" "$((SECONDS - s))" "$what" |
     tee -a "${STEPS_LOG:-/dev/null}"
   return "$rc"
+}
+
+DPID=""
+daemon_start() {
+  local log=$1
+  shift
+  rm -f "$SOCK"
+  "$BIN/autotuned" --socket="$SOCK" "$@" > "$log" 2>&1 &
+  DPID=$!
+  for _ in $(seq 300); do [ -S "$SOCK" ] && break; sleep 0.1; done
+  "$BIN/autotunectl" --socket="$SOCK" info > /dev/null 2>&1 || sleep 2
+}
+
+daemon_stop() {
+  [ -n "$DPID" ] || return 0
+  kill -TERM "$DPID" 2>/dev/null
+  for _ in $(seq 200); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$DPID" 2>/dev/null
+  DPID=""
 }
 
 gpu_setup() {

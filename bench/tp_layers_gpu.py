@@ -1,0 +1,211 @@
+"""A compiled stack of tensor-parallel transformer layers written with plain
+functional collectives (torch.distributed._functional_collectives), with
+autotuned's Inductor integration on and off: the step time of each token
+count, under a CUDA graph and eagerly, in one process per mode.
+
+Each layer (hidden H, world W): a column-parallel QKV projection (H -> 3H/W),
+an elementwise stand-in for attention, a row-parallel output projection
+(H/W -> H) and its all_reduce, a column-parallel MLP up projection
+(H -> 4H/W), GELU, a row-parallel down projection (4H/W -> H) and its
+all_reduce, with the residual adds: two all_reduces of T x H bf16 per layer
+(8 KiB at one token, 8 MiB at 1,024 with H = 4096).
+
+  --mode off   torch.compile as it is: Inductor lowers every functional
+               collective to its NCCL call
+  --mode on    autotuned.inductor.enable() first (its functional
+               collectives are selections: NCCL as Inductor emits it, a
+               reduce_scatter + all_gather, PyTorch's symm-mem one-shot and
+               two-shot where the group has symmetric memory, which this
+               script enables, and the daemon's kernels through a P2PGroup
+               it registers)
+
+Per token count T: the compiled step is called 3 times (the first compiles),
+its output compared with the uncompiled model's (bf16: the largest
+difference relative to the output's largest magnitude); then eager_us =
+median of --reps blocks of --calls back-to-back steps (CUDA events), and
+graph_us = the median replay of a CUDA graph of --calls steps (a spin kernel
+ahead lets the host queue it), each / calls and max over ranks. Rank 0
+writes --out (JSON): {"mode", "world", "device", "torch", "date", "hidden",
+"layers", "sizes": {T: {"eager_us", "graph_us", "max_rel_diff",
+"compile_s"}}, "decisions": autotuned.inductor.decisions() (mode on),
+"same_decisions": whether every rank's decisions are the same, "seconds"}.
+
+  torchrun --standalone --nproc_per_node=2 bench/tp_layers_gpu.py --mode on \\
+      --socket /tmp/at.sock --out on_1.json
+
+bench/tp_layers_gpu.sh runs the modes in turn and writes the report.
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def parse(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--mode", required=True, choices=("off", "on"))
+    p.add_argument("--out", required=True)
+    p.add_argument("--socket", default=os.environ.get("AUTOTUNED_SOCKET", ""))
+    p.add_argument("--tokens", type=int, nargs="+", default=[1, 16, 64, 1024, 4096])
+    p.add_argument("--hidden", type=int, default=4096)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--calls", type=int, default=10, help="steps per graph / eager block")
+    p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--no_p2p", action="store_true", help="mode on: no P2PGroup")
+    return p.parse_args(argv)
+
+
+class Layers(torch.nn.Module):
+    def __init__(self, hidden: int, layers: int, world: int, group_name: str) -> None:
+        super().__init__()
+        self.group_name = group_name
+        g = torch.Generator(device="cpu").manual_seed(1234 + dist.get_rank())
+
+        def w(rows: int, cols: int) -> torch.nn.Parameter:
+            t = torch.randn(rows, cols, generator=g) / rows ** 0.5
+            return torch.nn.Parameter(t.to(torch.bfloat16).cuda(), requires_grad=False)
+
+        self.qkv = torch.nn.ParameterList([w(hidden, 3 * hidden // world) for _ in range(layers)])
+        self.o = torch.nn.ParameterList([w(hidden // world, hidden) for _ in range(layers)])
+        self.up = torch.nn.ParameterList([w(hidden, 4 * hidden // world) for _ in range(layers)])
+        self.down = torch.nn.ParameterList([w(4 * hidden // world, hidden)
+                                            for _ in range(layers)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import torch.distributed._functional_collectives as funcol
+
+        for qkv, o, up, down in zip(self.qkv, self.o, self.up, self.down):
+            q, k, v = (x @ qkv).chunk(3, dim=-1)
+            a = q * torch.sigmoid(k) + v
+            x = x + funcol.all_reduce(a @ o, "sum", self.group_name)
+            m = torch.nn.functional.gelu(x @ up) @ down
+            x = x + funcol.all_reduce(m, "sum", self.group_name)
+        return x
+
+
+def spin_kernel():
+    """A kernel that keeps the GPU busy ~1 ms, so that the host can queue
+    what follows it (torch.cuda._sleep)."""
+    return lambda: torch.cuda._sleep(2_000_000)
+
+
+def time_eager(fn, x, calls: int, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(calls):
+            fn(x)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000 / calls)
+    return statistics.median(times)
+
+
+def time_graph(fn, x, calls: int, reps: int) -> float:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    spin = spin_kernel()
+    times = []
+    for _ in range(reps):
+        dist.barrier()
+        spin()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000 / calls)
+    del graph
+    return statistics.median(times)
+
+
+def max_over_ranks(values: list) -> list:
+    t = torch.tensor(values, dtype=torch.float64, device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.tolist()
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    t0 = time.monotonic()
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    world, rank = dist.get_world_size(), dist.get_rank()
+    group_name = dist.group.WORLD.group_name
+    p2p = None
+    if args.mode == "on":
+        import torch.distributed._symmetric_memory as symm_mem
+
+        import autotuned.inductor as ai
+        symm_mem.enable_symm_mem_for_group(group_name)
+        if not args.no_p2p:
+            import autotuned.kernels as K
+            p2p = K.P2PGroup(dist.group.WORLD,
+                             max_bytes=max(args.tokens) * args.hidden * 2)
+        ai.enable(target=args.socket or None)
+    model = Layers(args.hidden, args.layers, world, group_name)
+    compiled = torch.compile(model, dynamic=False, fullgraph=True)
+    result = {"mode": args.mode, "world": world, "device": torch.cuda.get_device_name(),
+              "torch": torch.__version__,
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "hidden": args.hidden, "layers": args.layers, "calls": args.calls,
+              "reps": args.reps, "sizes": {}}
+    for tokens in args.tokens:
+        g = torch.Generator(device="cpu").manual_seed(tokens)
+        x = torch.randn(tokens, args.hidden, generator=g).to(torch.bfloat16).cuda()
+        c0 = time.monotonic()
+        with torch.no_grad():
+            y = compiled(x)
+            torch.cuda.synchronize()
+            compile_s = time.monotonic() - c0
+            compiled(x)
+            y = compiled(x)
+            ref = model(x)
+            torch.cuda.synchronize()
+            scale = ref.abs().max().clamp_min(1e-6)
+            rel = float(((y.float() - ref.float()).abs().max() / scale).item())
+            eager_us = time_eager(compiled, x, args.calls, args.reps)
+            graph_us = time_graph(compiled, x, args.calls, args.reps)
+        eager_us, graph_us, rel, compile_s = max_over_ranks([eager_us, graph_us, rel, compile_s])
+        result["sizes"][str(tokens)] = {"eager_us": eager_us, "graph_us": graph_us,
+                                        "max_rel_diff": rel, "compile_s": compile_s}
+        if rank == 0:
+            print(f"tokens {tokens}: eager {eager_us:.1f} us, graph {graph_us:.1f} us, "
+                  f"rel diff {rel:.2e}, compile {compile_s:.1f} s", flush=True)
+    if args.mode == "on":
+        import autotuned.inductor as ai
+        mine = [list(d) for d in ai.decisions()]
+        everyone = [None] * world
+        dist.all_gather_object(everyone, json.dumps(mine, sort_keys=True))
+        result["decisions"] = mine
+        result["same_decisions"] = len(set(everyone)) == 1
+    result["seconds"] = time.monotonic() - t0
+    if rank == 0:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    if p2p is not None:
+        p2p.close()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

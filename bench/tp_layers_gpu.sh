@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# A compiled stack of tensor-parallel layers with plain functional
+# collectives, autotuned's Inductor integration off and on, each run in a
+# fresh process (bench/tp_layers_gpu.py), on 2 and 4 GPUs of one host, run
+# from the repository root there with binaries built elsewhere
+# (--config=static) and carried:
+#
+#   bash bench/tp_layers_gpu.sh BIN_DIR PY_DIR OUT_DIR [WORLD...]  (default: 2 4, as GPUs allow)
+#
+# BIN_DIR: autotuned, autotunectl, libautotuned_kernels_abi.so
+# PY_DIR:  the client package with its generated stubs (on PYTHONPATH)
+# Per world W, in OUT_DIR/wW/: off_R.json, on_R.json (R = 1..REPS, in the
+# order off, on, off, on, ...; the daemon's cache is kept from one run to
+# the next, so on_1 measures and on_2 on are answered from the cache),
+# *.log, daemon.log; then OUT_DIR/report.md (bench/tp_layers_gpu_report.py),
+# env.txt, steps.log.
+# Environment: TP_BENCH_STEP_S (420: each run's limit), TP_BENCH_REPS (2),
+# TP_BENCH_ARGS (more arguments for bench/tp_layers_gpu.py, e.g.
+# "--tokens 1 64 1024").
+set -u
+if [ $# -lt 3 ]; then
+  echo "usage: bash bench/tp_layers_gpu.sh BIN_DIR PY_DIR OUT_DIR [WORLD...]" >&2
+  exit 2
+fi
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/steps.sh
+. "$HERE/steps.sh"
+gpu_setup "$1" "$2" "$3" || exit 2
+shift 3
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PY_DIR"
+export AUTOTUNED_KERNELS_LIB=$BIN/libautotuned_kernels_abi.so
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+WORLDS=("$@")
+if [ ${#WORLDS[@]} -eq 0 ]; then
+  [ "$GPUS" -ge 2 ] && WORLDS+=(2)
+  [ "$GPUS" -ge 4 ] && WORLDS+=(4)
+fi
+LIMIT=${TP_BENCH_STEP_S:-420}
+REPS=${TP_BENCH_REPS:-2}
+read -r -a EXTRA <<< "${TP_BENCH_ARGS:-}"
+{ date -u; nvidia-smi -L
+  "$PYTHON" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
+  sha256sum "$BIN/autotuned" "$AUTOTUNED_KERNELS_LIB"
+  echo "worlds: ${WORLDS[*]}  reps: $REPS  args: ${EXTRA[*]}"; } >> "$OUT/env.txt" 2>&1
+
+SOCK=/tmp/at-tp-layers.sock
+CACHE=$(mktemp -d /tmp/at-tp-layers-cache.XXXXXX) || exit 2
+finish() {
+  daemon_stop
+  rm -rf "$CACHE"
+}
+trap finish EXIT
+
+for W in "${WORLDS[@]}"; do
+  D=$OUT/w$W
+  mkdir -p "$D"
+  export CUDA_VISIBLE_DEVICES
+  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((W - 1)))
+  daemon_start "$D/daemon.log" --cache_dir="$CACHE" --log_level=info
+  run=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$W"
+       "$HERE/tp_layers_gpu.py" --socket "$SOCK" "${EXTRA[@]}")
+  for rep in $(seq "$REPS"); do
+    for mode in off on; do
+      step "w$W $mode $rep" "$LIMIT" "$D/${mode}_$rep.log" "${run[@]}" --mode "$mode" \
+        --out "$D/${mode}_$rep.json"
+    done
+  done
+  daemon_stop
+done
+"$PYTHON" "$HERE/tp_layers_gpu_report.py" "$OUT" > "$OUT/report.md" 2>&1
+cat "$OUT/steps.log"
+cat "$OUT/report.md"
