@@ -138,6 +138,22 @@ absl::Status CheckAddress(const std::string& field, const std::string& value) {
   return absl::OkStatus();
 }
 
+// A TlsConfig sets all of its files or none.
+absl::Status CheckTlsFiles(const std::string& field, const TlsConfig& t) {
+  const bool any = !t.ca_file().empty() || !t.cert_file().empty() || !t.key_file().empty();
+  if (!any) return absl::OkStatus();
+  for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"ca_file", &t.ca_file()},
+                                    {"cert_file", &t.cert_file()},
+                                    {"key_file", &t.key_file()}}) {
+    if (value->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".", name, ": must be set with the other files of ", field,
+          " (ca_file, cert_file and key_file: all three, or none)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckFleetCache(const FleetCacheConfig& f) {
   if (f.redis().empty()) return absl::OkStatus();
   if (absl::StartsWith(f.redis(), "unix:")) {
@@ -328,12 +344,15 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
         "peer_token: must be at least 16 characters, got ",
         c.peer_token().size()));
   }
+  AT_RETURN_IF_ERROR(CheckTlsFiles("peer_tls", c.peer_tls()));
   if (!c.peer_listen().empty()) {
     AT_RETURN_IF_ERROR(CheckAddress("peer_listen", c.peer_listen()));
-    if (c.peer_token().empty() && c.peer_token_file().empty()) {
+    if (c.peer_token().empty() && c.peer_token_file().empty() &&
+        c.peer_tls().ca_file().empty()) {
       return absl::InvalidArgumentError(
-          "peer_listen: the peer port needs a shared token; set peer_token_file "
-          "(or peer_token), or leave peer_listen empty");
+          "peer_listen: the peer port needs a shared token or mutual TLS; set peer_tls "
+          "(ca_file, cert_file, key_file), peer_token_file (or peer_token), or leave "
+          "peer_listen empty");
     }
   }
   for (int i = 0; i < c.peers_size(); ++i) {

@@ -400,8 +400,38 @@ TEST_CASE("listen addresses and the peer token are checked") {
   }
 
   CHECK(Reject([](DaemonConfig* c) { c->set_peer_listen("0.0.0.0:7451"); }) ==
-        "peer_listen: the peer port needs a shared token; set peer_token_file "
-        "(or peer_token), or leave peer_listen empty");
+        "peer_listen: the peer port needs a shared token or mutual TLS; set peer_tls "
+        "(ca_file, cert_file, key_file), peer_token_file (or peer_token), or leave "
+        "peer_listen empty");
+  auto tls = [](DaemonConfig* c) {
+    c->mutable_peer_tls()->set_ca_file("/etc/autotuned/ca.pem");
+    c->mutable_peer_tls()->set_cert_file("/etc/autotuned/node.pem");
+    c->mutable_peer_tls()->set_key_file("/etc/autotuned/node.key");
+  };
+  CHECK(Reject([&](DaemonConfig* c) {
+          c->set_peer_listen("0.0.0.0:7451");
+          tls(c);
+        }).empty());
+  CHECK(Reject([&](DaemonConfig* c) {
+          c->set_peer_listen("0.0.0.0:7451");
+          c->set_peer_token("0123456789abcdef");
+          tls(c);
+        }).empty());
+  CHECK_THAT(Reject([&](DaemonConfig* c) {
+               tls(c);
+               c->mutable_peer_tls()->clear_cert_file();
+             }),
+             Catch::StartsWith("peer_tls.cert_file: must be set with the other files"));
+  CHECK_THAT(Reject([&](DaemonConfig* c) {
+               tls(c);
+               c->mutable_peer_tls()->set_key_file("");
+             }),
+             Catch::StartsWith("peer_tls.key_file: must be set with the other files"));
+  CHECK_THAT(Reject([&](DaemonConfig* c) {
+               c->set_peer_listen("0.0.0.0:7451");
+               c->mutable_peer_tls()->set_ca_file("/etc/autotuned/ca.pem");
+             }),
+             Catch::StartsWith("peer_tls.cert_file: must be set with the other files"));
   CHECK(Reject([](DaemonConfig* c) {
           c->set_peer_listen("0.0.0.0:7451");
           c->set_peer_token_file("/etc/autotuned/peer.token");

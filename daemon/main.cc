@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -33,6 +35,7 @@
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/peer/peer_client.h"
 #include "daemon/peer/peer_service.h"
+#include "daemon/peer/peer_tls.h"
 #include "daemon/server/health_service.h"
 #include "daemon/server/server.h"
 #include "daemon/service/service.h"
@@ -147,6 +150,12 @@ int Run() {
     fprintf(stderr, "autotuned: %s\n", std::string(peer_token.status().message()).c_str());
     return 2;
   }
+  absl::StatusOr<std::optional<PeerTls>> peer_tls = LoadPeerTls(*config);
+  if (!peer_tls.ok()) {
+    fprintf(stderr, "autotuned: %s\n", std::string(peer_tls.status().message()).c_str());
+    return 2;
+  }
+  const std::vector<std::string> peers(config->peers().begin(), config->peers().end());
   absl::StatusOr<fleetcache::FleetCacheOptions> fleet_options =
       fleetcache::FleetCacheOptionsFrom(config->fleet_cache());
   if (!fleet_options.ok()) {
@@ -220,9 +229,16 @@ int Run() {
   if (!config->peer_listen().empty()) {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
+    std::optional<std::vector<std::string>> tls_peer_hosts;
+    if (*peer_tls) {
+      tls_peer_hosts = HostsOf(peers);
+      LogGrpcThroughSpdlog();  // refused handshakes in the daemon's log
+    }
     peer = std::make_unique<PeerService>(*peer_token, host, fingerprint,
-                                         config->limits().max_waiting_ranks());
-    absl::StatusOr<PeerListening> started = StartPeerServer(*config, peer.get());
+                                         config->limits().max_waiting_ranks(),
+                                         std::move(tls_peer_hosts));
+    absl::StatusOr<PeerListening> started =
+        StartPeerServer(*config, peer.get(), PeerServerCredentials(*peer_tls));
     if (!started.ok()) {
       spdlog::error("{}", started.status().ToString());
       return 1;
@@ -231,12 +247,11 @@ int Run() {
   }
 
   // Multi-daemon groups: this daemon reaches their leaders with the same
-  // token, and leads those whose rank 0 is here.
+  // token and certificate, and leads those whose rank 0 is here.
   std::unique_ptr<PeerClient> peer_client;
   if (peer && !config->peer_advertise().empty()) {
-    peer_client = std::make_unique<PeerClient>(
-        *peer_token, config->peer_advertise(),
-        std::vector<std::string>(config->peers().begin(), config->peers().end()));
+    peer_client = std::make_unique<PeerClient>(*peer_token, config->peer_advertise(), peers,
+                                               PeerChannelCredentials(*peer_tls));
     if (config->peers_size() == 0) {
       spdlog::warn(
           "peers is empty: groups spread over daemons are refused until the configuration "
@@ -270,12 +285,15 @@ int Run() {
   if (probe) watchdog.SetHealthy([&probe] { return probe->serving(); });
   spdlog::info(
       "autotuned {} ready: backend={} gpus={} fingerprint={} unix={} tcp_port={} "
-      "metrics={} peer={} cache={} ({} entries, {} corrupt files ignored) fleet_cache={}",
+      "metrics={} peer={}{} cache={} ({} entries, {} corrupt files ignored) fleet_cache={}",
       kDaemonVersion, (*backend)->node().backend, (*backend)->max_world_size(),
       service.fingerprint(),
       (*listener)->unix_socket().empty() ? "off" : (*listener)->unix_socket(),
       (*listener)->tcp_port(), metrics_server ? metrics_server->address() : "off",
       peer_listening.address.empty() ? "off" : peer_listening.address,
+      peer_listening.address.empty() ? ""
+      : *peer_tls ? (peer_token->empty() ? " (mutual TLS)" : " (mutual TLS and token)")
+                  : " (token, no TLS)",
       cache ? cache->dir() : "off", cache ? cache->size() : 0,
       cache ? cache->corrupt_files() : 0, fleet ? LogEscaped(fleet->redis()) : "off");
 

@@ -8,8 +8,13 @@
 
 namespace autotuned {
 
-PeerClient::PeerClient(std::string token, std::string self, std::vector<std::string> peers)
-    : token_(std::move(token)), self_(std::move(self)), peers_(peers.begin(), peers.end()) {}
+PeerClient::PeerClient(std::string token, std::string self, std::vector<std::string> peers,
+                       std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : token_(std::move(token)),
+      self_(std::move(self)),
+      peers_(peers.begin(), peers.end()),
+      credentials_(credentials != nullptr ? std::move(credentials)
+                                          : grpc::InsecureChannelCredentials()) {}
 
 std::shared_ptr<v1::Peer::Stub> PeerClient::Stub(const std::string& address) {
   absl::MutexLock lock(&mu_);
@@ -28,7 +33,7 @@ std::shared_ptr<v1::Peer::Stub> PeerClient::Stub(const std::string& address) {
     // end by their own deadlines whatever this is.
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
     stub = v1::Peer::NewStub(grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args));
+        address, credentials_, args));
   }
   return stub;
 }
@@ -50,7 +55,7 @@ absl::Status PeerClient::Call(const std::string& address, const Request& request
   for (int attempt = 0;; ++attempt) {
     std::shared_ptr<v1::Peer::Stub> stub = Stub(address);
     grpc::ClientContext context;
-    context.AddMetadata("authorization", absl::StrCat("Bearer ", token_));
+    if (!token_.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", token_));
     context.set_deadline(absl::ToChronoTime(deadline));
     const grpc::Status s = ((*stub).*method)(&context, request, reply);
     if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {

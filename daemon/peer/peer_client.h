@@ -2,9 +2,12 @@
 // daemon reaches the leader of a group's round.
 //
 // Every call carries "authorization: Bearer <token>" (the node's shared peer
-// token) and ends by its deadline. Only the operator's peers are dialed
-// (see the constructor): an address from a request never receives the token. Channels are made once per address and
-// kept (plain TCP, like the peer port: see peer_service.h); a call that fails
+// token, when one is configured) and ends by its deadline. Only the
+// operator's peers are dialed (see the constructor): an address from a
+// request never receives the token. Channels are made once per address and
+// kept, with the credentials given (mutual TLS, the leader's certificate
+// checked against the CA and the dialed host: peer_tls.h; or plain TCP, as
+// the peer port is configured: see peer_service.h); a call that fails
 // UNAVAILABLE drops its channel and is tried once more on a fresh one (a
 // daemon that restarted is reached at once, not after a reconnect backoff);
 // a call that runs past its deadline drops its channel, so that the next
@@ -14,7 +17,9 @@
 // Status codes of Ready: OK with the leader's Decision (whatever its verdict:
 // the leader's decision is the only one); otherwise the gRPC status of the
 // call as absl::Status (daemon/common/grpc_status.h; UNAVAILABLE when the leader is down or unreachable,
-// DEADLINE_EXCEEDED at the deadline, UNAUTHENTICATED on a token mismatch,
+// DEADLINE_EXCEEDED at the deadline, UNAUTHENTICATED on a token mismatch or
+// when the leader does not take this daemon's certificate's names (a failed
+// TLS handshake, another CA or an expired certificate, is UNAVAILABLE),
 // UNIMPLEMENTED from a leader that predates the multi-daemon rendezvous).
 //
 // Exchange, ReduceTimings and Ping (cross-daemon runs: daemon/crossrun) work
@@ -34,17 +39,22 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include <grpcpp/security/credentials.h>
+
 #include "proto/peer.grpc.pb.h"
 
 namespace autotuned {
 
 class PeerClient {
  public:
-  // `token`: the shared peer token; `self`: this daemon's peer_advertise
-  // name, sent as from_daemon; `peers`: the only addresses it dials and
-  // sends the token to (config peers). A call to any other address is
-  // PERMISSION_DENIED, naming it, before any connection is made.
-  PeerClient(std::string token, std::string self, std::vector<std::string> peers);
+  // `token`: the shared peer token ("": none sent, with TLS); `self`: this
+  // daemon's peer_advertise name, sent as from_daemon; `peers`: the only
+  // addresses it dials and sends the token to (config peers). A call to any
+  // other address is PERMISSION_DENIED, naming it, before any connection is
+  // made. `credentials`: the channels' (PeerChannelCredentials); null:
+  // plain TCP.
+  PeerClient(std::string token, std::string self, std::vector<std::string> peers,
+             std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
   PeerClient(const PeerClient&) = delete;
   PeerClient& operator=(const PeerClient&) = delete;
@@ -81,6 +91,7 @@ class PeerClient {
   const std::string token_;
   const std::string self_;
   const absl::flat_hash_set<std::string> peers_;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<v1::Peer::Stub>> stubs_

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/grpc_status.h"
+#include "daemon/peer/peer_tls.h"
 
 namespace autotuned {
 namespace {
@@ -34,24 +35,36 @@ grpc::Status NotServing(const char* method) {
 }  // namespace
 
 PeerService::PeerService(std::string token, std::string daemon, std::string fingerprint,
-                         int max_calls)
+                         int max_calls, std::optional<std::vector<std::string>> tls_peer_hosts)
     : token_(std::move(token)),
+      tls_peer_hosts_(std::move(tls_peer_hosts)),
       daemon_(std::move(daemon)),
       fingerprint_(std::move(fingerprint)),
       max_calls_(max_calls) {}
 
 grpc::Status PeerService::Authenticate(const grpc::ServerContext& context) const {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
   std::string why;
-  if (it == metadata.end()) {
-    why = "no \"authorization\" metadata; send \"authorization: Bearer <peer token>\"";
-  } else {
-    const std::string value(it->second.data(), it->second.size());
-    if (value.rfind(kBearer, 0) != 0) {
-      why = "the \"authorization\" metadata is not \"Bearer <peer token>\"";
-    } else if (!ConstantTimeEquals(value.substr(sizeof(kBearer) - 1), token_)) {
-      why = "wrong peer token";
+  if (tls_peer_hosts_) {
+    const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+    const absl::Status named = auth == nullptr
+                                   ? absl::UnauthenticatedError("not a TLS call")
+                                   : PeerNamedIn(*auth, *tls_peer_hosts_);
+    if (!named.ok()) why = std::string(named.message());
+  } else if (token_.empty()) {
+    why = "this daemon has neither a peer token nor peer TLS configured";
+  }
+  if (why.empty() && !token_.empty()) {
+    const auto& metadata = context.client_metadata();
+    auto it = metadata.find("authorization");
+    if (it == metadata.end()) {
+      why = "no \"authorization\" metadata; send \"authorization: Bearer <peer token>\"";
+    } else {
+      const std::string value(it->second.data(), it->second.size());
+      if (value.rfind(kBearer, 0) != 0) {
+        why = "the \"authorization\" metadata is not \"Bearer <peer token>\"";
+      } else if (!ConstantTimeEquals(value.substr(sizeof(kBearer) - 1), token_)) {
+        why = "wrong peer token";
+      }
     }
   }
   if (why.empty()) return grpc::Status::OK;

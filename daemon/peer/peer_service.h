@@ -7,17 +7,21 @@
 // (daemon/common/grpc_status.h). See docs/protocol.md ("Groups over several
 // daemons") for the protocol.
 //
-// Authentication: every call must carry the metadata
+// Authentication, by mutual TLS (config peer_tls, daemon/peer/peer_tls.h),
+// a shared token, or both. With TLS, the server's credentials have verified
+// the caller's certificate against the CA before any call, and every call
+// must come with a certificate that names the host of one of the
+// configured peers (PeerNamedIn). With a token (config peer_token or
+// peer_token_file), every call must carry the metadata
 //   authorization: Bearer <token>
-// with the node's shared peer token (config peer_token or peer_token_file);
-// any other call is refused with UNAUTHENTICATED from its metadata alone,
-// before its message is read (every method is a streamed unary one: gRPC
-// reads the body only when the handler asks, so a caller without the token
-// makes the daemon hold no more than the transport's flow-control window),
-// and logged with the caller's address (at most kRefusedLogBurst lines per
-// kRefusedLogPeriod, then a count). The token is compared in constant time. There is no TLS (the static build links grpc_unsecure): the
-// token keeps strangers out; it does not hide the traffic, so keep the peer
-// network private.
+// compared in constant time. A call that fails either check is refused with
+// UNAUTHENTICATED from its certificate and metadata alone, before its
+// message is read (every method is a streamed unary one: gRPC reads the body
+// only when the handler asks, so a refused caller makes the daemon hold no
+// more than the transport's flow-control window), and logged with the
+// caller's address (at most kRefusedLogBurst lines per kRefusedLogPeriod,
+// then a count). Without TLS the token keeps strangers out but does not
+// hide the traffic: keep such a peer network private.
 //
 // Thread-safety: every method may be called concurrently; gRPC may call it
 // from any number of threads.
@@ -25,7 +29,9 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -53,13 +59,18 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
 
   // `daemon` names this daemon in Ping replies (the daemon uses its host
   // name); `fingerprint` is the node fingerprint (NodeFingerprint,
-  // daemon/cache/key.h). `token` must not be empty. At most `max_calls`
+  // daemon/cache/key.h). At most `max_calls`
   // authenticated calls are served at once (the daemon passes
   // limits.max_waiting_ranks): past them a call is refused with
   // RESOURCE_EXHAUSTED naming the limit, before its message is read, so that
   // a peer that holds the token still cannot hold unbounded threads.
+  // `tls_peer_hosts`: set when the peer port is served over mutual TLS, the
+  // host names or addresses a caller's certificate must name one of (the
+  // hosts of config peers). `token` "": no token is asked for, which is
+  // allowed with TLS only (without either, every call is refused).
   PeerService(std::string token, std::string daemon, std::string fingerprint,
-              int max_calls = 1024);
+              int max_calls = 1024,
+              std::optional<std::vector<std::string>> tls_peer_hosts = std::nullopt);
 
   // Serves Ready through `handler` from now on (set once, before peers
   // can know this daemon leads anything).
@@ -84,7 +95,8 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
       grpc::ServerUnaryStreamer<v1::ExchangeRequest, v1::ExchangeReply>* stream) override;
 
  private:
-  // OK, or UNAUTHENTICATED saying what was wrong (never the token).
+  // OK, or UNAUTHENTICATED saying what was wrong (never the token): the
+  // certificate's names first (with TLS), then the token (when one is set).
   grpc::Status Authenticate(const grpc::ServerContext& context) const;
   // Authenticates, then reads the request, answers it with `handle` and
   // writes the reply.
@@ -93,6 +105,7 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
                      grpc::ServerUnaryStreamer<Request, Reply>* stream, Handle handle);
 
   const std::string token_;
+  const std::optional<std::vector<std::string>> tls_peer_hosts_;
   const std::string daemon_;
   const std::string fingerprint_;
   const int max_calls_;

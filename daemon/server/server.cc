@@ -185,14 +185,17 @@ bool RemoveOwnSocket(const Listening& listening) {
   return unlink(path) == 0;
 }
 
-absl::StatusOr<PeerListening> StartPeerServer(const config::DaemonConfig& config,
-                                              grpc::Service* peer) {
+absl::StatusOr<PeerListening> StartPeerServer(
+    const config::DaemonConfig& config, grpc::Service* peer,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   grpc::ServerBuilder builder;
   builder.SetOption(std::make_unique<NoPlugins>());
   builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
   int port = 0;
-  builder.AddListeningPort(config.peer_listen(), grpc::InsecureServerCredentials(),
-                           &port);
+  builder.AddListeningPort(
+      config.peer_listen(),
+      credentials != nullptr ? std::move(credentials) : grpc::InsecureServerCredentials(),
+      &port);
   builder.RegisterService(peer);
   // Cross-daemon runs exchange whole buffers at every barrier: the peer port
   // takes messages up to PeerClient::kMaxMessageBytes (or the client limit,

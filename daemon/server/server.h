@@ -106,9 +106,12 @@ struct PeerListening {
 
 // Listens on config.peer_listen (which must not be empty) and serves
 // `peer` (not owned; it outlives the server) alone: no health checking, no
-// reflection, so that nothing on the port answers without the peer token
-// (PeerService checks it). UNAVAILABLE when the port cannot be opened.
-absl::StatusOr<PeerListening> StartPeerServer(const config::DaemonConfig& config,
-                                              grpc::Service* peer);
+// reflection, so that nothing on the port answers without the peer's
+// credentials (PeerService checks the token and the certificate's names).
+// `credentials`: the port's (PeerServerCredentials, daemon/peer/peer_tls.h:
+// mutual TLS); null: plain TCP. UNAVAILABLE when the port cannot be opened.
+absl::StatusOr<PeerListening> StartPeerServer(
+    const config::DaemonConfig& config, grpc::Service* peer,
+    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
 }  // namespace autotuned
