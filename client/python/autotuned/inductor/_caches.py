@@ -69,7 +69,12 @@ def _key_pass(previous: Any, target: str, settings: str) -> Any:
 
         def uuid(self) -> Optional[Any]:
             theirs = previous.uuid() if previous is not None else None
-            return ("autotuned.inductor", settings, _identity(target), theirs)
+            # Whether functional collectives are tuned: enable()'s setting,
+            # and functional_off() around this compile.
+            from autotuned.inductor import _functional
+
+            return ("autotuned.inductor", settings, _functional.key(), _identity(target),
+                    theirs)
 
     return DaemonCacheKey()
 

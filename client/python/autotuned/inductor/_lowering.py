@@ -12,7 +12,9 @@ torch/_inductor/kernel/custom_op.py, autotune_custom_op):
   * `impls` adds the daemon's kernels as extra decompositions that call
     torch.ops.autotuned (autotuned/ops.py), so they too are timed as the code
     that runs; they need CUDA tensors and a registered P2PGroup, and are
-    left out (logged once) otherwise.
+    left out (logged once) otherwise;
+  * the functional collectives of the winner inlined here are this
+    selection's code, not selections of their own (_functional.nested).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 from autotuned.client import candidate
+from autotuned.inductor import _functional
 
 log = logging.getLogger("autotuned.inductor")
 
@@ -111,5 +114,9 @@ def autotune_custom_op(original: Callable[..., Any], impls: Mapping[Any, Sequenc
         log.warning("autotuned: daemon kernels left out of %s: %s: %s", op_overload,
                     type(e).__name__, e)
         extra = []
-    return original(name, list(decompositions) + extra, inputs,
-                    list(non_tensor_args) + [{} for _ in extra], op_overload, *args, **kwargs)
+    # The winner inlined here is this selection's: its functional
+    # collectives are not selections of their own.
+    with _functional.nested():
+        return original(name, list(decompositions) + extra, inputs,
+                        list(non_tensor_args) + [{} for _ in extra], op_overload, *args,
+                        **kwargs)

@@ -1,0 +1,441 @@
+"""Functional collectives in a compiled graph as selections (docs/python.md,
+"Inductor", "Functional collectives").
+
+PyTorch 2.11 lowers each functional collective (torch/_inductor/
+comm_lowering.py, register_comm_lowerings) through the entry of
+torch._inductor.lowering.lowerings for its OpOverload: all_reduce as an
+in-place all_reduce_ on a clone (_AllReduce_Kernel), all_gather_into_tensor,
+reduce_scatter_tensor and all_to_all_single as a _CollectiveKernel out of
+place, broadcast as broadcast_ on a clone; wait_tensor as a _WaitKernel
+later in the graph, so that the collective overlaps whatever the scheduler
+puts between them. install() puts a lowering of its own in front of those
+entries (those of the in-place all_reduce_ and broadcast_ too). It makes the
+op a selection among implementations that compute the same thing, each a
+decomposition (functional collectives and torch ops, traced by make_fx) that
+is a choice of a custom-op selection, SubgraphTemplate's
+generate_custom_op_choices, asked through _select.ask: one client candidate
+per choice, timed as itself in the rank run, with the same rendezvous,
+window, fallback and cache as every other selection:
+
+  * `default`, the op followed by its wait: what Inductor emits today. It is
+    the first choice, so every fallback (a late rank, no daemon, any error)
+    keeps it; when it wins, the op goes to Inductor's own lowering, which
+    stays asynchronous;
+  * on any device: all_reduce as reduce_scatter then all_gather (sum, its
+    first dimension a multiple of the group's size: a view of the input
+    fed to the collective inside the inlined choice makes 2.11's scheduler
+    find a cycle, so the input is not flattened); all_gather as an
+    all_to_all of the input repeated for every rank; reduce_scatter as an
+    all_reduce and this rank's slice (sum); broadcast as a sum all_reduce of
+    the input on the source rank and zeros elsewhere; all_to_all_single with
+    equal splits as an all_gather and this rank's column;
+  * on CUDA tensors, all_reduce (sum) only where the group has symmetric
+    memory enabled (torch.distributed._symmetric_memory.
+    is_symm_mem_enabled_for_group): symm_mem one_shot_all_reduce and
+    two_shot_all_reduce_ on a staging copy of the input, which Inductor
+    allocates in symmetric memory (comm_lowering.realize_as_comm_buffer);
+    the copy is part of what is timed;
+  * on CUDA tensors, where a P2PGroup of this process group is registered
+    (autotuned.kernels), every implementation of the collective in
+    autotuned.kernels_lib.IMPLEMENTATIONS that is not NCCL's, through
+    torch.ops.autotuned.
+
+A choice other than `default` is inlined into the graph
+(inline_subgraph_to_ir_nodes) and waits inside itself: its wait_tensor is
+skipped (comm_lowering.mark_as_skip_wait, as 2.11 does for its own one-shot
+all_reduce). Every choice is timed with its wait, so an asynchronous default
+is timed without the overlap it may have in the graph.
+
+Not tuned (Inductor's own lowering): the coalesced and *_out variants,
+shard_dim_alltoall, inputs of symbolic size, reduce ops other than those
+named above for the alternatives (the op then has only its default), ops
+lowered inside a subgraph (a choice being compiled or inlined, a
+torch.cond branch), and any compile inside `suspended()` or after
+enable(functional=False).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Iterator
+from typing import Any, Callable, Optional
+
+from autotuned.group import GroupDescription, _group_id
+
+log = logging.getLogger("autotuned.inductor")
+
+# Op name in torch.ops._c10d_functional -> (collective, whether in place).
+OPS = {
+    "all_reduce": ("all_reduce", False),
+    "all_reduce_": ("all_reduce", True),
+    "all_gather_into_tensor": ("all_gather", False),
+    "reduce_scatter_tensor": ("reduce_scatter", False),
+    "all_to_all_single": ("all_to_all", False),
+    "broadcast": ("broadcast", False),
+    "broadcast_": ("broadcast", True),
+}
+
+_originals: dict[Any, Callable[..., Any]] = {}
+# > 0 while a selection of this module asks or inlines its winner, or while
+# suspended(): the lowerings inside go to Inductor's own.
+_depth = [0]
+_suspended = [0]
+
+
+@dataclasses.dataclass
+class _Op:
+    """One functional collective being lowered."""
+
+    name: str           # the selection's name: the graph node's
+    collective: str
+    inplace: bool
+    inp: Any            # the TensorBox
+    reduce_op: str      # all_reduce, reduce_scatter; else ""
+    root: int           # broadcast's source rank in the group
+    group_name: Any     # torch.distributed GroupName (a str)
+    group_size: int
+    splits: tuple[Optional[list[Any]], Optional[list[Any]]]  # all_to_all's
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """Compiles inside leave functional collectives to Inductor's own
+    lowering; part of Inductor's cache key (key())."""
+    _suspended[0] += 1
+    try:
+        yield
+    finally:
+        _suspended[0] -= 1
+
+
+@contextlib.contextmanager
+def nested() -> Iterator[None]:
+    """Lowerings inside are part of another selection (a custom op's choice
+    inlined): functional collectives there go to Inductor's own lowering."""
+    _depth[0] += 1
+    try:
+        yield
+    finally:
+        _depth[0] -= 1
+
+
+def key() -> str:
+    """Whether functional collectives are tuned now, for Inductor's cache key."""
+    return "functional=" + ("on" if _originals and not _suspended[0] else "off")
+
+
+def _wait(t: Any) -> Any:
+    import torch
+
+    return torch.ops._c10d_functional.wait_tensor(t)
+
+
+def _rank(group_name: Any) -> int:
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    return dist.get_rank(_resolve_process_group(group_name))
+
+
+def _decompositions(op: _Op) -> list[Callable[..., Any]]:
+    """The choices of `op`, its default first (module docstring)."""
+    import torch
+
+    c10d = torch.ops._c10d_functional
+    g, n, red, root = op.group_name, op.group_size, op.reduce_op, op.root
+    out: list[Callable[..., Any]] = []
+    shape = list(op.inp.get_size())
+    numel = 1
+    for s in shape:
+        numel *= int(s)
+    rows = int(shape[0]) if shape else 0
+
+    if op.collective == "all_reduce":
+        def default(x: Any) -> Any:
+            return _wait(c10d.all_reduce(x, red, g))
+        out.append(default)
+        if red == "sum" and rows and rows % n == 0:
+            def reduce_scatter_all_gather(x: Any) -> Any:
+                part = _wait(c10d.reduce_scatter_tensor(x, "sum", n, g))
+                return _wait(c10d.all_gather_into_tensor(part, n, g))
+            out.append(reduce_scatter_all_gather)
+    elif op.collective == "all_gather":
+        def default(x: Any) -> Any:
+            return _wait(c10d.all_gather_into_tensor(x, n, g))
+        out.append(default)
+        if rows:
+            def all_to_all_repeated(x: Any) -> Any:
+                copies = torch.cat([x] * n)
+                sizes = [x.shape[0]] * n
+                return _wait(c10d.all_to_all_single(copies, sizes, sizes, g))
+            out.append(all_to_all_repeated)
+    elif op.collective == "reduce_scatter":
+        def default(x: Any) -> Any:
+            return _wait(c10d.reduce_scatter_tensor(x, red, n, g))
+        out.append(default)
+        if red == "sum" and rows and rows % n == 0:
+            def all_reduce_slice(x: Any) -> Any:
+                full = _wait(c10d.all_reduce(x, "sum", g))
+                m, r = x.shape[0] // n, _rank(g)
+                return full[r * m:(r + 1) * m].clone()
+            out.append(all_reduce_slice)
+    elif op.collective == "broadcast":
+        def default(x: Any) -> Any:
+            return _wait(c10d.broadcast(x, root, g))
+        out.append(default)
+        if op.inp.get_dtype() != torch.bool:
+            def all_reduce_from_root(x: Any) -> Any:
+                mine = x.clone() if _rank(g) == root else torch.zeros_like(x)
+                return _wait(c10d.all_reduce(mine, "sum", g))
+            out.append(all_reduce_from_root)
+    elif op.collective == "all_to_all":
+        outs, ins = op.splits
+
+        def default(x: Any) -> Any:
+            return _wait(c10d.all_to_all_single(x, outs, ins, g))
+        out.append(default)
+        equal = all(s is None or len({int(v) for v in s}) <= 1 for s in (outs, ins))
+        if rows and rows % n == 0 and equal:
+            def all_gather_column(x: Any) -> Any:
+                every = _wait(c10d.all_gather_into_tensor(x, n, g))
+                m, r = x.shape[0] // n, _rank(g)
+                blocks = every.reshape(n, n, m, *x.shape[1:])
+                return blocks[:, r].reshape(x.shape).clone()
+            out.append(all_gather_column)
+    out += _symm_mem(op) + _catalogue(op)
+    return out
+
+
+def _on_cuda(op: _Op) -> bool:
+    device = op.inp.get_device()
+    return device is not None and device.type == "cuda"
+
+
+def _symm_mem(op: _Op) -> list[Callable[..., Any]]:
+    """PyTorch's symm-mem all_reduce, where the group has symmetric memory."""
+    if op.collective != "all_reduce" or op.reduce_op != "sum" or not _on_cuda(op):
+        return []
+    import torch
+
+    try:
+        from torch.distributed._symmetric_memory import is_symm_mem_enabled_for_group
+
+        if not is_symm_mem_enabled_for_group(op.group_name):
+            return []
+        symm = torch.ops.symm_mem
+        symm.one_shot_all_reduce  # noqa: B018 - absent where not built
+    except (ImportError, AttributeError):
+        return []
+    g = op.group_name
+
+    def symm_mem_one_shot(x: Any) -> Any:
+        # The clone is the staging copy Inductor places in symmetric memory.
+        return symm.one_shot_all_reduce(x.clone(), "sum", g)
+
+    def symm_mem_two_shot(x: Any) -> Any:
+        staged = x.clone()
+        symm.two_shot_all_reduce_(staged, "sum", g)
+        return staged
+    return [symm_mem_one_shot, symm_mem_two_shot]
+
+
+def _catalogue(op: _Op) -> list[Callable[..., Any]]:
+    """The daemon's kernels through torch.ops.autotuned, where a P2PGroup of
+    this process group is registered."""
+    if op.collective not in ("all_reduce", "all_gather", "reduce_scatter") or \
+            not _on_cuda(op) or op.reduce_op not in ("", "sum", "max", "min"):
+        return []
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    from autotuned import ops
+    from autotuned.kernels_lib import IMPLEMENTATIONS
+
+    pg = _resolve_process_group(op.group_name)
+    names = [n for n in ops.group_names() if ops.get_group(n).process_group is pg]
+    if not names:
+        return []
+    ops.register_ops()
+    group, red = names[-1], op.reduce_op or "sum"
+    out = []
+    for impl in IMPLEMENTATIONS.values():
+        if impl.collective != op.collective or impl.algo == 0:
+            continue
+        out.append(_catalogue_choice(op.collective, impl.name, group, red))
+    return out
+
+
+def _catalogue_choice(collective: str, impl: str, group: str, red: str
+                      ) -> Callable[..., Any]:
+    import re
+
+    def run(x: Any) -> Any:
+        import torch
+
+        fn = getattr(torch.ops.autotuned, collective)
+        if collective == "all_reduce":
+            return fn(x, impl, group, 0, 0, 0, red)
+        if collective == "reduce_scatter":
+            return fn(x, impl, group, 0, 0, red)
+        return fn(x, impl, group, 0, 0)
+
+    run.__name__ = "autotuned_" + re.sub(r"\W", "_", impl)
+    return run
+
+
+def subgroup(base: GroupDescription, group_name: Any) -> GroupDescription:
+    """The description of the process group `group_name`, from `base` (the
+    group enable() learned) without a collective: its members are the
+    ranks of `base` with the process group's global ranks, renumbered.
+    ValueError when one of them is not in `base`."""
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    pg = _resolve_process_group(group_name)
+    members = tuple(dist.get_process_group_ranks(pg))
+    if members == base.global_ranks:
+        return base
+    by_global = {r.global_rank: r for r in base.ranks}
+    missing = [m for m in members if m not in by_global]
+    if missing:
+        raise ValueError(f"process group {group_name!r} holds global ranks {missing}, "
+                         f"which the group described at enable() does not "
+                         f"({list(base.global_ranks)})")
+    ranks = tuple(dataclasses.replace(by_global[m], rank=i) for i, m in enumerate(members))
+    return GroupDescription(id=_group_id(f"{base.id}/{'-'.join(map(str, members))}"),
+                            rank=members.index(dist.get_rank()), world_size=len(members),
+                            global_ranks=members, ranks=ranks)
+
+
+def _eligible() -> bool:
+    from torch._inductor.graph import SubgraphLowering
+    from torch._inductor.virtualized import V
+
+    graph = V.graph
+    return not (_depth[0] or _suspended[0] or isinstance(graph, SubgraphLowering)
+                or str(getattr(graph, "name", "") or "").startswith("benchmark_"))
+
+
+def _describe(op_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[_Op]:
+    """The op being lowered, or None when it is not one this module tunes."""
+    import torch.distributed as dist
+    from torch._inductor.ir import TensorBox
+    from torch._inductor.virtualized import V
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    collective, inplace = OPS[op_name]
+    a = list(args)
+    inp = a[0] if a else None
+    if kwargs or not isinstance(inp, TensorBox):
+        return None
+    if any(getattr(s, "free_symbols", None) for s in inp.get_size()):
+        return None
+    reduce_op, root = "", 0
+    splits: tuple[Optional[list[Any]], Optional[list[Any]]] = (None, None)
+    if collective == "all_reduce":
+        reduce_op, group_name = str(a[1]).lower(), a[2]
+    elif collective == "all_gather":
+        group_name = a[2]
+    elif collective == "reduce_scatter":
+        reduce_op, group_name = str(a[1]).lower(), a[3]
+    elif collective == "broadcast":
+        root, group_name = int(a[1]), a[2]
+    else:
+        splits = (None if a[1] is None else [int(v) for v in a[1]],
+                  None if a[2] is None else [int(v) for v in a[2]])
+        group_name = a[3]
+    size = dist.get_world_size(_resolve_process_group(group_name))
+    node = V.graph.current_node
+    name = f"functional_{getattr(node, 'name', op_name)}"
+    return _Op(name, collective, inplace, inp, reduce_op, root, group_name, size, splits)
+
+
+def _lower(state: Any, op_name: str, original: Callable[..., Any], *args: Any,
+           **kwargs: Any) -> Any:
+    """The lowering of a functional collective while installed: a selection
+    (module docstring); Inductor's own lowering when the default wins, on
+    any fallback, and for what is not tuned."""
+    if not _eligible():
+        return original(*args, **kwargs)
+    from autotuned.inductor import _select
+
+    try:
+        op = _describe(op_name, args, kwargs)
+        decompositions = _decompositions(op) if op is not None else []
+    except Exception as e:  # noqa: BLE001 - Inductor's own lowering
+        log.warning("autotuned: %s left to Inductor's lowering: %s", op_name, _select._why(e))
+        return original(*args, **kwargs)
+    if op is None or len(decompositions) < 2:
+        return original(*args, **kwargs)
+    with nested():
+        winner = _select_winner(state, op, decompositions)
+        if winner is None:
+            return original(*args, **kwargs)
+        return _apply(op, winner)
+
+
+def _select_winner(state: Any, op: _Op, decompositions: list[Callable[..., Any]]) -> Any:
+    """The winning choice, or None for the default."""
+    from torch._inductor.codegen.subgraph import SubgraphTemplate
+
+    from autotuned.inductor import _caches, _choices, _select
+
+    try:
+        op.inp.realize()
+        choices = SubgraphTemplate(name=op.name).generate_custom_op_choices(
+            name=op.name, decompositions=decompositions, input_nodes=[op.inp],
+            non_tensor_args=[{} for _ in decompositions])
+        call = _choices.CollectiveCall(op.collective, op.reduce_op, op.root)
+        selection = _select.Selection.make(op.name, choices, call, [op.inp],
+                                           choices[0].layout, None)
+        group = subgroup(state.group, op.group_name)
+    except Exception as e:  # noqa: BLE001 - this rank asks nothing (as _select.select)
+        reason = _select._why(e)
+        state.decisions.append((op.name, {}, f"{op.name}_default", "FALLBACK", reason))
+        _caches.note_fallback(f"{op.name}: {reason}")
+        log.warning("autotuned: %s: FALLBACK to the default on this rank, without a round: %s",
+                    op.name, reason)
+        return None
+    # The decisions list is shared: replace() copies the reference.
+    winner, _ = _select.ask(dataclasses.replace(state, group=group), [selection])[0]
+    return None if winner is selection.choices[0] else winner
+
+
+def _apply(op: _Op, winner: Any) -> Any:
+    """The winner inlined in place of the op; its wait is skipped."""
+    from torch._inductor.codegen.subgraph import inline_subgraph_to_ir_nodes
+    from torch._inductor.comm_lowering import mark_as_skip_wait
+    from torch._inductor.lowering import copy_
+
+    result = inline_subgraph_to_ir_nodes(winner.gm, [op.inp], op.name)
+    if op.inplace:
+        done = copy_(op.inp, result)
+        mark_as_skip_wait(done)
+        return op.inp
+    result.realize()
+    mark_as_skip_wait(result)
+    return result
+
+
+def install(state: Any) -> None:
+    """Puts this module's lowering in front of Inductor's for the ops of OPS."""
+    import functools
+
+    import torch
+    from torch._inductor.lowering import lowerings
+
+    uninstall()
+    for op_name in OPS:
+        overload = getattr(torch.ops._c10d_functional, op_name).default
+        original = lowerings[overload]
+        _originals[overload] = original
+        lowerings[overload] = functools.partial(_lower, state, op_name, original)
+
+
+def uninstall() -> None:
+    """Restores Inductor's lowerings."""
+    from torch._inductor.lowering import lowerings
+
+    for overload, original in _originals.items():
+        lowerings[overload] = original
+    _originals.clear()

@@ -1,0 +1,210 @@
+"""autotuned.inductor's functional collectives against real PyTorch: gloo,
+CPU, a sim daemon.
+
+A model written with plain functional collectives
+(torch.distributed._functional_collectives all_reduce, all_gather_tensor,
+reduce_scatter_tensor), no custom op registered, compiled with
+torch.compile after autotuned.inductor.enable():
+
+  * each collective is a selection the daemon answers (TUNED, two
+    candidates timed: Inductor's own lowering and the decomposition that
+    computes the same thing), the same on every rank, and the output equals
+    the eager model's;
+  * the decompositions, made to win, run in the compiled code (CACHED: the
+    daemon's cache answers) and give the same output;
+  * a graph compiled inside functional_off() asks nothing and keeps
+    Inductor's lowering;
+  * a dead daemon: every collective falls back to Inductor's own lowering,
+    the same on every rank, no crash, the right output.
+
+The long twin (//client/python:inductor_functional_long_test) runs the
+first case on 4 ranks, with an all_reduce over a group of 2 of them (a TP
+group inside the job) besides those over the world.
+"""
+
+import os
+import signal
+import sys
+import tempfile
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_fixture import Daemon  # noqa: E402
+from ranks import RankError, run_ranks  # noqa: E402
+from tier import LONG, long_only  # noqa: E402
+from timeout_guard import guard  # noqa: E402
+
+WINDOW_US = 10_000_000  # ranks compiling side by side on a busy machine drift apart
+NAMES = ["functional_all_reduce", "functional_all_gather_into_tensor",
+         "functional_reduce_scatter_tensor"]
+
+
+@pytest.fixture(autouse=True)
+def deadline():
+    with guard(1200 if LONG else 600):
+        yield
+
+
+@pytest.fixture
+def daemon():
+    d = Daemon()
+    yield d
+    d.stop()
+
+
+def _model(world, pair):
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    group = dist.group.WORLD
+
+    def model(x):
+        reduced = funcol.all_reduce(x * 2 + 1, "sum", group)
+        gathered = funcol.all_gather_tensor(x, 0, group)
+        scattered = funcol.reduce_scatter_tensor(x, "sum", 0, group)
+        out = [reduced + 1, gathered, scattered]
+        if pair is not None:
+            out.append(funcol.all_reduce(x - 1, "sum", pair))
+        return out
+    return model
+
+
+def _steps(rank, world, target, plan):
+    """Enables the integration and compiles the model once per step, each in
+    a fresh Inductor cache; what each step saw."""
+    import torch
+    import torch.distributed as dist
+    from torch._inductor.output_code import CompiledFxGraph
+    from torch._inductor.utils import fresh_cache
+
+    import autotuned.inductor as ai
+    from autotuned import pb
+    from autotuned.inductor import _select
+
+    pair = None
+    if plan.get("pairs"):
+        groups = [dist.new_group([r, r + 1]) for r in range(0, world, 2)]
+        pair = groups[rank // 2]
+    model = _model(world, pair)
+    codes = []
+    original_call = CompiledFxGraph.__call__
+
+    def recorded(self, inputs):
+        codes.append(self.source_code)
+        return original_call(self, inputs)
+    CompiledFxGraph.__call__ = recorded
+    original_ask = _select.ask
+    force = {"on": ()}
+
+    def ask(state, selections, *args, **kwargs):
+        answers = original_ask(state, selections, *args, **kwargs)
+        if not force["on"]:
+            return answers
+        # The decision stays the daemon's; the code compiled is the other choice.
+        return [(s.choices[1], t) if s.name in force["on"] else (w, t)
+                for s, (w, t) in zip(selections, answers)]
+    _select.ask = ask
+
+    ai.enable(target=target, timeout=300,
+              options=pb.Options(warmup=1, iterations=5, presync_window_us=WINDOW_US))
+    # Integer values: every sum is exact in float32.
+    x = torch.arange(8 * world, dtype=torch.float32).reshape(2 * world, 4) + 100 * rank
+    expected = [t.wait() if hasattr(t, "wait") else t for t in model(x)]
+    out = []
+    for step in plan["steps"]:
+        if step.get("kill_daemon_pid") and rank == 0:
+            os.kill(step["kill_daemon_pid"], signal.SIGKILL)
+        force["on"] = step.get("force_other", ())
+        dist.barrier()
+        torch._dynamo.reset()
+        before, first_code = len(ai.decisions()), len(codes)
+        start = time.monotonic()
+        with fresh_cache():
+            if step.get("off"):
+                with ai.functional_off():
+                    result = torch.compile(model)(x)
+            else:
+                result = torch.compile(model)(x)
+        out.append({"decisions": ai.decisions()[before:], "codes": codes[first_code:],
+                    "wall_s": time.monotonic() - start,
+                    "correct": [bool(torch.equal(r, e)) for r, e in zip(result, expected)]})
+    ai.disable()
+    _select.ask = original_ask
+    return out
+
+
+def _env():
+    # One compile thread: no worker pool to start on a small, busy machine.
+    return {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="atpy-inductor"),
+            "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+
+
+def _run(daemon, world, plan):
+    results = run_ranks(_steps, world=world, args=(daemon.target, plan), env=_env(),
+                        timeout=900 if LONG else 400)
+    for r in results:
+        assert not isinstance(r, RankError), r
+    for i in range(len(plan["steps"])):
+        for rank, r in enumerate(results):
+            # (selection, {candidate: ms}, winner, status): the same on every
+            # rank of its group (a pair's all_reduce: the pair's first rank).
+            for d in r[i]["decisions"]:
+                first = 0 if d[0] in NAMES else rank - rank % 2
+                same = {e[0]: e[:4] for e in results[first][i]["decisions"]}
+                assert d[:4] == same[d[0]], (results[first][i], r[i])
+            assert all(r[i]["correct"]), r[i]
+    return results
+
+
+def _tuned(step, names):
+    assert [(d[0], d[3]) for d in step["decisions"]] == [(n, "TUNED") for n in names], step
+    for name, timings, winner, _status, _why in step["decisions"]:
+        # Inductor's own lowering and the decomposition, each timed as itself.
+        assert len(timings) == 2 and f"{name}_default" in timings, timings
+        assert winner in timings, timings
+        assert all(0 < ms < 1000 for ms in timings.values()), timings
+
+
+def test_two_ranks_each_collective_tuned_then_its_other_choice_runs(daemon):
+    """TUNED per collective and the eager output; then the other choices
+    compiled in (CACHED), visible in the generated code, the same output;
+    then functional_off(): no ask, Inductor's lowering."""
+    results = _run(daemon, 2, {"steps": [{}, {"force_other": NAMES}, {"off": True}]})
+    tuned, forced, off = results[0]
+    _tuned(tuned, NAMES)
+    assert [(d[0], d[3]) for d in forced["decisions"]] == [(n, "CACHED") for n in NAMES]
+    code = "\n".join(forced["codes"])
+    # all_gather as an all_to_all of the repeated input, reduce_scatter as
+    # an all_reduce and this rank's slice, all_reduce split in two.
+    assert "all_to_all_single" in code and "reduce_scatter_tensor" in code, code
+    assert off["decisions"] == []
+    assert "all_to_all_single" not in "\n".join(off["codes"])
+
+
+def test_dead_daemon_falls_back_to_inductors_lowering(daemon):
+    """The daemon SIGKILLed after enable(): every collective falls back at
+    once to Inductor's own lowering, the same on both ranks, and the
+    compiled model computes the eager model's output."""
+    results = _run(daemon, 2, {"steps": [{"kill_daemon_pid": daemon.proc.pid}]})
+    for r in results:
+        step = r[0]
+        assert [(d[0], d[2], d[3]) for d in step["decisions"]] == [
+            (n, f"{n}_default", "FALLBACK") for n in NAMES], step
+        assert all("daemon" in d[4].lower() or "unavailable" in d[4].lower()
+                   for d in step["decisions"]), step["decisions"]
+        assert "all_to_all_single" not in "\n".join(step["codes"])
+
+
+@long_only("//client/python:inductor_functional_long_test")
+def test_four_ranks_with_a_group_of_two(daemon):
+    """4 ranks: the three collectives over the world and an all_reduce over
+    each rank's pair (groups [0, 1] and [2, 3]): every one TUNED, the same
+    within each group, the eager output."""
+    results = _run(daemon, 4, {"steps": [{}], "pairs": True})
+    _tuned(results[0][0], NAMES + ["functional_all_reduce_1"])
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
