@@ -46,13 +46,16 @@
  * scratch) must be 16-byte aligned (AT_P2P_ALIGNMENT; cudaMalloc gives 256):
  * the fast path moves 16 bytes (uint4) per load/store and counts that are not
  * a multiple of the 16-byte vector are finished by a scalar tail. The only
- * non-vectorized case is reduce_scatter (and all_gather's copy unit), see
- * at_p2p_is_vectorized.
+ * non-vectorized case is reduce_scatter (and the copy unit of all_gather,
+ * all_to_all and broadcast), see at_p2p_is_vectorized.
  *
  * Shapes (`count` as in proto/autotuned.proto's Problem, per rank):
  *   all_reduce:      inputs `count`, output `count`.
  *   all_gather:      inputs `count`, output `world * count`.
  *   reduce_scatter:  inputs `world * count`, output `count`.
+ *   all_to_all:      inputs `world * count`, output `world * count` (even
+ *                    splits: `count` elements from every rank to every rank).
+ *   broadcast:       input `count` (read on `root` only), output `count`.
  */
 #ifndef AUTOTUNED_KERNELS_AUTOTUNED_KERNELS_H_
 #define AUTOTUNED_KERNELS_AUTOTUNED_KERNELS_H_
@@ -67,7 +70,7 @@ extern "C" {
 /* Version of this ABI: major * 10000 + minor * 100 + patch. A change of major
  * means an incompatible change of a struct or signature; a change of minor,
  * an addition (an algo, a function). */
-#define AT_KERNELS_VERSION 10200
+#define AT_KERNELS_VERSION 20000
 int at_kernels_version(void);
 
 /* Return codes: 0 or a cudaError_t value. */
@@ -165,6 +168,17 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * side stream, two events and the launch's host calls (2 x (world - 1)
    * copies per chunk) make its fixed cost higher than the kernels'. Since
    * ABI 1.2. */
+#define AT_ALGO_ALL_TO_ALL 9
+  /* Even splits: rank r copies segment r (`count` elements) of every rank
+   * p's input into segment p of its output (loads over NVLink). Start
+   * barrier, copy, end barrier. Not in place. No scratch; op ignored.
+   * Since ABI 2.0. */
+#define AT_ALGO_BROADCAST 10
+  /* Every rank copies `root`'s input into its output (loads over NVLink;
+   * the root copies its own unless in place). Start barrier, copy, end
+   * barrier. Only the root's input is read: peer_inputs[p], p != root, may
+   * be NULL. In place allowed (output == own input). No scratch; op
+   * ignored. Since ABI 2.0. */
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */
 const char* at_p2p_algo_name(int algo);
@@ -187,6 +201,7 @@ typedef struct at_p2p_args {
                                     number of polls of one flag after which
                                     the block gives up, records the error in
                                     this rank's signal buffer and exits */
+  int root;                      /* broadcast only: 0..world-1 (since ABI 2.0) */
 } at_p2p_args;
 
 /* sizeof(at_p2p_args) as compiled into the library (ctypes layout check). */
@@ -211,7 +226,8 @@ int64_t at_p2p_scratch_bytes(int algo, int dtype, int world, int64_t count,
 /* 1 when the launch takes the 16-byte vector path on every rank (scalar
  * tails aside), 0 otherwise (still correct, slower: reduce_scatter with count
  * not a multiple of the vector width goes element by element on the ranks
- * whose block is misaligned; all_gather then copies 8, 4 or 2-byte units),
+ * whose block is misaligned; all_gather, all_to_all and broadcast then copy
+ * 8, 4 or 2-byte units),
  * -1 for invalid arguments. */
 int at_p2p_is_vectorized(int algo, const at_p2p_args* args);
 
@@ -225,6 +241,8 @@ int at_p2p_all_reduce_one_shot_push(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_copy_engine(const at_p2p_args* args, void* stream);
 int at_p2p_all_gather(const at_p2p_args* args, void* stream);
 int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream);
+int at_p2p_all_to_all(const at_p2p_args* args, void* stream);
+int at_p2p_broadcast(const at_p2p_args* args, void* stream);
 
 /* ---- Signal buffers -------------------------------------------------------
  * Protocol: per block b, each rank keeps its own launch counter (epoch) in its

@@ -45,13 +45,17 @@ int Fail(char* reason, size_t reason_len, const char* fmt, ...) {
 }
 
 bool ValidAlgo(int algo) {
-  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_ALL_REDUCE_COPY_ENGINE;
+  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_BROADCAST;
 }
 bool ValidDtype(int dtype) {
   return dtype == AT_DTYPE_FLOAT32 || dtype == AT_DTYPE_BFLOAT16 ||
          dtype == AT_DTYPE_FLOAT16;
 }
-bool IsReduction(int algo) { return algo != AT_ALGO_ALL_GATHER; }
+// The copies: no reduction, no scratch, a copy unit of 2 to 16 bytes.
+bool IsCopy(int algo) {
+  return algo == AT_ALGO_ALL_GATHER || algo == AT_ALGO_ALL_TO_ALL || algo == AT_ALGO_BROADCAST;
+}
+bool IsReduction(int algo) { return !IsCopy(algo); }
 bool IsTwoShot(int algo) {
   return algo == AT_ALGO_ALL_REDUCE_TWO_SHOT ||
          algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ||
@@ -60,8 +64,13 @@ bool IsTwoShot(int algo) {
 bool IsOneShotPush(int algo) { return algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH; }
 bool IsCopyEngine(int algo) { return algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE; }
 bool UsesScratch(int algo) { return IsTwoShot(algo) || IsOneShotPush(algo) || IsCopyEngine(algo); }
-// Algos that read this rank's own input only.
-bool ReadsOwnInputOnly(int algo) { return IsOneShotPush(algo) || IsCopyEngine(algo); }
+// Whether the launch on `a.rank` reads rank p's input: the push one-shot
+// and the copy engine read their own only, broadcast the root's only.
+bool ReadsInput(int algo, const at_p2p_args& a, int p) {
+  if (IsOneShotPush(algo) || IsCopyEngine(algo)) return p == a.rank;
+  if (algo == AT_ALGO_BROADCAST) return p == a.root;
+  return true;
+}
 
 uintptr_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 bool Aligned(const void* p, uintptr_t a) { return Addr(p) % a == 0; }
@@ -72,8 +81,10 @@ bool Overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
 
 // Element counts of one rank's input and output.
 void Extents(int algo, int world, int64_t count, int64_t* in, int64_t* out) {
-  *in = algo == AT_ALGO_REDUCE_SCATTER ? world * count : count;
-  *out = algo == AT_ALGO_ALL_GATHER ? world * count : count;
+  const bool world_in = algo == AT_ALGO_REDUCE_SCATTER || algo == AT_ALGO_ALL_TO_ALL;
+  const bool world_out = algo == AT_ALGO_ALL_GATHER || algo == AT_ALGO_ALL_TO_ALL;
+  *in = world_in ? world * count : count;
+  *out = world_out ? world * count : count;
 }
 
 }  // namespace
@@ -121,6 +132,8 @@ const char* at_p2p_algo_name(int algo) {
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return "all_reduce_two_shot_push";
     case AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH: return "all_reduce_one_shot_push";
     case AT_ALGO_ALL_REDUCE_COPY_ENGINE: return "all_reduce_copy_engine";
+    case AT_ALGO_ALL_TO_ALL: return "all_to_all";
+    case AT_ALGO_BROADCAST: return "broadcast";
     default: return nullptr;
   }
 }
@@ -163,6 +176,9 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   if (IsReduction(algo) && (a->op < AT_OP_SUM || a->op > AT_OP_MIN)) {
     return Fail(r, n, "unknown reduce op %d", a->op);
   }
+  if (algo == AT_ALGO_BROADCAST && (a->root < 0 || a->root >= a->world)) {
+    return Fail(r, n, "root %d outside [0, %d)", a->root, a->world);
+  }
   if (a->count < 0 || a->count > kMaxCount) {
     return Fail(r, n, "count %lld outside [0, 2^44]", static_cast<long long>(a->count));
   }
@@ -199,7 +215,7 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   const int64_t esize = ElemBytes(a->dtype);
   if (a->peer_inputs == nullptr) return Fail(r, n, "peer_inputs is NULL");
   for (int p = 0; p < a->world; ++p) {
-    if (ReadsOwnInputOnly(algo) && p != a->rank) continue;
+    if (!ReadsInput(algo, *a, p)) continue;
     if (a->peer_inputs[p] == nullptr) return Fail(r, n, "peer_inputs[%d] is NULL", p);
     if (!Aligned(a->peer_inputs[p], kVecBytes)) {
       return Fail(r, n, "peer_inputs[%d] not %d-byte aligned", p, kVecBytes);
@@ -211,6 +227,9 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   }
   int64_t in_elems = 0, out_elems = 0;
   Extents(algo, a->world, a->count, &in_elems, &out_elems);
+  // A rank that does not read its own input (a broadcast's other ranks)
+  // may pass none, and its output may be anywhere.
+  if (!ReadsInput(algo, *a, a->rank)) in_elems = 0;
   const void* in = a->peer_inputs[a->rank];
   const int64_t in_bytes = in_elems * esize, out_bytes = out_elems * esize;
   const char* out_c = static_cast<const char*>(a->output);
@@ -230,6 +249,11 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
     case AT_ALGO_ALL_GATHER:
       in_place_ok = in_c == out_c + a->rank * a->count * esize;
       break;
+    // Broadcast: the root reads and writes each element once, in place or
+    // not; peers read the root's input before its end barrier.
+    case AT_ALGO_BROADCAST:
+      in_place_ok = in == a->output;
+      break;
     case AT_ALGO_REDUCE_SCATTER:
       in_place_ok = out_c == in_c + a->rank * a->count * esize;
       break;
@@ -239,6 +263,7 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
     return Fail(r, n, "output overlaps this rank's input (%s)",
                 algo == AT_ALGO_ALL_REDUCE_ONE_SHOT   ? "one_shot cannot run in place"
                 : IsCopyEngine(algo) ? "copy_engine cannot run in place"
+                : algo == AT_ALGO_ALL_TO_ALL ? "all_to_all cannot run in place"
                                      : "only the exact in-place layout is allowed");
   }
   if (UsesScratch(algo)) {
@@ -265,12 +290,10 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
 int at_p2p_is_vectorized(int algo, const at_p2p_args* a) {
   if (at_p2p_check_args(algo, a, nullptr, 0) != AT_OK) return -1;
   const int64_t vec = VecElems(a->dtype);
-  switch (algo) {
-    case AT_ALGO_ALL_GATHER:  // copy unit: the largest power of 2 <= 16 bytes
-    case AT_ALGO_REDUCE_SCATTER:
-      return a->count % vec == 0 ? 1 : 0;
-    default: return 1;
-  }
+  // The copies' unit: the largest power of 2 <= 16 bytes dividing a
+  // rank's (segment's) bytes.
+  if (IsCopy(algo) || algo == AT_ALGO_REDUCE_SCATTER) return a->count % vec == 0 ? 1 : 0;
+  return 1;
 }
 
 }  // extern "C"

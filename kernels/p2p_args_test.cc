@@ -53,8 +53,9 @@ std::string Reason(int algo, const at_p2p_args& args) {
 constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
                           AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_GATHER,
                           AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
-                          AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE};
-constexpr int kLastAlgo = AT_ALGO_ALL_REDUCE_COPY_ENGINE;
+                          AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE,
+                          AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST};
+constexpr int kLastAlgo = AT_ALGO_BROADCAST;
 
 TEST_CASE("version, names, limits and struct size") {
   CHECK(at_kernels_version() == AT_KERNELS_VERSION);
@@ -66,6 +67,8 @@ TEST_CASE("version, names, limits and struct size") {
         "all_reduce_one_shot_push");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_COPY_ENGINE)) ==
         "all_reduce_copy_engine");
+  CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_TO_ALL)) == "all_to_all");
+  CHECK(std::string(at_p2p_algo_name(AT_ALGO_BROADCAST)) == "broadcast");
   for (int algo : kAlgos) CHECK(at_p2p_algo_name(algo) != nullptr);
   CHECK(at_p2p_algo_name(0) == nullptr);
   CHECK(at_p2p_algo_name(kLastAlgo + 1) == nullptr);
@@ -134,7 +137,7 @@ TEST_CASE("world, rank, dtype, op, count, spin limit") {
   {
     Setup s;
     CHECK(at_p2p_check_args(kLastAlgo + 1, &s.args, nullptr, 0) == AT_ERR_INVALID_VALUE);
-    CHECK_THAT(Reason(kLastAlgo + 1, s.args), Catch::Contains("unknown algo 9"));
+    CHECK_THAT(Reason(kLastAlgo + 1, s.args), Catch::Contains("unknown algo 11"));
   }
   Setup s;
   s.args.world = 1;
@@ -413,6 +416,62 @@ TEST_CASE("in place and overlap rules") {
   s.scratch[1] = Fake(0x90000000u - 2000);
   CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args) == "OK");
   CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, s.args), Catch::Contains("scratch overlaps"));
+}
+
+TEST_CASE("all_to_all: world segments in and out, never in place; no op") {
+  Setup s(4, 2);
+  s.args.op = 0;  // ignored by the copies
+  CHECK(Reason(AT_ALGO_ALL_TO_ALL, s.args) == "OK");
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_ALL_TO_ALL, AT_DTYPE_BFLOAT16, 4, 1000, 0) == 0);
+  // The input is world x count: an output 4 x 1000 x 2 bytes after it
+  // starts is clear of it, one byte less overlaps.
+  char* in = static_cast<char*>(const_cast<void*>(s.inputs[2]));
+  s.args.output = in + 4 * 1000 * 2;
+  CHECK(Reason(AT_ALGO_ALL_TO_ALL, s.args) == "OK");
+  s.args.output = in + 4 * 1000 * 2 - 16;
+  CHECK_THAT(Reason(AT_ALGO_ALL_TO_ALL, s.args), Catch::Contains("all_to_all cannot run in place"));
+  s.args.output = in;
+  CHECK_THAT(Reason(AT_ALGO_ALL_TO_ALL, s.args), Catch::Contains("all_to_all cannot run in place"));
+  // Every peer's input is read.
+  s.args.output = Fake(0x90000000u);
+  s.inputs[0] = nullptr;
+  CHECK_THAT(Reason(AT_ALGO_ALL_TO_ALL, s.args), Catch::Contains("peer_inputs[0] is NULL"));
+  // Segments of 2 bytes: not vectorized, still accepted.
+  s.inputs[0] = Fake(0x10000000u);
+  s.args.count = 7;
+  CHECK(Reason(AT_ALGO_ALL_TO_ALL, s.args) == "OK");
+  CHECK(at_p2p_is_vectorized(AT_ALGO_ALL_TO_ALL, &s.args) == 0);
+}
+
+TEST_CASE("broadcast: a root in the group, its input alone read, in place allowed") {
+  Setup s(4, 1);
+  s.args.op = 0;
+  s.args.root = 3;
+  CHECK(Reason(AT_ALGO_BROADCAST, s.args) == "OK");
+  for (int root : {-1, 4, 100}) {
+    s.args.root = root;
+    CHECK_THAT(Reason(AT_ALGO_BROADCAST, s.args), Catch::Contains("root " + std::to_string(root)));
+  }
+  // Only the root's input: the others may be NULL, the root's may not.
+  s.args.root = 3;
+  for (int p : {0, 1, 2}) s.inputs[p] = nullptr;
+  CHECK(Reason(AT_ALGO_BROADCAST, s.args) == "OK");
+  s.inputs[3] = nullptr;
+  CHECK_THAT(Reason(AT_ALGO_BROADCAST, s.args), Catch::Contains("peer_inputs[3] is NULL"));
+  // A rank other than the root: its output may be anywhere (its input is
+  // not read), the root's own included... but not misaligned.
+  s.inputs[3] = Fake(0x40000000u);
+  s.args.output = static_cast<char*>(Fake(0x40000000u)) + 64;
+  CHECK(Reason(AT_ALGO_BROADCAST, s.args) == "OK");
+  s.args.output = static_cast<char*>(Fake(0x40000000u)) + 8;
+  CHECK_THAT(Reason(AT_ALGO_BROADCAST, s.args), Catch::Contains("output not 16-byte aligned"));
+  // The root: in place, or clear of its input.
+  s.args.rank = 3;
+  s.args.output = Fake(0x40000000u);
+  CHECK(Reason(AT_ALGO_BROADCAST, s.args) == "OK");
+  s.args.output = static_cast<char*>(Fake(0x40000000u)) + 64;
+  CHECK_THAT(Reason(AT_ALGO_BROADCAST, s.args), Catch::Contains("overlaps"));
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_BROADCAST, AT_DTYPE_FLOAT32, 4, 1000, 0) == 0);
 }
 
 TEST_CASE("reason buffer is optional and truncated") {

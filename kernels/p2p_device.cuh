@@ -29,6 +29,7 @@ struct P2pKernelArgs {
   int64_t spin_limit;
   int world;
   int rank;
+  int root;  // broadcast
 };
 
 // ---- Element types: raw bits in registers, arithmetic in fp32 -------------

@@ -28,7 +28,8 @@ constexpr int64_t kCounts[] = {1, 7, 8, 1000, 4096 + 3, 1 << 20};
 constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
                           AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_GATHER,
                           AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
-                          AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE};
+                          AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE,
+                          AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST};
 // The all-reduces: they share the signal buffer, and all but the push
 // one-shot (its own buffers) one scratch buffer per rank.
 constexpr int kAllReduces[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
@@ -53,6 +54,10 @@ constexpr int64_t kSpinLimit = int64_t{1} << 24;
 constexpr int64_t kScratchBytes = AT_P2P_MAX_WORLD * kMaxCount * 4;
 
 int64_t ElemBytes(int dtype) { return dtype == AT_DTYPE_FLOAT32 ? 4 : 2; }
+
+bool Reduces(int algo) {
+  return algo != AT_ALGO_ALL_GATHER && algo != AT_ALGO_ALL_TO_ALL && algo != AT_ALGO_BROADCAST;
+}
 
 // What an algo runs: the push one-shot takes 16-bit types only.
 bool Runs(int algo, int dtype) {
@@ -207,6 +212,9 @@ struct Case {
   bool in_place = false;
 
   int64_t Chunk() const { return count <= 4099 ? 256 : (1 << 17); }
+  // Broadcast: a root that moves with the count, so that rank 0 is not
+  // always the one read.
+  int Root(int world) const { return static_cast<int>((count + 1) % world); }
   std::string Name() const {
     return std::string(at_p2p_algo_name(algo)) + " dtype " + std::to_string(dtype) + " op " +
            std::to_string(op) + " count " + std::to_string(count) +
@@ -243,10 +251,13 @@ Layout MakeLayout(const Env& env, const Case& c) {
         l.outputs.push_back(c.in_place ? in : out);
     }
   }
-  l.in_count = c.algo == AT_ALGO_REDUCE_SCATTER ? env.world * c.count : c.count;
-  l.out_count = c.algo == AT_ALGO_ALL_GATHER ? env.world * c.count : c.count;
+  const bool a2a = c.algo == AT_ALGO_ALL_TO_ALL;
+  l.in_count = c.algo == AT_ALGO_REDUCE_SCATTER || a2a ? env.world * c.count : c.count;
+  l.out_count = c.algo == AT_ALGO_ALL_GATHER || a2a ? env.world * c.count : c.count;
   l.collective = c.algo == AT_ALGO_ALL_GATHER       ? Collective::kAllGather
                  : c.algo == AT_ALGO_REDUCE_SCATTER ? Collective::kReduceScatter
+                 : a2a                              ? Collective::kAllToAll
+                 : c.algo == AT_ALGO_BROADCAST      ? Collective::kBroadcast
                                                     : Collective::kAllReduce;
   return l;
 }
@@ -271,6 +282,7 @@ int Check(Env& env, const Case& c, const Layout& l, int r) {
   k.expect.op = static_cast<ReduceOp>(c.op);
   k.expect.world = env.world;
   k.expect.rank = r;
+  k.expect.root = c.Root(env.world);
   k.expect.count = c.count;
   k.mismatches = env.bad[r];
   k.first_bad = env.first[r];
@@ -291,6 +303,7 @@ at_p2p_args Args(Env& env, const Case& c, const Layout& l, int r, Shape shape,
   a.threads = shape.threads;
   a.chunk_elems = c.Chunk();
   a.spin_limit = spin_limit;
+  a.root = c.Root(env.world);
   return a;
 }
 
@@ -331,7 +344,7 @@ TEST_CASE("p2p collectives produce the pattern's results", "[gpu]") {
   std::unique_ptr<Env> env = Env::Create();
   if (!env) return;
   for (Case c : AllCases()) {
-    const bool reduces = c.algo != AT_ALGO_ALL_GATHER;
+    const bool reduces = Reduces(c.algo);
     for (int op : {AT_OP_SUM, AT_OP_MAX, AT_OP_MIN}) {
       if (!reduces && op != AT_OP_SUM) continue;
       c.op = op;
@@ -351,7 +364,10 @@ TEST_CASE("p2p collectives in place", "[gpu]") {
   if (!env) return;
   for (Case c : AllCases()) {
     // Not supported.
-    if (c.algo == AT_ALGO_ALL_REDUCE_ONE_SHOT || c.algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE) continue;
+    if (c.algo == AT_ALGO_ALL_REDUCE_ONE_SHOT || c.algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE ||
+        c.algo == AT_ALGO_ALL_TO_ALL) {
+      continue;
+    }
     c.in_place = true;
     const Layout l = MakeLayout(*env, c);
     bool valid = true;

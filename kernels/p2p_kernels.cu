@@ -307,6 +307,47 @@ __global__ void __launch_bounds__(kMaxThreads, 1) AllGatherKernel(const __grid_c
   EndEpoch(a, e);
 }
 
+// All-to-all, even splits: segment `rank` (count units) of every rank's
+// input into segment p of the output, p the rank it came from.
+template <int W, typename U>
+__global__ void __launch_bounds__(kMaxThreads, 1) AllToAllKernel(const __grid_constant__ P2pKernelArgs a) {
+  const uint32_t e = BeginEpoch(a);
+  if (!Barrier(a, Flag(e, 1))) return;
+  const int64_t units = a.count;
+  const int64_t gid = GlobalThread(), grid = GridThreads();
+  for (int64_t j = gid; j < units; j += grid) {
+    U v[W];
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      if (p < a.world) v[p] = __ldcg(static_cast<const U*>(a.in[p]) + a.rank * units + j);
+    }
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      if (p < a.world) static_cast<U*>(a.out)[p * units + j] = v[p];
+    }
+  }
+  if (!Barrier(a, Flag(e, 2))) return;
+  EndEpoch(a, e);
+}
+
+// Broadcast: the root's input into every rank's output (the root's own
+// unless in place). The end barrier keeps the root's input unchanged until
+// every rank has read it.
+template <typename U>
+__global__ void __launch_bounds__(kMaxThreads, 1) BroadcastKernel(const __grid_constant__ P2pKernelArgs a) {
+  const uint32_t e = BeginEpoch(a);
+  if (!Barrier(a, Flag(e, 1))) return;
+  const U* src = static_cast<const U*>(a.in[a.root]);
+  U* dst = static_cast<U*>(a.out);
+  if (src != dst) {
+    for (int64_t j = GlobalThread(), grid = GridThreads(); j < a.count; j += grid) {
+      dst[j] = __ldcg(src + j);
+    }
+  }
+  if (!Barrier(a, Flag(e, 2))) return;
+  EndEpoch(a, e);
+}
+
 // ---- Launch ----------------------------------------------------------------
 
 using KernelFn = void (*)(const P2pKernelArgs);
@@ -338,18 +379,29 @@ template <int W, int DT> KernelFn PickOp(int algo, int op) {
   }
 }
 
-// All-gather copy unit: the largest power of two <= 16 dividing a rank's bytes.
-template <int W> KernelFn PickGather(int dtype, int64_t* count_units) {
+template <int W, typename U> KernelFn CopyKernel(int algo) {
+  switch (algo) {
+    case AT_ALGO_ALL_TO_ALL: return AllToAllKernel<W, U>;
+    case AT_ALGO_BROADCAST: return BroadcastKernel<U>;
+    default: return AllGatherKernel<W, U>;
+  }
+}
+
+// The copies' unit (all_gather, all_to_all, broadcast): the largest power of
+// two <= 16 dividing a rank's (segment's) bytes.
+template <int W> KernelFn PickCopy(int algo, int dtype, int64_t* count_units) {
   const int64_t bytes = *count_units * ElemBytes(dtype);
-  if (bytes % 16 == 0) { *count_units = bytes / 16; return AllGatherKernel<W, uint4>; }
-  if (bytes % 8 == 0) { *count_units = bytes / 8; return AllGatherKernel<W, uint2>; }
-  if (bytes % 4 == 0) { *count_units = bytes / 4; return AllGatherKernel<W, unsigned int>; }
+  if (bytes % 16 == 0) { *count_units = bytes / 16; return CopyKernel<W, uint4>(algo); }
+  if (bytes % 8 == 0) { *count_units = bytes / 8; return CopyKernel<W, uint2>(algo); }
+  if (bytes % 4 == 0) { *count_units = bytes / 4; return CopyKernel<W, unsigned int>(algo); }
   *count_units = bytes / 2;
-  return AllGatherKernel<W, unsigned short>;
+  return CopyKernel<W, unsigned short>(algo);
 }
 
 template <int W> KernelFn PickW(int algo, int dtype, int op, int64_t* count_units) {
-  if (algo == AT_ALGO_ALL_GATHER) return PickGather<W>(dtype, count_units);
+  if (algo == AT_ALGO_ALL_GATHER || algo == AT_ALGO_ALL_TO_ALL || algo == AT_ALGO_BROADCAST) {
+    return PickCopy<W>(algo, dtype, count_units);
+  }
   switch (dtype) {
     case AT_DTYPE_BFLOAT16: return PickOp<W, AT_DTYPE_BFLOAT16>(algo, op);
     case AT_DTYPE_FLOAT16: return PickOp<W, AT_DTYPE_FLOAT16>(algo, op);
@@ -454,6 +506,7 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
   k.spin_limit = args->spin_limit;
   k.world = args->world;
   k.rank = args->rank;
+  k.root = args->root;
   if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT || algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ||
       algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH) {
     // The push two-shot: one chunk; slot_elems is its slice (scratch slot s
@@ -502,18 +555,26 @@ int at_p2p_all_gather(const at_p2p_args* args, void* stream) {
 int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_REDUCE_SCATTER, args, stream);
 }
+int at_p2p_all_to_all(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_ALL_TO_ALL, args, stream);
+}
+int at_p2p_broadcast(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_BROADCAST, args, stream);
+}
 
 int at_p2p_preload_kernels(void) {
   namespace p2p = autotuned::kernels::p2p;
   cudaFuncAttributes attr;
-  for (int algo = AT_ALGO_ALL_REDUCE_ONE_SHOT; algo <= AT_ALGO_ALL_REDUCE_COPY_ENGINE; ++algo) {
+  for (int algo = AT_ALGO_ALL_REDUCE_ONE_SHOT; algo <= AT_ALGO_BROADCAST; ++algo) {
     for (int world : {2, 4, p2p::kMaxWorld}) {
       for (int dtype : {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16}) {
         for (int op : {AT_OP_SUM, AT_OP_MAX, AT_OP_MIN}) {
-          // All-gather: counts of 1, 2, 4, 8 elements reach every copy unit
-          // (and it has no op); the others have one kernel per dtype and op.
+          // The copies: counts of 1, 2, 4, 8 elements reach every copy unit
+          // (and they have no op); the others have one kernel per dtype and op.
           const int64_t counts[] = {1, 2, 4, 8};
-          const int n = algo == AT_ALGO_ALL_GATHER ? (op == AT_OP_SUM ? 4 : 0) : 1;
+          const bool copy = algo == AT_ALGO_ALL_GATHER || algo == AT_ALGO_ALL_TO_ALL ||
+                            algo == AT_ALGO_BROADCAST;
+          const int n = copy ? (op == AT_OP_SUM ? 4 : 0) : 1;
           for (int c = 0; c < n; ++c) {
             int64_t count = counts[c];
             const p2p::KernelFn fn = p2p::Pick(algo, world, dtype, op, &count);

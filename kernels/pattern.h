@@ -57,5 +57,10 @@ AT_HD inline float ReduceScatterExpected(ReduceOp op, int world, int rank,
 AT_HD inline float BroadcastExpected(int root, int64_t index) {
   return InputValue(root, index);
 }
+// All-to-all with even splits (`count` elements from every rank to every
+// rank): segment p of `rank`'s output is segment `rank` of rank p's input.
+AT_HD inline float AllToAllEvenExpected(int rank, int64_t count, int64_t index) {
+  return InputValue(static_cast<int>(index / count), rank * count + index % count);
+}
 
 }  // namespace autotuned::pattern

@@ -33,6 +33,7 @@ __device__ float Expected(const ExpectArgs& e, int64_t i) {
     case Collective::kReduceScatter:
       return pattern::ReduceScatterExpected(e.op, e.world, e.rank, e.count, i);
     case Collective::kBroadcast: return pattern::BroadcastExpected(e.root, i);
+    case Collective::kAllToAll: return pattern::AllToAllEvenExpected(e.rank, e.count, i);
     default: return pattern::AllReduceExpected(e.op, e.world, i);
   }
 }

@@ -21,7 +21,8 @@ struct FillPatternArgs {
   int64_t offset = 0;
 };
 
-// What a buffer should hold after a collective, element i of `count`.
+// What a buffer should hold after a collective, element i of `count`
+// (all_to_all: even splits, `count` elements per pair of ranks).
 struct ExpectArgs {
   Collective collective = Collective::kAllReduce;
   ReduceOp op = ReduceOp::kSum;

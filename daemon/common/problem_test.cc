@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "kernels/pattern.h"
+
 namespace autotuned {
 namespace {
 
@@ -34,6 +36,22 @@ TEST_CASE("all_to_all offsets walk the split matrix") {
   CHECK(p.InputOffset(1, 1) == 3);
   CHECK(p.OutputOffset(1, 1) == 2);
   CHECK(p.MessageBytes() == 7 * 4);
+}
+
+TEST_CASE("even all_to_all: the device check's rule is the split matrix's") {
+  ProblemSpec even;
+  even.collective = Collective::kAllToAll;
+  even.world_size = 4;
+  even.count = 5;  // no matrix: 5 from every rank to every rank
+  ProblemSpec matrix = even;
+  matrix.split_counts.assign(16, 5);
+  for (int rank = 0; rank < 4; ++rank) {
+    for (int64_t i = 0; i < 20; ++i) {
+      INFO("rank " << rank << " index " << i);
+      CHECK(ExpectedOutput(even, rank, i) == pattern::AllToAllEvenExpected(rank, 5, i));
+      CHECK(ExpectedOutput(matrix, rank, i) == pattern::AllToAllEvenExpected(rank, 5, i));
+    }
+  }
 }
 
 TEST_CASE("descriptions name the problem") {

@@ -19,7 +19,7 @@ import os
 import threading
 from typing import Optional
 
-ABI_MAJOR = 1  # AT_KERNELS_VERSION // 10000 this module was written against
+ABI_MAJOR = 2  # AT_KERNELS_VERSION // 10000 this module was written against
 LIB_NAME = "libautotuned_kernels_abi.so"
 LIB_ENV = "AUTOTUNED_KERNELS_LIB"
 
@@ -34,6 +34,8 @@ ALGO_REDUCE_SCATTER = 5
 ALGO_ALL_REDUCE_TWO_SHOT_PUSH = 6  # since ABI 1.1 (AT_KERNELS_VERSION 10100)
 ALGO_ALL_REDUCE_ONE_SHOT_PUSH = 7  # since ABI 1.2 (bfloat16 and float16 only)
 ALGO_ALL_REDUCE_COPY_ENGINE = 8    # since ABI 1.2
+ALGO_ALL_TO_ALL = 9                # since ABI 2.0 (even splits)
+ALGO_BROADCAST = 10                # since ABI 2.0 (at_p2p_args.root)
 
 VOIDPP = ctypes.POINTER(ctypes.c_void_p)
 
@@ -60,6 +62,7 @@ class AtP2PArgs(ctypes.Structure):
         ("threads", ctypes.c_int),
         ("chunk_elems", ctypes.c_int64),
         ("spin_limit", ctypes.c_int64),
+        ("root", ctypes.c_int),        # broadcast (since ABI 2.0)
     ]
 
 

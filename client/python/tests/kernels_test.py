@@ -32,9 +32,11 @@ def lib() -> K.Library:
 def test_version_struct_size_and_limits(lib):
     assert lib.version // 10000 == K.ABI_MAJOR
     assert lib.lib.at_p2p_args_size() == ctypes.sizeof(K.AtP2PArgs)
-    # The C layout on LP64: 4 ints, then 8-byte fields.
+    # The C layout on LP64: 4 ints, then 8-byte fields, then the root (an
+    # int padded to 8).
     assert K.AtP2PArgs.count.offset == 16
-    assert K.AtP2PArgs.spin_limit.offset + 8 == ctypes.sizeof(K.AtP2PArgs) == 88
+    assert K.AtP2PArgs.spin_limit.offset + 8 == K.AtP2PArgs.root.offset == 88
+    assert ctypes.sizeof(K.AtP2PArgs) == 96
     lim = lib.limits
     assert (lim.min_world, lim.max_world, lim.max_blocks, lim.max_threads) == (2, 8, 132, 1024)
     assert (lim.alignment, lim.signal_alignment, lim.pipeline_depth) == (16, 128, 2)
@@ -42,6 +44,8 @@ def test_version_struct_size_and_limits(lib):
     assert lib.algo_name(K.ALGO_ALL_REDUCE_ONE_SHOT) == "all_reduce_one_shot"
     assert lib.algo_name(K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH) == "all_reduce_two_shot_push"
     assert lib.algo_name(K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH) == "all_reduce_one_shot_push"
+    assert lib.algo_name(K.ALGO_ALL_TO_ALL) == "all_to_all"
+    assert lib.algo_name(K.ALGO_BROADCAST) == "broadcast"
     for impl in K.IMPLEMENTATIONS.values():  # every algo the module launches is the library's
         assert impl.algo == 0 or lib.algo_name(impl.algo), impl.name
     assert lib.algo_name(99) is None
@@ -146,11 +150,11 @@ def test_launch_of_rejected_arguments_raises_with_the_reason(lib):
 
 
 def test_abi_mismatch_is_a_clear_error():
-    with pytest.raises(K.KernelsError, match=r"sizeof\(at_p2p_args\) is 80 in the library but 88"):
-        K.check_abi(10000, 80, "lib.so")
-    with pytest.raises(K.KernelsError, match="major 2"):
+    with pytest.raises(K.KernelsError, match=r"sizeof\(at_p2p_args\) is 88 in the library but 96"):
         K.check_abi(20000, 88, "lib.so")
-    K.check_abi(10203, 88)
+    with pytest.raises(K.KernelsError, match="major 1"):
+        K.check_abi(10200, 96, "lib.so")
+    K.check_abi(20003, 96)
 
 
 def test_missing_and_foreign_libraries(tmp_path):

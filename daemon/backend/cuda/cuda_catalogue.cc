@@ -102,7 +102,13 @@ Catalogue CudaCatalogue(bool test_faults) {
             512));
   c.Add(Nccl(Collective::kAllToAll, "all_to_all/nccl",
              "grouped ncclSend/ncclRecv, uneven splits"));
+  c.Add(P2p(Collective::kAllToAll, "all_to_all/p2p",
+            "each rank copies its segment of every peer's input over NVLink "
+            "(even splits only)",
+            32, 512));
   c.Add(NcclTuned(Collective::kBroadcast, "broadcast/nccl", "ncclBroadcast", 2));
+  c.Add(P2p(Collective::kBroadcast, "broadcast/p2p",
+            "each rank copies the root's input over NVLink", 32, 512));
   if (test_faults) {
     ImplInfo hang = P2p(Collective::kAllReduce, "all_reduce/hang_test",
                         "TEST FAULT: one-shot on rank 0 alone, no spin limit: "

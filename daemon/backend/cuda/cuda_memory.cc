@@ -26,6 +26,8 @@ int P2pAlgo(const std::string& impl) {
       {"all_reduce/two_shot_chunked", AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED},
       {"all_gather/p2p", AT_ALGO_ALL_GATHER},
       {"reduce_scatter/p2p", AT_ALGO_REDUCE_SCATTER},
+      {"all_to_all/p2p", AT_ALGO_ALL_TO_ALL},
+      {"broadcast/p2p", AT_ALGO_BROADCAST},
       {"all_reduce/hang_test", AT_ALGO_ALL_REDUCE_ONE_SHOT},
   };
   for (const Entry& e : kAlgos) {

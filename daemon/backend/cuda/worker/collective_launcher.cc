@@ -41,7 +41,9 @@ constexpr Entry kEntries[] = {
     {"reduce_scatter/p2p", Collective::kReduceScatter, Method::kP2p,
      AT_ALGO_REDUCE_SCATTER, false},
     {"all_to_all/nccl", Collective::kAllToAll, Method::kNccl, 0, false},
+    {"all_to_all/p2p", Collective::kAllToAll, Method::kP2p, AT_ALGO_ALL_TO_ALL, false},
     {"broadcast/nccl", Collective::kBroadcast, Method::kNccl, 0, false},
+    {"broadcast/p2p", Collective::kBroadcast, Method::kP2p, AT_ALGO_BROADCAST, false},
     {"all_reduce/hang_test", Collective::kAllReduce, Method::kHangTest,
      AT_ALGO_ALL_REDUCE_ONE_SHOT, true},
     {"all_reduce/nccl_hang_test", Collective::kAllReduce, Method::kNcclHangTest, 0, true},
@@ -125,6 +127,16 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CollectiveLauncher::Create(
   if (l->resources_.group == nullptr || l->resources_.group->world() != world) {
     return absl::InternalError("launcher: no P2P group for this world");
   }
+  // The P2P all_to_all moves the same count between every pair of ranks.
+  int64_t count = problem.count;
+  if (problem.collective == Collective::kAllToAll && !problem.split_counts.empty()) {
+    const std::vector<int64_t>& s = problem.split_counts;
+    if (std::any_of(s.begin(), s.end(), [&](int64_t c) { return c != s[0]; })) {
+      return absl::InvalidArgumentError(
+          "all_to_all/p2p takes even splits only: split_counts differ");
+    }
+    count = s[0];
+  }
   l->peer_inputs_.assign(l->resources_.inputs.begin(), l->resources_.inputs.end());
   l->p2p_args_.resize(world);
   for (int r = 0; r < world; ++r) {
@@ -133,7 +145,8 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CollectiveLauncher::Create(
     AT_RETURN_IF_ERROR(l->resources_.group->InitArgs(method.algo, r, &a));
     a.dtype = static_cast<int>(problem.dtype);
     a.op = static_cast<int>(problem.op);
-    a.count = problem.count;
+    a.count = count;
+    a.root = problem.root;
     a.peer_inputs = l->peer_inputs_.data();
     a.output = l->resources_.outputs[r];
     a.blocks = ToInt(candidate.Param("blocks", 0));

@@ -239,6 +239,11 @@ TEST_CASE("broadcast from the last rank", "[gpu]") {
   p.world_size = Gpus(*node);
   p.root = p.world_size - 1;
   ExpectRuns(*node, p, "broadcast/nccl");
+  const Catalogue catalogue = CudaCatalogue(false);
+  const ImplInfo* impl = catalogue.Find("broadcast/p2p");
+  REQUIRE(impl != nullptr);
+  if (WorldFor(*node, *impl) != p.world_size) return;
+  for (bool graph : {false, true}) ExpectRuns(*node, p, "broadcast/p2p", graph);
 }
 
 TEST_CASE("cuda graph mode replays the captured iterations", "[gpu]") {
@@ -270,6 +275,34 @@ TEST_CASE("all_to_all with uneven splits", "[gpu]") {
     if (w >= 2) p.split_counts[1] = 0;  // rank 0 sends nothing to rank 1
     ExpectRuns(*node, p, "all_to_all/nccl", graph);
   }
+}
+
+TEST_CASE("all_to_all/p2p: an even split matrix runs, an uneven one is ruled out", "[gpu]") {
+  std::unique_ptr<GpuNode> node = MakeNode();
+  if (!node) return;
+  const Catalogue catalogue = CudaCatalogue(false);
+  const ImplInfo* impl = catalogue.Find("all_to_all/p2p");
+  REQUIRE(impl != nullptr);
+  const int w = WorldFor(*node, *impl);
+  if (w == 0) return;
+  ProblemSpec p;
+  p.collective = Collective::kAllToAll;
+  p.dtype = DType::kBFloat16;
+  p.world_size = w;
+  p.split_counts.assign(static_cast<size_t>(w) * w, 1000 + 3);
+  ExpectRuns(*node, p, impl->name);
+  p.split_counts[1] = 7;
+  absl::StatusOr<CandidateSpec> c = catalogue.Canonicalize(p, {impl->name, {}}, "test");
+  REQUIRE(c.ok());
+  const std::vector<RankOutcome> out = node->Run(p, *c, Schedule(), Deadline());
+  REQUIRE(static_cast<int>(out.size()) == w);
+  for (const RankOutcome& o : out) {
+    INFO(o.status.ToString());
+    CHECK(o.status.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(absl::StrContains(o.status.message(), "even splits only"));
+  }
+  // The node keeps serving.
+  ExpectRuns(*node, p, "all_to_all/nccl");
 }
 
 TEST_CASE("a launch shape the kernels reject is ruled out", "[gpu]") {
