@@ -11,6 +11,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "daemon/cache/key.h"
 #include "daemon/solver/result.h"
@@ -48,7 +49,8 @@ ClientRuns::ClientRuns(Solver* solver, Engine* engine, metrics::DaemonMetrics* m
 std::optional<v1::TuneResponse> ClientRuns::Start(const ValidRequest& request,
                                                   const std::string& round_id,
                                                   absl::Time round_deadline,
-                                                  absl::Duration rendezvous) {
+                                                  absl::Duration rendezvous,
+                                                  const std::function<bool()>& abandoned) {
   RunPlan plan;
   plan.request = std::make_shared<const ValidRequest>(request);
   plan.answer = solver_->NewResponse(round_id);
@@ -69,22 +71,25 @@ std::optional<v1::TuneResponse> ClientRuns::Start(const ValidRequest& request,
   if (plan.problems.empty()) return std::nullopt;
   const absl::Duration within = ReportWithin(steps, request.engine.timeout, options_.report_grace);
   absl::StatusOr<DeviceLease::Token> lease =
-      engine_->lease().Acquire(round_deadline, round_deadline + within);
-  if (!lease.ok()) {
+      engine_->lease().Acquire(round_deadline, round_deadline + within, abandoned);
+  auto not_measured = [&](absl::string_view why) {
     v1::TuneResponse busy = plan.answer;
     for (int i = 0; i < busy.results_size(); ++i) {
       if (hit[i]) continue;
-      busy.mutable_results(i)->set_reason(
-          absl::StrCat("not measured: ", lease.status().message()));
+      busy.mutable_results(i)->set_reason(absl::StrCat("not measured: ", why));
     }
     return busy;
-  }
+  };
+  if (!lease.ok()) return not_measured(lease.status().message());
+  EngineOptions options = request.engine;
+  options.abandoned = abandoned;
   for (size_t i = 0; i < request.problems.size(); ++i) {
     const ValidProblem& p = request.problems[i];
     if (hit[i]) continue;
     metrics_->rendezvous_latency->Observe(absl::ToDoubleSeconds(rendezvous));
     std::vector<CandidateOutcome> catalogue =
-        engine_->Measure(p.spec, p.candidates, request.engine, &*lease);
+        engine_->Measure(p.spec, p.candidates, options, &*lease);
+    if (abandoned && abandoned()) return not_measured("every rank's caller went away");
     if (p.has_client()) {
       plan.catalogue.push_back(std::move(catalogue));
     } else {
@@ -144,6 +149,32 @@ void ClientRuns::Keep(std::shared_ptr<Run> run) {
     runs_.erase(order_.front());
     order_.pop_front();
   }
+  Trim(0);
+}
+
+void ClientRuns::Trim(int64_t room) {
+  int64_t total = 0;
+  for (const auto& [id, run] : runs_) total += run->bytes();
+  for (const bool decided : {true, false}) {
+    for (auto id = order_.begin(); id != order_.end() && total + room > options_.max_kept_bytes;) {
+      auto it = runs_.find(*id);
+      if (it == runs_.end()) {
+        id = order_.erase(id);
+        continue;
+      }
+      if (it->second->decided_at().has_value() != decided) {
+        ++id;
+        continue;
+      }
+      spdlog::warn("run={}: forgotten {}: the runs kept hold {} bytes, over "
+                   "rendezvous.max_kept_bytes = {}",
+                   *id, decided ? "after its decision" : "undecided", total + room,
+                   options_.max_kept_bytes);
+      total -= it->second->bytes();
+      runs_.erase(it);
+      id = order_.erase(id);
+    }
+  }
 }
 
 void ClientRuns::Expire(absl::Time now) {
@@ -188,7 +219,20 @@ absl::StatusOr<v1::TuneResponse> ClientRuns::Report(const v1::RunReport& report,
                                                     absl::Time deadline) {
   absl::StatusOr<std::shared_ptr<Run>> run = Find(report.run_id());
   if (!run.ok()) return run.status();
+  {
+    // Room for this report among the kept runs' bytes first (its sender
+    // knows the run's id: one of its ranks).
+    absl::MutexLock lock(&mu_);
+    Trim(static_cast<int64_t>(report.ByteSizeLong()));
+  }
   return (*run)->Report(report, deadline);
+}
+
+int64_t ClientRuns::kept_bytes() const {
+  absl::MutexLock lock(&mu_);
+  int64_t total = 0;
+  for (const auto& [id, run] : runs_) total += run->bytes();
+  return total;
 }
 
 int ClientRuns::size() const {

@@ -12,8 +12,12 @@
 //
 // Retention: a decided run is kept for `decision_ttl` after its decision
 // (an undecided one for `decision_ttl` after its bound), at most
-// `max_runs_kept` runs (the oldest dropped first); then RunStep and Report
-// for it are FAILED_PRECONDITION ("unknown to this daemon").
+// `max_runs_kept` runs (the oldest dropped first) and `max_kept_bytes` of
+// them (Run::bytes; the oldest decided run dropped first, then the oldest
+// undecided one, checked as each run opens and before each report is
+// kept); then RunStep and Report for it are FAILED_PRECONDITION ("unknown
+// to this daemon"). A run dropped undecided gives the devices' lease back
+// once its last call returns.
 //
 // Ownership: `solver`, `engine` and `metrics` are not owned and outlive the
 // runs.
@@ -21,7 +25,9 @@
 // Thread-safety: every method may be called concurrently.
 #pragma once
 
+#include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +52,7 @@ struct ClientRunsOptions {
   absl::Duration report_grace = absl::Seconds(5);
   absl::Duration decision_ttl = absl::Minutes(10);  // rendezvous.decision_ttl_ms
   int max_runs_kept = 4096;                         // rendezvous.max_rounds_kept
+  int64_t max_kept_bytes = int64_t{256} << 20;      // rendezvous.max_kept_bytes
 };
 
 class ClientRuns {
@@ -60,10 +67,15 @@ class ClientRuns {
   // daemon) that the runner publishes: a run opened and its schedule in
   // `run`, or, when the lease could not be had by `round_deadline`, every
   // problem FALLBACK with the reason. nullopt when no cache miss has client
-  // candidates (the round is measured as usual).
+  // candidates (the round is measured as usual). `abandoned` (null: never):
+  // whether no one waits for the round any more (EngineOptions::abandoned);
+  // once true, the lease is no longer waited for, the catalogue candidates
+  // not run yet are not, and no run is opened (the answer is FALLBACK, for
+  // no one).
   std::optional<v1::TuneResponse> Start(const ValidRequest& request,
                                         const std::string& round_id,
-                                        absl::Time round_deadline, absl::Duration rendezvous)
+                                        absl::Time round_deadline, absl::Duration rendezvous,
+                                        const std::function<bool()>& abandoned = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Rank `rank` got run `run_id` from its Tune: its labels and names go on
@@ -81,6 +93,8 @@ class ClientRuns {
 
   // Runs kept now.
   int size() const ABSL_LOCKS_EXCLUDED(mu_);
+  // What they hold, in bytes (about; Run::bytes).
+  int64_t kept_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // The run's schedule from `plan`: a new id, its steps and options.
@@ -90,6 +104,9 @@ class ClientRuns {
   absl::StatusOr<std::shared_ptr<Run>> Find(const std::string& run_id)
       ABSL_LOCKS_EXCLUDED(mu_);
   void Expire(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops runs until they hold at most max_kept_bytes - `room` bytes (the
+  // oldest decided first, then the oldest undecided).
+  void Trim(int64_t room) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   Solver* const solver_;

@@ -63,10 +63,11 @@ struct RankEnd {
 
 class Runs {
  public:
-  explicit Runs(const std::string& cache, absl::Duration grace = absl::Milliseconds(300))
+  explicit Runs(const std::string& cache, absl::Duration grace = absl::Milliseconds(300),
+                int max_runs_kept = 16, int64_t max_kept_bytes = int64_t{256} << 20)
       : stack_(cache),
         runs_(&stack_.solver(), &stack_.engine(), &stack_.metrics(),
-              ClientRunsOptions{grace, absl::Minutes(10), 16}) {}
+              ClientRunsOptions{grace, absl::Minutes(10), max_runs_kept, max_kept_bytes}) {}
 
   // Rank 0's ask of `world` ranks, opened as the round's runner would, in
   // `passes` interleaved passes.
@@ -921,6 +922,32 @@ TEST_CASE("a note sent ok at a barrier reaches every rank, the lowest rank's fir
     CHECK(Ranked(*end.answer, 0).ok());
     CHECK(Ranked(*end.answer, 1).ok());
   }
+}
+
+TEST_CASE("runs are forgotten past max_kept_bytes, the oldest first") {
+  constexpr int64_t kMaxBytes = 32 << 10;
+  Runs f("bytes", absl::Milliseconds(300), 4096, kMaxBytes);
+  std::optional<v1::TuneResponse> first = f.Open("g", 1, {"client:first"});
+  REQUIRE(first.has_value());
+  f.RunAll(first->run(), "g", {RankScript()});
+  const int64_t one = f.runs().kept_bytes();
+  INFO("one decided run: " << one << " bytes");
+  REQUIRE(one > 0);
+  const int runs = static_cast<int>(2 * kMaxBytes / one) + 2;
+  std::optional<v1::TuneResponse> last;
+  for (int i = 0; i < runs; ++i) {
+    last = f.Open(absl::StrCat("g", i), 1, {absl::StrCat("client:k", i)});
+    REQUIRE(last.has_value());
+    f.RunAll(last->run(), absl::StrCat("g", i), {RankScript()});
+    CHECK(f.runs().kept_bytes() <= kMaxBytes);
+  }
+  CHECK(f.runs().size() < runs);
+  CHECK(f.runs().size() >= 2);
+  CHECK(f.runs().Report(Report(first->run(), 0, 1, 3), absl::Now()).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+  v1::RunReport late = Report(last->run(), 0, 1, 3);
+  late.set_group_id(absl::StrCat("g", runs - 1));
+  CHECK(f.runs().Report(late, absl::Now()).ok());  // the newest is kept
 }
 
 }  // namespace

@@ -32,6 +32,15 @@ CandidateOutcome RuledOut(int index, const CandidateSpec& candidate, std::string
 
 }  // namespace
 
+int64_t RequestBytes(const ValidRequest& request) {
+  int64_t bytes = sizeof(ValidRequest) + request.group_id.size() + request.members_text.size();
+  for (const ValidProblem& p : request.problems) {
+    bytes += sizeof(ValidProblem) + static_cast<int64_t>(p.canonical.ByteSizeLong()) +
+             static_cast<int64_t>(p.candidates.size() * sizeof(CandidateSpec));
+  }
+  return bytes;
+}
+
 const char* PhaseName(int phase) {
   return phase == v1::VERIFIED ? "verified" : phase == v1::WARMED_UP ? "warmed up" : "?";
 }
@@ -58,6 +67,13 @@ Run::Run(v1::ClientRun schedule, RunPlan plan, DeviceLease::Token lease, absl::T
   first.bound = bound_;
   first.reports.resize(world_size_);
   segments_.push_back(std::move(first));
+  int64_t bytes = sizeof(Run) + static_cast<int64_t>(schedule_.ByteSizeLong()) +
+                  static_cast<int64_t>(plan_.answer.ByteSizeLong()) +
+                  RequestBytes(*plan_.request);
+  for (const std::vector<CandidateOutcome>& outcomes : plan_.catalogue) {
+    bytes += static_cast<int64_t>(outcomes.size() * sizeof(CandidateOutcome));
+  }
+  bytes_ = bytes;
 }
 
 absl::Time Run::bound() const {
@@ -67,7 +83,13 @@ absl::Time Run::bound() const {
 
 void Run::Attach(int rank, std::shared_ptr<const ValidRequest> request) {
   absl::MutexLock lock(&mu_);
-  if (rank >= 0 && rank < world_size_) rank_requests_[rank] = std::move(request);
+  if (rank < 0 || rank >= world_size_ || request == nullptr) return;
+  // A rank's own request (another object than the plan's): counted.
+  if (request != plan_.request) bytes_ += RequestBytes(*request);
+  if (rank_requests_[rank] != nullptr && rank_requests_[rank] != plan_.request) {
+    bytes_ -= RequestBytes(*rank_requests_[rank]);
+  }
+  rank_requests_[rank] = std::move(request);
 }
 
 std::optional<absl::Time> Run::decided_at() const {
@@ -238,6 +260,7 @@ absl::StatusOr<v1::TuneResponse> Run::Report(const v1::RunReport& report,
   }
   seg.reports[report.rank()] = report;
   ++seg.reported;
+  bytes_ += static_cast<int64_t>(report.ByteSizeLong());
   const absl::Time bound = seg.bound;  // Settle may move segments_
   // Every rank that is not lost: settled now, not at the bound; a lost
   // rank that reports later gets the decision.
@@ -471,6 +494,7 @@ void Run::Settle() {
                schedule_.run_id(), absl::CEscape(plan_.request->group_id),
                answer.run().steps(0).pass(), answer.run().steps_size(),
                answer.run().report_within_ms());
+  bytes_ += static_cast<int64_t>(2 * answer.ByteSizeLong());  // and its steps
   continuations_.push_back(std::move(answer));
 }
 
@@ -503,6 +527,15 @@ void Run::Decide() {
   decision_ = std::make_shared<const v1::TuneResponse>(std::move(answer));
   decided_at_ = absl::Now();
   lease_.Release();
+  // The reports are no longer read (a late report is checked against its
+  // schedule's steps alone, then answered the decision).
+  for (Segment& seg : segments_) {
+    for (std::optional<v1::RunReport>& r : seg.reports) {
+      if (r) bytes_ -= static_cast<int64_t>(r->ByteSizeLong());
+      r.reset();
+    }
+  }
+  bytes_ += static_cast<int64_t>(decision_->ByteSizeLong());
   metrics_->runs_decided->Increment();
   metrics_->client_candidates_ruled_out->Increment(ruled_out);
   spdlog::info(

@@ -31,6 +31,7 @@
 // rank at a time).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -102,6 +103,11 @@ class Run {
 
   // When the run was decided; nullopt while it is not.
   std::optional<absl::Time> decided_at() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // What the run holds in memory, in bytes (about): its plan and schedules,
+  // the ranks' requests and reports until the decision (they are let go
+  // then), and the decision. Read without the run's lock.
+  int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
  private:
   struct Arrived {
@@ -212,7 +218,11 @@ class Run {
   std::vector<std::shared_ptr<const ValidRequest>> rank_requests_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const v1::TuneResponse> decision_ ABSL_GUARDED_BY(mu_);
   absl::Time decided_at_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> bytes_{0};
 };
+
+// What `request` holds in memory, in bytes (about).
+int64_t RequestBytes(const ValidRequest& request);
 
 // "verified", "warmed up".
 const char* PhaseName(int phase);

@@ -126,7 +126,16 @@ std::vector<CandidateOutcome> Engine::Measure(
     const EngineOptions& requested, const DeviceLease::Token* held) {
   EngineOptions options = requested;
   absl::StatusOr<DeviceLease::Token> own = DeviceLease::Token();
-  if (held == nullptr) own = lease_.Acquire(options.lease_deadline);
+  if (held == nullptr) {
+    own = lease_.Acquire(options.lease_deadline, absl::InfiniteFuture(), options.abandoned);
+  }
+  const absl::Time measuring_from = absl::Now();
+  // Checked before each run: once no one waits, nothing more is run.
+  bool abandoned = false;
+  auto stop = [&] {
+    abandoned = abandoned || (options.abandoned && options.abandoned());
+    return abandoned;
+  };
   std::vector<Runs> runs(candidates.size());
   std::vector<CandidateOutcome> refused;  // never run
   std::vector<int> working;               // request positions still working
@@ -151,6 +160,16 @@ std::vector<CandidateOutcome> Engine::Measure(
     const ScheduleOptions schedule = PassSchedule(options, pass);
     for (int i : PassOrder(positions, pass)) {
       if (pass > 0 && !AllOk(runs[i].ranks)) continue;  // ruled out earlier
+      if (stop()) {
+        if (runs[i].passes == 0) {
+          Add(runs[i],
+              {RankOutcome{absl::CancelledError("abandoned: every caller went away before "
+                                                "it ran"),
+                           {}}},
+              absl::ZeroDuration(), pass);
+        }
+        continue;
+      }
       const absl::Time start = absl::Now();
       std::vector<RankOutcome> ranks =
           backend_->RunCandidate(problem, candidates[i], schedule, start + options.timeout);
@@ -158,7 +177,9 @@ std::vector<CandidateOutcome> Engine::Measure(
     }
   };
   const int fixed = FixedPasses(options);
-  for (int pass = 0; pass < fixed; ++pass) run_pass(working, pass);
+  // Pass 0 always (a candidate not run is ruled out there), then while
+  // someone waits.
+  for (int pass = 0; pass < fixed && (pass == 0 || !stop()); ++pass) run_pass(working, pass);
   auto ranking = [&] {
     std::vector<CandidateOutcome> outcomes = refused;
     for (int i : working) {
@@ -171,7 +192,7 @@ std::vector<CandidateOutcome> Engine::Measure(
     return Rank(std::move(outcomes), options.rule);
   };
   const absl::Time adaptive_start = absl::Now();
-  for (int pass = fixed; pass < options.passes.max_passes; ++pass) {
+  for (int pass = fixed; pass < options.passes.max_passes && !stop(); ++pass) {
     if (absl::Now() - adaptive_start >= options.passes.budget) break;
     const std::vector<CandidateOutcome> ranked = ranking();
     const std::vector<int> next = Contenders(ranked, options.rule);
@@ -183,7 +204,21 @@ std::vector<CandidateOutcome> Engine::Measure(
     if (!room) break;
     run_pass(next, pass);
   }
+  if (own.ok() && !abandoned) Record(absl::Now() - measuring_from);
   return ranking();
+}
+
+void Engine::Record(absl::Duration took) {
+  absl::MutexLock lock(&mu_);
+  recent_.push_back(took);
+  if (recent_.size() > static_cast<size_t>(kRecentMeasurements)) recent_.pop_front();
+}
+
+absl::Duration Engine::RecentMeasureTime() const {
+  absl::MutexLock lock(&mu_);
+  absl::Duration longest;
+  for (absl::Duration d : recent_) longest = std::max(longest, d);
+  return longest;
 }
 
 std::vector<std::vector<RankOutcome>> Engine::MeasurePart(

@@ -32,10 +32,13 @@
 // functions are pure and thread-safe.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/backend/backend.h"
 #include "daemon/common/problem.h"
@@ -79,6 +82,13 @@ struct EngineOptions {
   // Backend::MemoryNeed exceeds it is ruled out with the reason without
   // running. 0: no cap.
   int64_t memory_cap_bytes = 0;
+  // Whether no one waits for this measurement any more (every caller went
+  // away); null: someone always does. Asked while waiting for the lease
+  // (every DeviceLease::kGonePoll) and before each candidate's run, on the
+  // measuring thread; once true (it must stay true), nothing more is run
+  // and the candidates not run are ruled out "abandoned: ...". A run under
+  // way is not interrupted.
+  std::function<bool()> abandoned;
 };
 
 // How many passes run every candidate: min_passes, at most max_passes and
@@ -151,9 +161,20 @@ class Engine {
   // The devices' lease: held by each measurement, and by runs of the ranks.
   DeviceLease& lease() { return lease_; }
 
+  // The longest of the last kRecentMeasurements measurements (Measure,
+  // after the lease was had); zero before the first. What a caller with a
+  // deadline keeps free for its own measurement (daemon/solver).
+  absl::Duration RecentMeasureTime() const ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr int kRecentMeasurements = 16;
+
  private:
+  void Record(absl::Duration took) ABSL_LOCKS_EXCLUDED(mu_);
+
   Backend* const backend_;  // not owned; outlives the engine
   DeviceLease lease_;
+
+  mutable absl::Mutex mu_;
+  std::deque<absl::Duration> recent_ ABSL_GUARDED_BY(mu_);  // oldest first
 };
 
 }  // namespace autotuned

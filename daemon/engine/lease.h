@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <set>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -53,15 +55,25 @@ class DeviceLease {
   DeviceLease(const DeviceLease&) = delete;
   DeviceLease& operator=(const DeviceLease&) = delete;
 
+  // How often a waiter's `gone` is asked.
+  static constexpr absl::Duration kGonePoll = absl::Milliseconds(100);
+
   // Waits until the lease is free (given back, or its holder's hold_until
-  // passed), then holds it until the token is released or `hold_until`.
-  // DEADLINE_EXCEEDED when `deadline` passes first.
+  // passed) and every caller that began waiting before this one has taken
+  // it or given up (first come, first served), then holds it until the
+  // token is released or `hold_until`. DEADLINE_EXCEEDED when `deadline`
+  // passes first; CANCELLED once `gone` (asked every kGonePoll while
+  // waiting, with the lease's lock held: cheap, and nothing of the lease's;
+  // null: never) says that the caller went away.
   absl::StatusOr<Token> Acquire(absl::Time deadline,
-                                absl::Time hold_until = absl::InfiniteFuture())
+                                absl::Time hold_until = absl::InfiniteFuture(),
+                                const std::function<bool()>& gone = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Whether some holder has it now.
   bool busy() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Callers waiting in Acquire now.
+  int waiting() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Release(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
@@ -74,6 +86,10 @@ class DeviceLease {
   uint64_t holder_ ABSL_GUARDED_BY(mu_) = 0;  // the holder's generation; 0: free
   uint64_t next_generation_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Time hold_until_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  // The callers waiting in Acquire, by arrival number (the first is served
+  // first).
+  std::set<uint64_t> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace autotuned

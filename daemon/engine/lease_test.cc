@@ -1,10 +1,13 @@
 // The device lease: exclusive, given back from any thread, bounded holds.
 #include "daemon/engine/lease.h"
 
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 
 namespace autotuned {
@@ -45,6 +48,41 @@ TEST_CASE("a bounded hold frees the lease at its end; its late release is harmle
   CHECK(lease.busy());
   moved = DeviceLease::Token();
   CHECK_FALSE(lease.busy());
+}
+
+TEST_CASE("first come, first served; a waiter that goes away leaves within the poll") {
+  DeviceLease lease;
+  absl::StatusOr<DeviceLease::Token> holder = lease.Acquire(absl::Now());
+  REQUIRE(holder.ok());
+  std::vector<int> order;
+  absl::Mutex mu;
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 4; ++i) {
+    waiters.emplace_back([&, i] {
+      absl::StatusOr<DeviceLease::Token> t = lease.Acquire(absl::Now() + absl::Seconds(20));
+      CHECK(t.ok());
+      absl::MutexLock lock(&mu);
+      order.push_back(i);
+    });
+    // The next one begins waiting after this one.
+    while (lease.waiting() != i + 1) absl::SleepFor(absl::Milliseconds(1));
+  }
+  std::atomic<bool> gone{false};
+  absl::Time left_at;
+  std::thread quitter([&] {
+    absl::StatusOr<DeviceLease::Token> t = lease.Acquire(
+        absl::Now() + absl::Seconds(20), absl::InfiniteFuture(), [&] { return gone.load(); });
+    left_at = absl::Now();
+    CHECK(t.status().code() == absl::StatusCode::kCancelled);
+  });
+  while (lease.waiting() != 5) absl::SleepFor(absl::Milliseconds(1));
+  const absl::Time went = absl::Now();
+  gone = true;
+  quitter.join();
+  CHECK(left_at - went < DeviceLease::kGonePoll + absl::Milliseconds(100));
+  holder->Release();
+  for (std::thread& t : waiters) t.join();
+  CHECK(order == std::vector<int>{0, 1, 2, 3});
 }
 
 }  // namespace

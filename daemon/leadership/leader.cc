@@ -1,6 +1,7 @@
 #include "daemon/leadership/leader.h"
 
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,10 +35,24 @@ absl::StatusOr<v1::Decision> Leader::Ready(const v1::ReadyRequest& ready,
                     absl::InvalidArgumentError(
                         "ranks: one rank per Ready, the request's group.rank"));
   }
-  absl::StatusOr<Admission::Ticket> ticket = admission_->Admit(Admission::Slot::kWaiting);
-  if (!ticket.ok()) return ticket.status();
+  // A waiting slot, only when the ask waits or measures (not when it is
+  // answered from the cache or a decided round).
+  std::optional<Admission::Ticket> ticket;
+  absl::Status refused;
+  rounds::Caller caller;
+  caller.deadline = deadline;
+  caller.admit = [this, &ticket, &refused]() -> absl::Status {
+    absl::StatusOr<Admission::Ticket> admitted = admission_->Admit(Admission::Slot::kWaiting);
+    if (!admitted.ok()) {
+      refused = admitted.status();
+      return refused;
+    }
+    ticket.emplace(*std::move(admitted));
+    return absl::OkStatus();
+  };
   std::shared_ptr<const v1::CrossRun> go;
-  absl::StatusOr<v1::TuneResponse> answer = rounds_->Round(*valid, deadline, &go);
+  absl::StatusOr<v1::TuneResponse> answer = rounds_->Round(*valid, caller, &go);
+  if (!refused.ok()) return refused;
   if (!answer.ok()) return Rejected(ready.round(), answer.status());
   v1::Decision out;
   *out.mutable_round() = ready.round();

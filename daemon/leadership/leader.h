@@ -32,7 +32,9 @@ class Leader {
   // FAILED_PRECONDITION; one whose rank is not on from_daemon, or an invalid
   // one, REJECTED INVALID_ARGUMENT (UNIMPLEMENTED as validation says).
   // Errors for this caller alone come back as statuses: UNAVAILABLE while
-  // draining, RESOURCE_EXHAUSTED over the concurrency limit.
+  // draining, RESOURCE_EXHAUSTED over the concurrency limit
+  // (limits.max_waiting_ranks; an ask answered at once, from the cache or a
+  // decided round, takes no slot).
   absl::StatusOr<v1::Decision> Ready(const v1::ReadyRequest& ready, ValidationContext context,
                                      absl::Time deadline);
 

@@ -205,7 +205,10 @@ void RoundTable::Decide(Round* round, Decision decision, absl::Time now) {
   if (auto k = keys_.find(round->key_text); k != keys_.end() && !round->dropped) {
     int& missed = k->second->missed_in_row;
     if (decision.verdict == Verdict::kMeasured) missed = 0;
-    if (decision.verdict == Verdict::kError ||
+    // A round whose callers all went away (CANCELLED) says nothing of
+    // whether its ranks are in step.
+    if ((decision.verdict == Verdict::kError &&
+         decision.error.code() != absl::StatusCode::kCancelled) ||
         (decision.verdict == Verdict::kFallback && round->state == Round::State::kOpen)) {
       ++missed;
     }
@@ -362,6 +365,8 @@ absl::StatusOr<Arrival> RoundTable::Arrive(const ArriveRequest& request) {
   const bool resynced = ks.missed_in_row >= options_.resync_after_missed_rounds;
   if (resynced) Resync(ks);
 
+  if (request.admit && WillWait(ks, request)) AT_RETURN_IF_ERROR(request.admit());
+
   bool opened = false;
   AT_ASSIGN_OR_RETURN(std::shared_ptr<Round> round, RoundFor(ks, request, now, &opened));
   AT_ASSIGN_OR_RETURN(Arrival out, Join(ks, round, request, opened, now));
@@ -430,6 +435,14 @@ absl::StatusOr<Arrival> RoundTable::Join(KeyState& ks, const std::shared_ptr<Rou
   }
   DropIfComplete(round.get());
   return out;
+}
+
+bool RoundTable::WillWait(const KeyState& ks, const ArriveRequest& request) const {
+  const int64_t n = ks.asks[request.rank];
+  auto found = ks.rounds.find(n);
+  if (found != ks.rounds.end()) return found->second->state != Round::State::kDecided;
+  if (n < ks.next_sequence) return false;  // forgotten: FAILED_PRECONDITION
+  return request.cached == nullptr;
 }
 
 std::shared_ptr<Round> RoundTable::StillWaiting(const KeyState& ks, int rank) const {
@@ -520,18 +533,22 @@ absl::Status RoundTable::Wait(const std::shared_ptr<Round>& round, const ArriveR
       DecideOverdue(round.get(), now);
       break;
     }
-    if (now >= request.deadline) {
+    const bool expired = now >= request.deadline;
+    if (expired || (request.gone && request.gone())) {
       round->waiting[rank] = 0;
       --blocked_;
       if (open) Withdraw(round.get(), rank);
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rendezvous: rank ", rank, " of group \"", request.key.group_id,
-          "\" stopped waiting at its deadline (",
+      const std::string what = absl::StrCat(
+          "rendezvous: rank ", rank, " of group \"", request.key.group_id, "\" ",
+          expired ? "stopped waiting at its deadline (" : "went away (its call was cancelled; ",
           open ? "the round was still waiting for ranks; this ask is withdrawn"
                : "the round is being measured; this ask stays counted",
-          ")"));
+          ")");
+      return expired ? absl::DeadlineExceededError(what) : absl::CancelledError(what);
     }
-    clock_->WaitUntil(&round->cv, &mu_, std::min(until, request.deadline));
+    absl::Time wake = std::min(until, request.deadline);
+    if (request.gone) wake = std::min(wake, now + kGonePoll);
+    clock_->WaitUntil(&round->cv, &mu_, wake);
     now = clock_->Now();
   }
   round->waiting[rank] = 0;
@@ -590,6 +607,14 @@ void RoundTable::Announce(const Arrival& arrival, std::shared_ptr<const v1::Cros
   if (round == nullptr || round->state != Round::State::kRunning) return;
   round->go = std::move(go);
   round->cv.SignalAll();
+}
+
+bool RoundTable::Abandoned(const Arrival& arrival) const {
+  absl::MutexLock lock(&mu_);
+  const Round* round = arrival.round.get();
+  if (round == nullptr || round->state != Round::State::kRunning) return false;
+  return std::none_of(round->waiting.begin(), round->waiting.end(),
+                      [](char w) { return w != 0; });
 }
 
 int RoundTable::blocked() const {

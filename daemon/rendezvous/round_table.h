@@ -22,20 +22,29 @@
 //        the round is undecided the ask is withdrawn (the same rank may ask
 //        again and rejoin the same round); once the round is measuring, the
 //        ask stays counted and only this caller stops waiting.
+//      CANCELLED: the caller went away (ArriveRequest::gone) while it
+//        waited; as DEADLINE_EXCEEDED otherwise.
+//      The status of ArriveRequest::admit, when it refuses: the ask is not
+//        counted.
 //      FAILED_PRECONDITION: the rank asks for a round the table has already
 //        forgotten (RoundTableOptions): its decision cannot be repeated.
 //  - Every wait ends: at the window (undecided), at the run deadline
 //    (measuring), or at the caller's own deadline, whichever is first, on
-//    the injected clock.
+//    the injected clock; and within kGonePoll of the caller going away.
+//  - A measuring round whose every caller has stopped waiting (each went
+//    away or passed its deadline) is Abandoned: no one will ever be handed
+//    its decision, so its runner may stop measuring.
 //
 // Thread-safety: every method may be called concurrently. The table calls
-// nothing of its callers' (answers are shared, immutable responses) and
-// never blocks on anything but its own condition variables. Destroy it only
-// once no caller is in Arrive.
+// nothing of its callers' but the caller's own ArriveRequest::gone and
+// ::admit (answers are shared, immutable responses) and never blocks on
+// anything but its own condition variables. Destroy it only once no caller
+// is in Arrive.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -101,7 +110,20 @@ struct ArriveRequest {
   std::shared_ptr<const v1::TuneResponse> fallback;
   // Leave the wait when the runner announces a cross-daemon run (Announce).
   bool return_on_go = false;
+  // Whether the caller went away (its call cancelled); null: never. Asked
+  // while it waits, at least every kGonePoll, with the table's lock held:
+  // must be cheap and call nothing of the table's.
+  std::function<bool()> gone;
+  // Called once, before the ask is counted, when this caller will wait or
+  // measure (not when its round is decided already or is decided at once
+  // from `cached`, nor for errors of its own); a status other than OK
+  // refuses the ask with that status, uncounted. Called with the table's
+  // lock held: must not block or call the table. Null: always admitted.
+  std::function<absl::Status()> admit;
 };
+
+// How often a waiting caller's ArriveRequest::gone is asked.
+inline constexpr absl::Duration kGonePoll = absl::Milliseconds(100);
 
 struct Round;
 
@@ -168,6 +190,11 @@ class RoundTable {
   void Announce(const Arrival& arrival, std::shared_ptr<const v1::CrossRun> go)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether no caller waits for the round of `arrival` (a run) any more:
+  // it is still measuring and every other rank's caller stopped waiting
+  // (went away or passed its deadline). The runner answers for itself.
+  bool Abandoned(const Arrival& arrival) const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Callers blocked in Arrive now.
   int blocked() const ABSL_LOCKS_EXCLUDED(mu_);
   // Decided rounds still missing ranks, kept for them.
@@ -214,6 +241,11 @@ class RoundTable {
   // the caller's deadline.
   absl::Status Wait(const std::shared_ptr<Round>& round, const ArriveRequest& request,
                     absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the ask of `request` in `ks` will wait or measure (Arrive asks
+  // ArriveRequest::admit then): not when its round is decided, is decided
+  // at once from `cached`, or was forgotten.
+  bool WillWait(const KeyState& ks, const ArriveRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes back the ask of `rank` from an undecided round; a round nobody
   // asks for any more is dropped, its sequence number reused.
   void Withdraw(Round* round, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

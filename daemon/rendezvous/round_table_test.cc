@@ -2,6 +2,7 @@
 // moves time by hand.
 #include "daemon/rendezvous/round_table.h"
 
+#include <atomic>
 #include <future>
 #include <memory>
 #include <string>
@@ -587,6 +588,78 @@ TEST_CASE("a rank outside the world size is refused alone and never joins") {
         absl::InvalidArgumentError("group.rank: must be in [0, 4), got 4"));
   CHECK(table.Arrive(Ask(-1)).status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(table.keys() == 0);
+}
+
+TEST_CASE("a caller that goes away stops waiting: withdrawn from an open round; from a "
+          "measuring one it stays counted, and the round is abandoned once no one waits") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  ArriveRequest lone = Ask(0, 2);
+  lone.gone = [gone] { return gone->load(); };
+  Pending waiting = Async(table, lone);
+  REQUIRE(Blocked(table, 1));
+  *gone = true;  // the fake clock stands still: only the poll notices
+  REQUIRE(Blocked(table, 0));
+  absl::StatusOr<Arrival> left = waiting.get();
+  CHECK(left.status().code() == absl::StatusCode::kCancelled);
+  CHECK_THAT(std::string(left.status().message()), Catch::Contains("this ask is withdrawn"));
+  CHECK(table.keys() == 0);  // the round never was
+
+  // Rank 1 waits while rank 0 measures; both callers then go away.
+  auto gone1 = std::make_shared<std::atomic<bool>>(false);
+  ArriveRequest waiter = Ask(1, 2);
+  waiter.gone = [gone1] { return gone1->load(); };
+  Pending other = Async(table, waiter);
+  REQUIRE(Blocked(table, 1));
+  absl::StatusOr<Arrival> runner = table.Arrive(Ask(0, 2));
+  REQUIRE(runner.ok());
+  REQUIRE(runner->run);
+  CHECK_FALSE(table.Abandoned(*runner));  // rank 1 still waits
+  *gone1 = true;
+  REQUIRE(Blocked(table, 0));
+  absl::StatusOr<Arrival> away = other.get();
+  CHECK(away.status().code() == absl::StatusCode::kCancelled);
+  CHECK_THAT(std::string(away.status().message()), Catch::Contains("stays counted"));
+  CHECK(table.Abandoned(*runner));
+  const Decision d = table.Publish(*runner, absl::CancelledError("every caller went away"));
+  CHECK(d.verdict == Verdict::kError);
+  CHECK_FALSE(table.Abandoned(*runner));  // decided
+  CHECK(table.keys() == 0);
+}
+
+TEST_CASE("admit is asked only of an ask that waits or measures; its refusal is not counted") {
+  FakeClock clock;
+  RoundTable table(&clock);
+  int admitted = 0;
+  ArriveRequest cached = Ask(0, 2);
+  cached.cached = Answer("hit", v1::CACHED);
+  cached.admit = [&admitted] {
+    ++admitted;
+    return absl::OkStatus();
+  };
+  REQUIRE(table.Arrive(cached).ok());  // opened and decided at once
+  ArriveRequest late = Ask(1, 2);
+  late.admit = cached.admit;
+  REQUIRE(table.Arrive(late).ok());  // its round is decided already
+  CHECK(admitted == 0);
+
+  ArriveRequest full = Ask(0, 2);
+  full.admit = [] { return absl::ResourceExhaustedError("full"); };
+  CHECK(table.Arrive(full).status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(table.blocked() == 0);
+  // Not counted: rank 1 waits alone, and rank 0's next ask (admitted) makes
+  // the round GO.
+  Pending waits = Async(table, Ask(1, 2));
+  REQUIRE(Blocked(table, 1));
+  ArriveRequest again = Ask(0, 2);
+  again.admit = cached.admit;
+  absl::StatusOr<Arrival> runner = table.Arrive(again);
+  REQUIRE(runner.ok());
+  CHECK(runner->run);
+  CHECK(admitted == 1);
+  table.Publish(*runner, *Answer("b", v1::TUNED));
+  REQUIRE(waits.get().ok());
 }
 
 }  // namespace

@@ -58,13 +58,13 @@ RankRounds::~RankRounds() {
 }
 
 absl::StatusOr<v1::TuneResponse> RankRounds::Round(const ValidRequest& request,
-                                                   absl::Time deadline,
+                                                   const Caller& caller,
                                                    std::shared_ptr<const v1::CrossRun>* go) {
   const absl::Time start = absl::Now();
   metrics_->rounds->Increment();
   const std::string round_id = solver_->NextRoundId();
   absl::StatusOr<rendezvous::Arrival> arrival =
-      Arrive(request, round_id, deadline, /*return_on_go=*/go != nullptr);
+      Arrive(request, round_id, caller, /*return_on_go=*/go != nullptr);
   if (!arrival.ok()) return arrival.status();
   if (arrival->resynced) {
     spdlog::warn("group={} world={}: its ranks were out of step (rounds in a row decided "
@@ -91,7 +91,7 @@ absl::StatusOr<v1::TuneResponse> RankRounds::Round(const ValidRequest& request,
       }
       decision = MeasureAcross(request, *arrival, *plan, start);
     } else {
-      decision = MeasureHere(request, *arrival, round_id, start);
+      decision = MeasureHere(request, *arrival, round_id, start, caller);
     }
   } else if (arrival->decided_here) {
     LogDecided(request, *arrival, decision, round_id);
@@ -112,7 +112,7 @@ absl::StatusOr<v1::TuneResponse> RankRounds::Round(const ValidRequest& request,
 
 absl::StatusOr<rendezvous::Arrival> RankRounds::Arrive(const ValidRequest& request,
                                                        const std::string& round_id,
-                                                       absl::Time deadline,
+                                                       const Caller& caller,
                                                        bool return_on_go) {
   // What this rank would decide if it opens the round: its local cache
   // snapshot. Not the fleet cache: every rank of the group would ask it, and
@@ -133,27 +133,50 @@ absl::StatusOr<rendezvous::Arrival> RankRounds::Arrive(const ValidRequest& reque
   ask.world_size = request.world_size;
   ask.window = request.presync_window;
   ask.run_bound = RoundRunBound(request);
-  ask.deadline = deadline;
+  ask.deadline = caller.deadline;
   if (hits == request.problems.size()) ask.cached = fallback;
   ask.fallback = fallback;
   ask.return_on_go = return_on_go;
+  ask.gone = caller.gone;
+  ask.admit = caller.admit;
   return table_.Arrive(ask);
 }
 
 rendezvous::Decision RankRounds::MeasureHere(const ValidRequest& request,
                                              const rendezvous::Arrival& arrival,
-                                             const std::string& round_id, absl::Time start) {
+                                             const std::string& round_id, absl::Time start,
+                                             const Caller& caller) {
   const absl::Time measuring_from = absl::Now();
+  // No one to answer: this caller went away, and so did every other's.
+  std::function<bool()> abandoned;
+  if (caller.gone) {
+    abandoned = [this, &arrival, gone = caller.gone] {
+      return gone() && table_.Abandoned(arrival);
+    };
+  }
   std::optional<v1::TuneResponse> run;
   if (client_runs_ != nullptr && request.has_client()) {
     run = client_runs_->Start(request, round_id, measuring_from + RoundRunBound(request),
-                       arrival.decision.waited);
+                              arrival.decision.waited, abandoned);
   }
   v1::TuneResponse measured = run ? *std::move(run) : solver_->NewResponse(round_id);
   for (size_t i = 0; !run && i < request.problems.size(); ++i) {
-    *measured.add_results() = solver_->Solve(request.problems[i], request, arrival.decision.waited);
+    if (abandoned && abandoned()) break;
+    *measured.add_results() = solver_->Solve(request.problems[i], request, arrival.decision.waited,
+                                             nullptr, abandoned);
   }
   const absl::Duration measuring = absl::Now() - measuring_from;
+  // (A run opened all the same is published: it holds the lease to its
+  // bound, and Start opens none once abandoned.)
+  if (abandoned && !measured.has_run() && abandoned()) {
+    spdlog::info("round={} group={} seq={} world={}: every rank's caller went away; "
+                 "measuring stopped after {:.1f} ms, nothing stored",
+                 round_id, request.group_id, arrival.sequence, request.world_size,
+                 absl::ToDoubleMilliseconds(measuring));
+    return table_.Publish(arrival, absl::CancelledError(
+                                       "every rank's caller went away before the round was "
+                                       "measured"));
+  }
   rendezvous::Decision decision = table_.Publish(arrival, std::move(measured));
   if (decision.verdict != rendezvous::Verdict::kMeasured) return decision;
   // This rank arrived last (its arrival made the round GO): from its request

@@ -18,6 +18,7 @@
 // asking rank).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,6 +52,21 @@ struct RankRoundsOptions {
   int max_world_size = 1;
 };
 
+// The call a rank asks by, besides its request.
+struct Caller {
+  // The caller's own deadline.
+  absl::Time deadline = absl::InfiniteFuture();
+  // Whether the caller went away (its call cancelled); null: never. Asked
+  // often, on the caller's thread, some of the time under the rendezvous's
+  // lock: must be cheap (grpc::ServerContext::IsCancelled).
+  std::function<bool()> gone;
+  // Takes the caller's admission slot (daemon/admission), once, when its
+  // ask will wait or measure: not when its round is answered at once (from
+  // the cache, or decided already). An error refuses the ask, uncounted.
+  // Must not block. Null: nothing to take.
+  std::function<absl::Status()> admit;
+};
+
 class RankRounds {
  public:
   RankRounds(Solver* solver, CrossRunner* cross, clientrun::ClientRuns* runs,
@@ -65,7 +81,17 @@ class RankRounds {
 
   // Rank request.rank asking for itself (request.per_rank; request.leader
   // empty: this daemon leads): its copy of its round's answer, its own
-  // labels restored. `deadline`: the caller's own.
+  // labels restored.
+  //
+  // Abandoned work: a caller that goes away stops waiting within
+  // rendezvous::kGonePoll (CANCELLED). The rank that measures a round on
+  // this daemon stops once its own caller went away and no other rank's
+  // caller waits for the round (RoundTable::Abandoned): at the next
+  // candidate's run, or within DeviceLease::kGonePoll while it waits for
+  // the lease; nothing is stored, and every rank of the round (all gone)
+  // would get CANCELLED. A round other callers still wait for is measured
+  // to its end, the same answer for all of them; a cross-daemon run is
+  // never stopped so.
   //
   // `go` (the leader serving a follower's forwarded ask): when the round
   // becomes a cross-daemon run, the run is put there, the response is
@@ -74,10 +100,17 @@ class RankRounds {
   // Status codes: the round's error, the same for every rank of the round
   // (INVALID_ARGUMENT for inconsistent asks, or the runner's error); this
   // caller's own, as RoundTable::Arrive returns them (INVALID_ARGUMENT,
-  // DEADLINE_EXCEEDED, FAILED_PRECONDITION).
-  absl::StatusOr<v1::TuneResponse> Round(const ValidRequest& request, absl::Time deadline,
+  // DEADLINE_EXCEEDED, CANCELLED, FAILED_PRECONDITION, and caller.admit's
+  // refusal).
+  absl::StatusOr<v1::TuneResponse> Round(const ValidRequest& request, const Caller& caller,
                                          std::shared_ptr<const v1::CrossRun>* go = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Round with a deadline alone.
+  absl::StatusOr<v1::TuneResponse> Round(const ValidRequest& request, absl::Time deadline,
+                                         std::shared_ptr<const v1::CrossRun>* go = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    return Round(request, Caller{deadline, nullptr, nullptr}, go);
+  }
 
   // Measures no more rounds in the background (at the drain).
   void StopBackground() { background_.Stop(); }
@@ -89,11 +122,13 @@ class RankRounds {
   // Opens or joins the round: this rank's cache snapshot, its ask.
   absl::StatusOr<rendezvous::Arrival> Arrive(const ValidRequest& request,
                                              const std::string& round_id,
-                                             absl::Time deadline, bool return_on_go);
-  // The runner of a GO round on this daemon: measures, publishes, logs.
+                                             const Caller& caller, bool return_on_go);
+  // The runner of a GO round on this daemon: measures, publishes, logs;
+  // stops early once the round is abandoned (see Round).
   rendezvous::Decision MeasureHere(const ValidRequest& request,
                                    const rendezvous::Arrival& arrival,
-                                   const std::string& round_id, absl::Time start);
+                                   const std::string& round_id, absl::Time start,
+                                   const Caller& caller);
   // The runner of a GO round over several daemons.
   rendezvous::Decision MeasureAcross(const ValidRequest& request,
                                      const rendezvous::Arrival& arrival,

@@ -6,9 +6,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "daemon/common/escape.h"
 #include "daemon/common/grpc_status.h"
+#include "daemon/common/status_macros.h"
 #include "daemon/common/version.h"
 #include "daemon/service/describe.h"
 #include "daemon/service/dispatch.h"
@@ -33,6 +35,7 @@ clientrun::ClientRunsOptions RunsOptions(const config::DaemonConfig& config) {
   clientrun::ClientRunsOptions options;
   options.decision_ttl = absl::Milliseconds(config.rendezvous().decision_ttl_ms());
   options.max_runs_kept = config.rendezvous().max_rounds_kept();
+  options.max_kept_bytes = config.rendezvous().max_kept_bytes();
   return options;
 }
 
@@ -146,10 +149,49 @@ grpc::Status AutotuneService::Reject(const absl::Status& status, const char* wha
   return ToGrpcStatus(status);
 }
 
-absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(const ValidRequest& request,
-                                                            absl::Time deadline) {
-  if (!request.leader.empty()) return follower_.Round(request, deadline);
-  return rounds_.Round(request, deadline);
+absl::Status AutotuneService::AdmitOnce(Admission::Slot slot,
+                                        std::optional<Admission::Ticket>* ticket) {
+  if (ticket->has_value()) return absl::OkStatus();
+  absl::StatusOr<Admission::Ticket> admitted = admission_.Admit(slot);
+  if (!admitted.ok()) return admitted.status();
+  ticket->emplace(*std::move(admitted));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(
+    const ValidRequest& request, grpc::ServerContext* context,
+    std::optional<Admission::Ticket>* ticket) {
+  const absl::Time deadline = absl::FromChrono(context->deadline());
+  if (!request.leader.empty()) {
+    AT_RETURN_IF_ERROR(AdmitOnce(Admission::Slot::kWaiting, ticket));
+    return follower_.Round(request, deadline);
+  }
+  rounds::Caller caller;
+  caller.deadline = deadline;
+  caller.gone = [context] { return context->IsCancelled(); };
+  caller.admit = [this, ticket] { return AdmitOnce(Admission::Slot::kWaiting, ticket); };
+  return rounds_.Round(request, caller);
+}
+
+absl::StatusOr<v1::TuneResponse> AutotuneService::WholeRound(
+    const ValidRequest& request, grpc::ServerContext* context,
+    std::optional<Admission::Ticket>* ticket) {
+  // Cheap: neither waits nor measures, so it takes no slot.
+  if (std::optional<v1::TuneResponse> cached = solver_.CachedRound(request)) return *cached;
+  AT_RETURN_IF_ERROR(AdmitOnce(Admission::Slot::kDevices, ticket));
+  CallBounds call;
+  call.deadline = absl::FromChrono(context->deadline());
+  call.gone = [context] { return context->IsCancelled(); };
+  return solver_.RunRound(request, call);
+}
+
+grpc::Status AutotuneService::Answer(const absl::Status& status, const char* what) {
+  const bool refused =
+      status.code() == absl::StatusCode::kInvalidArgument ||
+      status.code() == absl::StatusCode::kResourceExhausted ||
+      (status.code() == absl::StatusCode::kUnavailable &&
+       absl::StartsWith(status.message(), "draining"));
+  return refused ? Reject(status, what) : ToGrpcStatus(status);
 }
 
 grpc::Status AutotuneService::Tune(grpc::ServerContext* context,
@@ -161,27 +203,12 @@ grpc::Status AutotuneService::Tune(grpc::ServerContext* context,
   absl::StatusOr<ValidRequest> valid = ValidateTune(*request, Validation(*now));
   if (!valid.ok()) return Reject(valid.status(), "tune");
   valid->received = received;
-  if (!valid->per_rank) {
-    // Cheap: neither waits nor measures, so it takes no slot.
-    if (std::optional<v1::TuneResponse> cached = solver_.CachedRound(*valid)) {
-      *response = *std::move(cached);
-      return grpc::Status::OK;
-    }
-  }
-  absl::StatusOr<Admission::Ticket> ticket = admission_.Admit(
-      valid->per_rank ? Admission::Slot::kWaiting : Admission::Slot::kDevices);
-  if (!ticket.ok()) return Reject(ticket.status(), "tune");
-  if (!valid->per_rank) {
-    *response = solver_.RunRound(*valid);
-    return grpc::Status::OK;
-  }
-  absl::StatusOr<v1::TuneResponse> answer =
-      RankRound(*valid, absl::FromChrono(context->deadline()));
-  if (!answer.ok()) {
-    return answer.status().code() == absl::StatusCode::kInvalidArgument
-               ? Reject(answer.status(), "tune")
-               : ToGrpcStatus(answer.status());
-  }
+  // Taken only by a call that waits or measures (AdmitOnce).
+  std::optional<Admission::Ticket> ticket;
+  absl::StatusOr<v1::TuneResponse> answer = valid->per_rank
+                                                ? RankRound(*valid, context, &ticket)
+                                                : WholeRound(*valid, context, &ticket);
+  if (!answer.ok()) return Answer(answer.status(), "tune");
   *response = *std::move(answer);
   return grpc::Status::OK;
 }
@@ -194,10 +221,8 @@ grpc::Status AutotuneService::Sweep(grpc::ServerContext* context,
   absl::StatusOr<std::vector<ValidRequest>> sizes =
       ValidateSweep(*request, Validation(*now));
   if (!sizes.ok()) return Reject(sizes.status(), "sweep");
-  absl::StatusOr<Admission::Ticket> ticket =
-      admission_.Admit(!sizes->empty() && sizes->front().per_rank ? Admission::Slot::kWaiting
-                                                                  : Admission::Slot::kDevices);
-  if (!ticket.ok()) return Reject(ticket.status(), "sweep");
+  // Taken at the first size that waits or measures, held to the end.
+  std::optional<Admission::Ticket> ticket;
   std::vector<v1::ProblemResult> results;
   const int total = static_cast<int>(sizes->size());
   for (const ValidRequest& size : *sizes) {
@@ -206,9 +231,9 @@ grpc::Status AutotuneService::Sweep(grpc::ServerContext* context,
     }
     absl::StatusOr<v1::TuneResponse> one =
         !size.skipped.empty() ? SkippedSize(size)
-        : size.per_rank       ? RankRound(size, absl::FromChrono(context->deadline()))
-                              : solver_.RunRound(size);
-    if (!one.ok()) return ToGrpcStatus(one.status());
+        : size.per_rank       ? RankRound(size, context, &ticket)
+                              : WholeRound(size, context, &ticket);
+    if (!one.ok()) return Answer(one.status(), "sweep");
     results.push_back(one->results(0));
     v1::SweepUpdate update;
     *update.mutable_size_result() = one->results(0);

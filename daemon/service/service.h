@@ -17,10 +17,14 @@
 // UNIMPLEMENTED for a group shape this daemon does not serve (nothing is
 // measured for either); RESOURCE_EXHAUSTED when the call's admission pool is
 // full (limits.max_concurrent_rounds whole-group calls that measure,
-// limits.max_waiting_ranks per-rank calls; a whole-group call answered wholly
-// from the cache takes no slot: daemon/admission); UNAVAILABLE "draining: ..." after
-// BeginDrain (calls in progress run to their answer); CANCELLED for a sweep
-// whose client cancelled or went away; FAILED_PRECONDITION from ListCache
+// limits.max_waiting_ranks per-rank calls that wait or measure; a call
+// answered wholly from the cache takes no slot: daemon/admission), or when a
+// whole-group call's turn on the devices would come too late for its
+// deadline (Solver::RunRound: the answer comes before the deadline);
+// UNAVAILABLE "draining: ..." after BeginDrain (calls in progress run to
+// their answer); CANCELLED for a call whose client cancelled or went away
+// (its work stops: Solver::RunRound, rounds::RankRounds::Round);
+// FAILED_PRECONDITION from ListCache
 // and ClearCache when the cache is disabled; a per-rank round's own (see
 // rounds/rank_rounds.h and leadership/follower.h); a run's own for RunStep
 // and Report (clientrun/client_runs.h). RunStep and Report are not admitted
@@ -39,6 +43,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -153,10 +158,24 @@ class AutotuneService final : public v1::Autotune::Service {
   v1::TuneResponse SkippedSize(const ValidRequest& size);
   // Counts a refused call and returns its status for the wire.
   grpc::Status Reject(const absl::Status& status, const char* what);
-  // A rank asking for itself: through this daemon's rendezvous, or its
-  // group's leader. `deadline`: the caller's own.
+  // `*ticket` of `slot`'s pool, unless taken already.
+  absl::Status AdmitOnce(Admission::Slot slot, std::optional<Admission::Ticket>* ticket);
+  // A rank asking for itself: through this daemon's rendezvous (a waiting
+  // slot taken into `*ticket` when the ask waits or measures), or its
+  // group's leader (the slot taken first). Bounded by `context`'s deadline
+  // and cancellation.
   absl::StatusOr<v1::TuneResponse> RankRound(const ValidRequest& request,
-                                             absl::Time deadline);
+                                             grpc::ServerContext* context,
+                                             std::optional<Admission::Ticket>* ticket);
+  // A whole-group call: from the cache without a slot, else measured with
+  // a devices slot taken into `*ticket` (Solver::RunRound, bounded by
+  // `context`'s deadline and cancellation).
+  absl::StatusOr<v1::TuneResponse> WholeRound(const ValidRequest& request,
+                                              grpc::ServerContext* context,
+                                              std::optional<Admission::Ticket>* ticket);
+  // A Tune or Sweep error for the wire; refusals (INVALID_ARGUMENT,
+  // RESOURCE_EXHAUSTED, draining) counted as Reject does.
+  grpc::Status Answer(const absl::Status& status, const char* what);
 
   // Constant after construction.
   Backend* const backend_;

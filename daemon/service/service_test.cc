@@ -848,5 +848,98 @@ TEST_CASE("NodeInfo names the cache's epoch, renewed by ClearCache") {
   CHECK(epoch() != first);
 }
 
+TEST_CASE("calls whose clients went away: their waits end within a poll and nothing of "
+          "theirs is measured") {
+  Fixture f("abandoned");
+  // The devices held for 1.5 s.
+  v1::TuneRequest slow = Request({"all_reduce/hang"});
+  slow.mutable_options()->set_timeout_ms(1500);
+  std::thread busy([&] {
+    v1::TuneResponse r;
+    CHECK(f.Tune(slow, &r).ok());
+  });
+  REQUIRE(InFlight(f, 1));
+  // Whole-group misses and ranks of one (both wait for the devices), and
+  // lone ranks of two (waiting in their windows).
+  constexpr int kCalls = 10;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<grpc::Status> statuses(kCalls);
+  std::vector<std::thread> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    const v1::TuneRequest req =
+        i < 4   ? Request({"all_reduce/a", "all_reduce/b"}, 2048 * (i + 1))
+        : i < 7 ? RankRequest(absl::StrCat("solo", i), 0, 1)
+                : RankRequest(absl::StrCat("lone", i), 0, 2, 5000000);
+    calls.emplace_back([&, i, req] {
+      v1::TuneResponse r;
+      statuses[i] = f.stub().Tune(contexts[i].get(), req, &r);
+    });
+  }
+  REQUIRE(InFlight(f, 1 + kCalls));
+  const absl::Time cancelled = absl::Now();
+  for (auto& c : contexts) c->TryCancel();
+  CHECK(InFlight(f, 1));  // (not REQUIRE: the threads below are joined)
+  const absl::Duration took = absl::Now() - cancelled;
+  INFO("the cancelled calls ended " << absl::FormatDuration(took) << " after their cancel");
+  CHECK(took < absl::Seconds(1));
+  for (std::thread& t : calls) t.join();
+  for (const grpc::Status& s : statuses) CHECK(s.error_code() == grpc::StatusCode::CANCELLED);
+  busy.join();
+  absl::SleepFor(absl::Milliseconds(200));
+  CHECK(f.backend().runs() == 1);  // the busy call's one candidate only
+  CHECK(f.Metrics().rounds_in_flight() == 0);
+}
+
+TEST_CASE("a whole-group call whose turn on the devices would come after its deadline: "
+          "RESOURCE_EXHAUSTED before the deadline") {
+  Fixture f("overloaded");
+  v1::TuneRequest slow = Request({"all_reduce/hang"});
+  slow.mutable_options()->set_timeout_ms(2000);
+  std::thread busy([&] {
+    v1::TuneResponse r;
+    CHECK(f.Tune(slow, &r).ok());
+  });
+  REQUIRE(InFlight(f, 1));
+  const v1::TuneRequest miss = Request({"all_reduce/a", "all_reduce/b"}, 8192);
+  {
+    grpc::ClientContext ctx;
+    const absl::Time sent = absl::Now();
+    ctx.set_deadline(absl::ToChronoTime(sent + absl::Milliseconds(700)));
+    v1::TuneResponse resp;
+    const grpc::Status s = f.stub().Tune(&ctx, miss, &resp);
+    CHECK(absl::Now() - sent < absl::Milliseconds(700));
+    CHECK(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+    CHECK_THAT(s.error_message(), Catch::StartsWith("the devices are busy"));
+  }
+  CHECK(f.Metrics().rejected_overloaded() == 1);
+  busy.join();
+  // With time for it, the same call is measured.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+  v1::TuneResponse resp;
+  REQUIRE(f.stub().Tune(&ctx, miss, &resp).ok());
+  CHECK(resp.results(0).status() == v1::TUNED);
+}
+
+TEST_CASE("a per-rank ask answered from the cache takes no waiting slot") {
+  Fixture f("hit-no-slot",
+            [](config::DaemonConfig* c) { c->mutable_limits()->set_max_waiting_ranks(1); });
+  v1::TuneResponse resp;
+  REQUIRE(f.Tune(RankRequest("solo", 0, 1), &resp).ok());
+  REQUIRE(resp.results(0).status() == v1::TUNED);
+  // The one waiting slot taken by a lone rank in a long window.
+  std::thread lone([&] {
+    v1::TuneResponse r;
+    CHECK(f.Tune(RankRequest("lone", 0, 2, 1000000), &r).ok());
+  });
+  REQUIRE(InFlight(f, 1));
+  CHECK(f.Tune(RankRequest("other", 0, 2), &resp).error_code() ==
+        grpc::StatusCode::RESOURCE_EXHAUSTED);
+  REQUIRE(f.Tune(RankRequest("solo", 0, 1), &resp).ok());
+  CHECK(resp.results(0).status() == v1::CACHED);
+  lone.join();
+}
+
 }  // namespace
 }  // namespace autotuned

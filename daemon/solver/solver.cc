@@ -97,19 +97,29 @@ std::optional<v1::ProblemResult> Solver::Cached(const ValidProblem& problem,
 }
 
 v1::ProblemResult Solver::Solve(const ValidProblem& problem, const ValidRequest& request,
-                                absl::Duration rendezvous, const DeviceLease::Token* held) {
+                                absl::Duration rendezvous, const DeviceLease::Token* held,
+                                const std::function<bool()>& abandoned) {
   if (std::optional<v1::ProblemResult> hit = Cached(problem, request)) {
     hit->mutable_problem()->set_label(problem.canonical.label());
     return *std::move(hit);
   }
+  return MeasureNow(problem, request, rendezvous, held, abandoned,
+                    request.engine.lease_deadline == absl::InfiniteFuture()
+                        ? absl::Now() + RoundRunBound(request)
+                        : request.engine.lease_deadline);
+}
+
+v1::ProblemResult Solver::MeasureNow(const ValidProblem& problem, const ValidRequest& request,
+                                     absl::Duration rendezvous, const DeviceLease::Token* held,
+                                     const std::function<bool()>& abandoned,
+                                     absl::Time lease_deadline) {
   metrics_->rendezvous_latency->Observe(absl::ToDoubleSeconds(rendezvous));
   EngineOptions options = request.engine;
-  if (options.lease_deadline == absl::InfiniteFuture()) {
-    options.lease_deadline = absl::Now() + RoundRunBound(request);
-  }
-  return Measured(problem, request,
-                  engine_->Measure(problem.spec, problem.candidates, options, held),
-                  /*may_store=*/true);
+  options.lease_deadline = lease_deadline;
+  options.abandoned = abandoned;
+  std::vector<CandidateOutcome> ranked =
+      engine_->Measure(problem.spec, problem.candidates, options, held);
+  return Measured(problem, request, ranked, /*may_store=*/!(abandoned && abandoned()));
 }
 
 v1::ProblemResult Solver::Measured(const ValidProblem& problem, const ValidRequest& request,
@@ -146,10 +156,70 @@ std::array<int64_t, 5> Solver::CountResults(const v1::TuneResponse& response) {
   return counts;
 }
 
-v1::TuneResponse Solver::RunRound(const ValidRequest& request) {
+absl::StatusOr<DeviceLease::Token> Solver::TurnFor(const ValidRequest& request,
+                                                   const CallBounds& call, int left) {
+  // What the measurements left will take, as they took here lately.
+  auto reserve = [this, left] {
+    return kAnswerMargin + 2 * left * engine_->RecentMeasureTime();
+  };
+  auto busy = [&](absl::Duration kept) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the devices are busy: the rounds queued before this one (",
+        engine_->lease().waiting(), " waiting) did not leave time to measure it before the "
+        "call's deadline (", absl::ToInt64Milliseconds(kept),
+        " ms kept for its measurement); retry later"));
+  };
+  DeviceLease& lease = engine_->lease();
+  const bool queued = lease.busy() || lease.waiting() > 0;
+  const absl::Time bound = absl::Now() + RoundRunBound(request);
+  const absl::Duration kept = reserve();
+  const absl::Time by_caller = call.deadline - kept;
+  absl::StatusOr<DeviceLease::Token> turn =
+      lease.Acquire(std::min(bound, by_caller), absl::InfiniteFuture(), call.gone);
+  if (turn.ok()) {
+    // Its turn came after others' measurements: what they took says anew
+    // whether this one still fits (the token is given back if not).
+    const absl::Duration now_kept = reserve();
+    if (queued && absl::Now() + now_kept > call.deadline) return busy(now_kept);
+    return turn;
+  }
+  if (turn.status().code() != absl::StatusCode::kDeadlineExceeded || by_caller >= bound) {
+    return turn;
+  }
+  return busy(kept);
+}
+
+absl::StatusOr<v1::TuneResponse> Solver::RunRound(const ValidRequest& request,
+                                                  const CallBounds& call) {
   const absl::Time start = absl::Now();
   std::vector<v1::ProblemResult> results;
-  for (const ValidProblem& p : request.problems) results.push_back(Solve(p, request));
+  for (size_t i = 0; i < request.problems.size(); ++i) {
+    const ValidProblem& p = request.problems[i];
+    if (call.gone && call.gone()) break;
+    if (std::optional<v1::ProblemResult> hit = Cached(p, request)) {
+      hit->mutable_problem()->set_label(p.canonical.label());
+      results.push_back(*std::move(hit));
+      continue;
+    }
+    absl::StatusOr<DeviceLease::Token> lease =
+        TurnFor(request, call, static_cast<int>(request.problems.size() - i));
+    if (!lease.ok() && lease.status().code() != absl::StatusCode::kDeadlineExceeded) {
+      if (lease.status().code() == absl::StatusCode::kCancelled) break;
+      return lease.status();
+    }
+    // Without the lease by the round's bound: the engine says so (or
+    // measures, should the devices be free by now).
+    results.push_back(MeasureNow(p, request, absl::ZeroDuration(),
+                                 lease.ok() ? &*lease : nullptr, call.gone,
+                                 absl::InfinitePast()));
+  }
+  if (call.gone && call.gone()) {
+    spdlog::info("group={} world={}: the caller went away; measured {} of {} problems, "
+                 "nothing more",
+                 request.group_id.empty() ? "-" : request.group_id, request.world_size,
+                 results.size(), request.problems.size());
+    return absl::CancelledError("the caller went away");
+  }
   return Finish(request, start, std::move(results));
 }
 

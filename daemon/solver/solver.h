@@ -25,6 +25,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,15 @@
 #include "proto/autotuned.pb.h"
 
 namespace autotuned {
+
+// What bounds the work of one whole-group call: its caller's deadline, and
+// whether its caller went away.
+struct CallBounds {
+  absl::Time deadline = absl::InfiniteFuture();
+  // Whether the caller went away (its call cancelled); null: never. Asked
+  // on the calling thread, often: must be cheap.
+  std::function<bool()> gone;
+};
 
 class Solver {
  public:
@@ -76,17 +86,34 @@ class Solver {
   // stored). `rendezvous`: how long its round waited for its ranks
   // (observed for a measured problem). The measurement waits for the
   // devices' lease at most RoundRunBound(request), unless the caller holds
-  // it (`held`).
+  // it (`held`). `abandoned` (null: never): EngineOptions::abandoned; a
+  // measurement stopped by it is not stored (its result is for no one).
   v1::ProblemResult Solve(const ValidProblem& problem, const ValidRequest& request,
                           absl::Duration rendezvous = absl::ZeroDuration(),
-                          const DeviceLease::Token* held = nullptr);
+                          const DeviceLease::Token* held = nullptr,
+                          const std::function<bool()>& abandoned = nullptr);
   // The wire result of a measured ranking under its cache key; stored in the
   // cache and published to the fleet cache when TUNED and `may_store`.
   v1::ProblemResult Measured(const ValidProblem& problem, const ValidRequest& request,
                              const std::vector<CandidateOutcome>& ranked, bool may_store);
   // A whole-group round: a new round id, every problem Solved in order, one
-  // log line, the round and its results counted.
-  v1::TuneResponse RunRound(const ValidRequest& request);
+  // log line, the round and its results counted. Each measured problem
+  // waits for the devices' lease until RoundRunBound(request) (then it is
+  // FAILED, saying so) or, when that is later, until `call.deadline` less
+  // what its measurement and the problems after it will take (kAnswerMargin
+  // plus twice Engine::RecentMeasureTime per problem left).
+  //
+  // Status codes: RESOURCE_EXHAUSTED when the lease did not come by then
+  // (the devices are busy with the rounds queued before this one: an
+  // overloaded daemon answers before the caller's deadline, and the
+  // problems measured so far are stored); CANCELLED once `call.gone` (asked
+  // while waiting for the lease and before each candidate's run): what was
+  // not measured yet is not, and nothing partial is stored.
+  absl::StatusOr<v1::TuneResponse> RunRound(const ValidRequest& request,
+                                            const CallBounds& call = {});
+  // What RunRound keeps free before a caller's deadline besides the
+  // measurements' own time.
+  static constexpr absl::Duration kAnswerMargin = absl::Milliseconds(100);
   // RunRound when every problem is in the local cache (a whole-group call
   // that neither waits nor measures); none otherwise (nothing counted then;
   // RunRound asks the fleet cache).
@@ -98,6 +125,16 @@ class Solver {
   std::array<int64_t, 5> CountResults(const v1::TuneResponse& response);
 
  private:
+  // The devices' lease for a problem of a whole-group round with `left`
+  // measured problems to go (RunRound).
+  absl::StatusOr<DeviceLease::Token> TurnFor(const ValidRequest& request,
+                                             const CallBounds& call, int left);
+  // Solve's measurement (no cache lookup), the lease waited for until
+  // `lease_deadline` unless `held`.
+  v1::ProblemResult MeasureNow(const ValidProblem& problem, const ValidRequest& request,
+                               absl::Duration rendezvous, const DeviceLease::Token* held,
+                               const std::function<bool()>& abandoned,
+                               absl::Time lease_deadline);
   // A round of `results` (one per problem, in order): logged and counted.
   v1::TuneResponse Finish(const ValidRequest& request, absl::Time start,
                           std::vector<v1::ProblemResult> results);

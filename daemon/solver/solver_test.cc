@@ -23,7 +23,7 @@ TEST_CASE("a whole-group round comes back ranked, then from the cache") {
   ScriptedSolver f("ranked");
   ValidRequest req =
       f.Valid(Request({"all_reduce/a", "all_reduce/broken", "all_reduce/b", "all_reduce/c"}));
-  v1::TuneResponse resp = f.solver().RunRound(req);
+  v1::TuneResponse resp = f.solver().RunRound(req).value();
   CHECK(resp.round_id() == absl::StrCat(getpid(), "-1"));
   CHECK(resp.backend() == "fake");
   CHECK(resp.fingerprint() == f.solver().fingerprint());
@@ -56,7 +56,7 @@ TEST_CASE("a whole-group round comes back ranked, then from the cache") {
   CHECK(r.ranked(0).candidate().params().at("knob") == 1);
 
   const int runs = f.backend().runs();
-  v1::TuneResponse again = f.solver().RunRound(req);
+  v1::TuneResponse again = f.solver().RunRound(req).value();
   CHECK(again.round_id() == absl::StrCat(getpid(), "-2"));
   CHECK(again.results(0).status() == v1::CACHED);
   CHECK(again.results(0).winner() == "all_reduce/b");
@@ -64,7 +64,7 @@ TEST_CASE("a whole-group round comes back ranked, then from the cache") {
   CHECK(f.backend().runs() == runs);
 
   req.refresh = true;
-  again = f.solver().RunRound(req);
+  again = f.solver().RunRound(req).value();
   CHECK(again.results(0).status() == v1::TUNED);
   CHECK(f.backend().runs() == runs + 4);
   CHECK(f.solver().rounds_served() == 3);
@@ -84,20 +84,21 @@ TEST_CASE("a batch gets one answer per problem, in order, each with its label") 
   wire.mutable_problems(1)->set_count(2048);
   wire.mutable_problems(1)->set_label("second");
   const ValidRequest req = f.Valid(wire);
-  v1::TuneResponse resp = f.solver().RunRound(req);
+  v1::TuneResponse resp = f.solver().RunRound(req).value();
   REQUIRE(resp.results_size() == 2);
   CHECK(resp.results(1).problem().count() == 2048);
   CHECK(resp.results(1).problem().label() == "second");
   // A hit keeps the label of the problem asked, not the stored one.
   wire.mutable_problems(1)->set_label("third");
-  resp = f.solver().RunRound(f.Valid(wire));
+  resp = f.solver().RunRound(f.Valid(wire)).value();
   CHECK(resp.results(1).status() == v1::CACHED);
   CHECK(resp.results(1).problem().label() == "third");
 }
 
 TEST_CASE("every candidate failing is FAILED, not an error, and not stored") {
   ScriptedSolver f("failed");
-  v1::TuneResponse resp = f.solver().RunRound(f.Valid(Request({"all_reduce/broken"})));
+  v1::TuneResponse resp =
+      f.solver().RunRound(f.Valid(Request({"all_reduce/broken"}))).value();
   CHECK(resp.results(0).status() == v1::FAILED);
   CHECK(resp.results(0).winner().empty());
   CHECK(resp.results(0).winner_index() == -1);
@@ -110,7 +111,7 @@ TEST_CASE("a candidate that cannot run the problem is ruled out without running"
   ScriptedSolver f("unrunnable");
   v1::TuneRequest wire = Request({"all_reduce/four_or_more", "all_reduce/a"});
   wire.mutable_group()->set_world_size(2);
-  v1::TuneResponse r = f.solver().RunRound(f.Valid(wire));
+  v1::TuneResponse r = f.solver().RunRound(f.Valid(wire)).value();
   const v1::ProblemResult& p = r.results(0);
   CHECK(p.status() == v1::TUNED);
   CHECK(p.winner() == "all_reduce/a");
@@ -120,7 +121,7 @@ TEST_CASE("a candidate that cannot run the problem is ruled out without running"
                                 "1048576 ranks, not 2");
   CHECK(f.backend().runs() == 1);  // only all_reduce/a ran
   wire.mutable_group()->set_world_size(4);  // now both run
-  r = f.solver().RunRound(f.Valid(wire));
+  r = f.solver().RunRound(f.Valid(wire)).value();
   CHECK(r.results(0).winner() == "all_reduce/four_or_more");
 }
 
