@@ -15,7 +15,7 @@ Inputs (each optional; a missing or broken file is reported, not fatal):
   --daemon        JSON lines of `autotunectl --json sweep`: SweepUpdate
                   messages, {"size_result": ProblemResult} or {"table": ...}.
                   int64 fields are JSON strings, +inf is "Infinity". Event-loop
-                  timing. Repeat for the all_gather / reduce_scatter sweeps.
+                  timing. Repeat for the other collectives' sweeps.
   --daemon_graph  the same, measured with --timing=cuda_graph (all_reduce).
   --torch         bench/torch_collectives.py's JSON.
   --torch_graph   the same, run with --graph (CUDA-graph replays), shown
@@ -708,12 +708,13 @@ def render_report(header, inputs, daemon, daemon_graph, torch_data, nccl_tests,
         out.append(md_table(head, body))
         out.append("")
 
-    # all_gather / reduce_scatter.
-    out.append("## all_gather / reduce_scatter (bytes per rank: all_gather input, "
-               "reduce_scatter output)")
+    # The other collectives.
+    out.append("## all_gather / reduce_scatter / all_to_all / broadcast (bytes per rank: "
+               "all_gather input, reduce_scatter output, all_to_all to each rank, broadcast "
+               "buffer)")
     out.append("")
     any_coll = False
-    for coll in ("all_gather", "reduce_scatter"):
+    for coll in ("all_gather", "reduce_scatter", "all_to_all", "broadcast"):
         crows = collective_rows(daemon, torch_data, coll)
         if not crows:
             continue
@@ -731,7 +732,7 @@ def render_report(header, inputs, daemon, daemon_graph, torch_data, nccl_tests,
                              "daemon nccl / torch nccl", "winner / torch nccl"], body))
         out.append("")
     if not any_coll:
-        out.append("(no all_gather / reduce_scatter results)")
+        out.append("(no all_gather / reduce_scatter / all_to_all / broadcast results)")
         out.append("")
 
     # Targets.

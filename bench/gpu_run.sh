@@ -14,7 +14,8 @@
 #   info.txt, list.txt             autotunectl info / list
 #   daemon_allreduce.jsonl         all_reduce bf16 sweep, event-loop timing
 #   daemon_allreduce_graph.jsonl   the same with --timing=cuda_graph
-#   daemon_allgather.jsonl, daemon_reducescatter.jsonl
+#   daemon_allgather.jsonl, daemon_reducescatter.jsonl, daemon_alltoall.jsonl,
+#   daemon_broadcast.jsonl
 #                                  (charts, where matplotlib is: python -m
 #                                  autotuned.plot daemon_X.jsonl -o daemon_X.png)
 #   *.err                          autotunectl's stderr (progress, errors)
@@ -205,6 +206,14 @@ daemon_steps() {
     --candidates=reduce_scatter/nccl,reduce_scatter/p2p \
     > "$OUT/daemon_reducescatter.jsonl" 2> "$OUT/daemon_reducescatter.err" ||
     why "$OUT/daemon_reducescatter.err"
+  step sweep_alltoall 25 "${CTL[@]}" --json sweep --collective=all_to_all --dtype=bf16 \
+    --from=64KiB --to=64MiB --factor=32 --iters=50 --warmup=10 \
+    --candidates=all_to_all/nccl,all_to_all/p2p,all_to_all/p2p:blocks=132,threads=1024 \
+    > "$OUT/daemon_alltoall.jsonl" 2> "$OUT/daemon_alltoall.err" || why "$OUT/daemon_alltoall.err"
+  step sweep_broadcast 25 "${CTL[@]}" --json sweep --collective=broadcast --dtype=bf16 \
+    --from=64KiB --to=64MiB --factor=32 --iters=50 --warmup=10 \
+    --candidates=broadcast/nccl,broadcast/p2p,broadcast/p2p:blocks=132,threads=1024 \
+    > "$OUT/daemon_broadcast.jsonl" 2> "$OUT/daemon_broadcast.err" || why "$OUT/daemon_broadcast.err"
 }
 
 if [ -n "$DPID" ]; then
@@ -299,7 +308,8 @@ HEADER="- command: \`bash bench/gpu_run.sh $1 $2\` (binaries built at $REV, $(( 
 - date: $(date -u)"
 COMBINE=(bench/combine_gpu.py
   --daemon "$OUT/daemon_allreduce.jsonl" --daemon "$OUT/daemon_allgather.jsonl"
-  --daemon "$OUT/daemon_reducescatter.jsonl" --daemon_graph "$OUT/daemon_allreduce_graph.jsonl"
+  --daemon "$OUT/daemon_reducescatter.jsonl" --daemon "$OUT/daemon_alltoall.jsonl"
+  --daemon "$OUT/daemon_broadcast.jsonl" --daemon_graph "$OUT/daemon_allreduce_graph.jsonl"
   --torch "$OUT/torch.json" --torch_graph "$OUT/torch_graph.json" --nccl_tests "$OUT/nccl_tests.txt" --nccl_repeats "$RDIR"
   --world "$NGPU"
   --notes "$STEPS" --header "$HEADER" --out "$OUT/gpu_report.md")

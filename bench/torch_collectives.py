@@ -15,6 +15,9 @@ What it measures (bf16, sum), at every size from --min_bytes to --max_bytes
 and, at --coll_sizes (default 64 KiB, 2 MiB, 4 MiB, 64 MiB):
   all_gather/nccl            dist.all_gather_into_tensor; bytes = each rank's input
   reduce_scatter/nccl        dist.reduce_scatter_tensor; bytes = each rank's output
+  all_to_all/nccl            dist.all_to_all_single, even splits; bytes = what each
+                             rank sends each rank (its input is world times that)
+  broadcast/nccl             dist.broadcast from rank 0; bytes = the buffer
 (the same per-rank convention as autotuned's Problem.count).
 
 Timing, per op and size: barrier, warmup, synchronize, barrier, then CUDA
@@ -73,7 +76,7 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=-1,
                    help="warmup iterations; -1 = by size (20, 10, 5)")
     p.add_argument("--coll_sizes", default="65536,2097152,4194304,67108864",
-                   help="per-rank bytes for all_gather / reduce_scatter "
+                   help="per-rank bytes for all_gather / reduce_scatter / all_to_all / broadcast "
                         "(comma-separated; empty = skip)")
     p.add_argument("--graph", action="store_true",
                    help="capture the timed loop into one CUDA graph and time a "
@@ -409,6 +412,39 @@ class Bench:
 
         self.run_op("reduce_scatter/nccl", nbytes, check, timed)
 
+    def all_to_all(self, nbytes):
+        n = nbytes // ELEM
+        w = self.world
+        inp = self.pattern(w * n, self.rank)
+        out = torch.empty(w * n, dtype=DTYPE, device=self.dev)
+
+        def check():
+            out.fill_(-1)
+            dist.all_to_all_single(out, inp)
+            want = torch.cat([self.pattern(n, r, offset=self.rank * n) for r in range(w)])
+            ok = torch.equal(out, want)
+            return ok, "" if ok else "wrong result"
+
+        def timed():
+            return lambda: dist.all_to_all_single(out, inp)
+
+        self.run_op("all_to_all/nccl", nbytes, check, timed)
+
+    def broadcast(self, nbytes):
+        n = nbytes // ELEM
+        buf = self.pattern(n, self.rank)
+
+        def check():
+            buf.copy_(self.pattern(n, self.rank))
+            dist.broadcast(buf, src=0)
+            ok = torch.equal(buf, self.pattern(n, 0))
+            return ok, "" if ok else "wrong result"
+
+        def timed():
+            return lambda: dist.broadcast(buf, src=0)
+
+        self.run_op("broadcast/nccl", nbytes, check, timed)
+
 
 def nccl_version_string():
     try:
@@ -472,6 +508,10 @@ def main():
         b.all_gather(nbytes - nbytes % ELEM)
     for nbytes in coll_sizes:
         b.reduce_scatter(nbytes - nbytes % ELEM)
+    for nbytes in coll_sizes:
+        b.all_to_all(nbytes - nbytes % ELEM)
+    for nbytes in coll_sizes:
+        b.broadcast(nbytes - nbytes % ELEM)
 
     b.barrier()
     b.meta["seconds"] = round(time.time() - t0, 1)
