@@ -28,7 +28,7 @@ import math
 import re
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 import autotuned
@@ -238,13 +238,16 @@ def choice_key(choice: Any) -> str:
 
 
 def problem_of(name: str, call: CollectiveCall, input_node: Any, world_size: int,
-               candidates: Sequence[pb.Candidate], hint_override: Optional[int]) -> pb.Problem:
+               candidates: Sequence[pb.Candidate], hint_override: Optional[int],
+               at: Optional[Mapping[Any, int]] = None) -> pb.Problem:
     """The Problem of a selection: the collective its choices run, on the
-    op's first tensor input (per the graph's size hints)."""
+    op's first tensor input (per the graph's size hints; `at` replaces the
+    size expressions it maps first: a range's representative size of a
+    dynamic dimension, _ranges)."""
     from torch._inductor.virtualized import V
 
-    sizes = V.graph.sizevars.optimization_hints_with_override(input_node.get_size(),
-                                                              hint_override)
+    size = [s.subs(at) if at and hasattr(s, "subs") else s for s in input_node.get_size()]
+    sizes = V.graph.sizevars.optimization_hints_with_override(size, hint_override)
     numel = math.prod(int(s) for s in sizes)
     count = numel // world_size if call.collective in ("reduce_scatter", "all_to_all") \
         else numel

@@ -8,16 +8,19 @@ answers with one), and Inductor keeps the winner's code, the code that was
 timed. Deferred path: a MultiTemplateBuffer whose timings are lazy; the
 first time the scheduler asks for the timings of any of a graph's collective
 selections, all of that graph's pending ones go as one Tune (one problem
-each).
+each). Ranges of a selection over a dynamic dimension (_ranges): select()
+only collects them (collecting()), and ask_with_batch() asks them in one
+Tune, with the graph's pending deferred selections.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Optional
 
 from autotuned._proto import autotuned_pb2 as pb
@@ -42,6 +45,9 @@ class Selection:
     input_nodes: list[Any]
     layout: Any
     input_gen_fns: Any
+    # Size expressions replaced before the problem's count is taken: a
+    # range's representative size of a dynamic dimension (_ranges).
+    at: dict[Any, int] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def make(cls, name: str, choices: Sequence[Any], call: _choices.CollectiveCall,
@@ -80,7 +86,7 @@ class Selection:
         inputs = _runners.SelectionInputs(self.choices, self.input_nodes, self.layout,
                                           self.input_gen_fns, hint_override)
         problem = _choices.problem_of(self.name, self.call, self.input_nodes[0], world_size,
-                                      self.candidates, hint_override)
+                                      self.candidates, hint_override, self.at)
         runners = {i: _runners.runner(self.choice(i), inputs)
                    for i in range(len(self.candidates))}
         return RankProblem(problem, runners, device=self.layout.device)
@@ -185,6 +191,49 @@ class _Batch:
 _batches: weakref.WeakKeyDictionary[Any, _Batch] = weakref.WeakKeyDictionary()
 
 
+class Collected:
+    """What select() leaves as the winner while collecting: nothing chosen
+    yet (autotune_custom_op returns it as is with return_choice)."""
+
+    gm = None
+    name = "autotuned_collected"
+
+
+# While not None, select() appends each selection it is given (None for one
+# that is not a collective's) here instead of deciding it (_ranges: the
+# ranges of a dynamic selection are asked in one Tune).
+_collecting: Optional[list[Optional[Selection]]] = None
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[Optional[Selection]]]:
+    """Within it, select() decides nothing: it collects (see _collecting)."""
+    global _collecting
+    outer, _collecting = _collecting, []
+    try:
+        yield _collecting
+    finally:
+        _collecting = outer
+
+
+def ask_with_batch(state: Any, selections: Sequence[Selection]
+                   ) -> list[tuple[Any, dict[Any, float]]]:
+    """ask() for selections that cannot wait for the scheduler (a dynamic
+    selection's ranges, decided while lowering): in deferred mode the same
+    Tune also carries this graph's collective selections pending so far."""
+    from torch._inductor.virtualized import V
+
+    batch = _batches.get(V.graph) if state.deferred else None
+    todo = [(s, t) for s, t in batch.pending if None not in t] if batch else []
+    if todo:
+        log.info("autotuned: %d pending collective selection(s) of this graph sent with "
+                 "this one", len(todo))
+    answers = ask(state, [s for s, _ in todo] + list(selections))
+    for (_, t), (_, timings) in zip(todo, answers):
+        t[None] = timings
+    return answers[len(todo):]
+
+
 def _deferred(state: Any, selection: Selection) -> Any:
     import functools
 
@@ -219,6 +268,15 @@ def select(state: Any, original: Any, selector: Any, name: str, choices: list[An
     except Exception as e:  # noqa: BLE001 - not known to be a collective: Inductor's own
         log.warning("autotuned: %s: left to Inductor's own selection: %s", name, _why(e))
         call = None
+    if _collecting is not None:
+        # Errors propagate: the collector falls back for the whole op.
+        collected = None
+        if call is not None:
+            ordered = sorted(choices, key=lambda c: not _choices.is_default(c))
+            collected = Selection.make(name, ordered, call, input_nodes, layout,
+                                       input_gen_fns)
+        _collecting.append(collected)
+        return (None, Collected()) if kwargs.get("return_choice") else None
     if call is None:
         return original(selector, name, choices, input_nodes, layout, input_gen_fns,
                         *args, **kwargs)

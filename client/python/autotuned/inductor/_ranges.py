@@ -1,0 +1,232 @@
+"""Collective selections over a dynamic dimension: a winner per size range,
+dispatched at run time (docs/python.md, "Inductor", "Dynamic shapes").
+
+PyTorch 2.11's range-based custom-op autotuning
+(torch/_inductor/kernel/custom_op.py, _range_based_lowering_fn, for
+register_custom_op_autotuning(..., dispatch_on={"tensor_name", "dim",
+"range_upper_bound"}, split_points=[p0, p1, ...])): the ranges are
+[1, p0], [p0 + 1, p1], ..., [pn + 1, inf]; each range is a selection of its
+own (autotune_custom_op named "<name>_range_<start>_<end>") whose choices are
+traced and benchmarked on inputs with the dispatch dimension at the range's
+upper bound (range_upper_bound, default 65536, for the last one); the
+winners are grouped by implementation (name and kwargs, neighbours or not);
+one group is inlined, more become nested torch.cond whose predicates test
+start <= size <= end for each of a group's ranges.
+
+With the integration on, a collective's range selection instead:
+  * collects the selection of every range (its choices made by 2.11's own
+    autotune_custom_op with the range's input generators; _select.collecting)
+    and asks them all in ONE Tune, one problem per range, whose count is
+    taken at the range's representative size: 2.11's, its upper bound, and
+    for the last range range_upper_bound, or its start if that is larger.
+    Each choice is timed as itself at each size by the ranks' run. In
+    deferred mode the Tune also carries the graph's collective selections
+    pending so far (_select.ask_with_batch);
+  * merges neighbouring ranges whose winner is the same candidate (the same
+    content key): one range left is the winner alone, no dispatch; more
+    become nested torch.cond on the size with one comparison `size <= end`
+    per boundary passed (the ranges are in order, so the lower bound is
+    implied), a Python `if` on a size in the wrapper Inductor generates;
+  * runs the op itself (a FallbackKernel, the code that was timed) in a
+    range that the op's default won; 2.11 traces the op's body there, which
+    fails for a body that calls torch.distributed in place;
+  * lowers a dispatch dimension that is static as one selection at its size,
+    as an op without ranges.
+Selections that are not collectives keep 2.11's own range lowering. Any
+error: the op's default everywhere, with a warning, as for any selection
+(_select.ask says why that is the same on every rank).
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any, Callable
+
+from autotuned.inductor import _caches, _choices, _select
+
+log = logging.getLogger("autotuned.inductor")
+
+
+def representative(start: int, end: float, upper_bound: int) -> int:
+    """The size a range [start, end] is tuned at: its upper bound; for the
+    unbounded one, `upper_bound` (dispatch_on's range_upper_bound), not less
+    than its start."""
+    return int(end) if end != math.inf else max(int(upper_bound), int(start))
+
+
+def range_name(name: str, start: int, end: float) -> str:
+    """2.11's name of a range's selection."""
+    return f"{name}_range_{int(start)}_{'inf' if end == math.inf else int(end)}"
+
+
+def merge(bounds: Sequence[tuple[int, float]], winners: Sequence[str]
+          ) -> list[tuple[int, float, int]]:
+    """Neighbouring ranges with the same winner as one: (start, end, index of
+    the first range it holds), in order."""
+    out: list[tuple[int, float, int]] = []
+    for i, ((start, end), key) in enumerate(zip(bounds, winners)):
+        if out and winners[out[-1][2]] == key:
+            out[-1] = (out[-1][0], end, out[-1][2])
+        else:
+            out.append((start, end, i))
+    return out
+
+
+@contextlib.contextmanager
+def _op_as_itself(op: Any) -> Iterator[None]:
+    """Within it, the op lowers to a call of itself (a FallbackKernel), not
+    to its autotuning lowering: the dispatch's branches call it where its
+    default won."""
+    from torch._inductor.lowering import fallback_handler, lowerings
+
+    previous = lowerings.get(op)
+    lowerings[op] = fallback_handler(op, add_to_fallback_set=False)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            lowerings[op] = previous
+        else:
+            lowerings.pop(op, None)
+
+
+def _branch(choice: Any, op: Any, default_kwargs: dict[str, Any]) -> Callable[..., Any]:
+    import torch
+
+    if _choices.is_default(choice):
+        def run_op(*ops: Any) -> Any:
+            return op(*ops, **default_kwargs)
+        return torch._dynamo.dont_skip_tracing(run_op)
+    decomposition, kwargs = choice.decomposition, dict(choice.decomposition_kwargs)
+
+    def run_decomposition(*ops: Any) -> Any:
+        return decomposition(*ops, **kwargs)
+    return torch._dynamo.dont_skip_tracing(run_decomposition)
+
+
+def _dispatch(name: str, groups: Sequence[tuple[int, float, Any]], op: Any,
+              default_kwargs: dict[str, Any], inputs: Sequence[Any], index: int,
+              dim: int) -> Any:
+    """The IR of nested torch.cond over the groups' winners (more than one):
+    size <= end of the first group, else of the next, ..."""
+    import torch
+    from torch._inductor.codegen.subgraph import inline_subgraph_to_ir_nodes
+    from torch._inductor.decomposition import select_decomp_table
+    from torch._inductor.ir import ir_node_to_tensor
+    from torch._inductor.virtualized import V
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    branches = [_branch(choice, op, default_kwargs) for _, _, choice in groups]
+
+    def nested(i: int) -> Callable[..., Any]:
+        if i == len(groups) - 1:
+            return branches[i]
+        end, then, otherwise = int(groups[i][1]), branches[i], nested(i + 1)
+
+        def cond(*ops: Any) -> Any:
+            return torch.cond(ops[index].size(dim) <= end, then, otherwise, ops)
+        return torch._dynamo.dont_skip_tracing(cond)
+
+    with V.fake_mode:
+        fakes = tuple(ir_node_to_tensor(node) for node in inputs)
+        gm = make_fx(nested(0), decomposition_table=select_decomp_table(),
+                     tracing_mode="symbolic")(*fakes)
+    with _op_as_itself(op):
+        return inline_subgraph_to_ir_nodes(gm, list(inputs), f"{name}_dispatch")
+
+
+def _key_of(selection: _select.Selection, winner: Any) -> str:
+    return next(k for c, k in zip(selection.choices, selection.keys) if c is winner)
+
+
+def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
+    """custom_op._range_based_lowering_fn while enabled (module docstring);
+    `kw` are its keyword arguments."""
+    import torch._inductor.kernel.custom_op as custom_op
+    from torch._inductor.lowering import fallback_handler, validate_ir
+
+    name, op, inputs = kw["name"], kw["op_overload"], list(kw["tensor_inputs"])
+    tensor_name, dim = kw["tensor_name"], kw["dim_index"]
+    input_gen_fns = kw.get("input_gen_fns") or {}
+    for node in inputs:
+        node.realize()
+    decompositions, non_tensor_args = custom_op._prepare_configs_and_decompositions(
+        kw["processed_configs"], kw.get("config_generator"), inputs, kw["default_impl"],
+        kw["runtime_kwargs"], name)
+    default_kwargs = dict(non_tensor_args[0]) if non_tensor_args else dict(kw["runtime_kwargs"])
+    names = list(inspect.signature(decompositions[0]).parameters) if decompositions else []
+    index = names.index(tensor_name) if tensor_name in names else -1
+    size = inputs[index].get_size()[dim] if 0 <= index < len(inputs) and \
+        dim < len(inputs[index].get_size()) else None
+    if size is None or not getattr(size, "free_symbols", None):
+        if size is None:
+            log.warning("autotuned: %s: dispatch_on %s[%d] is not a dimension of a tensor "
+                        "input: tuned at its size, without ranges", name, tensor_name, dim)
+        # A static size: one selection at it, as an op without ranges.
+        result = custom_op.autotune_custom_op(
+            name=name, decompositions=decompositions, inputs=inputs,
+            non_tensor_args=non_tensor_args, op_overload=op,
+            user_input_gen_fns=input_gen_fns or None)
+        validate_ir(result)
+        return result
+    bounds: list[tuple[int, float]] = [(int(s), float(e)) for s, e in kw["ranges"]]
+    sizes = [representative(s, e, kw["range_upper_bound"]) for s, e in bounds]
+    base = input_gen_fns.get(tensor_name, custom_op._default_input_gen_fn)
+
+    def fallback(e: BaseException, why: str) -> Any:
+        reason = _select._why(e)
+        state.decisions.append((name, {}, f"{name}_fallback_default", "FALLBACK", reason))
+        _caches.note_fallback(f"{name}: {reason}")
+        log.warning("autotuned: %s: FALLBACK to the op's default, %s: %s", name, why, reason)
+        return fallback_handler(op, add_to_fallback_set=False)(*inputs, **default_kwargs)
+
+    try:
+        with _select.collecting() as collected:
+            for (start, end), at in zip(bounds, sizes):
+                gen = custom_op._create_range_input_gen_fn(base, dim, start, end, at)
+                custom_op.autotune_custom_op(
+                    name=range_name(name, start, end), decompositions=decompositions,
+                    inputs=inputs, non_tensor_args=non_tensor_args, op_overload=op,
+                    user_input_gen_fns={**input_gen_fns, tensor_name: gen},
+                    return_choice=True)
+    except Exception as e:  # noqa: BLE001 - this rank asks nothing (see _select.ask)
+        return fallback(e, "on this rank, without a round")
+    if any(s is None for s in collected):  # not a collective: Inductor's own
+        return original(**kw)
+    selections: list[_select.Selection] = [s for s in collected if s is not None]
+    for selection, at in zip(selections, sizes):
+        selection.at = {size: at}
+    answers = _select.ask_with_batch(state, selections) if all(
+        len(s.candidates) > 1 for s in selections) else [(s.choices[0], {}) for s in selections]
+    winners = [w for w, _ in answers]
+    groups = merge(bounds, [_key_of(s, w) for s, w in zip(selections, winners)])
+    log.info("autotuned: %s: %s", name, ", ".join(
+        f"[{s}, {'inf' if e == math.inf else int(e)}] -> "
+        f"{_choices.display_name(winners[i])}" for s, e, i in groups))
+    try:
+        if len(groups) == 1:
+            winner = winners[0]
+            if _choices.is_default(winner):
+                return winner.output_node()
+            result = custom_op._lower_single_impl(winner.decomposition,
+                                                  winner.decomposition_kwargs, {}, inputs,
+                                                  name)
+        else:
+            result = _dispatch(name, [(s, e, winners[i]) for s, e, i in groups], op,
+                               default_kwargs, inputs, index, dim)
+        validate_ir(result)
+        return result
+    except Exception as e:  # noqa: BLE001 - the same on every rank: a pure function
+        # of the answer, which every rank has alike.
+        return fallback(e, "without a dispatch")
+
+
+def patched(state: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+    """The replacement of custom_op._range_based_lowering_fn for `state`."""
+    def range_based_lowering_fn(**kw: Any) -> Any:
+        return lower(state, original, **kw)
+    return range_based_lowering_fn
+

@@ -1,0 +1,289 @@
+"""autotuned.inductor with dynamic shapes against real PyTorch 2.11: 2 ranks,
+gloo, CPU, a sim daemon.
+
+Two all_reduce custom ops registered with 2.11's range-based autotuning
+(dispatch_on x's dimension 0, split_points=[SPLIT]: ranges [1, SPLIT] and
+[SPLIT + 1, inf], tuned at SPLIT and at UPPER, the range_upper_bound) in a
+model compiled with dynamic=True. Their decompositions call opaque ops of
+known cost, which leave a marker each time they run:
+
+  * `cross`: `linear` costs LINEAR_US per element, `fixed` FIXED_US: linear
+    is cheaper at SPLIT and dearer at UPPER by construction (they cross at
+    FIXED_US / LINEAR_US elements, between the two); its default sleeps
+    DEFAULT_US, dearer than the cheaper one at both sizes. So linear wins
+    the first range and fixed the second: a dispatch on the size.
+  * `flat`: `fixed` against `double` (2 x FIXED_US): fixed wins both
+    ranges, which merge into one: no dispatch.
+
+Checked: one Tune per op for both of its ranges, the same decisions on
+every rank; each call runs its range's winner (the markers), at sizes on
+both sides of SPLIT and at its edges, with no recompile; the generated code
+holds one comparison of the size (the only `if` of the wrapper) and the
+second process is answered CACHED with the same code.
+
+The long tier (//client/python:inductor_ranges_long_test) adds deferred
+mode, x marked dynamic: a static selection (`plain`) lowered before a
+dynamic one (`mixed`, whose default costs as linear does and wins the
+first range: the op itself runs there) in the same Tune.
+"""
+
+import os
+import re
+import sys
+import tempfile
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_fixture import Daemon  # noqa: E402
+from ranks import RankError, run_ranks  # noqa: E402
+from tier import long_only  # noqa: E402
+from timeout_guard import guard  # noqa: E402
+
+WINDOW_US = 10_000_000  # ranks compiling side by side on a busy machine drift apart
+SPLIT = 1024
+UPPER = 16384
+# Costs far apart at both sizes: a loaded 2-core machine adds milliseconds
+# to every collective of a choice.
+LINEAR_US = 4   # per element: 4 ms at SPLIT, 65 ms at UPPER
+FIXED_US = 25000
+DEFAULT_US = 60000
+# Sizes the compiled model is called at, and the range each is in.
+CALLS = ((512, 0), (SPLIT, 0), (SPLIT + 1, 1), (4096, 1), (64, 0))
+
+
+@pytest.fixture(autouse=True)
+def deadline():
+    with guard(600):
+        yield
+
+
+@pytest.fixture
+def daemon():
+    d = Daemon()
+    yield d
+    d.stop()
+
+
+def _costly(name, ran, cost_us):
+    """An opaque op that returns a copy of x after `cost_us(numel)` us,
+    leaving (name, numel) in `ran`."""
+    import torch
+
+    @torch.library.custom_op(f"autotuned_ranges::{name}", mutates_args=())
+    def op(x: torch.Tensor) -> torch.Tensor:
+        ran.append((name, x.numel()))
+        time.sleep(cost_us(x.numel()) / 1e6)
+        return x.clone()
+
+    op.register_fake(lambda x: torch.empty_like(x))
+    return op
+
+
+def _ops(ran):
+    import torch
+    import torch.distributed as dist
+    from torch._inductor.kernel.custom_op import CustomOpConfig, register_custom_op_autotuning
+
+    c10d = torch.ops._c10d_functional
+    group = dist.group.WORLD.group_name
+    linear_cost = _costly("linear_cost", ran, lambda n: n * LINEAR_US)
+    fixed_cost = _costly("fixed_cost", ran, lambda n: FIXED_US)
+    double_cost = _costly("double_cost", ran, lambda n: 2 * FIXED_US)
+
+    def linear(x):
+        return c10d.wait_tensor(c10d.all_reduce(linear_cost(x), "sum", group))
+
+    def fixed(x):
+        return c10d.wait_tensor(c10d.all_reduce(fixed_cost(x), "sum", group))
+
+    def double(x):
+        return c10d.wait_tensor(c10d.all_reduce(double_cost(x), "sum", group))
+
+    def define(name, configs, ranges=True, default_us=lambda n: DEFAULT_US):
+        def body(x: torch.Tensor) -> torch.Tensor:
+            ran.append((f"{name}_default", x.numel()))
+            time.sleep(default_us(x.numel()) / 1e6)
+            y = x.clone()
+            dist.all_reduce(y)
+            return y
+
+        op = torch.library.custom_op(f"autotuned_ranges::{name}", mutates_args=())(body)
+        op.register_fake(lambda x: torch.empty_like(x))
+        by_size = {"dispatch_on": {"tensor_name": "x", "dim": 0, "range_upper_bound": UPPER},
+                   "split_points": [SPLIT]} if ranges else {}
+        register_custom_op_autotuning(op, name=name, configs=configs, **by_size)
+        return op
+
+    cross = define("cross", [CustomOpConfig(linear), CustomOpConfig(fixed)])
+    flat = define("flat", [CustomOpConfig(fixed), CustomOpConfig(double)])
+    plain = define("plain", [CustomOpConfig(fixed), CustomOpConfig(double)], ranges=False)
+    # Its default costs as linear does: it wins the first range.
+    mixed = define("mixed", [CustomOpConfig(fixed), CustomOpConfig(double)],
+                   default_us=lambda n: n * LINEAR_US)
+    return cross, flat, plain, mixed
+
+
+def _rank(rank, world, target, deferred):
+    """Compiles the model at the first size in a fresh Inductor cache, then
+    calls it at every size of CALLS. Immediate: cross and flat, dynamic=True.
+    Deferred: plain on a static input, then mixed on x marked dynamic."""
+    import torch
+    import torch.distributed as dist
+    from torch._inductor.output_code import CompiledFxGraph
+    from torch._inductor.utils import fresh_cache
+
+    import autotuned.inductor as ai
+    import autotuned.rankrun as rankrun
+    from autotuned import pb
+
+    ran = []
+    cross, flat, plain, mixed = _ops(ran)
+    tunes, codes = [], []
+    original_tune = rankrun.tune_rank
+
+    def counted(group, problems, **kwargs):
+        tunes.append([p.problem.label for p in problems])
+        return original_tune(group, problems, **kwargs)
+    rankrun.tune_rank = counted
+    original_call = CompiledFxGraph.__call__
+
+    def recorded(self, inputs):
+        codes.append(self.source_code)
+        return original_call(self, inputs)
+    CompiledFxGraph.__call__ = recorded
+
+    def model(x):
+        return cross(x), flat(x)
+
+    def static_then_dynamic(x, y):
+        # Lowered in the order of the outputs (post-grad passes reorder).
+        return plain(y), mixed(x)
+
+    def data(n):
+        # Integer values: every sum is exact in float32.
+        return torch.arange(n, dtype=torch.float32) + 1000 * rank
+
+    def inputs(n):
+        x = data(n)
+        if not deferred:
+            return (x,)
+        torch._dynamo.mark_dynamic(x, 0)
+        return x, data(64)
+
+    ai.enable(target=target, timeout=120, deferred=deferred,
+              options=pb.Options(warmup=1, iterations=5, timeout_ms=300000,
+                                 presync_window_us=WINDOW_US))
+    dist.barrier()
+    compiled = torch.compile(static_then_dynamic) if deferred else \
+        torch.compile(model, dynamic=True)
+    calls, correct = [], True
+    with fresh_cache():
+        compiled(*inputs(CALLS[0][0]))
+        for n, _ in CALLS:
+            del ran[:]
+            got = compiled(*inputs(n))
+            if deferred:
+                got = got[::-1]
+            calls.append(sorted({name for name, _ in ran}))
+            total = torch.arange(n, dtype=torch.float32) * world + 1000 * sum(range(world))
+            second = total if not deferred else total[:64]
+            correct = correct and bool(torch.equal(got[0], total)) and \
+                bool(torch.equal(got[1], second))
+    decisions = ai.decisions()
+    ai.disable()
+    return {"decisions": decisions, "tunes": tunes, "codes": codes, "calls": calls,
+            "correct": correct}
+
+
+def _launch(daemon, deferred=False):
+    results = run_ranks(_rank, world=2, args=(daemon.target, deferred), timeout=500,
+                        env={"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="atpy-inductor"),
+                             "TORCHINDUCTOR_COMPILE_THREADS": "1"})
+    for r in results:
+        assert not isinstance(r, RankError), r
+    first = [d[:4] for d in results[0]["decisions"]]
+    for r in results:
+        # The whole decision, every range's winner, the same on every rank.
+        assert [d[:4] for d in r["decisions"]] == first, (results[0], r)
+        assert r["correct"], r
+    return results
+
+
+RANGES = ("range_1_1024", "range_1025_inf")
+
+
+def _python(code):
+    """The Python of a compiled graph's module: without its kernels' source
+    (strings) and its benchmark harness (`if __name__ == ...`)."""
+    code = code.split("\nif __name__ ==")[0]
+    return re.sub(r"('''|\"\"\").*?\1", "", code, flags=re.S)
+
+
+def test_winner_per_range_dispatched_then_cached(daemon):
+    """The crossing op runs linear below SPLIT and fixed above it, the flat
+    one fixed everywhere, on both ranks; one comparison in the code; the
+    second process CACHED with the same code."""
+    assert f"range_1_{SPLIT}" == RANGES[0]
+    for launch, status in enumerate(("TUNED", "CACHED")):
+        results = _launch(daemon)
+        for r in results:
+            # One Tune per op, both of its ranges in it.
+            assert r["tunes"] == [[f"cross_{x}" for x in RANGES],
+                                  [f"flat_{x}" for x in RANGES]], r["tunes"]
+            summary = [(name, winner, st) for name, _, winner, st, _ in r["decisions"]]
+            assert summary == [
+                ("cross_range_1_1024", "cross_range_1_1024_linear", status),
+                ("cross_range_1025_inf", "cross_range_1025_inf_fixed", status),
+                ("flat_range_1_1024", "flat_range_1_1024_fixed", status),
+                ("flat_range_1025_inf", "flat_range_1025_inf_fixed", status)], r["decisions"]
+            if status == "TUNED":
+                timings = {name: t for name, t, *_ in r["decisions"]}
+                cross_low, cross_high = (timings[f"cross_{x}"] for x in RANGES)
+                # The costs as constructed, each choice timed at each size.
+                assert cross_low["cross_range_1_1024_linear"] < \
+                    cross_low["cross_range_1_1024_fixed"], cross_low
+                assert cross_high["cross_range_1025_inf_fixed"] < \
+                    cross_high["cross_range_1025_inf_linear"], cross_high
+                assert cross_high["cross_range_1025_inf_linear"] >= \
+                    UPPER * LINEAR_US / 1000, cross_high
+            # Each call runs its range's winner, and nothing else: no
+            # default, no second choice.
+            for (n, in_range), ran in zip(CALLS, r["calls"]):
+                want = ["fixed_cost"] if in_range else ["fixed_cost", "linear_cost"]
+                assert ran == want, (n, ran)
+            # One graph for every size (no recompile), and in it the only
+            # `if` of the wrapper: the size against SPLIT.
+            assert len(set(r["codes"])) == 1, len(set(r["codes"]))
+            code = r["codes"][0]
+            branches = [line.strip() for line in _python(code).splitlines()
+                        if re.match(r"\s*(el)?if\b", line)]
+            assert len(branches) == 1, branches
+            assert re.fullmatch(rf"if \(?\w+ <= {SPLIT}\)?:", branches[0]), branches
+        if launch == 0:
+            code = results[0]["codes"][0]
+        else:
+            assert results[0]["codes"][0] == code
+
+
+@long_only("//client/python:inductor_ranges_long_test")
+def test_deferred_ranges_in_the_graphs_batch(daemon):
+    """Deferred, x marked dynamic: the static selection lowered before the
+    dynamic one goes in the same Tune as both of its ranges; each call runs
+    its range's winner, the op itself where its default won."""
+    [r0, r1] = _launch(daemon, deferred=True)
+    for r in (r0, r1):
+        assert r["tunes"] == [["plain"] + [f"mixed_{x}" for x in RANGES]], r["tunes"]
+        summary = [(name, winner, st) for name, _, winner, st, _ in r["decisions"]]
+        assert summary == [
+            ("plain", "plain_fixed", "TUNED"),
+            ("mixed_range_1_1024", "mixed_range_1_1024_fallback_default", "TUNED"),
+            ("mixed_range_1025_inf", "mixed_range_1025_inf_fixed", "TUNED")], r["decisions"]
+        for (n, in_range), ran in zip(CALLS, r["calls"]):
+            want = ["fixed_cost"] if in_range else ["fixed_cost", "mixed_default"]
+            assert ran == want, (n, ran)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
