@@ -12,7 +12,13 @@ collective (functional collectives, as make_fx traces them). Every choice of
 such a selection (each decomposition and the op's own default) is a client
 candidate (_choices), run by the ranks on the inputs Inductor makes for it
 (_runners) when the daemon's round asks them to; the winner Inductor keeps
-is the code that was timed (_select). Other selections are Inductor's own.
+is the code that was timed (_select). With functional=True (the default),
+the functional collectives of a compiled graph (torch.ops._c10d_functional
+all_reduce, all_gather_into_tensor, reduce_scatter_tensor,
+all_to_all_single, broadcast and the in-place all_reduce_ and broadcast_)
+are such selections too, among implementations that compute the same thing,
+Inductor's own lowering first (_functional); functional_off() leaves the
+graphs compiled inside it alone. Other selections are Inductor's own.
 
 Nothing here runs a collective during compilation: the group is learned
 once, at enable() (describe_group when a process group is initialized,
@@ -29,20 +35,21 @@ winner per size range, all ranges in one Tune, dispatched at run time by
 the size (_ranges).
 
 Patches PyTorch 2.11.x only (select_algorithm.AlgorithmSelectorCache.__call__,
-custom_op.autotune_custom_op and _range_based_lowering_fn, the FX graph and
-AOTAutograd caches' save and key); enable() raises RuntimeError on any other
-version.
+custom_op.autotune_custom_op and _range_based_lowering_fn, the lowerings of
+the functional collectives, the FX graph and AOTAutograd caches' save and
+key); enable() raises RuntimeError on any other version.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import candidate, default_target, normalize_target
 from autotuned.group import GroupDescription
-from autotuned.inductor import _caches, _lowering, _ranges, _select
+from autotuned.inductor import _caches, _functional, _lowering, _ranges, _select
 
 SUPPORTED_TORCH = "2.11."
 # A step of the round only runs its choice (verify, warmup, timed
@@ -122,7 +129,8 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
                                       Union[str, Sequence[str]]]] = None,
            deferred: bool = False, process_group: Any = None,
            group: Optional[GroupDescription] = None, target: Optional[str] = None,
-           options: Optional[pb.Options] = None, timeout: float = 600.0) -> None:
+           options: Optional[pb.Options] = None, timeout: float = 600.0,
+           functional: bool = True) -> None:
     """Times every choice of collective custom-op selections as itself (the
     module docstring). Call it on every rank, outside compilation: with a
     process group initialized it describes the group (a collective over
@@ -132,8 +140,11 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
     or "ns::name") or one of its decompositions (the function or its
     __name__) to daemon implementations ("all_reduce/one_shot", or a list)
     added as extra choices run through torch.ops.autotuned. `deferred`: one
-    Tune per graph at scheduling time. `options`, `timeout`: the Tune's
+    Tune per graph at scheduling time (functional collectives are asked
+    for while lowering, one Tune each). `options`, `timeout`: the Tune's
     (options.timeout_ms defaults to DEFAULT_CANDIDATE_TIMEOUT_MS).
+    `functional`: the functional collectives of compiled graphs are
+    selections too (default True; False leaves them to Inductor).
     Calling it again replaces the settings."""
     global _state
     check_version()
@@ -160,6 +171,10 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
     _state = _State(group=desc, impls=table, deferred=deferred, options=options,
                     timeout=timeout, decisions=[])
     _patch(_state)
+    if functional:
+        _functional.install(_state)
+    else:
+        _functional.uninstall()
     # What shapes the candidate lists and the daemon's cache key, for
     # Inductor's cache key (the window or iteration counts do not).
     settings = repr((deferred, sorted(sorted(v) for v in table.values()), options.timing_mode))
@@ -178,8 +193,20 @@ def disable() -> None:
         custom_op.autotune_custom_op = _originals["autotune_custom_op"]
         custom_op._range_based_lowering_fn = _originals["range_lowering"]
         _originals.clear()
+    _functional.uninstall()
     _caches.uninstall()
     _state = None
+
+
+@contextlib.contextmanager
+def functional_off() -> Iterator[None]:
+    """The graphs compiled inside (torch.compile compiles at a compiled
+    function's first call, and again when a guard fails) keep Inductor's own
+    lowering of every functional collective; part of Inductor's cache key,
+    so a graph compiled inside is not served to a compile outside, nor the
+    other way round."""
+    with _functional.suspended():
+        yield
 
 
 def decisions() -> list[_select.Decision]:
