@@ -155,7 +155,19 @@ absl::Status CheckTlsFiles(const std::string& field, const TlsConfig& t) {
 }
 
 absl::Status CheckFleetCache(const FleetCacheConfig& f) {
+  const TlsConfig& t = f.tls();
+  if (!t.cert_file().empty() || !t.key_file().empty()) {
+    if (t.ca_file().empty()) {
+      return absl::InvalidArgumentError(
+          "fleet_cache.tls.ca_file: must be set with fleet_cache.tls.cert_file and key_file");
+    }
+    AT_RETURN_IF_ERROR(CheckTlsFiles("fleet_cache.tls", t));
+  }
   if (f.redis().empty()) return absl::OkStatus();
+  if (!t.ca_file().empty() && absl::StartsWith(f.redis(), "unix:")) {
+    return absl::InvalidArgumentError(
+        "fleet_cache.tls: TLS is for a Redis reached over TCP, not a unix: socket");
+  }
   if (absl::StartsWith(f.redis(), "unix:")) {
     if (f.redis().size() < 6 || f.redis()[5] != '/') {
       return absl::InvalidArgumentError(absl::StrCat(

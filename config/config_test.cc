@@ -486,6 +486,27 @@ TEST_CASE("the fleet cache's fields are checked when it is on") {
         }).empty());
   // Off: nothing else is looked at.
   CHECK(Reject([](DaemonConfig* c) { c->mutable_fleet_cache()->set_ttl_s(0); }).empty());
+  CHECK(fleet([](FleetCacheConfig* f) { f->mutable_tls()->set_ca_file("/etc/ca.pem"); }).empty());
+  CHECK(fleet([](FleetCacheConfig* f) {
+          f->mutable_tls()->set_ca_file("/etc/ca.pem");
+          f->mutable_tls()->set_cert_file("/etc/node.pem");
+          f->mutable_tls()->set_key_file("/etc/node.key");
+        }).empty());
+  CHECK_THAT(fleet([](FleetCacheConfig* f) {
+               f->mutable_tls()->set_ca_file("/etc/ca.pem");
+               f->mutable_tls()->set_cert_file("/etc/node.pem");
+             }),
+             Catch::StartsWith("fleet_cache.tls.key_file: must be set with the other files"));
+  CHECK_THAT(fleet([](FleetCacheConfig* f) {
+               f->mutable_tls()->set_cert_file("/etc/node.pem");
+               f->mutable_tls()->set_key_file("/etc/node.key");
+             }),
+             Catch::StartsWith("fleet_cache.tls.ca_file: must be set"));
+  CHECK_THAT(fleet([](FleetCacheConfig* f) {
+               f->set_redis("unix:/run/redis.sock");
+               f->mutable_tls()->set_ca_file("/etc/ca.pem");
+             }),
+             Catch::StartsWith("fleet_cache.tls: TLS is for a Redis reached over TCP"));
 
   CHECK_THAT(fleet([](FleetCacheConfig* f) { f->set_redis("redis.internal"); }),
              Catch::StartsWith("fleet_cache.redis: want HOST:PORT"));

@@ -295,7 +295,8 @@ int Run() {
       : *peer_tls ? (peer_token->empty() ? " (mutual TLS)" : " (mutual TLS and token)")
                   : " (token, no TLS)",
       cache ? cache->dir() : "off", cache ? cache->size() : 0,
-      cache ? cache->corrupt_files() : 0, fleet ? LogEscaped(fleet->redis()) : "off");
+      cache ? cache->corrupt_files() : 0,
+      fleet ? LogEscaped(fleet->redis()) + (fleet->tls() ? " (TLS)" : "") : "off");
 
   config::DaemonConfig running = *config;
   LifecycleHooks hooks;

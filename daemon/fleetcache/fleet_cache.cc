@@ -24,9 +24,6 @@
 namespace autotuned::fleetcache {
 namespace {
 
-// At least 1 ms: a zero timeval would mean no timeout at all.
-timeval BoundOf(absl::Duration d) { return absl::ToTimeval(std::max(d, absl::Milliseconds(1))); }
-
 // The first backoff of an outage: 100 ms, or max_backoff when shorter.
 absl::Duration FirstBackoff(const FleetCacheOptions& o) {
   return std::min(absl::Milliseconds(100), o.max_backoff);
@@ -81,6 +78,11 @@ absl::StatusOr<FleetCacheOptions> FleetCacheOptionsFrom(const config::FleetCache
   o.connect_timeout = absl::Milliseconds(c.connect_timeout_ms());
   o.command_timeout = absl::Milliseconds(c.command_timeout_ms());
   o.max_backoff = absl::Milliseconds(c.max_backoff_ms());
+  if (!c.tls().ca_file().empty()) {
+    absl::StatusOr<TlsFiles> tls = LoadTlsFiles("fleet_cache.tls", c.tls(), TlsRole::kClient);
+    if (!tls.ok()) return tls.status();
+    o.tls = *std::move(tls);
+  }
   return o;
 }
 
@@ -175,31 +177,15 @@ absl::StatusOr<FleetCache::Reply> FleetCache::Command(const std::vector<std::str
 }
 
 absl::StatusOr<FleetCache::Context> FleetCache::Connect() const {
-  const timeval tv = BoundOf(options_.connect_timeout);
   const absl::Time deadline = absl::Now() + options_.connect_timeout;
-  redisContext* raw = nullptr;
-  if (absl::StartsWith(options_.redis, "unix:")) {
-    raw = redisConnectUnixWithTimeout(options_.redis.substr(5).c_str(), tv);
-  } else {
-    const size_t colon = options_.redis.rfind(':');
-    std::string host = options_.redis.substr(0, colon);
-    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    int port = 0;
-    if (!absl::SimpleAtoi(options_.redis.substr(colon + 1), &port)) {
-      return absl::InvalidArgumentError("fleet_cache.redis: no port");
-    }
-    raw = redisConnectWithTimeout(host.c_str(), port, tv);
-  }
-  if (raw == nullptr) return absl::ResourceExhaustedError("no memory for a Redis context");
-  Context context(raw);
-  if (context->err != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot connect: ", LogEscaped(context->errstr)));
-  }
+  absl::StatusOr<Context> context = options_.tls ? ConnectTls(options_.redis, *options_.tls, deadline)
+                                                 : ConnectPlain(options_.redis, deadline);
+  if (!context.ok()) return context.status();
   if (!options_.password.empty()) {
     std::vector<std::string> auth = {"AUTH"};
     if (!options_.user.empty()) auth.push_back(options_.user);
     auth.push_back(options_.password);
-    absl::StatusOr<Reply> reply = Send(context.get(), auth, deadline);
+    absl::StatusOr<Reply> reply = Send(context->get(), auth, deadline);
     if (!reply.ok()) {
       return absl::PermissionDeniedError(absl::StrCat(
           "AUTH", options_.user.empty() ? "" : " as user " + LogEscaped(options_.user),
@@ -209,29 +195,13 @@ absl::StatusOr<FleetCache::Context> FleetCache::Connect() const {
   return context;
 }
 
-absl::StatusOr<FleetCache::Reply> FleetCache::Send(redisContext* context,
+absl::StatusOr<FleetCache::Reply> FleetCache::Send(RedisLink* context,
                                                    const std::vector<std::string>& argv,
                                                    absl::Time deadline) {
-  if (redisSetTimeout(context, BoundOf(deadline - absl::Now())) != REDIS_OK) {
-    return absl::UnavailableError("cannot set the socket's timeout");
-  }
-  std::vector<const char*> args;
-  std::vector<size_t> lengths;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lengths.push_back(a.size());
-  }
-  void* raw =
-      redisCommandArgv(context, static_cast<int>(argv.size()), args.data(), lengths.data());
-  if (raw == nullptr) {
-    return absl::UnavailableError(
-        context->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)
-            ? std::string("no answer in time")
-            : LogEscaped(context->errstr));
-  }
-  Reply reply(static_cast<redisReply*>(raw));
-  if (reply->type == REDIS_REPLY_ERROR) {
-    const std::string error(reply->str, reply->len);
+  absl::StatusOr<Reply> reply = context->Roundtrip(argv, deadline);
+  if (!reply.ok()) return reply.status();
+  if ((*reply)->type == REDIS_REPLY_ERROR) {
+    const std::string error((*reply)->str, (*reply)->len);
     if (absl::StartsWith(error, "WRONGTYPE")) {
       return absl::DataLossError("the key holds a value of another type");
     }

@@ -25,8 +25,12 @@
 // resolver, whose own timeouts apply: name Redis by its address (or a Unix
 // socket) to keep the bound.
 //
-// TLS: not supported (Debian's hiredis 0.14 is built without it). Reach a
-// Redis over an untrusted network through a tunnel of the operator's own.
+// TLS (fleet_cache.tls): the connection is TLS 1.2 or later, Redis's
+// certificate verified against the configured CA and the host of `redis`,
+// this daemon's certificate presented when one is configured (redis_link.h:
+// Debian's hiredis 0.14 has no TLS, so OpenSSL carries hiredis's RESP). A
+// refused handshake is a failure like any other (an outage, its reason
+// logged once).
 //
 // The process must ignore SIGPIPE (the daemon does, IgnoreBrokenPipes):
 // hiredis writes to a socket that Redis may have closed.
@@ -34,8 +38,6 @@
 // Thread-safety: every method may be called concurrently; no lock is held
 // during I/O.
 #pragma once
-
-#include <hiredis/hiredis.h>
 
 #include <memory>
 #include <optional>
@@ -48,7 +50,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "config/config.pb.h"
+#include "daemon/fleetcache/redis_link.h"
 #include "daemon/metrics/daemon_metrics.h"
+#include "daemon/tls/tls_files.h"
 #include "proto/autotuned.pb.h"
 
 namespace autotuned::fleetcache {
@@ -64,13 +68,17 @@ struct FleetCacheOptions {
   absl::Duration connect_timeout = absl::Milliseconds(200);
   absl::Duration command_timeout = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(30);
+  // TLS to Redis when set (not with "unix:").
+  std::optional<TlsFiles> tls;
 };
 
 // The options of `config` (validated by config::ValidateConfig), the
 // password read from fleet_cache.password_file. Errors name the field:
 // the file cannot be opened (errno's code), is not a regular file, is
 // readable or writable by others (PERMISSION_DENIED, with its mode), or
-// holds not exactly one non-empty line (INVALID_ARGUMENT).
+// holds not exactly one non-empty line (INVALID_ARGUMENT). The files of
+// fleet_cache.tls are read and checked as LoadTlsFiles says
+// (daemon/tls/tls_files.h), for a TLS client.
 absl::StatusOr<FleetCacheOptions> FleetCacheOptionsFrom(const config::FleetCacheConfig& config);
 
 class FleetCache {
@@ -96,16 +104,11 @@ class FleetCache {
   // True during an outage (above).
   bool in_outage() const;
   const std::string& redis() const { return options_.redis; }
+  bool tls() const { return options_.tls.has_value(); }
 
  private:
-  struct ContextFree {
-    void operator()(redisContext* c) const { redisFree(c); }
-  };
-  using Context = std::unique_ptr<redisContext, ContextFree>;
-  struct ReplyFree {
-    void operator()(redisReply* r) const { freeReplyObject(r); }
-  };
-  using Reply = std::unique_ptr<redisReply, ReplyFree>;
+  using Context = std::unique_ptr<RedisLink>;
+  using Reply = RedisReply;
 
   // Runs one command (`argv`) within the bounds above: its reply, or why
   // not. Ends or starts an outage.
@@ -115,7 +118,7 @@ class FleetCache {
   // `context`'s reply to `argv` by `deadline`; an error reply is an error:
   // DATA_LOSS for WRONGTYPE (the key holds garbage; the connection is
   // fine), FAILED_PRECONDITION for any other (Redis refuses: an outage).
-  static absl::StatusOr<Reply> Send(redisContext* context, const std::vector<std::string>& argv,
+  static absl::StatusOr<Reply> Send(RedisLink* context, const std::vector<std::string>& argv,
                                     absl::Time deadline);
   void Succeeded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Failed(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

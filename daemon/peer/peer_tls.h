@@ -42,7 +42,8 @@ struct PeerTls {
 // or may not serve both as a TLS server's and a TLS client's (its
 // extendedKeyUsage), or when it does not name the host of peer_advertise;
 // the file's read error (naming the field and the file) when one cannot be
-// read.
+// read; PERMISSION_DENIED when key_file is open to others (as
+// fleet_cache.password_file).
 absl::StatusOr<std::optional<PeerTls>> LoadPeerTls(const config::DaemonConfig& config);
 
 // The peer port's credentials: TLS requiring a client certificate verified

@@ -1,5 +1,7 @@
 #include "daemon/peer/test_certs_testing.h"
 
+#include <fcntl.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -65,7 +67,8 @@ void WriteCert(const std::string& path, X509* cert) {
 }
 
 void WriteKey(const std::string& path, EVP_PKEY* key) {
-  FILE* f = std::fopen(path.c_str(), "w");
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  FILE* f = fd < 0 ? nullptr : fdopen(fd, "w");
   Require(f != nullptr &&
               PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr) == 1,
           "writing a key");

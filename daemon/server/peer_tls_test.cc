@@ -3,6 +3,8 @@
 // certificate, a certificate that names no configured peer and plaintext
 // are refused before any handler runs, each with a log line; the daemon's
 // own files are checked at load (LoadPeerTls).
+#include <sys/stat.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -236,6 +238,14 @@ TEST_CASE("the daemon's own files are checked when loaded, errors naming the fie
   c.mutable_peer_tls()->set_key_file(good.key_file + ".missing");
   CHECK(LoadPeerTls(c).status().code() == absl::StatusCode::kNotFound);
   CHECK_THAT(error(c), Catch::StartsWith("peer_tls.key_file: cannot open"));
+
+  c = TlsConfig(good);
+  REQUIRE(chmod(good.key_file.c_str(), 0644) == 0);
+  CHECK(LoadPeerTls(c).status().code() == absl::StatusCode::kPermissionDenied);
+  CHECK_THAT(error(c), Catch::StartsWith("peer_tls.key_file:") &&
+                           Catch::Contains("is open to others (mode 0644)"));
+  REQUIRE(chmod(good.key_file.c_str(), 0640) == 0);
+  CHECK(LoadPeerTls(c).ok());
 
   c = TlsConfig(good);
   c.mutable_peer_tls()->set_ca_file(good.key_file);
