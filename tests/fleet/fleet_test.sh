@@ -31,6 +31,7 @@
 # rank's outcome and the counts per outcome.
 #
 # REPEAT (default 1): how many times the cases run, one after the other.
+# FLEET_TLS=1: the daemons talk over mutual TLS, without a token (netns.sh).
 # Needs root (namespaces, iptables): SKIPPED otherwise.
 # Usage: fleet_test.sh [DAEMON CLI DELAYER ASK]  (defaults: Bazel runfiles)
 set -u
@@ -72,8 +73,16 @@ fast=all_reduce/one_shot,all_reduce/two_shot
 
 fleet_up "$hosts" || { echo "FAIL: could not make the namespaces"; exit 1; }
 fleet_daemons "$per" "$slow" || { echo "FAIL: the daemons did not start"; exit 1; }
+auth="a peer token"
+if [ "${FLEET_TLS:-0}" = 1 ]; then
+  auth="mutual TLS"
+  for h in $(seq 0 "$last"); do
+    grep -q "peer=$(fleet_peer "$h") (mutual TLS)" "$FLEET_DIR/daemon$h.log" ||
+      { echo "FAIL: host $h's daemon does not serve its peer port over mutual TLS"; exit 1; }
+  done
+fi
 echo "$hosts hosts in namespaces $(fleet_ns 0)..$(fleet_ns "$last"), $per ranks each," \
-  "peers $(fleet_peers); the bound: $(bound_ms) ms"
+  "peers $(fleet_peers), $auth; the bound: $(bound_ms) ms"
 
 count=1000  # each round asks for a new count: a new round key
 outcomes=$FLEET_DIR/outcomes

@@ -6,8 +6,9 @@
 # interface eth0 (10.77.<h/200>.<h%200+1>/16), joined by veth pairs to a
 # bridge in a namespace of its own ($FLEET-sw), so that nothing is added to
 # the namespace this runs in. fleet_daemons starts one daemon per host (the
-# sim backend, its peer port on its own address, every other host a peer;
-# fleet_start_daemon H starts one again after a kill).
+# sim backend, its peer port on its own address, every other host a peer,
+# a shared token or, with FLEET_TLS=1, mutual TLS; fleet_start_daemon H
+# starts one again after a kill).
 # Faults are firewall rules inside the hosts (and one delayer per host):
 #   fleet_delay MS / fleet_delay_off   every packet a host sends is held MS
 #                                      (tests/fleet/delayer.cc; the kernel
@@ -21,7 +22,7 @@
 #
 # Set before sourcing: FLEET (a name prefix, short: interface names are at
 # most 15 bytes), FLEET_DIR (a directory for sockets, configs, caches, logs),
-# DAEMON, CLI, DELAYER (binaries).
+# DAEMON, CLI, DELAYER (binaries); FLEET_TLS=1 for mutual TLS (openssl).
 
 fleet_hosts=0
 
@@ -74,16 +75,53 @@ fleet_up() {
   done
 }
 
+# fleet_ca NAME: a certificate authority, $FLEET_DIR/tls/NAME-ca.pem and its
+# key (docs/security.md's commands).
+fleet_ca() {
+  mkdir -p "$FLEET_DIR/tls"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj "/CN=$1 peer CA" -keyout "$FLEET_DIR/tls/$1-ca.key" -out "$FLEET_DIR/tls/$1-ca.pem" \
+    -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+}
+
+# fleet_cert CA H: host H's certificate and key signed by CA (fleet_ca),
+# naming its address, as $FLEET_DIR/tls/hH.pem and hH.key; the CA it
+# trusts, hH-ca.pem, is that CA.
+fleet_cert() {
+  local t=$FLEET_DIR/tls
+  printf '%s\n' "subjectAltName=IP:$(fleet_addr "$2")" "basicConstraints=CA:FALSE" \
+    "keyUsage=critical,digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=serverAuth,clientAuth" >"$t/h$2.ext"
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=host $2" \
+    -keyout "$t/h$2.key" -out "$t/h$2.csr" 2>/dev/null &&
+    openssl x509 -req -in "$t/h$2.csr" -CA "$t/$1-ca.pem" -CAkey "$t/$1-ca.key" \
+      -CAcreateserial -days 2 -extfile "$t/h$2.ext" -out "$t/h$2.pem" 2>/dev/null &&
+    chmod 600 "$t/h$2.key" && cp "$t/$1-ca.pem" "$t/h$2-ca.pem"
+}
+
 # fleet_daemons RANKS_PER_HOST [CONFIG_TEXT]: one daemon per host with that
 # many sim GPUs, CONFIG_TEXT appended to each configuration; returns once
-# every daemon answers on its socket (or fails, showing the log).
+# every daemon answers on its socket (or fails, showing the log). With
+# FLEET_TLS=1, mutual TLS between the daemons and no peer token: a CA
+# ("fleet") and each host's certificate are made first, unless the host's
+# certificate is already there (a test may give a host another CA's).
 fleet_daemons() {
-  local peers="" h
+  local peers="" h auth
   fleet_per=$1
   for h in $(seq 0 $((fleet_hosts - 1))); do peers+="peers: \"$(fleet_peer "$h")\""$'\n'; done
+  if [ "${FLEET_TLS:-0}" = 1 ] && ! [ -e "$FLEET_DIR/tls/fleet-ca.pem" ]; then
+    fleet_ca fleet || return 1
+  fi
   for h in $(seq 0 $((fleet_hosts - 1))); do
-    printf 'backend: "sim"\npeer_token: "fleet-test-token"\npeer_advertise: "%s"\n%s%s\n' \
-      "$(fleet_peer "$h")" "$peers" "${2:-}" >"$FLEET_DIR/conf$h"
+    auth='peer_token: "fleet-test-token"'
+    if [ "${FLEET_TLS:-0}" = 1 ]; then
+      [ -e "$FLEET_DIR/tls/h$h.pem" ] || fleet_cert fleet "$h" || return 1
+      auth="peer_tls { ca_file: \"$FLEET_DIR/tls/h$h-ca.pem\""
+      auth+=" cert_file: \"$FLEET_DIR/tls/h$h.pem\" key_file: \"$FLEET_DIR/tls/h$h.key\" }"
+    fi
+    printf 'backend: "sim"\n%s\npeer_advertise: "%s"\n%s%s\n' \
+      "$auth" "$(fleet_peer "$h")" "$peers" "${2:-}" >"$FLEET_DIR/conf$h"
     fleet_start_daemon "$h"
   done
   for h in $(seq 0 $((fleet_hosts - 1))); do
