@@ -24,9 +24,12 @@ second process is answered CACHED with the same code.
 The long tier (//client/python:inductor_ranges_long_test) adds deferred
 mode, x marked dynamic: a static selection (`plain`) lowered before a
 dynamic one (`mixed`, whose default costs as linear does and wins the
-first range: the op itself runs there) in the same Tune.
+first range: the op itself runs there) in the same Tune; and per-rank
+Inductor caches, one warm (the graph with its dispatch from the FX graph
+cache, no ask) and one cold (CACHED), running the same code.
 """
 
+import contextlib
 import os
 import re
 import sys
@@ -125,7 +128,7 @@ def _ops(ran):
     return cross, flat, plain, mixed
 
 
-def _rank(rank, world, target, deferred):
+def _rank(rank, world, target, deferred, fresh):
     """Compiles the model at the first size in a fresh Inductor cache, then
     calls it at every size of CALLS. Immediate: cross and flat, dynamic=True.
     Deferred: plain on a static input, then mixed on x marked dynamic."""
@@ -179,7 +182,8 @@ def _rank(rank, world, target, deferred):
     compiled = torch.compile(static_then_dynamic) if deferred else \
         torch.compile(model, dynamic=True)
     calls, correct = [], True
-    with fresh_cache():
+    hits = torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"]
+    with fresh_cache() if fresh else contextlib.nullcontext():
         compiled(*inputs(CALLS[0][0]))
         for n, _ in CALLS:
             del ran[:]
@@ -194,20 +198,27 @@ def _rank(rank, world, target, deferred):
     decisions = ai.decisions()
     ai.disable()
     return {"decisions": decisions, "tunes": tunes, "codes": codes, "calls": calls,
-            "correct": correct}
+            "correct": correct,
+            "fx_hits": torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"] - hits}
 
 
-def _launch(daemon, deferred=False):
-    results = run_ranks(_rank, world=2, args=(daemon.target, deferred), timeout=500,
+def _launch(daemon, deferred=False, cache_dirs=None):
+    """Both ranks' results; `cache_dirs`: each rank's own Inductor cache
+    directory, kept (else a fresh cache in one shared directory)."""
+    results = run_ranks(_rank, world=2, args=(daemon.target, deferred, cache_dirs is None),
+                        timeout=500,
                         env={"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="atpy-inductor"),
-                             "TORCHINDUCTOR_COMPILE_THREADS": "1"})
+                             "TORCHINDUCTOR_COMPILE_THREADS": "1"},
+                        rank_env={r: {"TORCHINDUCTOR_CACHE_DIR": d}
+                                  for r, d in enumerate(cache_dirs or [])})
     for r in results:
         assert not isinstance(r, RankError), r
-    first = [d[:4] for d in results[0]["decisions"]]
-    for r in results:
-        # The whole decision, every range's winner, the same on every rank.
-        assert [d[:4] for d in r["decisions"]] == first, (results[0], r)
         assert r["correct"], r
+    first = next(([d[:4] for d in r["decisions"]] for r in results if r["decisions"]), [])
+    for r in results:
+        # The whole decision, every range's winner, the same on every rank
+        # (a rank served from Inductor's cache decides nothing).
+        assert [d[:4] for d in r["decisions"]] in (first, []), (results[0], r)
     return results
 
 
@@ -282,6 +293,25 @@ def test_deferred_ranges_in_the_graphs_batch(daemon):
             ("mixed_range_1025_inf", "mixed_range_1025_inf_fixed", "TUNED")], r["decisions"]
         for (n, in_range), ran in zip(CALLS, r["calls"]):
             want = ["fixed_cost"] if in_range else ["fixed_cost", "mixed_default"]
+            assert ran == want, (n, ran)
+
+
+@long_only("//client/python:inductor_ranges_long_test")
+def test_warm_and_cold_inductor_caches_run_the_same_dispatch(daemon):
+    """Per-rank Inductor caches kept; in the second launch rank 0's is warm
+    (its graph, dispatch included, from the FX graph cache: no ask) and rank
+    1's cold (it asks: CACHED): both run each range's winner, the same
+    code."""
+    dirs = [tempfile.mkdtemp(prefix="atpy-inductor") for _ in range(3)]
+    first = _launch(daemon, cache_dirs=dirs[:2])
+    assert [d[3] for d in first[0]["decisions"]] == ["TUNED"] * 4, first[0]["decisions"]
+    warm, cold = _launch(daemon, cache_dirs=[dirs[0], dirs[2]])
+    assert warm["fx_hits"] >= 1 and warm["tunes"] == [] and warm["decisions"] == [], warm
+    assert [d[3] for d in cold["decisions"]] == ["CACHED"] * 4, cold["decisions"]
+    assert warm["codes"][0] == cold["codes"][0] == first[0]["codes"][0]
+    for r in (warm, cold):
+        for (n, in_range), ran in zip(CALLS, r["calls"]):
+            want = ["fixed_cost"] if in_range else ["fixed_cost", "linear_cost"]
             assert ran == want, (n, ran)
 
 
