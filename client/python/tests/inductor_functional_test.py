@@ -106,6 +106,19 @@ def _steps(rank, world, target, plan):
         return [(s.choices[1], t) if s.name in force["on"] else (w, t)
                 for s, (w, t) in zip(selections, answers)]
     _select.ask = ask
+    if plan.get("untraceable"):
+        # A choice Inductor cannot trace (an op with no fake implementation)
+        # is left out; the selection goes on with the others.
+        from autotuned.inductor import _functional
+
+        @torch.library.custom_op("attest::no_fake", mutates_args=())
+        def no_fake(t: torch.Tensor) -> torch.Tensor:
+            return t.clone()
+
+        def untraceable(t):
+            return torch.ops.attest.no_fake(t)
+        original_decompositions = _functional._decompositions
+        _functional._decompositions = lambda op: original_decompositions(op) + [untraceable]
 
     ai.enable(target=target, timeout=300,
               options=pb.Options(warmup=1, iterations=5, presync_window_us=WINDOW_US))
@@ -168,10 +181,12 @@ def _tuned(step, names):
 
 
 def test_two_ranks_each_collective_tuned_then_its_other_choice_runs(daemon):
-    """TUNED per collective and the eager output; then the other choices
-    compiled in (CACHED), visible in the generated code, the same output;
-    then functional_off(): no ask, Inductor's lowering."""
-    results = _run(daemon, 2, {"steps": [{}, {"force_other": NAMES}, {"off": True}]})
+    """TUNED per collective and the eager output (a third choice that
+    Inductor cannot trace left out, the two others timed); then the other
+    choices compiled in (CACHED), visible in the generated code, the same
+    output; then functional_off(): no ask, Inductor's lowering."""
+    results = _run(daemon, 2, {"steps": [{}, {"force_other": NAMES}, {"off": True}],
+                               "untraceable": True})
     tuned, forced, off = results[0]
     _tuned(tuned, NAMES)
     assert [(d[0], d[3]) for d in forced["decisions"]] == [(n, "CACHED") for n in NAMES]

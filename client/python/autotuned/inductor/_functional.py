@@ -31,10 +31,10 @@ window, fallback and cache as every other selection:
     equal splits as an all_gather and this rank's column;
   * on CUDA tensors, all_reduce (sum) only where the group has symmetric
     memory enabled (torch.distributed._symmetric_memory.
-    is_symm_mem_enabled_for_group): symm_mem one_shot_all_reduce and
-    two_shot_all_reduce_ on a staging copy of the input, which Inductor
-    allocates in symmetric memory (comm_lowering.realize_as_comm_buffer);
-    the copy is part of what is timed;
+    is_symm_mem_enabled_for_group): symm_mem one_shot_all_reduce on a
+    staging copy of the input, which Inductor allocates in symmetric memory
+    (comm_lowering.realize_as_comm_buffer); the copy is part of what is
+    timed (the two-shot has no lowering in 2.11);
   * on CUDA tensors, where a P2PGroup of this process group is registered
     (autotuned.kernels), every implementation of the collective in
     autotuned.kernels_lib.IMPLEMENTATIONS that is not NCCL's, through
@@ -233,11 +233,9 @@ def _symm_mem(op: _Op) -> list[Callable[..., Any]]:
         # The clone is the staging copy Inductor places in symmetric memory.
         return symm.one_shot_all_reduce(x.clone(), "sum", g)
 
-    def symm_mem_two_shot(x: Any) -> Any:
-        staged = x.clone()
-        symm.two_shot_all_reduce_(staged, "sum", g)
-        return staged
-    return [symm_mem_one_shot, symm_mem_two_shot]
+    # The two-shot (symm_mem.two_shot_all_reduce_) is not offered: Inductor
+    # 2.11 has no lowering for it (UnsupportedOperatorException when traced).
+    return [symm_mem_one_shot]
 
 
 def _catalogue(op: _Op) -> list[Callable[..., Any]]:
@@ -375,16 +373,15 @@ def _lower(state: Any, op_name: str, original: Callable[..., Any], *args: Any,
 
 
 def _select_winner(state: Any, op: _Op, decompositions: list[Callable[..., Any]]) -> Any:
-    """The winning choice, or None for the default."""
-    from torch._inductor.codegen.subgraph import SubgraphTemplate
-
+    """The winning choice, or None for the default (also where no choice
+    but the default could be traced: nothing to ask)."""
     from autotuned.inductor import _caches, _choices, _select
 
     try:
         op.inp.realize()
-        choices = SubgraphTemplate(name=op.name).generate_custom_op_choices(
-            name=op.name, decompositions=decompositions, input_nodes=[op.inp],
-            non_tensor_args=[{} for _ in decompositions])
+        choices = _traced(op, decompositions)
+        if len(choices) < 2:
+            return None
         call = _choices.CollectiveCall(op.collective, op.reduce_op, op.root)
         selection = _select.Selection.make(op.name, choices, call, [op.inp],
                                            choices[0].layout, None)
@@ -399,6 +396,38 @@ def _select_winner(state: Any, op: _Op, decompositions: list[Callable[..., Any]]
     # The decisions list is shared: replace() copies the reference.
     winner, _ = _select.ask(dataclasses.replace(state, group=group), [selection])[0]
     return None if winner is selection.choices[0] else winner
+
+
+def _traced(op: _Op, decompositions: list[Callable[..., Any]]) -> list[Any]:
+    """The choices of `decompositions`, one at a time, so that one Inductor
+    cannot trace or lower (symm_mem.two_shot_all_reduce_ has no lowering in
+    2.11: UnsupportedOperatorException) is left out, with a warning, rather
+    than failing the selection; so is one whose output layout differs from
+    the default's. Every rank leaves out the same ones (the same code on the
+    same shapes). The default (the first) must trace: its failure raises."""
+    from torch._inductor.codegen.subgraph import SubgraphTemplate
+
+    from autotuned.inductor import _select
+
+    template = SubgraphTemplate(name=op.name)
+    choices: list[Any] = []
+    for i, decomposition in enumerate(decompositions):
+        try:
+            made = template.generate_custom_op_choices(
+                name=op.name, decompositions=[decomposition], input_nodes=[op.inp],
+                non_tensor_args=[{}])
+            if choices:
+                template._validate_layout_equivalence(
+                    op.name, [decompositions[0], decomposition],
+                    [choices[0].layout, made[0].layout])
+        except Exception as e:  # noqa: BLE001 - one choice left out, the others tuned
+            if i == 0:
+                raise
+            log.warning("autotuned: %s: choice %s left out: %s", op.name,
+                        decomposition.__name__, _select._why(e))
+            continue
+        choices += made
+    return choices
 
 
 def _apply(op: _Op, winner: Any) -> Any:
