@@ -12,12 +12,13 @@ all_reduce, with the residual adds: two all_reduces of T x H bf16 per layer
 
   --mode off   torch.compile as it is: Inductor lowers every functional
                collective to its NCCL call
-  --mode on    autotuned.inductor.enable() first (its functional
+  --mode on    autotuned.inductor.enable() first, deciding by --timing
+               (cuda_graph: GPU time, for a graph replayed under CUDA
+               graphs; event_loop: eager time, host cost included, for a
+               graph run eagerly) (its functional
                collectives are selections: NCCL as Inductor emits it, a
-               reduce_scatter + all_gather, PyTorch's symm-mem one-shot and
-               two-shot where the group has symmetric memory, which this
-               script enables, and the daemon's kernels through a P2PGroup
-               it registers)
+               reduce_scatter + all_gather, and the daemon's kernels
+               through a P2PGroup it registers)
 
 Per token count T: the compiled step is called 3 times (the first compiles),
 its output compared with the uncompiled model's (bf16: the largest
@@ -25,7 +26,7 @@ difference relative to the output's largest magnitude); then eager_us =
 median of --reps blocks of --calls back-to-back steps (CUDA events), and
 graph_us = the median replay of a CUDA graph of --calls steps (a spin kernel
 ahead lets the host queue it), each / calls and max over ranks. Rank 0
-writes --out (JSON): {"mode", "world", "device", "torch", "date", "hidden",
+writes --out (JSON): {"mode", "timing", "world", "device", "torch", "date", "hidden",
 "layers", "sizes": {T: {"eager_us", "graph_us", "max_rel_diff",
 "compile_s"}}, "decisions": autotuned.inductor.decisions() (mode on),
 "same_decisions": whether every rank's decisions are the same, "seconds"}.
@@ -58,6 +59,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--calls", type=int, default=10, help="steps per graph / eager block")
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--no_p2p", action="store_true", help="mode on: no P2PGroup")
+    p.add_argument("--timing", default="cuda_graph", choices=("cuda_graph", "event_loop"),
+                   help="mode on: how the ranks time the choices")
     return p.parse_args(argv)
 
 
@@ -152,18 +155,18 @@ def main(argv=None) -> int:
     group_name = dist.group.WORLD.group_name
     p2p = None
     if args.mode == "on":
-        import torch.distributed._symmetric_memory as symm_mem
-
         import autotuned.inductor as ai
-        symm_mem.enable_symm_mem_for_group(group_name)
         if not args.no_p2p:
             import autotuned.kernels as K
             p2p = K.P2PGroup(dist.group.WORLD,
                              max_bytes=max(args.tokens) * args.hidden * 2)
-        ai.enable(target=args.socket or None)
+        from autotuned import pb
+        timing = pb.CUDA_GRAPH if args.timing == "cuda_graph" else pb.EVENT_LOOP
+        ai.enable(target=args.socket or None, options=pb.Options(timing_mode=timing))
     model = Layers(args.hidden, args.layers, world, group_name)
     compiled = torch.compile(model, dynamic=False, fullgraph=True)
-    result = {"mode": args.mode, "world": world, "device": torch.cuda.get_device_name(),
+    result = {"mode": args.mode, "timing": args.timing if args.mode == "on" else "",
+              "world": world, "device": torch.cuda.get_device_name(),
               "torch": torch.__version__,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "hidden": args.hidden, "layers": args.layers, "calls": args.calls,

@@ -9,11 +9,14 @@
 #
 # BIN_DIR: autotuned, autotunectl, libautotuned_kernels_abi.so
 # PY_DIR:  the client package with its generated stubs (on PYTHONPATH)
-# Per world W, in OUT_DIR/wW/: off_R.json, on_R.json (R = 1..REPS, in the
-# order off, on, off, on, ...; the daemon's cache is kept from one run to
-# the next, so on_1 measures and on_2 on are answered from the cache),
-# *.log, daemon.log; then OUT_DIR/report.md (bench/tp_layers_gpu_report.py),
-# env.txt, steps.log.
+# Per world W, in OUT_DIR/wW/: off_R.json, on_cuda_graph_R.json,
+# on_event_loop_R.json (R = 1..REPS, in that order, then again: autotuned
+# deciding by GPU time for a graph replayed under CUDA graphs, and by eager
+# time for a graph run eagerly; the report takes the graph figures of the
+# first, the eager figures of the second; the daemon's cache is kept from
+# one run to the next, so the first run of each measures and the later ones
+# are answered from the cache), *.log, daemon.log; then OUT_DIR/report.md
+# (bench/tp_layers_gpu_report.py), env.txt, steps.log.
 # Environment: TP_BENCH_STEP_S (420: each run's limit), TP_BENCH_REPS (2),
 # TP_BENCH_ARGS (more arguments for bench/tp_layers_gpu.py, e.g.
 # "--tokens 1 64 1024").
@@ -60,9 +63,11 @@ for W in "${WORLDS[@]}"; do
   run=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$W"
        "$HERE/tp_layers_gpu.py" --socket "$SOCK" "${EXTRA[@]}")
   for rep in $(seq "$REPS"); do
-    for mode in off on; do
-      step "w$W $mode $rep" "$LIMIT" "$D/${mode}_$rep.log" "${run[@]}" --mode "$mode" \
-        --out "$D/${mode}_$rep.json"
+    step "w$W off $rep" "$LIMIT" "$D/off_$rep.log" "${run[@]}" --mode off \
+      --out "$D/off_$rep.json"
+    for timing in cuda_graph event_loop; do
+      step "w$W on $timing $rep" "$LIMIT" "$D/on_${timing}_$rep.log" "${run[@]}" --mode on \
+        --timing "$timing" --out "$D/on_${timing}_$rep.json"
     done
   done
   daemon_stop

@@ -2,9 +2,13 @@
 tensor-parallel stack's step time with autotuned's Inductor integration off
 and on, under a CUDA graph and eagerly, side by side.
 
-    python3 bench/tp_layers_gpu_report.py DIR   # DIR/w{2,4}/{off,on}_R.json
+    python3 bench/tp_layers_gpu_report.py DIR   # DIR/w{2,4}/off_R.json, on_*_R.json
 
-A column holds the fastest of a mode's runs (each a fresh process); a
+"on" under CUDA graphs is the runs that decided by GPU time
+(on_cuda_graph_R), eagerly the runs that decided by eager time
+(on_event_loop_R): each as a user would set it up for how the graph runs
+(a folder of on_R.json runs is read as one set for both). A column holds
+the fastest of a mode's runs (each a fresh process); a
 spread is (slowest - fastest) / fastest over them. "on / off" beyond the
 larger spread is a difference the runs can tell; inside it, they cannot.
 Below each table: the decisions of every "on" run (selection, winner,
@@ -28,7 +32,7 @@ def load(path: str):
 
 def runs_of(path: str, mode: str) -> list:
     names = [f for f in os.listdir(path) if re.fullmatch(rf"{mode}_\d+\.json", f)]
-    names.sort(key=lambda f: int(f.split("_")[1].split(".")[0]))
+    names.sort(key=lambda f: int(f.rsplit("_", 1)[1].split(".")[0]))
     return [(n, load(os.path.join(path, n))) for n in names]
 
 
@@ -50,7 +54,11 @@ def us(x) -> str:
 
 
 def report_world(path: str, out: list) -> None:
-    off, on = runs_of(path, "off"), runs_of(path, "on")
+    off = runs_of(path, "off")
+    on_by_kind = {"graph_us": runs_of(path, "on_cuda_graph") or runs_of(path, "on"),
+                  "eager_us": runs_of(path, "on_event_loop") or runs_of(path, "on")}
+    on = {n: r for kind in on_by_kind.values() for n, r in kind}
+    on = sorted(on.items())
     first = next((r for _, r in off + on if r), None)
     if first is None:
         out.append(f"(no results in {path})\n")
@@ -60,7 +68,8 @@ def report_world(path: str, out: list) -> None:
     out.append(f"Step time in us, max over ranks; graph: median replay of a CUDA graph of "
                f"{first['calls']} steps / {first['calls']}; eager: median of {first['reps']} "
                f"blocks of {first['calls']} back-to-back steps. all_reduce message: tokens x "
-               f"hidden x 2 bytes. Runs: off {len(off)}, on {len(on)}.\n")
+               f"hidden x 2 bytes. Runs: off {len(off)}, on (graph) "
+               f"{len(on_by_kind['graph_us'])}, on (eager) {len(on_by_kind['eager_us'])}.\n")
     sizes = sorted({t for _, r in off + on if r for t in r.get("sizes", {})}, key=int)
     for kind, label in (("graph_us", "CUDA graph"), ("eager_us", "eager")):
         out.append(f"### {label}\n")
@@ -69,7 +78,7 @@ def report_world(path: str, out: list) -> None:
         slower, faster = [], []
         for t in sizes:
             a, sa = best(off, t, kind)
-            b, sb = best(on, t, kind)
+            b, sb = best(on_by_kind[kind], t, kind)
             ratio = b / a if a and b else None
             if ratio is not None and sa is not None and sb is not None:
                 s = max(sa, sb)

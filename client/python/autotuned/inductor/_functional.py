@@ -29,12 +29,6 @@ window, fallback and cache as every other selection:
     all_reduce and this rank's slice (sum); broadcast as a sum all_reduce of
     the input on the source rank and zeros elsewhere; all_to_all_single with
     equal splits as an all_gather and this rank's column;
-  * on CUDA tensors, all_reduce (sum) only where the group has symmetric
-    memory enabled (torch.distributed._symmetric_memory.
-    is_symm_mem_enabled_for_group): symm_mem one_shot_all_reduce on a
-    staging copy of the input, which Inductor allocates in symmetric memory
-    (comm_lowering.realize_as_comm_buffer); the copy is part of what is
-    timed (the two-shot has no lowering in 2.11);
   * on CUDA tensors, where a P2PGroup of this process group is registered
     (autotuned.kernels), every implementation of the collective in
     autotuned.kernels_lib.IMPLEMENTATIONS that is not NCCL's, through
@@ -45,6 +39,14 @@ A choice other than `default` is inlined into the graph
 skipped (comm_lowering.mark_as_skip_wait, as 2.11 does for its own one-shot
 all_reduce). Every choice is timed with its wait, so an asynchronous default
 is timed without the overlap it may have in the graph.
+
+PyTorch's symm-mem all_reduce is not a choice here: Inductor 2.11 has no
+lowering for its two-shot, and its one-shot's staging buffer is a
+persistent symmetric allocation whose id several selections of a graph
+share (a second size fails: "requested allocation size ... is different
+from the size of a previous allocation with the same alloc_id"), and on
+2 x H100 a graph with it inlined at eight sites computed a wrong result
+though each choice passed the ranks' output check alone.
 
 Not tuned (Inductor's own lowering): the coalesced and *_out variants,
 shard_dim_alltoall, inputs of symbolic size, reduce ops other than those
@@ -203,39 +205,13 @@ def _decompositions(op: _Op) -> list[Callable[..., Any]]:
                 blocks = every.reshape(n, n, m, *x.shape[1:])
                 return blocks[:, r].reshape(x.shape).clone()
             out.append(all_gather_column)
-    out += _symm_mem(op) + _catalogue(op)
+    out += _catalogue(op)
     return out
 
 
 def _on_cuda(op: _Op) -> bool:
     device = op.inp.get_device()
     return device is not None and device.type == "cuda"
-
-
-def _symm_mem(op: _Op) -> list[Callable[..., Any]]:
-    """PyTorch's symm-mem all_reduce, where the group has symmetric memory."""
-    if op.collective != "all_reduce" or op.reduce_op != "sum" or not _on_cuda(op):
-        return []
-    import torch
-
-    try:
-        from torch.distributed._symmetric_memory import is_symm_mem_enabled_for_group
-
-        if not is_symm_mem_enabled_for_group(op.group_name):
-            return []
-        symm = torch.ops.symm_mem
-        symm.one_shot_all_reduce  # noqa: B018 - absent where not built
-    except (ImportError, AttributeError):
-        return []
-    g = op.group_name
-
-    def symm_mem_one_shot(x: Any) -> Any:
-        # The clone is the staging copy Inductor places in symmetric memory.
-        return symm.one_shot_all_reduce(x.clone(), "sum", g)
-
-    # The two-shot (symm_mem.two_shot_all_reduce_) is not offered: Inductor
-    # 2.11 has no lowering for it (UnsupportedOperatorException when traced).
-    return [symm_mem_one_shot]
 
 
 def _catalogue(op: _Op) -> list[Callable[..., Any]]:
