@@ -21,6 +21,10 @@ import re
 import sys
 from collections import Counter
 
+# A relative difference from the uncompiled model beyond bf16's rounding
+# over 4 layers (the runs without autotuned read about 2e-2).
+WRONG = 0.1
+
 
 def load(path: str):
     try:
@@ -97,6 +101,10 @@ def report_world(path: str, out: list) -> None:
     if diffs:
         out.append(f"Largest output difference from the uncompiled model (relative to the "
                    f"output's largest magnitude), any run and size: {max(diffs):.2e}\n")
+    wrong = [f"{n} tokens {t} ({r['sizes'][t]['max_rel_diff']:.2e})" for n, r in off + on if r
+             for t in r["sizes"] if r["sizes"][t]["max_rel_diff"] > WRONG]
+    out.append(f"Outputs beyond {WRONG} of it (wrong, not bf16 rounding): "
+               f"{', '.join(wrong) or 'none'}\n")
     for name, r in on:
         if not r:
             out.append(f"- {name}: no result")
