@@ -49,12 +49,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 gpu_setup "$1" "$2" "$3" || exit 2
 shift 3
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PY_DIR"
-GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-WORLDS=("$@")
-if [ ${#WORLDS[@]} -eq 0 ]; then
-  [ "$GPUS" -ge 2 ] && WORLDS+=(2)
-  [ "$GPUS" -ge 4 ] && WORLDS+=(4)
-fi
+gpu_worlds "$@"
 FORCED=${TUNER_BENCH_FORCED-"ring_ll ring_ll128 ring_simple tree_ll tree_ll128 tree_simple"}
 LIMIT=${TUNER_BENCH_STEP_S:-240}     # seconds per timed step
 REPS=${TUNER_BENCH_REPS:-4}

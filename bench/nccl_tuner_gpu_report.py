@@ -25,7 +25,7 @@ import os
 import re
 import sys
 
-from regret_gpu_report import human, load  # the same JSON files and sizes
+from regret_gpu_report import human, load, report_main  # the same JSON files and sizes
 
 COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter"]
 FORCED = ["ring_ll", "ring_ll128", "ring_simple", "tree_ll", "tree_ll128", "tree_simple"]
@@ -337,17 +337,8 @@ def report_world(path: str, out: list) -> None:
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    root = sys.argv[1]
-    out = ["# autotuned's NCCL tuner plugin against NCCL's own choices\n"]
-    worlds = [w for w in os.listdir(root) if re.fullmatch(r"w\d+", w)
-              and os.path.isdir(os.path.join(root, w))]
-    for w in sorted(worlds, key=lambda w: int(w[1:])):
-        report_world(os.path.join(root, w), out)
-    print("\n".join(out))
-    return 0
+    return report_main(__doc__, "# autotuned's NCCL tuner plugin against NCCL's own choices\n",
+                       report_world)
 
 
 if __name__ == "__main__":

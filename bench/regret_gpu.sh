@@ -30,12 +30,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 gpu_setup "$1" "$2" "$3" || exit 2
 shift 3
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PY_DIR" AUTOTUNED_KERNELS_LIB="$BIN/libautotuned_kernels_abi.so"
-GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-WORLDS=("$@")
-if [ ${#WORLDS[@]} -eq 0 ]; then
-  [ "$GPUS" -ge 2 ] && WORLDS+=(2)
-  [ "$GPUS" -ge 4 ] && WORLDS+=(4)
-fi
+gpu_worlds "$@"
 MODES=${REGRET_MODES:-"immediate deferred pytorch vllm check"}
 LIMIT=${REGRET_STEP_S:-150}  # seconds per step
 { date -u; nvidia-smi -L; "$PYTHON" -c 'import torch; print("torch", torch.__version__)'

@@ -11,6 +11,7 @@ has no op's default).
 """
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -132,14 +133,24 @@ def report_world(d: str, out: list) -> None:
             out.append(f"{mode} table:\n```\n{r['table']}\n```\n")
 
 
-def main() -> int:
+def report_main(doc: str, title: str, report_world) -> int:
+    """main() of the GPU reports: report_world(folder, out) over every wN/
+    folder of the one argument, by world size; prints the markdown."""
+    if len(sys.argv) != 2:
+        print(doc, file=sys.stderr)
+        return 2
     root = sys.argv[1]
-    out: list = []
-    for w in sorted(os.listdir(root)):
-        if w.startswith("w") and os.path.isdir(os.path.join(root, w)):
-            report_world(os.path.join(root, w), out)
+    out = [title] if title else []
+    worlds = [w for w in os.listdir(root) if re.fullmatch(r"w\d+", w)
+              and os.path.isdir(os.path.join(root, w))]
+    for w in sorted(worlds, key=lambda w: int(w[1:])):
+        report_world(os.path.join(root, w), out)
     print("\n".join(out))
     return 0
+
+
+def main() -> int:
+    return report_main(__doc__, "", report_world)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@
 #                             STEPS_LOG=OUT/steps.log. Non-zero: a bad folder.
 #   STEPS_LOG=FILE            every step's line is appended there (and printed)
 #   step NAME LIMIT_S OUTFILE CMD...
+#   gpu_worlds [WORLD...]     WORLDS: the world sizes given, else 2 and 4 as the
+#                             GPUs allow (nvidia-smi -L)
 #   daemon_start LOG ARGS...  $BIN/autotuned --socket=$SOCK ARGS... in the
 #                             background (its pid in DPID), waiting until the
 #                             socket answers (30 s at most)
@@ -35,6 +37,17 @@ step() {
   printf '%-24s rc=%-4s %4ss  %s\n' "$name" "$rc" "$((SECONDS - s))" "$what" |
     tee -a "${STEPS_LOG:-/dev/null}"
   return "$rc"
+}
+
+gpu_worlds() {
+  WORLDS=("$@")
+  if [ ${#WORLDS[@]} -eq 0 ]; then
+    local gpus
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    [ "$gpus" -ge 2 ] && WORLDS+=(2)
+    [ "$gpus" -ge 4 ] && WORLDS+=(4)
+  fi
+  return 0
 }
 
 DPID=""

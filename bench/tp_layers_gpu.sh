@@ -32,12 +32,7 @@ gpu_setup "$1" "$2" "$3" || exit 2
 shift 3
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PY_DIR"
 export AUTOTUNED_KERNELS_LIB=$BIN/libautotuned_kernels_abi.so
-GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-WORLDS=("$@")
-if [ ${#WORLDS[@]} -eq 0 ]; then
-  [ "$GPUS" -ge 2 ] && WORLDS+=(2)
-  [ "$GPUS" -ge 4 ] && WORLDS+=(4)
-fi
+gpu_worlds "$@"
 LIMIT=${TP_BENCH_STEP_S:-420}
 REPS=${TP_BENCH_REPS:-2}
 read -r -a EXTRA <<< "${TP_BENCH_ARGS:-}"

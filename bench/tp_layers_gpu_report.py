@@ -15,23 +15,16 @@ Below each table: the decisions of every "on" run (selection, winner,
 status), whether the ranks agreed, and the largest output difference from
 the uncompiled model.
 """
-import json
 import os
 import re
 import sys
 from collections import Counter
 
+from regret_gpu_report import load, report_main  # the same JSON files, one folder per world
+
 # A relative difference from the uncompiled model beyond bf16's rounding
 # over 4 layers (the runs without autotuned read about 2e-2).
 WRONG = 0.1
-
-
-def load(path: str):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def runs_of(path: str, mode: str) -> list:
@@ -120,17 +113,8 @@ def report_world(path: str, out: list) -> None:
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    root = sys.argv[1]
-    out = ["# Tensor-parallel layers with plain functional collectives: autotuned off and on\n"]
-    worlds = [w for w in os.listdir(root) if re.fullmatch(r"w\d+", w)
-              and os.path.isdir(os.path.join(root, w))]
-    for w in sorted(worlds, key=lambda w: int(w[1:])):
-        report_world(os.path.join(root, w), out)
-    print("\n".join(out))
-    return 0
+    return report_main(__doc__, "# Tensor-parallel layers with plain functional collectives: "
+                       "autotuned off and on\n", report_world)
 
 
 if __name__ == "__main__":
