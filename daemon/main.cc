@@ -27,6 +27,7 @@
 #include "daemon/common/version.h"
 #include "daemon/fleetcache/fleet_cache.h"
 #include "daemon/http/http_server.h"
+#include "daemon/lifecycle/heap.h"
 #include "daemon/lifecycle/lifecycle.h"
 #include "daemon/logging/logging.h"
 #include "daemon/server/listener_probe.h"
@@ -55,8 +56,9 @@ ABSL_FLAG(std::string, peer_listen, "", "overrides peer_listen (host:port)");
 ABSL_FLAG(bool, check_config, false,
           "print the effective configuration and exit (status 0 if valid)");
 ABSL_FLAG(int64_t, listener_probe_ms, 2000,
-          "how often the daemon checks that its client listener answers; 3 failures in a "
-          "row: the listener is made anew (5 failed remakes in a row: exit 1; 0 = off)");
+          "how often the daemon checks that its client listener and its peer port answer; 3 "
+          "failures in a row: the listener is made anew (5 failed remakes in a row: exit 1; "
+          "0 = off)");
 ABSL_FLAG(bool, gpu_worker, false,
           "internal: run as the cuda backend's GPU worker process (the daemon "
           "starts its own binary this way)");
@@ -94,42 +96,49 @@ std::string Env(const char* name) {
   return v == nullptr ? "" : v;
 }
 
-// Probes the client listener every --listener_probe_ms (Unix socket, else
-// the TCP port); three failures in a row: the listener is gone (e.g. gRPC
-// closed it for good when accept failed with "Too many open files"), and it
-// is made anew in place; after kMaxFailedRestarts restarts in a row that
+// Probes a listener every --listener_probe_ms: the client listener with
+// Health/Check (Unix socket, else the TCP port), the peer port by whether
+// it still listens and takes its connections (TcpAccepting: it answers
+// nothing without credentials). Three failures in a row: the listener is
+// gone (e.g. gRPC stopped accepting for good when accept failed with "Too
+// many open files"), and
+// it is made anew in place; after kMaxFailedRestarts restarts in a row that
 // could not open it, the daemon exits 1 so that the service manager
 // restarts it (the last resort: the rounds in memory are lost). Null when
 // off.
 constexpr int kMaxFailedRestarts = 5;
 
-std::unique_ptr<ListenerProbe> StartProbe(ClientListener* listener) {
+template <typename Listener>
+std::unique_ptr<ListenerProbe> StartProbe(const std::string& what, const std::string& target,
+                                          ListenerProbe::Alive alive, Listener* listener) {
   const int64_t ms = absl::GetFlag(FLAGS_listener_probe_ms);
   if (ms <= 0) return nullptr;
-  const std::string target = !listener->unix_socket().empty()
-                                 ? "unix:" + listener->unix_socket()
-                                 : absl::StrCat("127.0.0.1:", listener->tcp_port());
   auto failed = std::make_shared<int>(0);  // restarts that failed in a row
-  return std::make_unique<ListenerProbe>(target, absl::Milliseconds(ms), 3,
-                                         [listener, target, failed] {
+  auto on_dead = [what, listener, target, failed] {
     const absl::Status restarted = listener->Restart();
     if (restarted.ok()) {
       *failed = 0;
-      spdlog::warn("the client listener {} no longer answered: made it anew ({} so far)",
+      spdlog::warn("the {} listener {} no longer answered: made it anew ({} so far)", what,
                    target, listener->restarts());
       return true;
     }
     if (++*failed < kMaxFailedRestarts) {
-      spdlog::error("the client listener {} no longer answers and could not be made anew "
-                    "({} of {}): {}", target, *failed, kMaxFailedRestarts,
+      spdlog::error("the {} listener {} no longer answers and could not be made anew "
+                    "({} of {}): {}", what, target, *failed, kMaxFailedRestarts,
                     restarted.ToString());
       return false;
     }
-    spdlog::error("the client listener {} no longer answers and could not be made anew "
-                  "{} times: exiting (status 1) to be restarted", target, kMaxFailedRestarts);
+    spdlog::error("the {} listener {} no longer answers and could not be made anew "
+                  "{} times: exiting (status 1) to be restarted", what, target,
+                  kMaxFailedRestarts);
     spdlog::default_logger()->flush();
     std::_Exit(1);
-  });
+  };
+  if (!alive) {
+    return std::make_unique<ListenerProbe>(target, absl::Milliseconds(ms), 3, on_dead);
+  }
+  return std::make_unique<ListenerProbe>(target, std::move(alive), absl::Milliseconds(ms), 3,
+                                         on_dead);
 }
 
 int Run() {
@@ -168,7 +177,9 @@ int Run() {
     spdlog::error("{}", lock.status().ToString());
     return 1;
   }
-  // Before any thread starts: signals then reach only the lifecycle's sigwait.
+  // Before any thread starts: signals then reach only the lifecycle's sigwait,
+  // and every thread's arena is one of the bounded few.
+  const int malloc_arenas = BoundMallocArenas();
   BlockLifecycleSignals();
   IgnoreBrokenPipes();
   // Made first, destroyed last: a stop also bounds the destructors below.
@@ -206,6 +217,9 @@ int Run() {
 
   metrics::Registry registry;
   metrics::DaemonMetrics metrics(&registry);
+  // What a burst of calls freed goes back to the system once it is over.
+  IdleHeapTrimmer heap_trimmer(
+      [&metrics] { return metrics.rounds_in_flight->value() == 0; });
   std::unique_ptr<fleetcache::FleetCache> fleet;
   if (!fleet_options->redis.empty()) {
     fleet = std::make_unique<fleetcache::FleetCache>(*std::move(fleet_options), &metrics);
@@ -225,7 +239,7 @@ int Run() {
   const std::string fingerprint =
       NodeFingerprint((*backend)->node(), (*backend)->catalogue().Version());
   std::unique_ptr<PeerService> peer;
-  PeerListening peer_listening;
+  std::unique_ptr<PeerListener> peer_listener;
   if (!config->peer_listen().empty()) {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
@@ -237,14 +251,15 @@ int Run() {
     peer = std::make_unique<PeerService>(*peer_token, host, fingerprint,
                                          config->limits().max_waiting_ranks(),
                                          std::move(tls_peer_hosts));
-    absl::StatusOr<PeerListening> started =
-        StartPeerServer(*config, peer.get(), PeerServerCredentials(*peer_tls));
+    absl::StatusOr<std::unique_ptr<PeerListener>> started =
+        PeerListener::Start(*config, peer.get(), PeerServerCredentials(*peer_tls));
     if (!started.ok()) {
       spdlog::error("{}", started.status().ToString());
       return 1;
     }
-    peer_listening = std::move(*started);
+    peer_listener = std::move(*started);
   }
+  const std::string peer_address = peer_listener ? peer_listener->address() : "";
 
   // Multi-daemon groups: this daemon reaches their leaders with the same
   // token and certificate, and leads those whose rank 0 is here.
@@ -260,7 +275,7 @@ int Run() {
   }
   AutotuneService service(
       backend->get(), cache.get(), *config,
-      {&metrics, metrics_server ? metrics_server->address() : "", peer_listening.address,
+      {&metrics, metrics_server ? metrics_server->address() : "", peer_address,
        peer_client.get(), fleet.get()});
   if (peer_client) {
     peer->SetReadyHandler([&service](const v1::ReadyRequest& request, absl::Time deadline) {
@@ -281,22 +296,39 @@ int Run() {
     spdlog::error("{}", listener.status().ToString());
     return 1;
   }
-  std::unique_ptr<ListenerProbe> probe = StartProbe(listener->get());
-  if (probe) watchdog.SetHealthy([&probe] { return probe->serving(); });
+  const std::string client_target = !(*listener)->unix_socket().empty()
+                                        ? "unix:" + (*listener)->unix_socket()
+                                        : absl::StrCat("127.0.0.1:", (*listener)->tcp_port());
+  std::unique_ptr<ListenerProbe> probe =
+      StartProbe("client", client_target, nullptr, listener->get());
+  std::unique_ptr<ListenerProbe> peer_probe;
+  if (peer_listener) {
+    const int port = peer_listener->port();
+    peer_probe = StartProbe("peer", peer_address,
+                            [port](absl::Duration) { return TcpAccepting(port); },
+                            peer_listener.get());
+  }
+  if (probe) {
+    watchdog.SetHealthy([&probe, &peer_probe] {
+      return probe->serving() && (peer_probe == nullptr || peer_probe->serving());
+    });
+  }
   spdlog::info(
       "autotuned {} ready: backend={} gpus={} fingerprint={} unix={} tcp_port={} "
-      "metrics={} peer={}{} cache={} ({} entries, {} corrupt files ignored) fleet_cache={}",
+      "metrics={} peer={}{} cache={} ({} entries, {} corrupt files ignored) fleet_cache={} "
+      "malloc_arenas={}",
       kDaemonVersion, (*backend)->node().backend, (*backend)->max_world_size(),
       service.fingerprint(),
       (*listener)->unix_socket().empty() ? "off" : (*listener)->unix_socket(),
       (*listener)->tcp_port(), metrics_server ? metrics_server->address() : "off",
-      peer_listening.address.empty() ? "off" : peer_listening.address,
-      peer_listening.address.empty() ? ""
+      peer_address.empty() ? "off" : peer_address,
+      peer_address.empty() ? ""
       : *peer_tls ? (peer_token->empty() ? " (mutual TLS)" : " (mutual TLS and token)")
                   : " (token, no TLS)",
       cache ? cache->dir() : "off", cache ? cache->size() : 0,
       cache ? cache->corrupt_files() : 0,
-      fleet ? LogEscaped(fleet->redis()) + (fleet->tls() ? " (TLS)" : "") : "off");
+      fleet ? LogEscaped(fleet->redis()) + (fleet->tls() ? " (TLS)" : "") : "off",
+      malloc_arenas > 0 ? absl::StrCat(malloc_arenas) : "default");
 
   config::DaemonConfig running = *config;
   LifecycleHooks hooks;
@@ -316,16 +348,17 @@ int Run() {
   hooks.begin_drain = [&] {
     watchdog.SetHealthy(nullptr);
     probe.reset();  // the listeners close during the stop
+    peer_probe.reset();
     service.BeginDrain();
     health.Changed();
   };
   hooks.wait_drained = [&](absl::Time deadline) { return service.WaitForRounds(deadline); };
   hooks.stop = [&] {
     // Answers already computed are still sent; after kStopGrace calls are cut.
-    const auto deadline = absl::ToChronoTime(absl::Now() + kStopGrace);
+    const absl::Time deadline = absl::Now() + kStopGrace;
     health.Stop();
-    (*listener)->Stop(absl::Now() + kStopGrace);
-    if (peer_listening.server) peer_listening.server->Shutdown(deadline);
+    (*listener)->Stop(deadline);
+    if (peer_listener) peer_listener->Stop(deadline);
     if (metrics_server) metrics_server->Stop();
   };
   bool drained = false;

@@ -423,6 +423,24 @@ std::vector<int> Connect(const std::string& path, int n) {
   return fds;
 }
 
+std::vector<int> ConnectTcp(int port, int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      close(fd);
+      continue;
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
 int OpenFds(pid_t pid) {
   int n = 0;
   for (int fd = 0; fd < 4096; ++fd) {
@@ -459,6 +477,41 @@ TEST_CASE("a listener lost to fd exhaustion is made anew in place once descripto
   CHECK(served);
   CHECK(d.Wait(absl::Milliseconds(10)) == -1);  // the same process
   CHECK_THAT(d.Log(), Catch::Contains("no longer answered: made it anew (1 so far)"));
+  CHECK(d.Stop(SIGTERM) == 0);
+}
+
+TEST_CASE("a peer port lost to fd exhaustion is made anew in place once descriptors are free") {
+  int port = 0;
+  Node n = PeerNode("peer-fds", &port);
+  n.args.push_back("--listener_probe_ms=500");
+  DaemonProcess d;
+  REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
+  rlimit limit{};
+  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, nullptr, &limit) == 0);
+  limit.rlim_cur = static_cast<rlim_t>(OpenFds(d.pid()) + 100);
+  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, &limit, nullptr) == 0);
+  std::vector<int> clients = ConnectTcp(port, 200);
+  absl::SleepFor(absl::Seconds(1));
+  for (int fd : clients) close(fd);
+  // Before: the peer port stayed closed ("Failed accept4: Too many open
+  // files") while the process lived on. Now it takes calls again.
+  std::unique_ptr<v1::Peer::Stub> peer = v1::Peer::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  grpc::Status pinged;
+  do {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(1));
+    ctx.AddMetadata("authorization", absl::StrCat("Bearer ", kToken));
+    v1::PingReply reply;
+    pinged = peer->Ping(&ctx, v1::PingRequest(), &reply);
+    if (!pinged.ok()) absl::SleepFor(absl::Milliseconds(200));
+  } while (!pinged.ok() && absl::Now() < until);
+  INFO(pinged.error_message());
+  CHECK(pinged.ok());
+  CHECK(d.Wait(absl::Milliseconds(10)) == -1);  // the same process
+  CHECK_THAT(d.Log(), Catch::Contains(absl::StrCat("the peer listener 127.0.0.1:", port,
+                                                   " no longer answered: made it anew")));
   CHECK(d.Stop(SIGTERM) == 0);
 }
 

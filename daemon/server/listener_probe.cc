@@ -7,12 +7,36 @@
 
 namespace autotuned {
 
+namespace {
+
+// Health/Check on a fresh channel each time: one that was connected would
+// not notice a listener that stopped accepting.
+ListenerProbe::Alive HealthCheck(const std::string& target) {
+  return [target](absl::Duration deadline) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto stub = grpc::health::v1::Health::NewStub(
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    context.set_wait_for_ready(true);
+    grpc::health::v1::HealthCheckResponse response;
+    return stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response).ok();
+  };
+}
+
+}  // namespace
+
 ListenerProbe::ListenerProbe(std::string target, absl::Duration interval, int max_failures,
                              std::function<bool()> on_dead)
-    : target_(std::move(target)), interval_(interval) {
+    : ListenerProbe(target, HealthCheck(target), interval, max_failures, std::move(on_dead)) {}
+
+ListenerProbe::ListenerProbe(std::string name, Alive alive, absl::Duration interval,
+                             int max_failures, std::function<bool()> on_dead)
+    : target_(std::move(name)), alive_(std::move(alive)), interval_(interval) {
   thread_ = std::thread([this, max_failures, on_dead = std::move(on_dead)] {
     while (!stop_.WaitForNotificationWithTimeout(interval_)) {
-      if (ProbeOnce()) {
+      if (alive_(interval_)) {
         failures_ = 0;
         continue;
       }
@@ -27,20 +51,6 @@ ListenerProbe::ListenerProbe(std::string target, absl::Duration interval, int ma
 ListenerProbe::~ListenerProbe() {
   stop_.Notify();
   if (thread_.joinable()) thread_.join();
-}
-
-bool ListenerProbe::ProbeOnce() const {
-  // A fresh channel each time: one that was connected would not notice a
-  // listener that stopped accepting.
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + interval_));
-  context.set_wait_for_ready(true);
-  grpc::health::v1::HealthCheckResponse response;
-  return stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response).ok();
 }
 
 }  // namespace autotuned

@@ -1,6 +1,7 @@
-// Whether the client listener still accepts and answers: a thread of its own
-// calls grpc.health.v1.Health/Check on a fresh channel to the daemon's own
-// address every `interval` (deadline: the interval). gRPC closes a listener
+// Whether a listener still accepts and answers: a thread of its own probes
+// it every `interval` (deadline: the interval); the client listener with
+// grpc.health.v1.Health/Check on a fresh channel to the daemon's own
+// address. gRPC closes a listener
 // for good when accept fails for a reason other than a retryable one (e.g.
 // "Too many open files"), and the process would then stay up without
 // serving; after `max_failures` failed probes in a row the probe calls
@@ -25,8 +26,17 @@ namespace autotuned {
 
 class ListenerProbe {
  public:
-  // `target`: a gRPC target of the client listener ("unix:/run/...").
+  // One probe: whether the listener answers within the given time.
+  using Alive = std::function<bool(absl::Duration)>;
+
+  // `target`: a gRPC target of the client listener ("unix:/run/..."),
+  // probed with Health/Check.
   ListenerProbe(std::string target, absl::Duration interval, int max_failures,
+                std::function<bool()> on_dead);
+  // Any listener: `name` in the log lines, `alive` the probe (e.g. the peer
+  // port's, which answers nothing without credentials: TcpAccepting,
+  // server.h).
+  ListenerProbe(std::string name, Alive alive, absl::Duration interval, int max_failures,
                 std::function<bool()> on_dead);
   // Stops probing (at most one probe's deadline later).
   ~ListenerProbe();
@@ -37,9 +47,8 @@ class ListenerProbe {
   bool serving() const { return failures_.load() == 0; }
 
  private:
-  bool ProbeOnce() const;
-
   const std::string target_;
+  const Alive alive_;
   const absl::Duration interval_;
   std::atomic<int> failures_{0};
   absl::Notification stop_;

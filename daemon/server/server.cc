@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -313,19 +316,23 @@ bool FreeDescriptors(int n) {
   return enough;
 }
 
-// Descriptors a remade client server needs at the least (its listeners,
-// gRPC's pollers and wakeup fds, a few connections).
+// Descriptors a remade server needs at the least (its listeners, gRPC's
+// pollers and wakeup fds, a few connections).
 constexpr int kRestartDescriptors = 64;
+
+// UNAVAILABLE unless a listener can be made anew now (FreeDescriptors).
+absl::Status RoomToRestart() {
+  if (FreeDescriptors(kRestartDescriptors)) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "fewer than ", kRestartDescriptors, " file descriptors free: not made anew yet"));
+}
 
 }  // namespace
 
 absl::Status ClientListener::Restart() {
   absl::MutexLock lock(&mu_);
   if (stopped_) return absl::OkStatus();
-  if (!FreeDescriptors(kRestartDescriptors)) {
-    return absl::UnavailableError(absl::StrCat(
-        "fewer than ", kRestartDescriptors, " file descriptors free: not made anew yet"));
-  }
+  AT_RETURN_IF_ERROR(RoomToRestart());
   if (listening_.server != nullptr) {
     listening_.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
     listening_.server.reset();
@@ -356,6 +363,83 @@ void ClientListener::Stop(absl::Time deadline) {
 int ClientListener::restarts() const {
   absl::MutexLock lock(&mu_);
   return restarts_;
+}
+
+absl::StatusOr<std::unique_ptr<PeerListener>> PeerListener::Start(
+    const config::DaemonConfig& config, grpc::Service* peer,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
+  AT_ASSIGN_OR_RETURN(PeerListening listening, StartPeerServer(config, peer, credentials));
+  return std::unique_ptr<PeerListener>(
+      new PeerListener(config, peer, std::move(credentials), std::move(listening)));
+}
+
+PeerListener::PeerListener(const config::DaemonConfig& config, grpc::Service* peer,
+                           std::shared_ptr<grpc::ServerCredentials> credentials,
+                           PeerListening listening)
+    : config_(config),
+      peer_(peer),
+      credentials_(std::move(credentials)),
+      address_(listening.address),
+      port_(std::stoi(listening.address.substr(listening.address.rfind(':') + 1))),
+      server_(std::move(listening.server)) {
+  // The port it has, when the configured one was 0 (picked at start).
+  config_.set_peer_listen(address_);
+}
+
+PeerListener::~PeerListener() { Stop(absl::Now()); }
+
+absl::Status PeerListener::Restart() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return absl::OkStatus();
+  AT_RETURN_IF_ERROR(RoomToRestart());
+  if (server_ != nullptr) {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    server_.reset();
+  }
+  AT_ASSIGN_OR_RETURN(PeerListening next, StartPeerServer(config_, peer_, credentials_));
+  server_ = std::move(next.server);
+  ++restarts_;
+  return absl::OkStatus();
+}
+
+void PeerListener::Stop(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(deadline));
+}
+
+int PeerListener::restarts() const {
+  absl::MutexLock lock(&mu_);
+  return restarts_;
+}
+
+bool TcpAccepting(int port) {
+  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    FILE* f = std::fopen(path, "re");
+    if (f == nullptr) continue;
+    char line[512];
+    bool listening = false;
+    unsigned long waiting = 0;  // NOLINT(runtime/int): sscanf's %lx
+    // "  sl  local_address rem_address   st tx_queue:rx_queue ...": the
+    // local "ADDR:PORT" in hex, st 0A = LISTEN.
+    while (!listening && std::fgets(line, sizeof(line), f) != nullptr) {
+      char local[128], remote[128];
+      unsigned int state = 0;
+      unsigned long tx = 0, rx = 0;  // NOLINT(runtime/int)
+      if (std::sscanf(line, " %*d: %127s %127s %x %lx:%lx", local, remote, &state, &tx, &rx) !=
+          5) {
+        continue;
+      }
+      const char* colon = std::strrchr(local, ':');
+      listening = state == 0x0A && colon != nullptr &&
+                  std::strtol(colon + 1, nullptr, 16) == port;
+      waiting = rx;
+    }
+    std::fclose(f);
+    if (listening) return waiting == 0;
+  }
+  return false;
 }
 
 }  // namespace autotuned

@@ -114,4 +114,52 @@ absl::StatusOr<PeerListening> StartPeerServer(
     const config::DaemonConfig& config, grpc::Service* peer,
     std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
+// The peer server of StartPeerServer, made anew in place when its listener
+// is lost, as ClientListener's: Restart shuts the old server down (the calls
+// in flight get up to a second) and starts another on the same port with
+// the same service and credentials.
+//
+// Thread-safety: every method from any thread.
+class PeerListener {
+ public:
+  static absl::StatusOr<std::unique_ptr<PeerListener>> Start(
+      const config::DaemonConfig& config, grpc::Service* peer,
+      std::shared_ptr<grpc::ServerCredentials> credentials);
+  ~PeerListener();
+
+  // As ClientListener::Restart.
+  absl::Status Restart();
+  // Shuts the server down by `deadline`; Restart does nothing after it.
+  void Stop(absl::Time deadline);
+  // Restarts that succeeded.
+  int restarts() const;
+
+  // config.peer_listen with the bound port.
+  const std::string& address() const { return address_; }
+  int port() const { return port_; }
+
+ private:
+  PeerListener(const config::DaemonConfig& config, grpc::Service* peer,
+               std::shared_ptr<grpc::ServerCredentials> credentials, PeerListening listening);
+
+  config::DaemonConfig config_;  // peer_listen with the bound port
+  grpc::Service* const peer_;
+  const std::shared_ptr<grpc::ServerCredentials> credentials_;
+  const std::string address_;
+  const int port_;
+  mutable absl::Mutex mu_;
+  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int restarts_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Whether a TCP socket of this network namespace listens on `port` (IPv4
+// or IPv6) with no connection waiting in its accept queue, read from
+// /proc/net/tcp and /proc/net/tcp6 (a listening socket's rx_queue is its
+// accept queue): a server that stopped accepting (gRPC after "Failed
+// accept4: Too many open files") keeps its socket open while connections
+// pile up there. No connection is made, so a port that takes TLS logs no
+// refused handshake. False when neither file can be read.
+bool TcpAccepting(int port);
+
 }  // namespace autotuned
