@@ -19,6 +19,8 @@
 # libhiredis-dev: the fleet cache's Redis client; redis-server: the server the
 # fleet cache's tests and benchmark start for themselves (never as a system
 # service: the package's own service is stopped and left disabled).
+# libssl-dev: OpenSSL, under gRPC's TLS and the fleet cache's TLS to Redis;
+# openssl: the command the TLS tests make their certificates with.
 set -eu
 
 PACKAGES="bazel-bootstrap bazel-rules-java \
@@ -28,7 +30,7 @@ PACKAGES="bazel-bootstrap bazel-rules-java \
   g++ git ca-certificates \
   systemd passwd procps \
   iproute2 iptables libnetfilter-queue-dev \
-  libhiredis-dev redis-server"
+  libhiredis-dev redis-server libssl-dev openssl"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
