@@ -44,6 +44,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/backend/cuda/cuda_memory.h"
@@ -147,6 +148,42 @@ class CudaGpuNode : public GpuNode {
   // Whether every rank thread of `st` finished by `until`.
   static bool WaitForRanks(RunState& st, absl::Time until);
 
+  // Execute's phases, in order.
+  // Every rank's buffers, the launcher over them and what the rank threads
+  // share; the buffers' or the launcher's error otherwise.
+  absl::StatusOr<std::unique_ptr<RunState>> PrepareRun(
+      const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
+      const ScheduleOptions& options, absl::Time deadline, const std::vector<int>& ranks,
+      const std::vector<int>& devices, bool cross);
+  // The launcher over `buffers` with RunPartial's communicators (cross_comms_).
+  absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CrossLauncher(
+      const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
+      const std::vector<RankBuffers>& buffers, absl::Time deadline);
+  // One thread per rank (ranks[i] on devices[i]) running its schedule; a rank
+  // that fails aborts the barrier for its peers.
+  std::vector<std::thread> StartRanks(RunState* state, const std::vector<int>& ranks,
+                                      const std::vector<int>& devices,
+                                      const ScheduleOptions& options);
+  // How the `n` rank threads of a run ended.
+  struct RanksEnd {
+    bool joined = false;   // every thread returned
+    bool aborted = false;  // the run's communicators were aborted
+    std::vector<bool> stuck_in_call;  // [i]: still inside a call after the deadline
+  };
+  // Waits for the rank threads until kStuckGrace after the deadline; an NCCL
+  // run's threads still busy then get the communicators aborted under them
+  // and kDrainTimeout more.
+  RanksEnd AwaitRanks(RunState& state, Method method, absl::Time deadline, int n,
+                      const std::vector<int>& devices, bool cross);
+  // After a failed run: the P2P group is marked dirty, and a joined NCCL
+  // run's communicators are aborted (end->aborted).
+  void ResetAfterFailure(RunState& state, const std::vector<RankOutcome>& outcomes,
+                         Method method, const std::vector<int>& devices, bool cross,
+                         RanksEnd* end);
+  // Aborts the run's communicators: those of `devices`, or with `cross`
+  // RunPartial's (their token is then spent).
+  void AbortRunComms(const std::vector<int>& devices, bool cross);
+
   const GpuNodeOptions options_;
   const NodeDescription node_;
   // [device]; during a run gpus_[r] is used by rank r's thread only.
@@ -245,6 +282,35 @@ absl::StatusOr<std::vector<RankBuffers>> AllocateBuffers(const ProblemSpec& p,
     }
   }
   return buffers;
+}
+
+// The outcome of each rank thread; DEADLINE_EXCEEDED for a thread stuck in a
+// call (`stuck_in_call`) or not finished.
+std::vector<RankOutcome> CollectOutcomes(RunState& state, const std::vector<int>& ranks,
+                                         const std::vector<bool>& stuck_in_call) {
+  const int n = static_cast<int>(ranks.size());
+  std::vector<RankOutcome> outcomes;
+  absl::MutexLock lock(&state.mu);
+  outcomes = state.outcomes;
+  for (int i = 0; i < n; ++i) {
+    if (stuck_in_call[i] || !state.finished[i]) {
+      outcomes[i] = RankOutcome{
+          absl::DeadlineExceededError(absl::StrCat(
+              "cut off at the timeout: rank ", ranks[i],
+              "'s thread was still inside a CUDA or NCCL call at the deadline")),
+          {}};
+    }
+  }
+  return outcomes;
+}
+
+// Adds `note` to the message of every failed outcome.
+void AppendToFailures(std::vector<RankOutcome>& outcomes, absl::string_view note) {
+  for (RankOutcome& o : outcomes) {
+    if (!o.status.ok()) {
+      o.status = absl::Status(o.status.code(), absl::StrCat(o.status.message(), note));
+    }
+  }
 }
 
 absl::StatusOr<Method> CudaGpuNode::Validate(const ProblemSpec& problem,
@@ -449,13 +515,11 @@ std::vector<RankOutcome> CudaGpuNode::RunPartial(const ProblemSpec& problem,
 }
 
 std::vector<RankOutcome> CudaGpuNode::Execute(const ProblemSpec& problem,
-                                              const CandidateSpec& candidate,
-                                              const Method method_value,
+                                              const CandidateSpec& candidate, const Method method,
                                               const ScheduleOptions& options,
                                               absl::Time deadline,
                                               const std::vector<int>& ranks,
                                               const std::vector<int>& devices, bool cross) {
-  const Method* const method = &method_value;
   const int n = static_cast<int>(ranks.size());
   if (restart_required_) {
     return std::vector<RankOutcome>(
@@ -464,28 +528,52 @@ std::vector<RankOutcome> CudaGpuNode::Execute(const ProblemSpec& problem,
                            "earlier run is still running"),
                        {}});
   }
-  const int world = problem.world_size;
-  auto st = std::make_unique<RunState>(world, n, deadline);
+  absl::StatusOr<std::unique_ptr<RunState>> prepared =
+      PrepareRun(problem, candidate, method, options, deadline, ranks, devices, cross);
+  if (!prepared.ok()) {
+    return std::vector<RankOutcome>(n, RankOutcome{prepared.status(), {}});
+  }
+  std::unique_ptr<RunState> st = std::move(*prepared);
+  std::vector<std::thread> threads = StartRanks(st.get(), ranks, devices, options);
+  RanksEnd end = AwaitRanks(*st, method, deadline, n, devices, cross);
+  std::vector<RankOutcome> outcomes = CollectOutcomes(*st, ranks, end.stuck_in_call);
+  ResetAfterFailure(*st, outcomes, method, devices, cross, &end);
+  // Before the buffers are freed (cudaFree would wait for a running kernel).
+  if (!end.joined || !DrainStreams(devices, absl::Now() + kDrainTimeout)) {
+    // Nothing of this run may be freed under a kernel or a thread that
+    // still uses it; the worker exits after its reply.
+    restart_required_ = true;
+    for (std::thread& t : threads) t.detach();
+    st.release();
+    AppendToFailures(outcomes,
+                     "; a kernel is still running and cannot be stopped: the GPU worker "
+                     "must restart");
+    return outcomes;
+  }
+  for (std::thread& t : threads) t.join();
+  if (end.aborted) {
+    AppendToFailures(outcomes, " (NCCL communicators aborted; new ones for the next run)");
+  }
+  return outcomes;
+}
+
+absl::StatusOr<std::unique_ptr<RunState>> CudaGpuNode::PrepareRun(
+    const ProblemSpec& problem, const CandidateSpec& candidate, const Method method,
+    const ScheduleOptions& options, absl::Time deadline, const std::vector<int>& ranks,
+    const std::vector<int>& devices, bool cross) {
+  const int n = static_cast<int>(ranks.size());
+  auto st = std::make_unique<RunState>(problem.world_size, n, deadline);
   absl::StatusOr<std::vector<RankBuffers>> buffers =
       AllocateBuffers(problem, ranks, devices, cross);
   absl::StatusOr<std::unique_ptr<CollectiveLauncher>> launcher;
   if (!buffers.ok()) {
     launcher = buffers.status();
   } else if (cross) {
-    CollectiveLauncher::Resources res;
-    res.deadline = deadline;
-    for (const RankBuffers& b : *buffers) {
-      res.inputs.push_back(b.input.get());
-      res.outputs.push_back(b.output.get());
-    }
-    res.comms = cross_comms_.get();
-    launcher = CollectiveLauncher::Create(problem, candidate, method_value, std::move(res));
+    launcher = CrossLauncher(problem, candidate, method, *buffers, deadline);
   } else {
-    launcher = Prepare(problem, candidate, *method, *buffers, devices, deadline);
+    launcher = Prepare(problem, candidate, method, *buffers, devices, deadline);
   }
-  if (!launcher.ok()) {
-    return std::vector<RankOutcome>(n, RankOutcome{launcher.status(), {}});
-  }
+  if (!launcher.ok()) return launcher.status();
   st->buffers = std::move(*buffers);
   st->launcher = std::move(*launcher);
   st->shared.problem = problem;
@@ -495,10 +583,29 @@ std::vector<RankOutcome> CudaGpuNode::Execute(const ProblemSpec& problem,
   st->shared.deadline = deadline;
   st->shared.cross_daemon = cross;
   st->running = n;
+  return st;
+}
 
+absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CudaGpuNode::CrossLauncher(
+    const ProblemSpec& problem, const CandidateSpec& candidate, const Method method,
+    const std::vector<RankBuffers>& buffers, absl::Time deadline) {
+  CollectiveLauncher::Resources res;
+  res.deadline = deadline;
+  for (const RankBuffers& b : buffers) {
+    res.inputs.push_back(b.input.get());
+    res.outputs.push_back(b.output.get());
+  }
+  res.comms = cross_comms_.get();
+  return CollectiveLauncher::Create(problem, candidate, method, std::move(res));
+}
+
+std::vector<std::thread> CudaGpuNode::StartRanks(RunState* const state,
+                                                 const std::vector<int>& ranks,
+                                                 const std::vector<int>& devices,
+                                                 const ScheduleOptions& options) {
+  const int n = static_cast<int>(ranks.size());
   std::vector<std::thread> threads;
   threads.reserve(n);
-  RunState* const state = st.get();
   for (int i = 0; i < n; ++i) {
     const int r = ranks[i];
     const int d = devices[i];
@@ -520,88 +627,58 @@ std::vector<RankOutcome> CudaGpuNode::Execute(const ProblemSpec& problem,
       --state->running;
     });
   }
+  return threads;
+}
+
+CudaGpuNode::RanksEnd CudaGpuNode::AwaitRanks(RunState& state, const Method method,
+                                              absl::Time deadline, int n,
+                                              const std::vector<int>& devices, bool cross) {
   // Every wait of a rank thread ends at the deadline; a thread still busy
   // well after it is stuck inside an NCCL call (a blocking communicator
   // waiting for a peer that never calls): aborting the communicators from
   // here releases it.
-  bool aborted = false;
-  std::vector<bool> stuck_in_call(n, false);
-  auto abort_comms = [&] {
-    if (!cross) {
-      AbortComms(devices);
-      return;
-    }
-    if (cross_comms_ == nullptr) return;
-    cross_comms_->Abort();
-    cross_comms_.reset();
-    spent_token_ = cross_token_;
-    ++nccl_aborts_;
-  };
-  bool joined = WaitForRanks(*state, deadline + kStuckGrace);
-  if (!joined && method->nccl()) {
+  RanksEnd end;
+  end.stuck_in_call.assign(n, false);
+  end.joined = WaitForRanks(state, deadline + kStuckGrace);
+  if (!end.joined && method.nccl()) {
     {
-      absl::MutexLock lock(&state->mu);
-      stuck_in_call = state->finished;
-      stuck_in_call.flip();
+      absl::MutexLock lock(&state.mu);
+      end.stuck_in_call = state.finished;
+      end.stuck_in_call.flip();
     }
-    abort_comms();
-    aborted = true;
-    joined = WaitForRanks(*state, absl::Now() + kDrainTimeout);
+    AbortRunComms(devices, cross);
+    end.aborted = true;
+    end.joined = WaitForRanks(state, absl::Now() + kDrainTimeout);
   }
-  std::vector<RankOutcome> outcomes;
-  {
-    absl::MutexLock lock(&state->mu);
-    outcomes = state->outcomes;
-    for (int i = 0; i < n; ++i) {
-      if (stuck_in_call[i] || !state->finished[i]) {
-        outcomes[i] = RankOutcome{
-            absl::DeadlineExceededError(absl::StrCat(
-                "cut off at the timeout: rank ", ranks[i],
-                "'s thread was still inside a CUDA or NCCL call at the deadline")),
-            {}};
-      }
-    }
-  }
+  return end;
+}
+
+void CudaGpuNode::ResetAfterFailure(RunState& state, const std::vector<RankOutcome>& outcomes,
+                                    const Method method, const std::vector<int>& devices,
+                                    bool cross, RanksEnd* end) {
   bool failed = false;
   for (const RankOutcome& o : outcomes) failed = failed || !o.status.ok();
-  P2pGroup* group = state->launcher->p2p_group();
+  P2pGroup* group = state.launcher->p2p_group();
   if (failed && group != nullptr) group->MarkDirty();
   // A failed NCCL run may leave a rank's kernel waiting for peers that will
   // never launch theirs, and the ranks' sequences out of step: abort.
-  if (joined && failed && method->nccl() &&
+  if (end->joined && failed && method.nccl() &&
       (cross ? cross_comms_ != nullptr : comms_.count(devices) > 0)) {
-    abort_comms();
-    aborted = true;
+    AbortRunComms(devices, cross);
+    end->aborted = true;
   }
-  // Before the buffers are freed (cudaFree would wait for a running kernel).
-  if (!joined || !DrainStreams(devices, absl::Now() + kDrainTimeout)) {
-    // Nothing of this run may be freed under a kernel or a thread that
-    // still uses it; the worker exits after its reply.
-    restart_required_ = true;
-    for (std::thread& t : threads) t.detach();
-    st.release();
-    for (RankOutcome& o : outcomes) {
-      if (!o.status.ok()) {
-        o.status = absl::Status(o.status.code(),
-                                absl::StrCat(o.status.message(),
-                                             "; a kernel is still running and cannot be "
-                                             "stopped: the GPU worker must restart"));
-      }
-    }
-    return outcomes;
+}
+
+void CudaGpuNode::AbortRunComms(const std::vector<int>& devices, bool cross) {
+  if (!cross) {
+    AbortComms(devices);
+    return;
   }
-  for (std::thread& t : threads) t.join();
-  if (aborted) {
-    for (RankOutcome& o : outcomes) {
-      if (!o.status.ok()) {
-        o.status = absl::Status(o.status.code(),
-                                absl::StrCat(o.status.message(),
-                                             " (NCCL communicators aborted; new ones for the "
-                                             "next run)"));
-      }
-    }
-  }
-  return outcomes;
+  if (cross_comms_ == nullptr) return;
+  cross_comms_->Abort();
+  cross_comms_.reset();
+  spent_token_ = cross_token_;
+  ++nccl_aborts_;
 }
 
 }  // namespace
