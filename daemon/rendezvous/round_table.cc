@@ -6,62 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/common/status_macros.h"
+#include "daemon/rendezvous/round.h"
 
 namespace autotuned {
 namespace rendezvous {
-
-// One round of one key. Every field is guarded by the table's mutex.
-struct Round {
-  enum class State { kOpen, kRunning, kDecided };
-
-  uint64_t id = 0;
-  RoundKey key;
-  std::string key_text;
-  int64_t sequence = 0;
-  int world_size = 0;
-  absl::Time opened;
-  absl::Duration window;
-  absl::Time window_end;
-  std::shared_ptr<const v1::TuneResponse> fallback;
-
-  std::vector<char> asked;    // per rank: counted in this round
-  std::vector<char> waiting;  // per rank: a caller is blocked in Arrive
-  int asked_count = 0;
-  int in_time = 0;
-
-  State state = State::kOpen;
-  absl::Duration run_bound;
-  absl::Time run_deadline;
-  absl::Duration go_waited;
-  std::shared_ptr<const v1::CrossRun> go;  // announced cross-daemon run
-
-  Decision decision;
-  absl::Time decided_at;
-  bool fell_back_at_window = false;
-  bool background_given = false;
-  bool announced = false;  // some caller was handed the decision
-  bool kept = false;     // counted in kept_: decided, missing ranks
-  int64_t kept_bytes = 0;  // its decision's size, counted in kept_bytes_ while kept
-  bool dropped = false;  // no longer in its key's rounds
-
-  absl::CondVar cv;
-};
-
-struct RoundTable::KeyState {
-  int world_size = 0;
-  std::vector<int64_t> asks;  // per rank: asks counted so far
-  std::map<int64_t, std::shared_ptr<Round>> rounds;
-  int64_t next_sequence = 0;
-  absl::Time last_ask;
-  // Rounds in a row decided without every rank in time (a window closed,
-  // or an error); reset by a measured round and by a re-sync.
-  int missed_in_row = 0;
-
-  bool InStep() const {
-    return std::all_of(asks.begin(), asks.end(),
-                       [&](int64_t a) { return a == asks[0]; });
-  }
-};
 
 namespace {
 
@@ -79,13 +27,6 @@ std::vector<int> AskedRanks(const Round& r) {
 }
 
 std::string Short(const std::string& digest) { return digest.substr(0, 12); }
-
-// What a kept decision holds in memory, about.
-int64_t DecisionBytes(const Decision& d) {
-  int64_t bytes = static_cast<int64_t>(sizeof(Round) + d.error.message().size());
-  if (d.response != nullptr) bytes += static_cast<int64_t>(d.response->ByteSizeLong());
-  return bytes;
-}
 
 // The errors of one caller, which never joins a round.
 absl::Status CheckAsk(const ArriveRequest& request) {
@@ -146,11 +87,14 @@ const char* VerdictName(Verdict v) {
 }
 
 RoundTable::RoundTable(Clock* clock, RoundTableOptions options)
-    : clock_(clock), options_(options) {}
+    : clock_(clock),
+      options_(options),
+      retention_(RetentionLimits{options.decision_ttl, options.max_rounds_kept,
+                                 options.max_kept_bytes}) {}
 
 RoundTable::~RoundTable() = default;
 
-RoundTable::KeyState& RoundTable::Key(const ArriveRequest& request, absl::Time now) {
+KeyState& RoundTable::Key(const ArriveRequest& request, absl::Time now) {
   std::unique_ptr<KeyState>& ks = keys_[request.key.ToString()];
   if (ks == nullptr) {
     ks = std::make_unique<KeyState>();
@@ -169,20 +113,13 @@ Arrival RoundTable::Answer(const std::shared_ptr<Round>& round) {
   return a;
 }
 
-void RoundTable::Unkeep(Round* round) {
-  if (!round->kept) return;
-  round->kept = false;
-  --kept_;
-  kept_bytes_ -= round->kept_bytes;
-}
-
 void RoundTable::DropIfComplete(Round* round) {
   if (round->dropped || round->state != Round::State::kDecided ||
       round->asked_count < round->world_size) {
     return;
   }
   round->dropped = true;
-  Unkeep(round);
+  retention_.Release(round);
   auto it = keys_.find(round->key_text);
   if (it == keys_.end()) return;
   KeyState& ks = *it->second;
@@ -223,14 +160,7 @@ void RoundTable::Decide(Round* round, Decision decision, absl::Time now) {
     auto it = keys_.find(round->key_text);
     if (it != keys_.end()) {
       auto r = it->second->rounds.find(round->sequence);
-      if (r != it->second->rounds.end()) {
-        round->kept = true;
-        round->kept_bytes = DecisionBytes(round->decision);
-        ++kept_;
-        kept_bytes_ += round->kept_bytes;
-        kept_order_.push_back(r->second);
-        ForgetKept(now);  // the bounds hold at every moment
-      }
+      if (r != it->second->rounds.end()) retention_.Keep(r->second, keys_, now);
     }
   } else {
     DropIfComplete(round);
@@ -282,12 +212,6 @@ Round* RoundTable::Conflicting(const std::string& group_id, const Round* target)
   return nullptr;
 }
 
-void RoundTable::Expire(absl::Time now) {
-  SettleClosedWindows(now);
-  ForgetKept(now);
-  DropIdleKeys(now);
-}
-
 void RoundTable::SettleClosedWindows(absl::Time now) {
   // Windows that closed with nobody awake to notice are settled by the next
   // caller of any key, so that what a round decides never depends on which
@@ -301,55 +225,12 @@ void RoundTable::SettleClosedWindows(absl::Time now) {
   for (const std::shared_ptr<Round>& r : closed) DecideOverdue(r.get(), now);
 }
 
-void RoundTable::ForgetKept(absl::Time now) {
-  while (!kept_order_.empty()) {
-    std::shared_ptr<Round> r = kept_order_.front().lock();
-    if (r == nullptr || !r->kept) {
-      kept_order_.pop_front();
-      continue;
-    }
-    if (kept_ <= options_.max_rounds_kept && kept_bytes_ <= options_.max_kept_bytes &&
-        now < r->decided_at + options_.decision_ttl) {
-      break;
-    }
-    kept_order_.pop_front();
-    Unkeep(r.get());
-    r->dropped = true;
-    auto it = keys_.find(r->key_text);
-    if (it != keys_.end()) it->second->rounds.erase(r->sequence);
-  }
-  if (kept_order_.size() > static_cast<size_t>(4 * options_.max_rounds_kept + 64)) {
-    std::deque<std::weak_ptr<Round>> live;
-    for (const std::weak_ptr<Round>& w : kept_order_) {
-      std::shared_ptr<Round> r = w.lock();
-      if (r != nullptr && r->kept) live.push_back(w);
-    }
-    kept_order_.swap(live);
-  }
-}
-
-void RoundTable::DropIdleKeys(absl::Time now) {
-  // Keys that remember only sequence counters (their rounds were
-  // forgotten): dropped two TTLs after their last ask (so that a rank late
-  // for a forgotten round is told so for a while longer), or at once when
-  // there are too many of them.
-  const bool crowded = keys_.size() > static_cast<size_t>(2 * options_.max_rounds_kept + 64);
-  for (auto it = keys_.begin(); it != keys_.end();) {
-    const KeyState& ks = *it->second;
-    if (ks.rounds.empty() &&
-        (crowded || ks.InStep() || now >= ks.last_ask + 2 * options_.decision_ttl)) {
-      keys_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
-}
-
 absl::StatusOr<Arrival> RoundTable::Arrive(const ArriveRequest& request) {
   AT_RETURN_IF_ERROR(CheckAsk(request));
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
-  Expire(now);
+  SettleClosedWindows(now);
+  retention_.Expire(keys_, now);
   KeyState& ks = Key(request, now);
 
   // A second caller of a rank whose first caller still waits.
@@ -391,7 +272,7 @@ void RoundTable::Resync(KeyState& ks) {
       ++it;
       continue;
     }
-    Unkeep(r);
+    retention_.Release(r);
     r->dropped = true;
     it = ks.rounds.erase(it);
   }
@@ -624,12 +505,12 @@ int RoundTable::blocked() const {
 
 int RoundTable::rounds_kept() const {
   absl::MutexLock lock(&mu_);
-  return kept_;
+  return retention_.rounds();
 }
 
 int64_t RoundTable::kept_bytes() const {
   absl::MutexLock lock(&mu_);
-  return kept_bytes_;
+  return retention_.bytes();
 }
 
 int64_t RoundTable::resyncs() const {

@@ -3,7 +3,8 @@
 // that every rank gets the same decision. How asks make rounds, when a round
 // is ANSWERED, GO, FALLBACK or ERROR, the cross-daemon GO and retention are
 // the protocol's rules: see docs/protocol.md ("Rounds of ranks that ask one
-// by one").
+// by one"). The table owns its retention (retention.h: which decided rounds
+// are kept for late ranks, and when they and idle keys are forgotten).
 //
 // Contract:
 //  - Arrive returns the decision of the caller's round (Arrival::decision):
@@ -43,7 +44,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,12 +51,12 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/rendezvous/clock.h"
+#include "daemon/rendezvous/retention.h"
 #include "proto/autotuned.pb.h"
 #include "proto/peer.pb.h"
 
@@ -151,8 +151,7 @@ struct Arrival {
 
 // Retention of decided rounds that still miss ranks, for those ranks
 // (config rendezvous.decision_ttl_ms, max_rounds_kept and max_kept_bytes;
-// the rules are in
-// docs/protocol.md, "Retention").
+// the rules are in docs/protocol.md, "Retention", kept by retention.h).
 struct RoundTableOptions {
   absl::Duration decision_ttl = absl::Minutes(10);
   int max_rounds_kept = 4096;
@@ -207,8 +206,6 @@ class RoundTable {
   int64_t resyncs() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct KeyState;
-
   KeyState& Key(const ArriveRequest& request, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -259,8 +256,6 @@ class RoundTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FALLBACK for a round whose window (open) or run bound (running) passed.
   void DecideOverdue(Round* round, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // No longer counts `round` as kept (if it was).
-  void Unkeep(Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes `round` from the undecided rounds of its group.
   void Unlist(const Round* round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops `round` from its key once decided with every rank counted.
@@ -269,11 +264,8 @@ class RoundTable {
   // (their ranks disagree); null when none.
   Round* Conflicting(const std::string& group_id, const Round* target)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Forgets what retention no longer covers, in three steps.
-  void Expire(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decides the rounds whose window closed with nobody awake to notice.
   void SettleClosedWindows(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ForgetKept(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DropIdleKeys(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The round's decision for this caller (decided_here for the first).
   Arrival Answer(const std::shared_ptr<Round>& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An Arrival naming `round` (ids and handle), nothing decided.
@@ -285,15 +277,11 @@ class RoundTable {
 
   mutable absl::Mutex mu_;
   uint64_t next_round_id_ ABSL_GUARDED_BY(mu_) = 1;
-  // By RoundKey::ToString().
-  absl::flat_hash_map<std::string, std::unique_ptr<KeyState>> keys_ ABSL_GUARDED_BY(mu_);
+  KeyStates keys_ ABSL_GUARDED_BY(mu_);
   // Undecided rounds by group id.
   std::map<std::string, std::vector<std::shared_ptr<Round>>> open_ ABSL_GUARDED_BY(mu_);
-  // Decided rounds that miss ranks, oldest decision first (entries of
-  // rounds completed since are skipped when reached).
-  std::deque<std::weak_ptr<Round>> kept_order_ ABSL_GUARDED_BY(mu_);
-  int kept_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Decided rounds that miss ranks, kept for them; forgets rounds and keys.
+  Retention retention_ ABSL_GUARDED_BY(mu_);
   int blocked_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t resyncs_ ABSL_GUARDED_BY(mu_) = 0;
 };
