@@ -40,7 +40,7 @@
 #include "daemon/clientrun/run.h"
 #include "daemon/engine/engine.h"
 #include "daemon/metrics/daemon_metrics.h"
-#include "daemon/request/validate.h"
+#include "daemon/request/valid_request.h"
 #include "daemon/solver/solver.h"
 #include "proto/autotuned.pb.h"
 

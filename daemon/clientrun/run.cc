@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/common/escape.h"
+#include "daemon/request/labels.h"
 
 namespace autotuned::clientrun {
 namespace {

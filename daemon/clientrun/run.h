@@ -47,7 +47,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/engine/lease.h"
 #include "daemon/metrics/daemon_metrics.h"
-#include "daemon/request/validate.h"
+#include "daemon/request/valid_request.h"
 #include "daemon/solver/solver.h"
 #include "proto/autotuned.pb.h"
 

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "daemon/crossrun/transport.h"
 #include "daemon/leadership/wire.h"
+#include "daemon/request/labels.h"
 #include "daemon/rounds/rank_rounds.h"
 #include "daemon/solver/solver.h"
 

@@ -24,7 +24,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/engine/engine.h"
 #include "daemon/peer/peer_client.h"
-#include "daemon/request/validate.h"
+#include "daemon/request/valid_request.h"
 #include "proto/autotuned.pb.h"
 #include "proto/peer.pb.h"
 

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/backend/backend.h"
-#include "daemon/request/validate.h"
+#include "daemon/request/valid_request.h"
 #include "daemon/rendezvous/round_table.h"
 #include "proto/peer.pb.h"
 

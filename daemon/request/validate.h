@@ -1,5 +1,6 @@
 // Request validation and translation: the only place where wire messages
-// (proto/autotuned.proto) become the daemon's internal problem descriptions.
+// (proto/autotuned.proto) become the daemon's internal problem descriptions
+// (ValidRequest, daemon/request/valid_request.h).
 // Everything a round needs is checked here, before anything runs, so that a
 // bad request never starts a half-done round.
 //
@@ -32,6 +33,7 @@
 #include "daemon/catalogue/catalogue.h"
 #include "daemon/common/problem.h"
 #include "daemon/engine/engine.h"
+#include "daemon/request/valid_request.h"
 #include "proto/autotuned.pb.h"
 
 namespace autotuned {
@@ -81,73 +83,9 @@ struct ValidationContext {
   std::string asking_daemon;
 };
 
-struct ValidProblem {
-  ProblemSpec spec;
-  std::vector<CandidateSpec> candidates;  // canonical: every param present
-  v1::Problem canonical;                  // the wire form of the above
-  // Whether some candidate is one the ranks run.
-  bool has_client() const {
-    for (const CandidateSpec& c : candidates) {
-      if (c.client()) return true;
-    }
-    return false;
-  }
-};
-
-struct ValidRequest {
-  int world_size = 1;
-  std::string group_id;
-  std::vector<ValidProblem> problems;
-  EngineOptions engine;
-  bool refresh = false;
-  bool cuda_graph = false;
-  // ValidateSweep only: why this size is left out ("skipped: " and what it
-  // needs against the memory cap); "" when it runs. A skipped size is
-  // answered without a round: FAILED, ProblemResult.skipped.
-  std::string skipped;
-  // The timing mode as the wire and the cache key name it.
-  int timing_mode() const { return cuda_graph ? v1::CUDA_GRAPH : v1::EVENT_LOOP; }
-  // A rank asking for itself (members given, whole_group false): its round
-  // waits for the group's other ranks (daemon/rendezvous). Otherwise the
-  // caller asks for the whole group and nothing waits.
-  bool per_rank = false;
-  int rank = 0;
-  std::string members_text;  // CanonicalMembers(group)
-  // Per rank, members on several daemons: the leader's name (members[rank
-  // 0].daemon) when it is another daemon, else "" (this daemon leads or the
-  // group is local). `wire` is the request as the leader must see it (group,
-  // options, canonical problems with their labels); set only with `leader`.
-  std::string leader;
-  v1::TuneRequest wire;
-  // Per rank (per_rank with members): "" when the rank is on this daemon,
-  // else its daemon's name. Ranks on several daemons: a cross-daemon group.
-  std::vector<std::string> rank_daemons;
-  bool spread() const {
-    for (const std::string& d : rank_daemons) {
-      if (!d.empty()) return true;
-    }
-    return false;
-  }
-  bool has_client() const {
-    for (const ValidProblem& p : problems) {
-      if (p.has_client()) return true;
-    }
-    return false;
-  }
-  // The ranks on this daemon, ascending.
-  std::vector<int> local_ranks() const {
-    std::vector<int> out;
-    for (size_t r = 0; r < rank_daemons.size(); ++r) {
-      if (rank_daemons[r].empty()) out.push_back(static_cast<int>(r));
-    }
-    return out;
-  }
-  absl::Duration presync_window = absl::Milliseconds(5);
-  // When the call reached the daemon (its handler began), for the
-  // rendezvous overhead figures; InfinitePast when not set.
-  absl::Time received = absl::InfinitePast();
-};
-
+// Requests (validate.cc): a Tune, or a Sweep size by size, into the
+// ValidRequest its round runs (daemon/request/valid_request.h). Each
+// problem's shape, sizes and candidates are checked by validate_problem.cc.
 absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
                                           const ValidationContext& context);
 
@@ -159,23 +97,8 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
 absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
     const v1::SweepRequest& request, const ValidationContext& context);
 
-// Puts `request`'s own problem labels and client candidates' names on a
-// round's shared answer (labels and names are each rank's own display and
-// stay out of round and cache keys).
-void RestoreLabels(const ValidRequest& request, v1::TuneResponse* response);
-
-// The shape of a rank's barrier call and report of a run (bounded strings,
-// known phase, finite non-negative times, steps in order from first_step);
-// what depends on the run (its ranks, steps, iterations) is the run's to check
-// (daemon/clientrun). INVALID_ARGUMENT naming the field.
-absl::Status ValidateStep(const v1::StepRequest& request);
-absl::Status ValidateReport(const v1::RunReport& report);
-
-// A ListImplementations filter: unset (all) or a known collective;
-// INVALID_ARGUMENT "collective: ..." otherwise.
-absl::Status ValidateListImplementations(const v1::ListImplementationsRequest& request);
-
-// Validates group and options alone (shared by both of the above).
+// Groups (validate_group.cc). Validates the group alone (shared by
+// ValidateTune and ValidateSweep).
 //
 // Members: when given, there is one per rank (world_size of them, each rank
 // once). Members on this daemon (daemon "" or context.self_daemon) are each on
@@ -196,7 +119,23 @@ absl::Status ValidateGroup(const v1::Group& group, const ValidationContext& cont
 // "world_size=W" and one "rank:local_gpu@daemon" per member, by rank: the
 // text every rank of a round must agree on (digested into its round key).
 std::string CanonicalMembers(const v1::Group& group);
+
+// Options (validate_options.cc). Validates the options alone (shared by
+// ValidateTune and ValidateSweep): each unset one takes the configuration's
+// default, each set one is within the configuration's limits.
 absl::StatusOr<EngineOptions> ValidateOptions(const v1::Options& options,
                                               const ValidationContext& context);
+
+// Runs of candidates the ranks run (validate_run.cc). The shape of a rank's
+// barrier call and report of a run (bounded strings, known phase, finite
+// non-negative times, steps in order from first_step); what depends on the
+// run (its ranks, steps, iterations) is the run's to check (daemon/clientrun).
+// INVALID_ARGUMENT naming the field.
+absl::Status ValidateStep(const v1::StepRequest& request);
+absl::Status ValidateReport(const v1::RunReport& report);
+
+// Enums (enums.cc). A ListImplementations filter: unset (all) or a known
+// collective; INVALID_ARGUMENT "collective: ..." otherwise.
+absl::Status ValidateListImplementations(const v1::ListImplementationsRequest& request);
 
 }  // namespace autotuned

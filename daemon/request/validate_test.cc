@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "daemon/request/labels.h"
 #include "daemon/request/validate_testing.h"
 #include "daemon/testing/scripted_node.h"
 

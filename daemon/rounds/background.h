@@ -15,7 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/request/validate.h"
+#include "daemon/request/valid_request.h"
 #include "proto/autotuned.pb.h"
 
 namespace autotuned::rounds {

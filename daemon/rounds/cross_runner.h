@@ -14,7 +14,7 @@
 
 #include "absl/time/time.h"
 #include "daemon/rendezvous/round_table.h"
-#include "daemon/request/validate.h"
+#include "daemon/request/valid_request.h"
 #include "proto/autotuned.pb.h"
 #include "proto/peer.pb.h"
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "daemon/cache/key.h"
+#include "daemon/request/labels.h"
 #include "daemon/solver/result.h"
 
 namespace autotuned::rounds {

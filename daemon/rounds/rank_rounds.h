@@ -29,7 +29,7 @@
 #include "daemon/clientrun/client_runs.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/rendezvous/round_table.h"
-#include "daemon/request/validate.h"
+#include "daemon/request/valid_request.h"
 #include "daemon/rounds/background.h"
 #include "daemon/rounds/cross_runner.h"
 #include "daemon/solver/solver.h"

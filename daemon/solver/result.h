@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "daemon/engine/engine.h"
-#include "daemon/request/validate.h"
+#include "daemon/request/valid_request.h"
 #include "proto/autotuned.pb.h"
 
 namespace autotuned {

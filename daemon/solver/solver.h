@@ -36,7 +36,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/fleetcache/fleet_cache.h"
 #include "daemon/metrics/daemon_metrics.h"
-#include "daemon/request/validate.h"
+#include "daemon/request/valid_request.h"
 #include "proto/autotuned.pb.h"
 
 namespace autotuned {
