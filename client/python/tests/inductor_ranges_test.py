@@ -2,24 +2,32 @@
 gloo, CPU, a sim daemon.
 
 Two all_reduce custom ops registered with 2.11's range-based autotuning
-(dispatch_on x's dimension 0, split_points=[SPLIT]: ranges [1, SPLIT] and
-[SPLIT + 1, inf], tuned at SPLIT and at UPPER, the range_upper_bound) in a
-model compiled with dynamic=True. Their decompositions call opaque ops of
-known cost, which leave a marker each time they run:
+(dispatch_on x's dimension 0, split_points: ranges [1, SPLIT], ...,
+[last + 1, inf], each tuned at its upper bound, the last at UPPER, the
+range_upper_bound) in a model compiled with dynamic=True. Their
+decompositions call opaque ops of known cost, which leave a marker each
+time they run:
 
-  * `cross`: `linear` costs LINEAR_US per element, `fixed` FIXED_US: linear
-    is cheaper at SPLIT and dearer at UPPER by construction (they cross at
-    FIXED_US / LINEAR_US elements, between the two); its default sleeps
-    DEFAULT_US, dearer than the cheaper one at both sizes. So linear wins
-    the first range and fixed the second: a dispatch on the size.
-  * `flat`: `fixed` against `double` (2 x FIXED_US): fixed wins both
-    ranges, which merge into one: no dispatch.
+  * `cross`, split_points=[SPLIT, TIE]: `linear` costs LINEAR_US per
+    element, `fixed` FIXED_US: linear is cheaper at SPLIT and dearer at
+    UPPER by construction; they cost the same at TIE = FIXED_US /
+    LINEAR_US elements, where the middle range is tuned; the op's default
+    sleeps DEFAULT_US, dearer than both. So linear wins the first range,
+    fixed the third, and either the middle one within the noise of the
+    other: the middle range joins the first (_ranges.merge: linear is not
+    measurably slower there), whichever won it, leaving one boundary, at
+    TIE: a dispatch on the size. (By winners alone it would join the third
+    whenever fixed won it.)
+  * `flat`, split_points=[SPLIT]: `fixed` against `double` (2 x
+    FIXED_US): fixed wins both ranges, which merge into one: no dispatch.
 
-Checked: one Tune per op for both of its ranges, the same decisions on
+Checked: one Tune per op for all of its ranges, the same decisions on
 every rank; each call runs its range's winner (the markers), at sizes on
-both sides of SPLIT and at its edges, with no recompile; the generated code
-holds one comparison of the size (the only `if` of the wrapper) and the
-second process is answered CACHED with the same code.
+both sides of each split point and at their edges, with no recompile; the
+generated code holds one comparison of the size (the only `if` of the
+wrapper) and the second process is answered CACHED with the same code.
+The merging rule itself is checked on answers of known costs, without a
+daemon (test_merge_*).
 
 The long tier (//client/python:inductor_ranges_long_test) adds deferred
 mode, x marked dynamic: a static selection (`plain`) lowered before a
@@ -30,6 +38,7 @@ cache, no ask) and one cold (CACHED), running the same code.
 """
 
 import contextlib
+import math
 import os
 import re
 import sys
@@ -52,8 +61,10 @@ UPPER = 16384
 LINEAR_US = 4   # per element: 4 ms at SPLIT, 65 ms at UPPER
 FIXED_US = 25000
 DEFAULT_US = 60000
-# Sizes the compiled model is called at, and the range each is in.
-CALLS = ((512, 0), (SPLIT, 0), (SPLIT + 1, 1), (4096, 1), (64, 0))
+TIE = FIXED_US // LINEAR_US  # linear and fixed cost the same
+# Sizes the compiled model is called at, and the range of SPLIT each is in.
+CALLS = ((512, 0), (SPLIT, 0), (SPLIT + 1, 1), (4096, 1), (TIE, 1), (TIE + 1, 1),
+         (64, 0))
 
 
 @pytest.fixture(autouse=True)
@@ -104,7 +115,7 @@ def _ops(ran):
     def double(x):
         return c10d.wait_tensor(c10d.all_reduce(double_cost(x), "sum", group))
 
-    def define(name, configs, ranges=True, default_us=lambda n: DEFAULT_US):
+    def define(name, configs, ranges=(SPLIT,), default_us=lambda n: DEFAULT_US):
         def body(x: torch.Tensor) -> torch.Tensor:
             ran.append((f"{name}_default", x.numel()))
             time.sleep(default_us(x.numel()) / 1e6)
@@ -115,13 +126,14 @@ def _ops(ran):
         op = torch.library.custom_op(f"autotuned_ranges::{name}", mutates_args=())(body)
         op.register_fake(lambda x: torch.empty_like(x))
         by_size = {"dispatch_on": {"tensor_name": "x", "dim": 0, "range_upper_bound": UPPER},
-                   "split_points": [SPLIT]} if ranges else {}
+                   "split_points": list(ranges)} if ranges else {}
         register_custom_op_autotuning(op, name=name, configs=configs, **by_size)
         return op
 
-    cross = define("cross", [CustomOpConfig(linear), CustomOpConfig(fixed)])
+    cross = define("cross", [CustomOpConfig(linear), CustomOpConfig(fixed)],
+                   ranges=(SPLIT, TIE))
     flat = define("flat", [CustomOpConfig(fixed), CustomOpConfig(double)])
-    plain = define("plain", [CustomOpConfig(fixed), CustomOpConfig(double)], ranges=False)
+    plain = define("plain", [CustomOpConfig(fixed), CustomOpConfig(double)], ranges=())
     # Its default costs as linear does: it wins the first range.
     mixed = define("mixed", [CustomOpConfig(fixed), CustomOpConfig(double)],
                    default_us=lambda n: n * LINEAR_US)
@@ -223,6 +235,7 @@ def _launch(daemon, deferred=False, cache_dirs=None):
 
 
 RANGES = ("range_1_1024", "range_1025_inf")
+CROSS = ("range_1_1024", "range_1025_6250", "range_6251_inf")
 
 
 def _python(code):
@@ -232,46 +245,155 @@ def _python(code):
     return re.sub(r"('''|\"\"\").*?\1", "", code, flags=re.S)
 
 
+def _boundary(code):
+    """The one comparison of the size in a compiled graph's wrapper (its
+    only `if`): the bound."""
+    branches = [line.strip() for line in _python(code).splitlines()
+                if re.match(r"\s*(el)?if\b", line)]
+    assert len(branches) == 1, branches
+    match = re.fullmatch(r"if \(?\w+ <= (\d+)\)?:", branches[0])
+    assert match, branches
+    return int(match.group(1))
+
+
+def _cross_ran(calls, bound):
+    """Each call ran linear (cross) up to `bound`, fixed above it, and fixed
+    (flat), and nothing else: no default, no second choice."""
+    for (n, _), ran in zip(CALLS, calls):
+        want = ["fixed_cost"] if n > bound else ["fixed_cost", "linear_cost"]
+        assert ran == want, (n, bound, ran)
+
+
+NOISE = 0.02  # each median's interval: +-2 % (unit tests of the rule)
+
+
+def _answer(costs, winner, paired=False, ruled_out=()):
+    """A daemon's answer (pb.ProblemResult) for candidates "a", "b", ... of
+    known costs (us): `winner` won; each interval +-NOISE, paired (the ratio
+    to the winner's) or not."""
+    from autotuned import pb
+
+    w = costs[winner]
+    ranked = []
+    for i, cost in sorted(enumerate(costs), key=lambda x: (x[0] != winner, x[1])):
+        c = pb.CandidateResult(index=i, ok=i not in ruled_out, median_us=cost,
+                               median_low_us=cost * (1 - NOISE),
+                               median_high_us=cost * (1 + NOISE))
+        if paired and i != winner:
+            c.vs_winner, c.paired = cost / w, 16
+            c.vs_winner_low, c.vs_winner_high = cost / w - NOISE, cost / w + NOISE
+        ranked.append(c)
+    return pb.ProblemResult(status=pb.TUNED, winner_index=winner, ranked=ranked)
+
+
+def _table(rows, paired=False):
+    """merge() of ranges [1, 10], [11, 20], ..., the last unbounded, whose
+    answers are `rows` of (costs, winner): (start, end, winner) each."""
+    from autotuned.inductor._ranges import merge, ties
+
+    keys = [chr(ord("a") + i) for i in range(len(rows[0][0]))]
+    bounds = [(10 * i + 1, 10.0 * (i + 1)) for i in range(len(rows))]
+    bounds[-1] = (bounds[-1][0], math.inf)
+    winners = [keys[w] for _, w in rows]
+    tie_sets = [ties(_answer(c, w, paired), keys, keys[w]) for c, w in rows]
+    return merge(bounds, winners, tie_sets), merge(bounds, winners)
+
+
+def test_merge_a_tied_range_with_its_neighbour():
+    """A range whose two choices cost the same (b won it within the noise)
+    joins its neighbour won by a, which is not slower there; decisive
+    winners keep their ranges apart. By winners alone it would join the
+    range after it instead."""
+    for paired in (False, True):
+        rows = [((100, 400), 0), ((300, 300), 1), ((400, 100), 1)]
+        merged, by_winner = _table(rows, paired)
+        assert merged == [(1, 20.0, "a"), (21, math.inf, "b")], merged
+        assert by_winner == [(1, 10.0, "a"), (11, math.inf, "b")], by_winner
+        # Measurably apart (b 5 % faster, beyond a +-2 % noise): three.
+        rows = [((100, 400), 0), ((315, 300), 1), ((100, 400), 0)]
+        merged, _ = _table(rows, paired)
+        assert merged == [(1, 10.0, "a"), (11, 20.0, "b"), (21, math.inf, "a")], merged
+
+
+def test_merge_never_flips_within_the_noise():
+    """Winners that alternate within the noise make one range; the group
+    keeps a choice every range ties with, though it won none of them."""
+    flips = [((100, 101, 300), 0), ((101, 100, 300), 1)] * 2 + [((100, 101, 300), 0)]
+    merged, by_winner = _table(flips)
+    assert merged == [(1, math.inf, "a")], merged
+    assert len(by_winner) == 5, by_winner
+    # c ties a at first and b later; a and b are apart: c for all.
+    rows = [((100, 300, 101), 0), ((300, 100, 101), 1)]
+    assert _table(rows)[0] == [(1, math.inf, "c")]
+
+
+def test_ties_by_the_daemons_test():
+    """The tie set is what the answer does not find slower than the winner
+    beyond the noise: paired, by the ratio's interval; unpaired, by the
+    medians' intervals; never a ruled-out candidate; the winner alone
+    without a measured answer."""
+    from autotuned import pb
+    from autotuned.inductor._ranges import ties
+
+    keys = ["a", "b", "c"]
+    for paired in (False, True):
+        assert ties(_answer((100, 101, 110), 0, paired), keys, "a") == {"a", "b"}
+        assert ties(_answer((100, 101, 110), 0, paired, ruled_out=(1,)), keys, "a") == {"a"}
+        # The default kept by the margin: a faster challenger ties with it.
+        assert ties(_answer((100, 90, 300), 0, paired), keys, "a") == {"a", "b"}
+    fallback = _answer((100, 100, 100), 0)
+    fallback.status = pb.FALLBACK
+    assert ties(fallback, keys, "a") == {"a"}
+    assert ties(None, keys, "b") == {"b"}
+    old = _answer((100, 100, 100), 0)
+    for c in old.ranked:
+        c.median_low_us = c.median_high_us = 0.0
+    assert ties(old, keys, "a") == {"a"}
+
+
 def test_winner_per_range_dispatched_then_cached(daemon):
-    """The crossing op runs linear below SPLIT and fixed above it, the flat
-    one fixed everywhere, on both ranks; one comparison in the code; the
-    second process CACHED with the same code."""
-    assert f"range_1_{SPLIT}" == RANGES[0]
+    """The crossing op runs linear up to TIE and fixed above it, the tied
+    range merged with the one below it, the flat one fixed
+    everywhere, on both ranks; one comparison in the code; the second
+    process CACHED with the same code."""
+    assert (f"range_1_{SPLIT}", f"range_{SPLIT + 1}_{TIE}") == CROSS[:2] and \
+        RANGES == (CROSS[0], "range_1025_inf")
     for launch, status in enumerate(("TUNED", "CACHED")):
         results = _launch(daemon)
         for r in results:
-            # One Tune per op, both of its ranges in it.
-            assert r["tunes"] == [[f"cross_{x}" for x in RANGES],
+            # One Tune per op, all of its ranges in it.
+            assert r["tunes"] == [[f"cross_{x}" for x in CROSS],
                                   [f"flat_{x}" for x in RANGES]], r["tunes"]
             summary = [(name, winner, st) for name, _, winner, st, _ in r["decisions"]]
+            # linear and fixed cost the same there: either, by the noise.
+            tied_winner = summary[1][1] if summary[1][1] in (
+                "cross_range_1025_6250_linear", "cross_range_1025_6250_fixed") else "either"
             assert summary == [
                 ("cross_range_1_1024", "cross_range_1_1024_linear", status),
-                ("cross_range_1025_inf", "cross_range_1025_inf_fixed", status),
+                ("cross_range_1025_6250", tied_winner, status),
+                ("cross_range_6251_inf", "cross_range_6251_inf_fixed", status),
                 ("flat_range_1_1024", "flat_range_1_1024_fixed", status),
                 ("flat_range_1025_inf", "flat_range_1025_inf_fixed", status)], r["decisions"]
             if status == "TUNED":
                 timings = {name: t for name, t, *_ in r["decisions"]}
-                cross_low, cross_high = (timings[f"cross_{x}"] for x in RANGES)
+                low, tied, high = (timings[f"cross_{x}"] for x in CROSS)
                 # The costs as constructed, each choice timed at each size.
-                assert cross_low["cross_range_1_1024_linear"] < \
-                    cross_low["cross_range_1_1024_fixed"], cross_low
-                assert cross_high["cross_range_1025_inf_fixed"] < \
-                    cross_high["cross_range_1025_inf_linear"], cross_high
-                assert cross_high["cross_range_1025_inf_linear"] >= \
-                    UPPER * LINEAR_US / 1000, cross_high
-            # Each call runs its range's winner, and nothing else: no
-            # default, no second choice.
-            for (n, in_range), ran in zip(CALLS, r["calls"]):
-                want = ["fixed_cost"] if in_range else ["fixed_cost", "linear_cost"]
-                assert ran == want, (n, ran)
+                assert low["cross_range_1_1024_linear"] < \
+                    low["cross_range_1_1024_fixed"], low
+                assert high["cross_range_6251_inf_fixed"] < \
+                    high["cross_range_6251_inf_linear"], high
+                assert high["cross_range_6251_inf_linear"] >= \
+                    UPPER * LINEAR_US / 1000, high
+                assert min(tied.values()) >= FIXED_US / 1000, tied
+                assert tied["cross_range_1025_6250_fallback_default"] >= DEFAULT_US / 1000
             # One graph for every size (no recompile), and in it the only
-            # `if` of the wrapper: the size against SPLIT.
+            # `if` of the wrapper: the size against TIE. Three ranges and one
+            # boundary: the tied range joined the first, whose winner is not
+            # measurably slower there, whichever of the two won it.
             assert len(set(r["codes"])) == 1, len(set(r["codes"]))
-            code = r["codes"][0]
-            branches = [line.strip() for line in _python(code).splitlines()
-                        if re.match(r"\s*(el)?if\b", line)]
-            assert len(branches) == 1, branches
-            assert re.fullmatch(rf"if \(?\w+ <= {SPLIT}\)?:", branches[0]), branches
+            bound = _boundary(r["codes"][0])
+            assert bound == TIE, (bound, summary)
+            _cross_ran(r["calls"], bound)
         if launch == 0:
             code = results[0]["codes"][0]
         else:
@@ -304,15 +426,14 @@ def test_warm_and_cold_inductor_caches_run_the_same_dispatch(daemon):
     code."""
     dirs = [tempfile.mkdtemp(prefix="atpy-inductor") for _ in range(3)]
     first = _launch(daemon, cache_dirs=dirs[:2])
-    assert [d[3] for d in first[0]["decisions"]] == ["TUNED"] * 4, first[0]["decisions"]
+    assert [d[3] for d in first[0]["decisions"]] == ["TUNED"] * 5, first[0]["decisions"]
     warm, cold = _launch(daemon, cache_dirs=[dirs[0], dirs[2]])
     assert warm["fx_hits"] >= 1 and warm["tunes"] == [] and warm["decisions"] == [], warm
-    assert [d[3] for d in cold["decisions"]] == ["CACHED"] * 4, cold["decisions"]
+    assert [d[3] for d in cold["decisions"]] == ["CACHED"] * 5, cold["decisions"]
     assert warm["codes"][0] == cold["codes"][0] == first[0]["codes"][0]
+    bound = _boundary(first[0]["codes"][0])
     for r in (warm, cold):
-        for (n, in_range), ran in zip(CALLS, r["calls"]):
-            want = ["fixed_cost"] if in_range else ["fixed_cost", "linear_cost"]
-            assert ran == want, (n, ran)
+        _cross_ran(r["calls"], bound)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,13 @@ With the integration on, a collective's range selection instead:
     deferred mode the Tune also carries the graph's collective selections
     pending so far (_select.ask_with_batch);
   * merges neighbouring ranges whose winner is the same candidate (the same
-    content key): one range left is the winner alone, no dispatch; more
-    become nested torch.cond on the size with one comparison `size <= end`
+    content key), or whose winners are not measurably different: a range
+    joins the ranges before it while some candidate is, by the daemon's
+    answer for each of them (the paired ratios or the intervals of its
+    ranking), not slower than that range's winner beyond the noise
+    (merge()), so noise does not flip the table back and forth. One range
+    left is its winner alone, no dispatch; more become nested torch.cond on
+    the size with one comparison `size <= end`
     per boundary passed (the ranges are in order, so the lower bound is
     implied), a Python `if` on a size in the wrapper Inductor generates;
   * runs the op itself (a FallbackKernel, the code that was timed) in a
@@ -62,17 +67,68 @@ def range_name(name: str, start: int, end: float) -> str:
     return f"{name}_range_{int(start)}_{'inf' if end == math.inf else int(end)}"
 
 
-def merge(bounds: Sequence[tuple[int, float]], winners: Sequence[str]
-          ) -> list[tuple[int, float, int]]:
-    """Neighbouring ranges with the same winner as one: (start, end, index of
-    the first range it holds), in order."""
-    out: list[tuple[int, float, int]] = []
-    for i, ((start, end), key) in enumerate(zip(bounds, winners)):
-        if out and winners[out[-1][2]] == key:
-            out[-1] = (out[-1][0], end, out[-1][2])
+def _slower(c: Any, w: Any) -> bool:
+    """Whether candidate `c` of an answer is slower than its winner `w`
+    beyond the noise, by the daemon's own test (docs/protocol.md, "How a
+    decision is made"): paired, the interval of its ratio to the winner
+    wholly above 1; unpaired, the winner's interval of the median wholly
+    below its own. Without intervals (a daemon that predates them): yes."""
+    if c.paired > 0:
+        return c.vs_winner_low > 1.0
+    if c.median_low_us <= 0.0 or w.median_high_us <= 0.0:
+        return True
+    return w.median_high_us < c.median_low_us
+
+
+def ties(answer: Any, keys: Sequence[str], winner: str) -> frozenset[str]:
+    """The tie set of a range: the key of its winner and of every working
+    candidate that `answer` (a ProblemResult, or None) does not find slower
+    than the winner beyond the noise (tied, or faster by less than the
+    margin where the default was kept). `keys`: per candidate index."""
+    from autotuned._proto import autotuned_pb2 as pb
+
+    if answer is None or answer.status not in (pb.TUNED, pb.CACHED):
+        return frozenset([winner])
+    w = next((c for c in answer.ranked if c.index == answer.winner_index and c.ok), None)
+    if w is None:
+        return frozenset([winner])
+    return frozenset([winner]) | frozenset(
+        keys[c.index] for c in answer.ranked
+        if c.ok and 0 <= c.index < len(keys) and not _slower(c, w))
+
+
+def merge(bounds: Sequence[tuple[int, float]], winners: Sequence[str],
+          tie_sets: Sequence[frozenset[str]] = ()) -> list[tuple[int, float, str]]:
+    """The ranges as the dispatch runs them: (start, end, key of the winner),
+    in order. A range joins the group before it while some candidate is in
+    the tie set of every range of the group and of it (`tie_sets`, each
+    holding its range's winner; by default each the winner alone, which
+    merges only ranges with the same winner): measured at each of their
+    sizes, that candidate is not slower than the range's winner beyond the
+    noise, so a winner that changes within the noise does not split the
+    table. The group runs, of those common candidates, the winner of its
+    earliest range that is one of them, else the least key: a pure function
+    of the answers, the same on every rank. Greedy from the left, which
+    gives the fewest groups."""
+    sets = list(tie_sets) or [frozenset([k]) for k in winners]
+    out: list[tuple[int, float, str]] = []
+    common: frozenset[str] = frozenset()
+    first = 0
+    for i, ((start, end), key, tied) in enumerate(zip(bounds, winners, sets)):
+        tied = tied | {key}
+        if out and common & tied:
+            common &= tied
+            out[-1] = (out[-1][0], end, _pick(common, winners[first:i + 1]))
         else:
-            out.append((start, end, i))
+            common, first = tied, i
+            out.append((start, end, key))
     return out
+
+
+def _pick(common: frozenset[str], winners: Sequence[str]) -> str:
+    """The group's winner among the candidates it has in common: the winner
+    of its earliest range that is one of them, else the least key."""
+    return next((k for k in winners if k in common), min(common))
 
 
 @contextlib.contextmanager
@@ -142,6 +198,12 @@ def _key_of(selection: _select.Selection, winner: Any) -> str:
     return next(k for c, k in zip(selection.choices, selection.keys) if c is winner)
 
 
+def _choice_of(selections: Sequence[_select.Selection], key: str) -> Any:
+    """The choice of candidate `key` in the first range that has it: the
+    same code in every range (the key is its content)."""
+    return next(c for s in selections for c, k in zip(s.choices, s.keys) if k == key)
+
+
 def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
     """custom_op._range_based_lowering_fn while enabled (module docstring);
     `kw` are its keyword arguments."""
@@ -202,21 +264,25 @@ def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
     answers = _select.ask_with_batch(state, selections) if all(
         len(s.candidates) > 1 for s in selections) else [(s.choices[0], {}) for s in selections]
     winners = [w for w, _ in answers]
-    groups = merge(bounds, [_key_of(s, w) for s, w in zip(selections, winners)])
+    keys = [_key_of(s, w) for s, w in zip(selections, winners)]
+    groups = merge(bounds, keys, [
+        ties(s.answer, [c.client.key for c in s.candidates], k)
+        for s, k in zip(selections, keys)])
+    choices = [_choice_of(selections, k) for _, _, k in groups]
     log.info("autotuned: %s: %s", name, ", ".join(
-        f"[{s}, {'inf' if e == math.inf else int(e)}] -> "
-        f"{_choices.display_name(winners[i])}" for s, e, i in groups))
+        f"[{s}, {'inf' if e == math.inf else int(e)}] -> {_choices.display_name(c)}"
+        for (s, e, _), c in zip(groups, choices)))
     try:
         if len(groups) == 1:
-            winner = winners[0]
+            winner = choices[0]
             if _choices.is_default(winner):
                 return winner.output_node()
             result = custom_op._lower_single_impl(winner.decomposition,
                                                   winner.decomposition_kwargs, {}, inputs,
                                                   name)
         else:
-            result = _dispatch(name, [(s, e, winners[i]) for s, e, i in groups], op,
-                               default_kwargs, inputs, index, dim)
+            result = _dispatch(name, [(s, e, c) for (s, e, _), c in zip(groups, choices)],
+                               op, default_kwargs, inputs, index, dim)
         validate_ir(result)
         return result
     except Exception as e:  # noqa: BLE001 - the same on every rank: a pure function

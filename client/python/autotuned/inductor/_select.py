@@ -48,6 +48,10 @@ class Selection:
     # Size expressions replaced before the problem's count is taken: a
     # range's representative size of a dynamic dimension (_ranges).
     at: dict[Any, int] = dataclasses.field(default_factory=dict)
+    # The daemon's answer to the last ask() of it (its ranking: how far the
+    # winner is ahead of each other candidate); None where that ask fell
+    # back or had no round. _ranges merges ranges by it.
+    answer: Optional[pb.ProblemResult] = None
 
     @classmethod
     def make(cls, name: str, choices: Sequence[Any], call: _choices.CollectiveCall,
@@ -139,6 +143,8 @@ def ask(state: Any, selections: Sequence[Selection], hint_override: Optional[int
             _answered.record(marker, decision.results)
         answers = [s.outcome(result, decision.fallback, decision.reason)
                    for s, result in zip(selections, decision.results)]
+        for s, result in zip(selections, decision.results):
+            s.answer = None if decision.fallback else result
     except Exception as e:  # noqa: BLE001 - never a crash of the compile: the default
         # The same on every rank: the daemon answers every rank of a round
         # alike (its errors too: INVALID_ARGUMENT for ranks that disagree
