@@ -21,10 +21,10 @@ window, fallback and cache as every other selection:
     the first choice, so every fallback (a late rank, no daemon, any error)
     keeps it; when it wins, the op goes to Inductor's own lowering, which
     stays asynchronous;
-  * on any device: all_reduce as reduce_scatter then all_gather (sum, its
-    first dimension a multiple of the group's size: a view of the input
-    fed to the collective inside the inlined choice makes 2.11's scheduler
-    find a cycle, so the input is not flattened); all_gather as an
+  * on any device: all_reduce as reduce_scatter then all_gather (sum; of
+    the input itself where its first dimension is a multiple of the
+    group's size, else of a flattened copy where its element count is:
+    DTensor's decode shapes, a batch of one); all_gather as an
     all_to_all of the input repeated for every rank; reduce_scatter as an
     all_reduce and this rank's slice (sum); broadcast as a sum all_reduce of
     the input on the source rank and zeros elsewhere; all_to_all_single with
@@ -37,7 +37,11 @@ window, fallback and cache as every other selection:
 A choice other than `default` is inlined into the graph
 (inline_subgraph_to_ir_nodes) and waits inside itself: its wait_tensor is
 skipped (comm_lowering.mark_as_skip_wait, as 2.11 does for its own one-shot
-all_reduce). Every choice is timed with its wait, so an asynchronous default
+all_reduce). For an in-place op (DTensor's all_reduce_ on a view of a
+matmul's output) its result is copied back into the input's buffer, and a
+choice that reads the input otherwise than as a collective's input reads a
+copy of it made in the graph (not timed): else 2.11's scheduler orders
+that read after the write. Every choice is timed with its wait, so an asynchronous default
 is timed without the overlap it may have in the graph.
 
 PyTorch's symm-mem all_reduce is not a choice here: Inductor 2.11 has no
@@ -162,6 +166,12 @@ def _decompositions(op: _Op) -> list[Callable[..., Any]]:
                 part = _wait(c10d.reduce_scatter_tensor(x, "sum", n, g))
                 return _wait(c10d.all_gather_into_tensor(part, n, g))
             out.append(reduce_scatter_all_gather)
+        elif red == "sum" and numel and numel % n == 0:
+            def reduce_scatter_all_gather_flat(x: Any) -> Any:
+                flat = x.reshape(n, numel // n).clone()
+                part = _wait(c10d.reduce_scatter_tensor(flat, "sum", n, g))
+                return _wait(c10d.all_gather_into_tensor(part, n, g)).reshape(x.shape)
+            out.append(reduce_scatter_all_gather_flat)
     elif op.collective == "all_gather":
         def default(x: Any) -> Any:
             return _wait(c10d.all_gather_into_tensor(x, n, g))
@@ -406,13 +416,30 @@ def _traced(op: _Op, decompositions: list[Callable[..., Any]]) -> list[Any]:
     return choices
 
 
+def _feeds_collectives_only(gm: Any) -> bool:
+    """Whether the graph's input goes only into collectives (functional
+    ones, torch.ops.autotuned's), each of which reads a realized buffer."""
+    return all(getattr(user.target, "namespace", "") in ("_c10d_functional", "autotuned")
+               for node in gm.graph.nodes if node.op == "placeholder" for user in node.users)
+
+
 def _apply(op: _Op, winner: Any) -> Any:
     """The winner inlined in place of the op; its wait is skipped."""
     from torch._inductor.codegen.subgraph import inline_subgraph_to_ir_nodes
     from torch._inductor.comm_lowering import mark_as_skip_wait
     from torch._inductor.lowering import copy_
 
-    result = inline_subgraph_to_ir_nodes(winner.gm, [op.inp], op.name)
+    inp = op.inp
+    if op.inplace and not _feeds_collectives_only(winner.gm):
+        # The result is copied back into the input's buffer: a choice that
+        # reads that buffer otherwise than as a collective's input (a clone,
+        # a reshape) reads a copy, or 2.11's scheduler orders the read after
+        # the write (KeyError in compute_ancestors).
+        from torch._inductor.lowering import clone
+
+        inp = clone(op.inp)
+        inp.realize()
+    result = inline_subgraph_to_ir_nodes(winner.gm, [inp], op.name)
     if op.inplace:
         done = copy_(op.inp, result)
         mark_as_skip_wait(done)
