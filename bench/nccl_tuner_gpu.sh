@@ -39,17 +39,10 @@
 # tables), TUNER_BENCH_CACHE (the daemon's cache folder; default a new one
 # under /tmp, removed at the end).
 set -u
-if [ $# -lt 3 ]; then
-  echo "usage: bash bench/nccl_tuner_gpu.sh BIN_DIR PY_DIR OUT_DIR [WORLD...]" >&2
-  exit 2
-fi
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/steps.sh
 . "$HERE/steps.sh"
-gpu_setup "$1" "$2" "$3" || exit 2
-shift 3
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PY_DIR"
-gpu_worlds "$@"
+gpu_begin bench/nccl_tuner_gpu.sh "$@"
 FORCED=${TUNER_BENCH_FORCED-"ring_ll ring_ll128 ring_simple tree_ll tree_ll128 tree_simple"}
 LIMIT=${TUNER_BENCH_STEP_S:-240}     # seconds per timed step
 REPS=${TUNER_BENCH_REPS:-4}

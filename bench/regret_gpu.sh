@@ -20,17 +20,10 @@
 #   wW/*.log           each step's output
 # then OUT_DIR/report.md: bench/regret_gpu_report.py and the sweep's regret.
 set -u
-if [ $# -lt 3 ]; then
-  echo "usage: bash bench/regret_gpu.sh BIN_DIR PY_DIR OUT_DIR [WORLD...]" >&2
-  exit 2
-fi
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/steps.sh
 . "$HERE/steps.sh"
-gpu_setup "$1" "$2" "$3" || exit 2
-shift 3
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PY_DIR" AUTOTUNED_KERNELS_LIB="$BIN/libautotuned_kernels_abi.so"
-gpu_worlds "$@"
+gpu_begin bench/regret_gpu.sh "$@"
 MODES=${REGRET_MODES:-"immediate deferred pytorch vllm check"}
 LIMIT=${REGRET_STEP_S:-150}  # seconds per step
 { date -u; nvidia-smi -L; "$PYTHON" -c 'import torch; print("torch", torch.__version__)'

@@ -12,6 +12,11 @@
 #                             STEPS_LOG=OUT/steps.log. Non-zero: a bad folder.
 #   STEPS_LOG=FILE            every step's line is appended there (and printed)
 #   step NAME LIMIT_S OUTFILE CMD...
+#   gpu_begin SCRIPT BIN_DIR PY_DIR OUT_DIR [WORLD...]
+#                             the start of a script that takes those arguments
+#                             (else its usage and exit 2): gpu_setup,
+#                             PYTHONUNBUFFERED, PYTHONPATH=PY_DIR and
+#                             AUTOTUNED_KERNELS_LIB exported, gpu_worlds
 #   gpu_worlds [WORLD...]     WORLDS: the world sizes given, else 2 and 4 as the
 #                             GPUs allow (nvidia-smi -L)
 #   daemon_start LOG ARGS...  $BIN/autotuned --socket=$SOCK ARGS... in the
@@ -37,6 +42,20 @@ step() {
   printf '%-24s rc=%-4s %4ss  %s\n' "$name" "$rc" "$((SECONDS - s))" "$what" |
     tee -a "${STEPS_LOG:-/dev/null}"
   return "$rc"
+}
+
+gpu_begin() {
+  local script=$1
+  shift
+  if [ $# -lt 3 ]; then
+    echo "usage: bash $script BIN_DIR PY_DIR OUT_DIR [WORLD...]" >&2
+    exit 2
+  fi
+  gpu_setup "$1" "$2" "$3" || exit 2
+  shift 3
+  export PYTHONUNBUFFERED=1 PYTHONPATH="$PY_DIR"
+  export AUTOTUNED_KERNELS_LIB="$BIN/libautotuned_kernels_abi.so"
+  gpu_worlds "$@"
 }
 
 gpu_worlds() {

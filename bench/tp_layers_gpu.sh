@@ -21,18 +21,10 @@
 # TP_BENCH_ARGS (more arguments for bench/tp_layers_gpu.py, e.g.
 # "--tokens 1 64 1024").
 set -u
-if [ $# -lt 3 ]; then
-  echo "usage: bash bench/tp_layers_gpu.sh BIN_DIR PY_DIR OUT_DIR [WORLD...]" >&2
-  exit 2
-fi
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/steps.sh
 . "$HERE/steps.sh"
-gpu_setup "$1" "$2" "$3" || exit 2
-shift 3
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PY_DIR"
-export AUTOTUNED_KERNELS_LIB=$BIN/libautotuned_kernels_abi.so
-gpu_worlds "$@"
+gpu_begin bench/tp_layers_gpu.sh "$@"
 LIMIT=${TP_BENCH_STEP_S:-420}
 REPS=${TP_BENCH_REPS:-2}
 read -r -a EXTRA <<< "${TP_BENCH_ARGS:-}"

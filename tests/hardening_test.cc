@@ -406,15 +406,13 @@ TEST_CASE("a stop ends within the drain bound; a second signal ends it at once")
 }
 
 // Connections to the Unix socket at `path`, `n` of them, held open.
-std::vector<int> Connect(const std::string& path, int n) {
+// Up to `n` connections to `addr` (those that connect).
+std::vector<int> ConnectMany(const sockaddr* addr, socklen_t len, int n) {
   std::vector<int> fds;
   for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    const int fd = socket(addr->sa_family, SOCK_STREAM, 0);
     REQUIRE(fd >= 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (connect(fd, addr, len) != 0) {
       close(fd);
       continue;
     }
@@ -423,22 +421,19 @@ std::vector<int> Connect(const std::string& path, int n) {
   return fds;
 }
 
+std::vector<int> Connect(const std::string& path, int n) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  return ConnectMany(reinterpret_cast<sockaddr*>(&addr), sizeof(addr), n);
+}
+
 std::vector<int> ConnectTcp(int port, int n) {
-  std::vector<int> fds;
-  for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      close(fd);
-      continue;
-    }
-    fds.push_back(fd);
-  }
-  return fds;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return ConnectMany(reinterpret_cast<sockaddr*>(&addr), sizeof(addr), n);
 }
 
 int OpenFds(pid_t pid) {
