@@ -110,14 +110,16 @@ constexpr int kMaxFailedRestarts = 5;
 
 template <typename Listener>
 std::unique_ptr<ListenerProbe> StartProbe(const std::string& what, const std::string& target,
-                                          ListenerProbe::Alive alive, Listener* listener) {
+                                          ListenerProbe::Alive alive, Listener* listener,
+                                          metrics::Counter* remakes) {
   const int64_t ms = absl::GetFlag(FLAGS_listener_probe_ms);
   if (ms <= 0) return nullptr;
   auto failed = std::make_shared<int>(0);  // restarts that failed in a row
-  auto on_dead = [what, listener, target, failed] {
+  auto on_dead = [what, listener, target, failed, remakes] {
     const absl::Status restarted = listener->Restart();
     if (restarted.ok()) {
       *failed = 0;
+      remakes->Increment();
       spdlog::warn("the {} listener {} no longer answered: made it anew ({} so far)", what,
                    target, listener->restarts());
       return true;
@@ -300,13 +302,14 @@ int Run() {
                                         ? "unix:" + (*listener)->unix_socket()
                                         : absl::StrCat("127.0.0.1:", (*listener)->tcp_port());
   std::unique_ptr<ListenerProbe> probe =
-      StartProbe("client", client_target, nullptr, listener->get());
+      StartProbe("client", client_target, nullptr, listener->get(),
+                 metrics.listener_remakes_client);
   std::unique_ptr<ListenerProbe> peer_probe;
   if (peer_listener) {
     const int port = peer_listener->port();
     peer_probe = StartProbe("peer", peer_address,
                             [port](absl::Duration) { return TcpAccepting(port); },
-                            peer_listener.get());
+                            peer_listener.get(), metrics.listener_remakes_peer);
   }
   if (probe) {
     watchdog.SetHealthy([&probe, &peer_probe] {

@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,6 +35,7 @@
 #include "proto/autotuned.grpc.pb.h"
 #include "proto/peer.grpc.pb.h"
 #include "tests/daemon_process.h"
+#include "tests/http_get.h"
 
 namespace autotuned {
 namespace {
@@ -445,7 +447,7 @@ int OpenFds(pid_t pid) {
 }
 
 TEST_CASE("a listener lost to fd exhaustion is made anew in place once descriptors are free") {
-  Node n = MakeDaemonNode("fds", "", {"--listener_probe_ms=500"});
+  Node n = MakeDaemonNode("fds", "", {"--listener_probe_ms=500", "--metrics_listen=127.0.0.1:0"});
   DaemonProcess d;
   REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
   // 100 free descriptors left (a remade listener wants 64), then more
@@ -472,6 +474,15 @@ TEST_CASE("a listener lost to fd exhaustion is made anew in place once descripto
   CHECK(served);
   CHECK(d.Wait(absl::Milliseconds(10)) == -1);  // the same process
   CHECK_THAT(d.Log(), Catch::Contains("no longer answered: made it anew (1 so far)"));
+  // Counted where an operator watches.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(5));
+  v1::NodeInfoResponse info;
+  REQUIRE(Stub(n)->NodeInfo(&ctx, v1::NodeInfoRequest(), &info).ok());
+  const std::map<std::string, double> samples =
+      testing::Samples(testing::HttpGet(info.metrics_address(), "/metrics"));
+  CHECK(samples.at("autotuned_listener_remakes_total{listener=\"client\"}") >= 1);
+  CHECK(samples.at("autotuned_listener_remakes_total{listener=\"peer\"}") == 0);
   CHECK(d.Stop(SIGTERM) == 0);
 }
 
@@ -479,6 +490,7 @@ TEST_CASE("a peer port lost to fd exhaustion is made anew in place once descript
   int port = 0;
   Node n = PeerNode("peer-fds", &port);
   n.args.push_back("--listener_probe_ms=500");
+  n.args.push_back("--metrics_listen=127.0.0.1:0");
   DaemonProcess d;
   REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
   rlimit limit{};
@@ -507,6 +519,12 @@ TEST_CASE("a peer port lost to fd exhaustion is made anew in place once descript
   CHECK(d.Wait(absl::Milliseconds(10)) == -1);  // the same process
   CHECK_THAT(d.Log(), Catch::Contains(absl::StrCat("the peer listener 127.0.0.1:", port,
                                                    " no longer answered: made it anew")));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(5));
+  v1::NodeInfoResponse info;
+  REQUIRE(Stub(n)->NodeInfo(&ctx, v1::NodeInfoRequest(), &info).ok());
+  CHECK(testing::Samples(testing::HttpGet(info.metrics_address(), "/metrics"))
+            .at("autotuned_listener_remakes_total{listener=\"peer\"}") >= 1);
   CHECK(d.Stop(SIGTERM) == 0);
 }
 

@@ -22,6 +22,10 @@ constexpr char kFleetLookups[] =
     "does not decode, ignored).";
 constexpr char kFleetPublishes[] =
     "Measured TUNED results published to the fleet cache by this daemon, by result.";
+constexpr char kRemakes[] =
+    "Listeners made anew in place after three failed probes (e.g. gRPC stopped "
+    "accepting after running out of file descriptors): the client listener, the "
+    "peer port.";
 constexpr char kRuns[] =
     "Runs of candidates the ranks run: opened by a round, decided once every "
     "rank reported or at the run's bound.";
@@ -86,6 +90,10 @@ DaemonMetrics::DaemonMetrics(Registry* r)
           "NCCL communicators aborted by the GPU worker after a failed or "
           "overrunning run, or a peer daemon lost (the watchdog); new ones serve "
           "the next run.")),
+      listener_remakes_client(r->AddCounter("autotuned_listener_remakes_total", kRemakes,
+                                            {{"listener", "client"}})),
+      listener_remakes_peer(r->AddCounter("autotuned_listener_remakes_total", kRemakes,
+                                          {{"listener", "peer"}})),
       rounds_in_flight(r->AddGauge(
           "autotuned_rounds_in_flight",
           "Tune and Sweep calls being served now (measuring, queued for the "

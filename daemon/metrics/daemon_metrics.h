@@ -2,7 +2,8 @@
 // its help text. The service updates them; the HTTP endpoint renders the
 // registry (Prometheus text) and NodeInfo copies them into NodeMetrics
 // (proto/autotuned.proto), so both report the same numbers (build_info, the
-// start times and the two GPU worker counters are on the HTTP page only).
+// start times, the two GPU worker counters and the listener remakes are on
+// the HTTP page only).
 //
 // Series (all prefixed autotuned_):
 //   rounds_total                        Tune calls and Sweep sizes served
@@ -18,6 +19,8 @@
 //                                       answer minus measuring
 //   gpu_memory_held_bytes               gauge, set by the service from
 //                                       Backend::gpu_memory_held_bytes
+//   listener_remakes_total{listener}    client, peer: listeners made anew in
+//                                       place after the probe found them gone
 //   gpu_worker_restarts_total           GPU worker processes replaced, and
 //   nccl_aborts_total                   NCCL communicator aborts: both follow
 //                                       the backend's totals (SetBackendFigures)
@@ -83,6 +86,8 @@ struct DaemonMetrics {
   Gauge* gpu_memory_held_bytes;
   Counter* gpu_worker_restarts;
   Counter* nccl_aborts;
+  Counter* listener_remakes_client;
+  Counter* listener_remakes_peer;
   Gauge* rounds_in_flight;
   Gauge* draining;
   Gauge* cache_entries;
