@@ -446,16 +446,30 @@ int OpenFds(pid_t pid) {
   return n;
 }
 
+// Sets the daemon's soft limit of open files to `n`.
+void SetOpenFileLimit(pid_t pid, int n) {
+  rlimit limit{};
+  REQUIRE(prlimit(pid, RLIMIT_NOFILE, nullptr, &limit) == 0);
+  limit.rlim_cur = static_cast<rlim_t>(n);
+  REQUIRE(prlimit(pid, RLIMIT_NOFILE, &limit, nullptr) == 0);
+}
+
+// The daemon's /metrics samples (it runs with --metrics_listen).
+std::map<std::string, double> Metrics(const Node& n) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(5));
+  v1::NodeInfoResponse info;
+  REQUIRE(Stub(n)->NodeInfo(&ctx, v1::NodeInfoRequest(), &info).ok());
+  return testing::Samples(testing::HttpGet(info.metrics_address(), "/metrics"));
+}
+
 TEST_CASE("a listener lost to fd exhaustion is made anew in place once descriptors are free") {
   Node n = MakeDaemonNode("fds", "", {"--listener_probe_ms=500", "--metrics_listen=127.0.0.1:0"});
   DaemonProcess d;
   REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
   // 100 free descriptors left (a remade listener wants 64), then more
   // clients than that at once.
-  rlimit limit{};
-  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, nullptr, &limit) == 0);
-  limit.rlim_cur = static_cast<rlim_t>(OpenFds(d.pid()) + 100);
-  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, &limit, nullptr) == 0);
+  SetOpenFileLimit(d.pid(), OpenFds(d.pid()) + 100);
   std::vector<int> clients = Connect(n.socket, 200);
   absl::SleepFor(absl::Seconds(1));
   for (int fd : clients) close(fd);
@@ -475,12 +489,7 @@ TEST_CASE("a listener lost to fd exhaustion is made anew in place once descripto
   CHECK(d.Wait(absl::Milliseconds(10)) == -1);  // the same process
   CHECK_THAT(d.Log(), Catch::Contains("no longer answered: made it anew (1 so far)"));
   // Counted where an operator watches.
-  grpc::ClientContext ctx;
-  ctx.set_deadline(In(5));
-  v1::NodeInfoResponse info;
-  REQUIRE(Stub(n)->NodeInfo(&ctx, v1::NodeInfoRequest(), &info).ok());
-  const std::map<std::string, double> samples =
-      testing::Samples(testing::HttpGet(info.metrics_address(), "/metrics"));
+  const std::map<std::string, double> samples = Metrics(n);
   CHECK(samples.at("autotuned_listener_remakes_total{listener=\"client\"}") >= 1);
   CHECK(samples.at("autotuned_listener_remakes_total{listener=\"peer\"}") == 0);
   CHECK(d.Stop(SIGTERM) == 0);
@@ -493,10 +502,7 @@ TEST_CASE("a peer port lost to fd exhaustion is made anew in place once descript
   n.args.push_back("--metrics_listen=127.0.0.1:0");
   DaemonProcess d;
   REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
-  rlimit limit{};
-  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, nullptr, &limit) == 0);
-  limit.rlim_cur = static_cast<rlim_t>(OpenFds(d.pid()) + 100);
-  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, &limit, nullptr) == 0);
+  SetOpenFileLimit(d.pid(), OpenFds(d.pid()) + 100);
   std::vector<int> clients = ConnectTcp(port, 200);
   absl::SleepFor(absl::Seconds(1));
   for (int fd : clients) close(fd);
@@ -519,12 +525,7 @@ TEST_CASE("a peer port lost to fd exhaustion is made anew in place once descript
   CHECK(d.Wait(absl::Milliseconds(10)) == -1);  // the same process
   CHECK_THAT(d.Log(), Catch::Contains(absl::StrCat("the peer listener 127.0.0.1:", port,
                                                    " no longer answered: made it anew")));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(In(5));
-  v1::NodeInfoResponse info;
-  REQUIRE(Stub(n)->NodeInfo(&ctx, v1::NodeInfoRequest(), &info).ok());
-  CHECK(testing::Samples(testing::HttpGet(info.metrics_address(), "/metrics"))
-            .at("autotuned_listener_remakes_total{listener=\"peer\"}") >= 1);
+  CHECK(Metrics(n).at("autotuned_listener_remakes_total{listener=\"peer\"}") >= 1);
   CHECK(d.Stop(SIGTERM) == 0);
 }
 
@@ -533,18 +534,14 @@ TEST_CASE("a listener that cannot be made anew while descriptors stay exhausted:
   Node n = MakeDaemonNode("fds_held", "", {"--listener_probe_ms=300"});
   DaemonProcess d;
   REQUIRE(d.Start(n.args, n.socket, n.dir + "/log").ok());
-  rlimit limit{};
-  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, nullptr, &limit) == 0);
-  limit.rlim_cur = static_cast<rlim_t>(OpenFds(d.pid()) + 4);
-  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, &limit, nullptr) == 0);
+  SetOpenFileLimit(d.pid(), OpenFds(d.pid()) + 4);
   std::vector<int> clients = Connect(n.socket, 40);
   // Once the listener is lost, no free descriptor: no remake is tried.
   const absl::Time until = absl::Now() + absl::Seconds(20);
   while (!absl::StrContains(d.Log(), "does not answer (1 of 3") && absl::Now() < until) {
     absl::SleepFor(absl::Milliseconds(50));
   }
-  limit.rlim_cur = static_cast<rlim_t>(std::max(8, OpenFds(d.pid()) - 8));
-  REQUIRE(prlimit(d.pid(), RLIMIT_NOFILE, &limit, nullptr) == 0);
+  SetOpenFileLimit(d.pid(), std::max(8, OpenFds(d.pid()) - 8));
   CHECK(d.Wait(absl::Seconds(30)) == 1);
   CHECK_THAT(d.Log(), Catch::Contains("could not be made anew (1 of 5): UNAVAILABLE: fewer "
                                       "than 64 file descriptors free") &&
