@@ -16,37 +16,29 @@ struct Entry {
   const char* name;
   Collective collective;
   Method::Kind kind;
-  int algo;
   bool test_fault;
 };
 
-// The names of cuda_catalogue.cc.
+// The names of cuda_catalogue.cc; a P2P entry's algo is P2pAlgo's
+// (cuda_memory.h).
 constexpr Entry kEntries[] = {
-    {"all_reduce/nccl", Collective::kAllReduce, Method::kNccl, 0, false},
-    {"all_reduce/one_shot", Collective::kAllReduce, Method::kP2p,
-     AT_ALGO_ALL_REDUCE_ONE_SHOT, false},
-    {"all_reduce/two_shot", Collective::kAllReduce, Method::kP2p,
-     AT_ALGO_ALL_REDUCE_TWO_SHOT, false},
-    {"all_reduce/two_shot_push", Collective::kAllReduce, Method::kP2p,
-     AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, false},
-    {"all_reduce/one_shot_push", Collective::kAllReduce, Method::kP2p,
-     AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, false},
-    {"all_reduce/copy_engine", Collective::kAllReduce, Method::kP2p,
-     AT_ALGO_ALL_REDUCE_COPY_ENGINE, false},
-    {"all_reduce/two_shot_chunked", Collective::kAllReduce, Method::kP2p,
-     AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, false},
-    {"all_gather/nccl", Collective::kAllGather, Method::kNccl, 0, false},
-    {"all_gather/p2p", Collective::kAllGather, Method::kP2p, AT_ALGO_ALL_GATHER, false},
-    {"reduce_scatter/nccl", Collective::kReduceScatter, Method::kNccl, 0, false},
-    {"reduce_scatter/p2p", Collective::kReduceScatter, Method::kP2p,
-     AT_ALGO_REDUCE_SCATTER, false},
-    {"all_to_all/nccl", Collective::kAllToAll, Method::kNccl, 0, false},
-    {"all_to_all/p2p", Collective::kAllToAll, Method::kP2p, AT_ALGO_ALL_TO_ALL, false},
-    {"broadcast/nccl", Collective::kBroadcast, Method::kNccl, 0, false},
-    {"broadcast/p2p", Collective::kBroadcast, Method::kP2p, AT_ALGO_BROADCAST, false},
-    {"all_reduce/hang_test", Collective::kAllReduce, Method::kHangTest,
-     AT_ALGO_ALL_REDUCE_ONE_SHOT, true},
-    {"all_reduce/nccl_hang_test", Collective::kAllReduce, Method::kNcclHangTest, 0, true},
+    {"all_reduce/nccl", Collective::kAllReduce, Method::kNccl, false},
+    {"all_reduce/one_shot", Collective::kAllReduce, Method::kP2p, false},
+    {"all_reduce/two_shot", Collective::kAllReduce, Method::kP2p, false},
+    {"all_reduce/two_shot_push", Collective::kAllReduce, Method::kP2p, false},
+    {"all_reduce/one_shot_push", Collective::kAllReduce, Method::kP2p, false},
+    {"all_reduce/copy_engine", Collective::kAllReduce, Method::kP2p, false},
+    {"all_reduce/two_shot_chunked", Collective::kAllReduce, Method::kP2p, false},
+    {"all_gather/nccl", Collective::kAllGather, Method::kNccl, false},
+    {"all_gather/p2p", Collective::kAllGather, Method::kP2p, false},
+    {"reduce_scatter/nccl", Collective::kReduceScatter, Method::kNccl, false},
+    {"reduce_scatter/p2p", Collective::kReduceScatter, Method::kP2p, false},
+    {"all_to_all/nccl", Collective::kAllToAll, Method::kNccl, false},
+    {"all_to_all/p2p", Collective::kAllToAll, Method::kP2p, false},
+    {"broadcast/nccl", Collective::kBroadcast, Method::kNccl, false},
+    {"broadcast/p2p", Collective::kBroadcast, Method::kP2p, false},
+    {"all_reduce/hang_test", Collective::kAllReduce, Method::kHangTest, true},
+    {"all_reduce/nccl_hang_test", Collective::kAllReduce, Method::kNcclHangTest, true},
 };
 
 int ToInt(int64_t v) {
@@ -85,7 +77,7 @@ absl::StatusOr<Method> ResolveMethod(const std::string& impl, Collective collect
       return absl::InvalidArgumentError(absl::StrCat(
           "implementation \"", impl, "\" is not a ", CollectiveName(collective)));
     }
-    return Method{e.kind, e.algo};
+    return Method{e.kind, P2pAlgo(impl)};
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown implementation \"", impl, "\" on the cuda backend"));
