@@ -402,5 +402,29 @@ def test_version_guard():
         ai.check_version("2.10.1")
 
 
+def test_enable_defaults_window_and_timeout_keeps_callers():
+    """A compile's asks wait up to 10 s for the other ranks by default (ranks
+    compile on their own, seconds apart); a caller's options are kept."""
+    import autotuned.inductor as ai
+    from autotuned._proto import autotuned_pb2 as pb
+    from autotuned.group import GroupDescription, RankInfo
+
+    info = RankInfo(rank=0, global_rank=0, hostname="h", target="unix:/nonexistent/at.sock",
+                    local_gpu=0, daemon="", reachable=True, error="")
+    desc = GroupDescription(id="defaults", rank=0, world_size=1, global_ranks=(0,),
+                            ranks=(info,))
+    try:
+        ai.enable(group=desc, functional=False)
+        opts = ai._state.options
+        assert opts.presync_window_us == ai.DEFAULT_PRESYNC_WINDOW_US == 10_000_000
+        assert opts.timeout_ms == ai.DEFAULT_CANDIDATE_TIMEOUT_MS
+        ai.enable(group=desc, functional=False,
+                  options=pb.Options(presync_window_us=250_000, timeout_ms=3_000))
+        assert (ai._state.options.presync_window_us, ai._state.options.timeout_ms) == \
+            (250_000, 3_000)
+    finally:
+        ai.disable()
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))

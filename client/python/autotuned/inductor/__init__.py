@@ -58,6 +58,12 @@ SUPPORTED_TORCH = "2.11."
 # step of a collective launched from Python on a loaded machine, and keep the
 # run's bound (a few seconds plus steps x this) minutes, not an hour.
 DEFAULT_CANDIDATE_TIMEOUT_MS = 10_000
+# The pre-sync window of a compile's asks: ranks compile on their own, and
+# the first selections of a fresh compile reach the daemon seconds apart (on
+# 4 x H200, 2 of 4 ranks within 2 s, the others 2-4 s later). 10 s is the
+# daemon's default limits.max_presync_window_us; only a late or dead rank
+# makes anyone wait that long.
+DEFAULT_PRESYNC_WINDOW_US = 10_000_000
 
 
 @dataclasses.dataclass
@@ -142,7 +148,8 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
     added as extra choices run through torch.ops.autotuned. `deferred`: one
     Tune per graph at scheduling time (functional collectives are asked
     for while lowering, one Tune each). `options`, `timeout`: the Tune's
-    (options.timeout_ms defaults to DEFAULT_CANDIDATE_TIMEOUT_MS).
+    (options.timeout_ms defaults to DEFAULT_CANDIDATE_TIMEOUT_MS,
+    options.presync_window_us to DEFAULT_PRESYNC_WINDOW_US).
     `functional`: the functional collectives of compiled graphs are
     selections too (default True; False leaves them to Inductor).
     Calling it again replaces the settings."""
@@ -158,6 +165,8 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
         opts.CopyFrom(options)
     if not opts.timeout_ms:
         opts.timeout_ms = DEFAULT_CANDIDATE_TIMEOUT_MS
+    if not opts.presync_window_us:
+        opts.presync_window_us = DEFAULT_PRESYNC_WINDOW_US
     if not opts.timing_mode:
         # GPU time, whether or not the graph runs under CUDA graphs: a
         # compiled graph's wrapper launches a collective for a few us of
