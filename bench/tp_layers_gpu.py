@@ -28,7 +28,10 @@ graph_us = the median replay of a CUDA graph of --calls steps (a spin kernel
 ahead lets the host queue it), each / calls and max over ranks. Rank 0
 writes --out (JSON): {"mode", "timing", "world", "device", "torch", "date", "hidden",
 "layers", "sizes": {T: {"eager_us", "graph_us", "max_rel_diff",
-"compile_s"}}, "decisions": autotuned.inductor.decisions() (mode on),
+"compile_s"}}, "ops_backend": the backend of torch.ops.autotuned that ran
+(autotuned.ops.backend(): "cpp" or "python"; mode on only, else ""),
+"torch_ops_lib": the C++ ops' library loaded (or ""),
+"decisions": autotuned.inductor.decisions() (mode on),
 "same_decisions": whether every rank's decisions are the same, "seconds"}.
 
   torchrun --standalone --nproc_per_node=2 bench/tp_layers_gpu.py --mode on \\
@@ -193,7 +196,14 @@ def main(argv=None) -> int:
         if rank == 0:
             print(f"tokens {tokens}: eager {eager_us:.1f} us, graph {graph_us:.1f} us, "
                   f"rel diff {rel:.2e}, compile {compile_s:.1f} s", flush=True)
+    result["ops_backend"] = result["torch_ops_lib"] = ""
     if args.mode == "on":
+        from autotuned import ops
+        result["ops_backend"] = ops.backend()
+        result["torch_ops_lib"] = (ops.torch_ops_library() or "") \
+            if result["ops_backend"] == "cpp" else ""
+        if rank == 0:
+            print(f"torch.ops.autotuned backend: {result['ops_backend']}", flush=True)
         import autotuned.inductor as ai
         mine = [list(d) for d in ai.decisions()]
         everyone = [None] * world

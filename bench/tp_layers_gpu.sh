@@ -7,7 +7,11 @@
 #
 #   bash bench/tp_layers_gpu.sh BIN_DIR PY_DIR OUT_DIR [WORLD...]  (default: 2 4, as GPUs allow)
 #
-# BIN_DIR: autotuned, autotunectl, libautotuned_kernels_abi.so
+# BIN_DIR: autotuned, autotunectl, libautotuned_kernels_abi.so, and
+#          libautotuned_torch_ops.so (default-config build of
+#          //client/torch_ops; found next to the kernels library through
+#          AUTOTUNED_KERNELS_LIB): the C++ torch ops; without it the Python
+#          ops run. Each JSON's "ops_backend" says which.
 # PY_DIR:  the client package with its generated stubs (on PYTHONPATH)
 # Per world W, in OUT_DIR/wW/: off_R.json, on_cuda_graph_R.json,
 # on_event_loop_R.json (R = 1..REPS, in that order, then again: autotuned
@@ -31,6 +35,8 @@ read -r -a EXTRA <<< "${TP_BENCH_ARGS:-}"
 { date -u; nvidia-smi -L
   "$PYTHON" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
   sha256sum "$BIN/autotuned" "$AUTOTUNED_KERNELS_LIB"
+  [ -e "$BIN/libautotuned_torch_ops.so" ] && sha256sum "$BIN/libautotuned_torch_ops.so"
+  "$PYTHON" -c 'import torch; from autotuned import ops; print("torch.ops.autotuned backend:", ops.backend(), ops.torch_ops_library() or "")'
   echo "worlds: ${WORLDS[*]}  reps: $REPS  args: ${EXTRA[*]}"; } >> "$OUT/env.txt" 2>&1
 
 SOCK=/tmp/at-tp-layers.sock

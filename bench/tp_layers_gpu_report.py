@@ -67,6 +67,9 @@ def report_world(path: str, out: list) -> None:
                f"blocks of {first['calls']} back-to-back steps. all_reduce message: tokens x "
                f"hidden x 2 bytes. Runs: off {len(off)}, on (graph) "
                f"{len(on_by_kind['graph_us'])}, on (eager) {len(on_by_kind['eager_us'])}.\n")
+    backends = sorted({r.get("ops_backend") or "not recorded" for _, r in on if r})
+    out.append(f"torch.ops.autotuned backend of the on runs: {', '.join(backends) or 'none'} "
+               "(cpp: libautotuned_torch_ops.so; python: the Python custom ops).\n")
     sizes = sorted({t for _, r in off + on if r for t in r.get("sizes", {})}, key=int)
     for kind, label in (("graph_us", "CUDA graph"), ("eager_us", "eager")):
         out.append(f"### {label}\n")

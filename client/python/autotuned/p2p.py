@@ -15,7 +15,10 @@ of that size; exports it with cudaIpcGetMemHandle, exchanges the handles
 with dist.all_gather_object and opens the peers' with cudaIpcOpenMemHandle
 (cudaIpcMemLazyEnablePeerAccess). cudart is the libcudart that torch loaded.
 The group registers itself (autotuned.ops.register_group) under its name and
-as the default; close() unregisters it.
+as the default; close() unregisters it. The ops launch through launch()
+below on the Python backend; on the C++ one (autotuned.ops.backend() ==
+"cpp") they launch from C++, the same way, with what torch_ops_state() hands
+over at registration.
 
 Each launch copies x into the staging buffer (the push one-shot and the
 copy engine read x itself, when 16-byte aligned) and runs on the current
@@ -43,6 +46,7 @@ from autotuned.kernels_lib import (
     DTYPE_BFLOAT16,
     DTYPE_FLOAT16,
     DTYPE_FLOAT32,
+    IMPLEMENTATIONS,
     OP_MAX,
     OP_MIN,
     OP_SUM,
@@ -61,6 +65,19 @@ _OPS = {"sum": OP_SUM, "max": OP_MAX, "min": OP_MIN}
 # Implementations that read only the calling rank's input: x itself is passed
 # (when 16-byte aligned), not a staged copy.
 _READS_OWN_INPUT = (ALGO_ALL_REDUCE_ONE_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE)
+# Those that use the group's scratch, and those given chunk_elems.
+_USES_SCRATCH = (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
+                 ALGO_ALL_REDUCE_TWO_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE)
+_CHUNKED = (ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, ALGO_ALL_REDUCE_COPY_ENGINE)
+# The same, as the C++ torch ops take them (client/torch_ops/groups.h, Impl::flags).
+_FLAG_READS_OWN_INPUT, _FLAG_USES_SCRATCH, _FLAG_USES_PUSH, _FLAG_CHUNKED = 1, 2, 4, 8
+
+
+def _flags(algo: int) -> int:
+    return ((_FLAG_READS_OWN_INPUT if algo in _READS_OWN_INPUT else 0)
+            | (_FLAG_USES_SCRATCH if algo in _USES_SCRATCH else 0)
+            | (_FLAG_USES_PUSH if algo == ALGO_ALL_REDUCE_ONE_SHOT_PUSH else 0)
+            | (_FLAG_CHUNKED if algo in _CHUNKED else 0))
 
 
 def _align(n: int, a: int = 256) -> int:
@@ -232,8 +249,7 @@ class P2PGroup:
             own[self.rank] = input_ptr
             a.peer_inputs = ctypes.cast(own, VOIDPP)  # keeps `own` alive with `a`
         a.output = output_ptr
-        if algo in (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
-                    ALGO_ALL_REDUCE_TWO_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE):
+        if algo in _USES_SCRATCH:
             a.peer_scratch = ctypes.cast(self._peer_scratch, VOIDPP)
             a.scratch_bytes = self.scratch_bytes
         elif algo == ALGO_ALL_REDUCE_ONE_SHOT_PUSH:
@@ -273,7 +289,7 @@ class P2PGroup:
         size = x.element_size()
         vec = 16 // size
         chunk_elems = 0
-        if impl.algo in (ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, ALGO_ALL_REDUCE_COPY_ENGINE):
+        if impl.algo in _CHUNKED:
             chunk_elems = max(vec, (chunk_kib or impl.chunk_kib) * 1024 // size // vec * vec)
         x = x.contiguous()
         # Own input only: x itself, unless misaligned.
@@ -292,6 +308,35 @@ class P2PGroup:
     def limit(self, impl: Implementation) -> int:
         """The largest tensor (bytes) `impl` runs on in this group."""
         return int(getattr(self, impl.max_bytes_attr))
+
+    def torch_ops_state(self) -> dict[str, Any]:
+        """What the C++ torch ops need to launch in this group (the keyword
+        arguments of torch.ops.autotuned._register_group but name and
+        is_default): this rank's peer pointers and sizes, the kernels
+        library's functions, and every implementation of
+        kernels_lib.IMPLEMENTATIONS with its defaults and limit here."""
+        import torch.distributed as dist
+
+        impls = list(IMPLEMENTATIONS.values())
+        pg = self.process_group if self.process_group is not None else dist.group.WORLD
+        fn = self.lib.lib
+        return dict(
+            world=self.world, rank=self.rank, device=int(self.device.index),
+            process_group=str(getattr(pg, "group_name", "") or ""),
+            inputs=list(self._peer_inputs), scratch=list(self._peer_scratch),
+            scratch_bytes=self.scratch_bytes, push=list(self._peer_push),
+            push_bytes=self.push_bytes, signals=list(self._peer_signals),
+            spin_limit=self.spin_limit,
+            impls=[i.name for i in impls], collectives=[i.collective for i in impls],
+            algos=[i.algo for i in impls], blocks=[i.blocks for i in impls],
+            threads=[i.threads for i in impls], chunk_kib=[i.chunk_kib for i in impls],
+            max_bytes=[self.limit(i) for i in impls],
+            max_bytes_names=[i.max_bytes_attr for i in impls],
+            flags=[_flags(i.algo) for i in impls],
+            launch=ctypes.cast(fn.at_p2p_launch, ctypes.c_void_p).value,
+            check_args=ctypes.cast(fn.at_p2p_check_args, ctypes.c_void_p).value,
+            error_string=ctypes.cast(fn.at_error_string, ctypes.c_void_p).value,
+            abi_version=self.lib.version, args_size=ctypes.sizeof(AtP2PArgs))
 
     def error(self) -> int:
         """This rank's signal error word (0 = none; see at_p2p_signal_error).
@@ -324,8 +369,8 @@ class P2PGroup:
         if self._closed:
             return
         self._closed = True
+        unregister_group(self.name, self)  # before the buffers go: the C++ ops hold pointers
         torch.cuda.synchronize(self.device)
         self._release()
         dist.barrier(group=self.process_group)
         cudart().cudaFree(ctypes.c_void_p(self._base))
-        unregister_group(self.name, self)

@@ -2,7 +2,7 @@
 # Runs a pytest file of this directory under the Python that has PyTorch
 # (deploy/setup.sh makes /opt/autotuned/venv; $AUTOTUNED_TORCH_PYTHON overrides),
 # with the package and its generated stubs from the runfiles on the path.
-#   run_with_torch.sh TEST_FILE.py
+#   run_with_torch.sh TEST_FILE.py    (relative to client/python/tests)
 set -eu
 py=${AUTOTUNED_TORCH_PYTHON:-/opt/autotuned/venv/bin/python}
 if [ ! -x "$py" ] || ! "$py" -c "import torch" >/dev/null 2>&1; then
@@ -14,6 +14,10 @@ here=$TEST_SRCDIR/autotuned/client/python
 case ${AUTOTUNED_KERNELS_LIB:-} in
   "" | /*) ;;
   *) export AUTOTUNED_KERNELS_LIB="$TEST_SRCDIR/autotuned/$AUTOTUNED_KERNELS_LIB" ;;
+esac
+case ${AUTOTUNED_TORCH_OPS_LIB:-} in
+  "" | /* | none) ;;
+  *) export AUTOTUNED_TORCH_OPS_LIB="$TEST_SRCDIR/autotuned/$AUTOTUNED_TORCH_OPS_LIB" ;;
 esac
 export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
 export AUTOTUNED_DAEMON="$TEST_SRCDIR/autotuned/daemon/autotuned"
