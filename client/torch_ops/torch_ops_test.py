@@ -152,8 +152,9 @@ def test_make_fx_and_compile_through_the_ops(gloo):
         targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
         assert "autotuned.all_gather.default" in targets
         x = torch.arange(12.0).reshape(4, 3)
-        compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
-        assert torch.equal(compiled(x), x * 2 + 1)
+        for backend in ("aot_eager", "inductor"):  # Inductor: a fallback kernel of the op
+            compiled = torch.compile(f, backend=backend, fullgraph=True)
+            assert torch.equal(compiled(x), x * 2 + 1), backend
     finally:
         K.unregister_group("w1", K.get_group("w1"))
 
