@@ -290,6 +290,9 @@ int Run() {
         [&service](const v1::ExchangeRequest& request, absl::Time deadline) {
           return service.LeadExchange(request, deadline);
         });
+    peer->SetOutcomeHandler([&service](const v1::OutcomeRequest& request, absl::Time deadline) {
+      return service.FollowOutcome(request, deadline);
+    });
   }
   HealthService health([&service] { return !service.draining(); });
   absl::StatusOr<std::unique_ptr<ClientListener>> listener =

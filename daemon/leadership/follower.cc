@@ -18,9 +18,6 @@
 namespace autotuned::leadership {
 namespace {
 
-// A run this daemon's ranks have all joined is dropped; one they never all
-// join is dropped this long after it started.
-constexpr absl::Duration kForgetRunsAfter = absl::Minutes(30);
 // The most passes a leader's go may ask for (config's bound on max_passes).
 constexpr int kMaxCrossPasses = 1000;
 
@@ -77,18 +74,31 @@ absl::StatusOr<v1::TuneResponse> Follower::Round(const ValidRequest& request,
   return AnswerOf(*std::move(decision), request, ", which this daemon version does not serve");
 }
 
-std::shared_ptr<Follower::Run> Follower::Join(const v1::CrossRun& go, int local_ranks,
-                                              bool* runner) {
+std::shared_ptr<Follower::Run> Follower::Join(const ValidRequest& request,
+                                              const v1::CrossRun& go, bool* runner) {
+  const int local_ranks = static_cast<int>(request.local_ranks().size());
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
-  for (auto it = runs_.begin(); it != runs_.end();) {
-    it = now - it->second->started > kForgetRunsAfter ? runs_.erase(it) : std::next(it);
+  for (auto* runs : {&runs_, &kept_}) {
+    for (auto it = runs->begin(); it != runs->end();) {
+      it = now - it->second->started > kForgetRunsAfter ? runs->erase(it) : std::next(it);
+    }
   }
   std::shared_ptr<Run>& slot = runs_[go.run_id()];
   *runner = slot == nullptr;
   if (*runner) {
     slot = std::make_shared<Run>();
     slot->started = now;
+    for (const std::string& d : request.rank_daemons) {
+      if (!d.empty()) slot->daemons.insert(d);
+    }
+    kept_[go.run_id()] = slot;
+    while (kept_.size() > kMaxKeptRuns) {
+      auto oldest = std::min_element(kept_.begin(), kept_.end(), [](const auto& a, const auto& b) {
+        return a.second->started < b.second->started;
+      });
+      kept_.erase(oldest);
+    }
   }
   std::shared_ptr<Run> run = slot;
   if (++run->joined >= local_ranks) runs_.erase(go.run_id());
@@ -99,10 +109,21 @@ absl::StatusOr<v1::TuneResponse> Follower::Cross(const ValidRequest& request,
                                                  const v1::CrossRun& go,
                                                  absl::Time deadline) {
   bool runner = false;
-  std::shared_ptr<Run> run =
-      Join(go, static_cast<int>(request.local_ranks().size()), &runner);
+  std::shared_ptr<Run> run = Join(request, go, &runner);
   if (runner) {
     absl::StatusOr<v1::Decision> result = RunPart(request, go);
+    {
+      // What other followers of the run are told from now on (Outcome): the
+      // leader's answer to this daemon alone, never one learnt from them.
+      absl::MutexLock lock(&mu_);
+      run->called = true;
+      if (result.ok()) run->from_leader = *result;
+    }
+    if (!result.ok()) {
+      result = FromOtherFollowers(
+          request, go, result.status(),
+          std::min(deadline, absl::Now() + RoundRunBound(request) + absl::Seconds(5)));
+    }
     absl::MutexLock lock(&mu_);
     run->result = std::move(result);
     run->done = true;
@@ -125,6 +146,57 @@ absl::StatusOr<v1::TuneResponse> Follower::Cross(const ValidRequest& request,
   }
   return AnswerOf(*std::move(result), request,
                   absl::StrCat(" to the timings of run ", go.run_id()));
+}
+
+absl::StatusOr<v1::Decision> Follower::FromOtherFollowers(const ValidRequest& request,
+                                                          const v1::CrossRun& go,
+                                                          absl::Status failed,
+                                                          absl::Time deadline) {
+  std::set<std::string> others;
+  for (const std::string& d : request.rank_daemons) {
+    if (!d.empty() && d != request.leader && d != self_) others.insert(d);
+  }
+  v1::OutcomeRequest ask;
+  ask.set_run_id(go.run_id());
+  for (const std::string& other : others) {
+    absl::StatusOr<v1::OutcomeReply> reply = client_->RunOutcome(other, ask, deadline);
+    if (!reply.ok()) {
+      spdlog::warn("run={} group={}: no outcome from the follower {}: {}", go.run_id(),
+                   request.group_id, other, reply.status().ToString());
+      continue;
+    }
+    if (reply->decided()) {
+      spdlog::info("run={} group={}: the leader {} was lost ({}); its decision came from "
+                   "the follower {}",
+                   go.run_id(), request.group_id, request.leader, failed.ToString(), other);
+      return std::move(*reply->mutable_decision());
+    }
+  }
+  return failed;
+}
+
+absl::StatusOr<v1::OutcomeReply> Follower::Outcome(const v1::OutcomeRequest& request,
+                                                   absl::Time deadline) {
+  if (request.run_id().empty()) return absl::InvalidArgumentError("run_id: required");
+  absl::MutexLock lock(&mu_);
+  v1::OutcomeReply reply;
+  auto it = kept_.find(request.run_id());
+  if (it == kept_.end()) return reply;
+  std::shared_ptr<Run> run = it->second;
+  if (run->daemons.count(request.from_daemon()) == 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "from_daemon: \"", request.from_daemon(), "\" has no rank in run ", request.run_id()));
+  }
+  auto called = [&run]() { return run->called; };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&called), deadline)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "this daemon's timings of run ", request.run_id(), " are still with the leader"));
+  }
+  if (run->from_leader) {
+    reply.set_decided(true);
+    *reply.mutable_decision() = *run->from_leader;
+  }
+  return reply;
 }
 
 absl::StatusOr<v1::Decision> Follower::RunPart(const ValidRequest& request,

@@ -3,8 +3,11 @@
 // (Peer.Ready) and the leader's answer or error handed to that rank as is;
 // when the leader says GO, this daemon measures its own ranks' part of the
 // run once for all of them and sends the timings to the leader. A follower
-// never decides. See docs/protocol.md ("Groups over several daemons") for
-// the protocol.
+// never decides: when its timings' call fails (the leader lost), it asks the
+// run's other followers (Peer.RunOutcome, served by Outcome) and hands out
+// the leader's decision if one of them received it, so that the followers
+// of a leader lost while it answered them still agree. See docs/protocol.md
+// ("Groups over several daemons") for the protocol.
 //
 // Ownership: `client`, `engine` and `backend` are not owned and outlive the
 // follower.
@@ -15,6 +18,8 @@
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -55,11 +60,36 @@ class Follower {
   absl::StatusOr<v1::TuneResponse> Round(const ValidRequest& request, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Peer.RunOutcome from another follower of run request.run_id: once this
+  // daemon's own ReduceTimings of the run has ended, whether it brought the
+  // leader's decision, and the decision. decided false for a run this
+  // daemon has no part in (never told GO, or forgotten: runs are kept
+  // kForgetRunsAfter, at most kMaxKeptRuns of them).
+  //
+  // Status codes: INVALID_ARGUMENT "run_id: required"; PERMISSION_DENIED
+  // when from_daemon has no rank in the run; DEADLINE_EXCEEDED when this
+  // daemon's call has not ended by `deadline`.
+  absl::StatusOr<v1::OutcomeReply> Outcome(const v1::OutcomeRequest& request,
+                                           absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A run this daemon's ranks have all joined is no longer joined, but its
+  // outcome is kept for Outcome: this long after it started, at most
+  // kMaxKeptRuns runs (the oldest dropped first).
+  static constexpr absl::Duration kForgetRunsAfter = absl::Minutes(30);
+  static constexpr size_t kMaxKeptRuns = 1024;
+
  private:
   // This daemon's part of one run, shared by its local ranks.
   struct Run {
     absl::Time started;
+    // The daemons with ranks in the run (the leader's included).
+    std::set<std::string> daemons;
     int joined = 0;
+    // This daemon's ReduceTimings ended; `from_leader`: the decision it
+    // brought.
+    bool called = false;
+    std::optional<v1::Decision> from_leader;
+    // What every local rank gets: from_leader, else another follower's.
     bool done = false;
     absl::StatusOr<v1::Decision> result = absl::UnknownError("not run");
   };
@@ -69,8 +99,14 @@ class Follower {
   absl::StatusOr<v1::TuneResponse> Cross(const ValidRequest& request, const v1::CrossRun& go,
                                          absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // The run of `go` for this caller; `runner`: it is this caller's to run.
-  std::shared_ptr<Run> Join(const v1::CrossRun& go, int local_ranks, bool* runner)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<Run> Join(const ValidRequest& request, const v1::CrossRun& go,
+                            bool* runner) ABSL_LOCKS_EXCLUDED(mu_);
+  // After this daemon's own call failed with `failed`: the leader's decision
+  // as the first of the run's other followers that received it answers, by
+  // `deadline`; else `failed`.
+  absl::StatusOr<v1::Decision> FromOtherFollowers(const ValidRequest& request,
+                                                  const v1::CrossRun& go, absl::Status failed,
+                                                  absl::Time deadline);
   // This daemon's ranks measured, their timings sent to the leader: its
   // final decision.
   absl::StatusOr<v1::Decision> RunPart(const ValidRequest& request, const v1::CrossRun& go);
@@ -84,7 +120,10 @@ class Follower {
   const std::string self_;
 
   absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);  // by run id
+  // By run id: the runs some local rank has yet to join, and every run kept
+  // for Outcome.
+  std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Run>> kept_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace autotuned::leadership

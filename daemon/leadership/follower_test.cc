@@ -3,7 +3,9 @@
 // what the test wants, or no leader at all.
 #include "daemon/leadership/follower.h"
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -54,11 +56,18 @@ class FakeLeader {
   // Serves a run: records what followers report and send, answers their
   // timings with `answer` and every exchange at once.
   void ServeRun(v1::Decision answer) {
+    ServeRun([answer](const std::string&) -> absl::StatusOr<v1::Decision> { return answer; });
+  }
+  // The same, each daemon's timings answered with `answer(its name)` (after
+  // the answer's own wait, outside the lock).
+  void ServeRun(std::function<absl::StatusOr<v1::Decision>(const std::string& from)> answer) {
     service_->SetRunHandlers(
         [this, answer](const v1::RankTimings& t, absl::Time) -> absl::StatusOr<v1::Decision> {
-          absl::MutexLock lock(&mu_);
-          timings_.push_back(t);
-          return answer;
+          {
+            absl::MutexLock lock(&mu_);
+            timings_.push_back(t);
+          }
+          return answer(t.from_daemon());
         },
         [this](const v1::ExchangeRequest& e, absl::Time) -> absl::StatusOr<v1::ExchangeReply> {
           absl::MutexLock lock(&mu_);
@@ -266,6 +275,152 @@ TEST_CASE("a go asking for more passes than the request has iterations is refuse
   bool aborted = false;
   for (const v1::ExchangeRequest& e : leader.exchanges()) aborted |= e.abort_code() != 0;
   CHECK(aborted);
+}
+
+}  // namespace
+}  // namespace autotuned::leadership
+
+namespace autotuned::leadership {
+namespace {
+
+// A follower daemon that serves Peer.RunOutcome on a loopback port of its
+// own, which is its name; `peers`: the leader and the other followers.
+class ServingFollower {
+ public:
+  ServingFollower()
+      : backend_(testing::ScriptedBackend()),
+        config_(testing::TestConfig()),
+        engine_(backend_.get()),
+        service_(kToken, "follower", "f") {
+    config_.set_peer_listen("127.0.0.1:0");
+    absl::StatusOr<PeerListening> started = StartPeerServer(config_, &service_);
+    REQUIRE(started.ok());
+    listening_ = std::move(*started);
+    config_.set_peer_advertise(address());
+  }
+  ~ServingFollower() { listening_.server->Shutdown(); }
+
+  const std::string& address() const { return listening_.address; }
+  void Connect(const std::vector<std::string>& peers) {
+    for (const std::string& p : peers) config_.add_peers(p);
+    client_ = std::make_unique<PeerClient>(kToken, address(), peers);
+    follower_ =
+        std::make_unique<Follower>(client_.get(), &engine_, backend_.get(), address());
+    service_.SetOutcomeHandler([this](const v1::OutcomeRequest& r, absl::Time deadline) {
+      return follower_->Outcome(r, deadline);
+    });
+  }
+  absl::StatusOr<v1::TuneResponse> Ask(const v1::TuneRequest& request) {
+    const ValidRequest valid = testing::MustValidate(
+        request, testing::ContextFor(*backend_, config_, /*peers=*/true));
+    return follower_->Round(valid, absl::Now() + absl::Seconds(20));
+  }
+  Follower& follower() { return *follower_; }
+
+ private:
+  std::unique_ptr<FakeBackend> backend_;
+  config::DaemonConfig config_;
+  Engine engine_;
+  PeerService service_;
+  PeerListening listening_;
+  std::unique_ptr<PeerClient> client_;
+  std::unique_ptr<Follower> follower_;
+};
+
+// A leader and two followers, one rank each (ranks 1 and 2 on the
+// followers); the leader says GO for run "run-1", which the followers
+// refuse unmeasured (another catalogue), and answers their timings as
+// `answer` says. The answers of ranks 1 and 2.
+std::vector<absl::StatusOr<v1::TuneResponse>> RunWithTwoFollowers(
+    FakeLeader& leader, ServingFollower& a, ServingFollower& b,
+    std::function<absl::StatusOr<v1::Decision>(const std::string& from)> answer) {
+  a.Connect({leader.address(), b.address()});
+  b.Connect({leader.address(), a.address()});
+  v1::Decision go;
+  go.set_verdict(v1::GO);
+  go.mutable_go()->set_run_id("run-1");
+  go.mutable_go()->add_problems(0);
+  go.mutable_go()->set_candidate_timeout_ms(1000);
+  go.mutable_go()->set_catalogue_version("another catalogue");
+  leader.Answer(go);
+  leader.ServeRun(std::move(answer));
+  const std::vector<std::string> daemons = {leader.address(), a.address(), b.address()};
+  std::vector<absl::StatusOr<v1::TuneResponse>> answers(2, absl::UnknownError("not asked"));
+  std::thread rank1([&] { answers[0] = a.Ask(SpreadRequest("g", 1, daemons)); });
+  std::thread rank2([&] { answers[1] = b.Ask(SpreadRequest("g", 2, daemons)); });
+  rank1.join();
+  rank2.join();
+  return answers;
+}
+
+v1::Decision Decided(const std::string& winner) {
+  v1::Decision d;
+  d.set_verdict(v1::ANSWERED);
+  v1::ProblemResult* r = d.mutable_response()->add_results();
+  r->set_status(v1::FAILED);
+  r->set_winner(winner);
+  return d;
+}
+
+TEST_CASE("a leader lost while it answers the followers' timings: the follower it never "
+          "answered hands out the decision another one received") {
+  FakeLeader leader;
+  ServingFollower a, b;
+  const std::string a_name = a.address();
+  // The leader answers a (after b's call has failed, so that b asks a while
+  // a's own call is still with the leader) and is lost before answering b.
+  const auto answers = RunWithTwoFollowers(
+      leader, a, b, [a_name](const std::string& from) -> absl::StatusOr<v1::Decision> {
+        if (from != a_name) return absl::UnavailableError("the leader was killed");
+        absl::SleepFor(absl::Milliseconds(300));
+        return Decided("all_reduce/a");
+      });
+  for (const absl::StatusOr<v1::TuneResponse>& answer : answers) {
+    INFO(answer.status().ToString());
+    REQUIRE(answer.ok());
+    REQUIRE(answer->results_size() == 1);
+    CHECK(answer->results(0).winner() == "all_reduce/a");
+  }
+  CHECK(testing::Shared(*answers[0]) == testing::Shared(*answers[1]));
+}
+
+TEST_CASE("a leader lost before it answered any follower's timings: every follower's ranks "
+          "get leader unreachable") {
+  FakeLeader leader;
+  ServingFollower a, b;
+  const auto answers =
+      RunWithTwoFollowers(leader, a, b, [](const std::string&) -> absl::StatusOr<v1::Decision> {
+        return absl::UnavailableError("the leader was killed");
+      });
+  CHECK(answers[0].status() == LeaderUnreachable(leader.address()));
+  CHECK(answers[1].status() == LeaderUnreachable(leader.address()));
+}
+
+TEST_CASE("RunOutcome: only the run's daemons are told, a run without part here is undecided") {
+  FakeLeader leader;
+  ServingFollower a, b;
+  RunWithTwoFollowers(leader, a, b, [](const std::string&) -> absl::StatusOr<v1::Decision> {
+    return Decided("all_reduce/b");
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  v1::OutcomeRequest ask;
+  ask.set_from_daemon(b.address());
+  CHECK(a.follower().Outcome(ask, deadline).status() ==
+        absl::InvalidArgumentError("run_id: required"));
+  ask.set_run_id("run-1");
+  absl::StatusOr<v1::OutcomeReply> told = a.follower().Outcome(ask, deadline);
+  REQUIRE(told.ok());
+  CHECK(told->decided());
+  CHECK(told->decision().response().results(0).winner() == "all_reduce/b");
+  ask.set_from_daemon("stranger:1");
+  const absl::Status denied = a.follower().Outcome(ask, deadline).status();
+  CHECK(denied.code() == absl::StatusCode::kPermissionDenied);
+  CHECK_THAT(std::string(denied.message()), Catch::StartsWith("from_daemon: \"stranger:1\""));
+  ask.set_from_daemon(b.address());
+  ask.set_run_id("run-2");
+  told = a.follower().Outcome(ask, deadline);
+  REQUIRE(told.ok());
+  CHECK_FALSE(told->decided());
 }
 
 }  // namespace

@@ -106,6 +106,16 @@ absl::StatusOr<v1::ExchangeReply> PeerClient::Exchange(const std::string& addres
   return reply;
 }
 
+absl::StatusOr<v1::OutcomeReply> PeerClient::RunOutcome(const std::string& address,
+                                                        v1::OutcomeRequest request,
+                                                        absl::Time deadline) {
+  request.set_from_daemon(self_);
+  v1::OutcomeReply reply;
+  absl::Status s = Call(address, request, &reply, deadline, &v1::Peer::Stub::RunOutcome);
+  if (!s.ok()) return s;
+  return reply;
+}
+
 absl::Status PeerClient::Ping(const std::string& address, absl::Time deadline) {
   v1::PingRequest request;
   request.set_from_daemon(self_);

@@ -22,8 +22,8 @@
 // TLS handshake, another CA or an expired certificate, is UNAVAILABLE),
 // UNIMPLEMENTED from a leader that predates the multi-daemon rendezvous).
 //
-// Exchange, ReduceTimings and Ping (cross-daemon runs: daemon/crossrun) work
-// the same way: `from_daemon` is set here; the status is the call's.
+// Exchange, ReduceTimings, RunOutcome and Ping (cross-daemon runs:
+// daemon/crossrun, daemon/leadership) work the same way: `from_daemon` is set here; the status is the call's.
 // Channels accept messages up to kMaxMessageBytes (exchanged buffers).
 //
 // Thread-safety: every method may be called concurrently.
@@ -70,6 +70,9 @@ class PeerClient {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<v1::ExchangeReply> Exchange(const std::string& address,
                                              v1::ExchangeRequest request, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<v1::OutcomeReply> RunOutcome(const std::string& address,
+                                              v1::OutcomeRequest request, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
   // OK when the daemon at `address` answers a Ping by `deadline`.
   absl::Status Ping(const std::string& address, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);

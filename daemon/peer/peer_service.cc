@@ -183,6 +183,26 @@ grpc::Status PeerService::StreamedExchange(
                });
 }
 
+void PeerService::SetOutcomeHandler(OutcomeHandler handler) {
+  absl::MutexLock lock(&mu_);
+  outcome_ = std::move(handler);
+}
+
+grpc::Status PeerService::StreamedRunOutcome(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<v1::OutcomeRequest, v1::OutcomeReply>* stream) {
+  return Serve(context, stream,
+               [this](const v1::OutcomeRequest& request, absl::Time deadline,
+                      v1::OutcomeReply* reply) {
+                 OutcomeHandler handler;
+                 {
+                   absl::MutexLock lock(&mu_);
+                   handler = outcome_;
+                 }
+                 return Answer(handler, "RunOutcome", request, deadline, reply);
+               });
+}
+
 absl::StatusOr<std::string> LoadPeerToken(const config::DaemonConfig& config) {
   if (!config.peer_token().empty()) return config.peer_token();
   const std::string& path = config.peer_token_file();

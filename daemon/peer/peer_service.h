@@ -2,8 +2,9 @@
 // version serves it on the peer port (config peer_listen): Ping answers;
 // Ready, ReduceTimings and Exchange go to the handlers set with
 // SetReadyHandler and SetRunHandlers (the daemon sets those of the groups it
-// leads: daemon/leadership, through AutotuneService) and are UNAVAILABLE
-// until they are set. A handler's error status reaches the caller as is
+// leads: daemon/leadership, through AutotuneService), RunOutcome to the one
+// set with SetOutcomeHandler (a follower's side), and each is UNAVAILABLE
+// until it is set. A handler's error status reaches the caller as is
 // (daemon/common/grpc_status.h). See docs/protocol.md ("Groups over several
 // daemons") for the protocol.
 //
@@ -56,6 +57,9 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
   // Exchange: the other daemons' data, or the step's abort/deadline status.
   using ExchangeHandler = std::function<absl::StatusOr<v1::ExchangeReply>(
       const v1::ExchangeRequest& request, absl::Time deadline)>;
+  // RunOutcome: what the leader answered this daemon's part of a run.
+  using OutcomeHandler = std::function<absl::StatusOr<v1::OutcomeReply>(
+      const v1::OutcomeRequest& request, absl::Time deadline)>;
 
   // `daemon` names this daemon in Ping replies (the daemon uses its host
   // name); `fingerprint` is the node fingerprint (NodeFingerprint,
@@ -77,6 +81,7 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
   void SetReadyHandler(ReadyHandler handler) ABSL_LOCKS_EXCLUDED(mu_);
   void SetRunHandlers(ReduceHandler reduce, ExchangeHandler exchange)
       ABSL_LOCKS_EXCLUDED(mu_);
+  void SetOutcomeHandler(OutcomeHandler handler) ABSL_LOCKS_EXCLUDED(mu_);
 
   static constexpr int kRefusedLogBurst = 5;
   static constexpr absl::Duration kRefusedLogPeriod = absl::Seconds(10);
@@ -93,6 +98,9 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
   grpc::Status StreamedExchange(
       grpc::ServerContext* context,
       grpc::ServerUnaryStreamer<v1::ExchangeRequest, v1::ExchangeReply>* stream) override;
+  grpc::Status StreamedRunOutcome(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<v1::OutcomeRequest, v1::OutcomeReply>* stream) override;
 
  private:
   // OK, or UNAUTHENTICATED saying what was wrong (never the token): the
@@ -116,6 +124,7 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
   ReadyHandler ready_ ABSL_GUARDED_BY(mu_);
   ReduceHandler reduce_ ABSL_GUARDED_BY(mu_);
   ExchangeHandler exchange_ ABSL_GUARDED_BY(mu_);
+  OutcomeHandler outcome_ ABSL_GUARDED_BY(mu_);
 };
 
 // The peer token the configuration names: peer_token, or the contents of

@@ -80,8 +80,8 @@ TEST_CASE("a peer without the right token is refused with UNAUTHENTICATED") {
         grpc::StatusCode::UNAUTHENTICATED);
 }
 
-TEST_CASE("a peer with the token gets Ping; Ready, ReduceTimings and Exchange go to "
-          "their handlers") {
+TEST_CASE("a peer with the token gets Ping; Ready, ReduceTimings, Exchange and RunOutcome "
+          "go to their handlers") {
   Peer p;
   v1::PingReply reply;
   grpc::Status s = p.Ping(std::string("Bearer ") + kToken, &reply);
@@ -157,6 +157,28 @@ TEST_CASE("a peer with the token gets Ping; Ready, ReduceTimings and Exchange go
   r = exchange(&exchanged);
   CHECK(r.error_code() == grpc::StatusCode::ABORTED);
   CHECK(r.error_message() == "rank 4 failed");
+
+  auto outcome = [&p](v1::OutcomeReply* reply) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::OutcomeRequest request;
+    request.set_run_id("run-2");
+    return p.stub->RunOutcome(&ctx, request, reply);
+  };
+  v1::OutcomeReply told;
+  CHECK(outcome(&told).error_code() == grpc::StatusCode::UNAVAILABLE);
+  p.service->SetOutcomeHandler(
+      [](const v1::OutcomeRequest& request, absl::Time) -> absl::StatusOr<v1::OutcomeReply> {
+        v1::OutcomeReply reply;
+        reply.set_decided(true);
+        reply.mutable_decision()->mutable_response()->set_round_id(request.run_id());
+        return reply;
+      });
+  r = outcome(&told);
+  REQUIRE(r.ok());
+  CHECK(told.decided());
+  CHECK(told.decision().response().round_id() == "run-2");
 }
 
 TEST_CASE("an authenticated peer holds at most max_calls calls at once") {

@@ -342,4 +342,9 @@ absl::StatusOr<v1::ExchangeReply> AutotuneService::LeadExchange(
   return cross_runs_.Exchange(request, deadline);
 }
 
+absl::StatusOr<v1::OutcomeReply> AutotuneService::FollowOutcome(
+    const v1::OutcomeRequest& request, absl::Time deadline) {
+  return follower_.Outcome(request, deadline);
+}
+
 }  // namespace autotuned

@@ -120,14 +120,17 @@ class AutotuneService final : public v1::Autotune::Service {
 
   const std::string& fingerprint() const { return solver_.fingerprint(); }
 
-  // The peer handlers (PeerService::SetReadyHandler, SetRunHandlers):
-  // leadership::Leader::Ready against this daemon's live settings, and
-  // leadership::CrossRuns::Reduce and Exchange; their statuses as those say.
+  // The peer handlers (PeerService::SetReadyHandler, SetRunHandlers,
+  // SetOutcomeHandler): leadership::Leader::Ready against this daemon's live
+  // settings, leadership::CrossRuns::Reduce and Exchange, and
+  // leadership::Follower::Outcome; their statuses as those say.
   absl::StatusOr<v1::Decision> LeadReady(const v1::ReadyRequest& request,
                                          absl::Time deadline);
   absl::StatusOr<v1::Decision> LeadReduce(const v1::RankTimings& timings,
                                           absl::Time deadline);
   absl::StatusOr<v1::ExchangeReply> LeadExchange(const v1::ExchangeRequest& request,
+                                                 absl::Time deadline);
+  absl::StatusOr<v1::OutcomeReply> FollowOutcome(const v1::OutcomeRequest& request,
                                                  absl::Time deadline);
 
   // Replaces the limits and defaults that later calls validate against
