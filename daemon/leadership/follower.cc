@@ -50,15 +50,25 @@ Follower::Follower(PeerClient* client, Engine* engine, const Backend* backend,
 
 absl::StatusOr<v1::TuneResponse> Follower::Round(const ValidRequest& request,
                                                  absl::Time deadline) {
+  const rendezvous::RoundKey key = rounds::RoundKeyOf(request);
   v1::ReadyRequest ready;
   ready.mutable_round()->set_group_id(request.group_id);
-  ready.mutable_round()->set_problems_digest(rounds::RoundKeyOf(request).problems_digest);
+  ready.mutable_round()->set_problems_digest(key.problems_digest);
   ready.add_ranks(request.rank);
   *ready.mutable_request() = request.wire;
   const absl::Time cap =
       absl::Now() + request.presync_window + RoundRunBound(request) + absl::Seconds(5);
   const absl::Time call_deadline = std::min(deadline, cap);
+  int64_t sequence = 0;
+  std::shared_ptr<Asked> asked = StartAsk(request, key.ToString(), &sequence);
   absl::StatusOr<v1::Decision> decision = client_->Ready(request.leader, ready, call_deadline);
+  {
+    absl::MutexLock lock(&mu_);
+    --asked->in_flight;
+    if (decision.ok() && decision->verdict() == v1::ANSWERED && !asked->answered) {
+      asked->answered = *decision;
+    }
+  }
   if (!decision.ok()) {
     if (call_deadline == deadline && absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -68,10 +78,63 @@ absl::StatusOr<v1::TuneResponse> Follower::Round(const ValidRequest& request,
     // same status for the same failure.
     spdlog::warn("group={} rank={}: leader {} unreachable: {}", request.group_id,
                  request.rank, request.leader, decision.status().ToString());
-    return LeaderUnreachable(request.leader);
+    // The leader may have answered the round to other ranks before it was
+    // lost: to this daemon's (asked_, so this daemon asks itself first) or
+    // to another follower's.
+    v1::OutcomeRequest ask;
+    ask.set_round_key(key.ToString());
+    ask.set_sequence(sequence);
+    decision = FromOtherFollowers(request, ask, LeaderUnreachable(request.leader),
+                                  call_deadline);
+    if (!decision.ok()) return decision.status();
   }
   if (decision->verdict() == v1::GO) return Cross(request, decision->go(), deadline);
   return AnswerOf(*std::move(decision), request, ", which this daemon version does not serve");
+}
+
+std::shared_ptr<Follower::Asked> Follower::StartAsk(const ValidRequest& request,
+                                                    const std::string& key,
+                                                    int64_t* sequence) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    it = now - it->second.second > kForgetRunsAfter ? sequences_.erase(it) : std::next(it);
+  }
+  while (sequences_.size() > 4 * kMaxKeptRuns) {
+    sequences_.erase(std::min_element(
+        sequences_.begin(), sequences_.end(),
+        [](const auto& a, const auto& b) { return a.second.second < b.second.second; }));
+  }
+  for (auto it = asked_.begin(); it != asked_.end();) {
+    it = now - it->second->started > kForgetRunsAfter && it->second->in_flight == 0
+             ? asked_.erase(it)
+             : std::next(it);
+  }
+  std::pair<int64_t, absl::Time>& next = sequences_[absl::StrCat(key, "|", request.rank)];
+  *sequence = next.first++;
+  next.second = now;
+  std::shared_ptr<Asked>& round = asked_[absl::StrCat(key, "#", *sequence)];
+  if (round == nullptr) {
+    round = std::make_shared<Asked>();
+    round->started = now;
+    for (const std::string& d : request.rank_daemons) {
+      if (!d.empty()) round->daemons.insert(d);
+    }
+  }
+  ++round->in_flight;
+  std::shared_ptr<Asked> out = round;
+  while (asked_.size() > kMaxKeptRuns) {
+    auto oldest = asked_.end();
+    for (auto it = asked_.begin(); it != asked_.end(); ++it) {
+      if (it->second->in_flight == 0 &&
+          (oldest == asked_.end() || it->second->started < oldest->second->started)) {
+        oldest = it;
+      }
+    }
+    if (oldest == asked_.end()) break;
+    asked_.erase(oldest);
+  }
+  return out;
 }
 
 std::shared_ptr<Follower::Run> Follower::Join(const ValidRequest& request,
@@ -111,7 +174,8 @@ absl::StatusOr<v1::TuneResponse> Follower::Cross(const ValidRequest& request,
   bool runner = false;
   std::shared_ptr<Run> run = Join(request, go, &runner);
   if (runner) {
-    absl::StatusOr<v1::Decision> result = RunPart(request, go);
+    absl::Time timings_deadline = absl::Now();
+    absl::StatusOr<v1::Decision> result = RunPart(request, go, &timings_deadline);
     {
       // What other followers of the run are told from now on (Outcome): the
       // leader's answer to this daemon alone, never one learnt from them.
@@ -120,9 +184,12 @@ absl::StatusOr<v1::TuneResponse> Follower::Cross(const ValidRequest& request,
       if (result.ok()) run->from_leader = *result;
     }
     if (!result.ok()) {
-      result = FromOtherFollowers(
-          request, go, result.status(),
-          std::min(deadline, absl::Now() + RoundRunBound(request) + absl::Seconds(5)));
+      v1::OutcomeRequest ask;
+      ask.set_run_id(go.run_id());
+      // Within the timings' call's own bound: a follower cut off from the
+      // leader until then answers as before (docs/protocol.md).
+      result = FromOtherFollowers(request, ask, result.status(),
+                                  std::min(deadline, timings_deadline));
     }
     absl::MutexLock lock(&mu_);
     run->result = std::move(result);
@@ -149,26 +216,38 @@ absl::StatusOr<v1::TuneResponse> Follower::Cross(const ValidRequest& request,
 }
 
 absl::StatusOr<v1::Decision> Follower::FromOtherFollowers(const ValidRequest& request,
-                                                          const v1::CrossRun& go,
+                                                          const v1::OutcomeRequest& ask,
                                                           absl::Status failed,
                                                           absl::Time deadline) {
-  std::set<std::string> others;
+  // This daemon first (what its other ranks received), then the others.
+  std::vector<std::string> followers = {self_};
   for (const std::string& d : request.rank_daemons) {
-    if (!d.empty() && d != request.leader && d != self_) others.insert(d);
+    if (!d.empty() && d != request.leader && d != self_ &&
+        std::find(followers.begin(), followers.end(), d) == followers.end()) {
+      followers.push_back(d);
+    }
   }
-  v1::OutcomeRequest ask;
-  ask.set_run_id(go.run_id());
-  for (const std::string& other : others) {
-    absl::StatusOr<v1::OutcomeReply> reply = client_->RunOutcome(other, ask, deadline);
+  const std::string what =
+      ask.run_id().empty() ? absl::StrCat("round ", ask.sequence()) : ask.run_id();
+  for (const std::string& other : followers) {
+    absl::StatusOr<v1::OutcomeReply> reply = absl::UnknownError("");
+    if (other == self_) {
+      v1::OutcomeRequest mine = ask;
+      mine.set_from_daemon(self_);
+      absl::MutexLock lock(&mu_);
+      reply = mine.run_id().empty() ? RoundOutcome(mine, deadline) : v1::OutcomeReply();
+    } else {
+      reply = client_->RunOutcome(other, ask, deadline);
+    }
     if (!reply.ok()) {
-      spdlog::warn("run={} group={}: no outcome from the follower {}: {}", go.run_id(),
-                   request.group_id, other, reply.status().ToString());
+      spdlog::warn("group={} {}: no outcome from the follower {}: {}", request.group_id, what,
+                   other, reply.status().ToString());
       continue;
     }
     if (reply->decided()) {
-      spdlog::info("run={} group={}: the leader {} was lost ({}); its decision came from "
-                   "the follower {}",
-                   go.run_id(), request.group_id, request.leader, failed.ToString(), other);
+      spdlog::info("group={} {}: the leader {} was lost ({}); its decision came from the "
+                   "follower {}",
+                   request.group_id, what, request.leader, failed.ToString(), other);
       return std::move(*reply->mutable_decision());
     }
   }
@@ -177,8 +256,11 @@ absl::StatusOr<v1::Decision> Follower::FromOtherFollowers(const ValidRequest& re
 
 absl::StatusOr<v1::OutcomeReply> Follower::Outcome(const v1::OutcomeRequest& request,
                                                    absl::Time deadline) {
-  if (request.run_id().empty()) return absl::InvalidArgumentError("run_id: required");
+  if (request.run_id().empty() && request.round_key().empty()) {
+    return absl::InvalidArgumentError("run_id: required");
+  }
   absl::MutexLock lock(&mu_);
+  if (request.run_id().empty()) return RoundOutcome(request, deadline);
   v1::OutcomeReply reply;
   auto it = kept_.find(request.run_id());
   if (it == kept_.end()) return reply;
@@ -199,8 +281,32 @@ absl::StatusOr<v1::OutcomeReply> Follower::Outcome(const v1::OutcomeRequest& req
   return reply;
 }
 
+absl::StatusOr<v1::OutcomeReply> Follower::RoundOutcome(const v1::OutcomeRequest& request,
+                                                        absl::Time deadline) {
+  v1::OutcomeReply reply;
+  auto it = asked_.find(absl::StrCat(request.round_key(), "#", request.sequence()));
+  if (it == asked_.end()) return reply;
+  std::shared_ptr<Asked> round = it->second;
+  if (request.from_daemon() != self_ && round->daemons.count(request.from_daemon()) == 0) {
+    return absl::PermissionDeniedError(absl::StrCat("from_daemon: \"", request.from_daemon(),
+                                                    "\" has no rank in round ",
+                                                    request.sequence(), " of that key"));
+  }
+  auto ended = [&round]() { return round->answered || round->in_flight == 0; };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&ended), deadline)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "this daemon's asks of round ", request.sequence(), " are still with the leader"));
+  }
+  if (round->answered) {
+    reply.set_decided(true);
+    *reply.mutable_decision() = *round->answered;
+  }
+  return reply;
+}
+
 absl::StatusOr<v1::Decision> Follower::RunPart(const ValidRequest& request,
-                                               const v1::CrossRun& go) {
+                                               const v1::CrossRun& go,
+                                               absl::Time* timings_deadline) {
   const absl::Time started = absl::Now();
   absl::StatusOr<v1::RankTimings> timings = MeasurePart(request, go);
   if (!timings.ok()) return timings.status();
@@ -213,8 +319,8 @@ absl::StatusOr<v1::Decision> Follower::RunPart(const ValidRequest& request,
                go.run_id(), request.group_id, timings->steps_size(),
                absl::StrJoin(request.local_ranks(), ","), failed,
                absl::ToDoubleMilliseconds(absl::Now() - started), request.leader);
-  return client_->ReduceTimings(request.leader, *std::move(timings),
-                                absl::Now() + RoundRunBound(request) + absl::Seconds(5));
+  *timings_deadline = absl::Now() + RoundRunBound(request) + absl::Seconds(5);
+  return client_->ReduceTimings(request.leader, *std::move(timings), *timings_deadline);
 }
 
 absl::StatusOr<v1::RankTimings> Follower::MeasurePart(const ValidRequest& request,

@@ -3,10 +3,11 @@
 // (Peer.Ready) and the leader's answer or error handed to that rank as is;
 // when the leader says GO, this daemon measures its own ranks' part of the
 // run once for all of them and sends the timings to the leader. A follower
-// never decides: when its timings' call fails (the leader lost), it asks the
-// run's other followers (Peer.RunOutcome, served by Outcome) and hands out
-// the leader's decision if one of them received it, so that the followers
-// of a leader lost while it answered them still agree. See docs/protocol.md
+// never decides: when a call to the leader fails (the leader lost), it looks
+// for the leader's decision of that run or round among what its own ranks
+// received and what the other followers received (Peer.RunOutcome, served
+// by Outcome), and hands it out if one of them has it, so that the
+// followers of a leader lost while it answered them still agree. See docs/protocol.md
 // ("Groups over several daemons") for the protocol.
 //
 // Ownership: `client`, `engine` and `backend` are not owned and outlive the
@@ -21,6 +22,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -60,25 +62,37 @@ class Follower {
   absl::StatusOr<v1::TuneResponse> Round(const ValidRequest& request, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Peer.RunOutcome from another follower of run request.run_id: once this
+  // Peer.RunOutcome from another follower. Of run request.run_id: once this
   // daemon's own ReduceTimings of the run has ended, whether it brought the
-  // leader's decision, and the decision. decided false for a run this
-  // daemon has no part in (never told GO, or forgotten: runs are kept
-  // kForgetRunsAfter, at most kMaxKeptRuns of them).
+  // leader's decision, and the decision. Of round (round_key, sequence),
+  // without run_id: once one of this daemon's ranks' Ready of the round
+  // brought an ANSWERED decision (that decision), or none is in flight
+  // (none). decided false for a run or round this daemon has no part in
+  // (never asked or told GO, or forgotten: each is kept kForgetRunsAfter,
+  // at most kMaxKeptRuns runs and as many rounds).
   //
-  // Status codes: INVALID_ARGUMENT "run_id: required"; PERMISSION_DENIED
-  // when from_daemon has no rank in the run; DEADLINE_EXCEEDED when this
-  // daemon's call has not ended by `deadline`.
+  // Status codes: INVALID_ARGUMENT "run_id: required" (neither run_id nor
+  // round_key); PERMISSION_DENIED when from_daemon has no rank in the run or
+  // round; DEADLINE_EXCEEDED when this daemon's calls have not ended by
+  // `deadline`.
   absl::StatusOr<v1::OutcomeReply> Outcome(const v1::OutcomeRequest& request,
                                            absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A run this daemon's ranks have all joined is no longer joined, but its
   // outcome is kept for Outcome: this long after it started, at most
-  // kMaxKeptRuns runs (the oldest dropped first).
+  // kMaxKeptRuns runs (the oldest dropped first); the same for rounds and
+  // for the ask counts of keys (from a key's last ask).
   static constexpr absl::Duration kForgetRunsAfter = absl::Minutes(30);
   static constexpr size_t kMaxKeptRuns = 1024;
 
  private:
+  // One round (a key's n-th asks) as this daemon's ranks ask it.
+  struct Asked {
+    absl::Time started;
+    std::set<std::string> daemons;  // with ranks in the round
+    int in_flight = 0;              // Ready calls not ended
+    std::optional<v1::Decision> answered;  // the first ANSWERED reply
+  };
   // This daemon's part of one run, shared by its local ranks.
   struct Run {
     absl::Time started;
@@ -101,15 +115,24 @@ class Follower {
   // The run of `go` for this caller; `runner`: it is this caller's to run.
   std::shared_ptr<Run> Join(const ValidRequest& request, const v1::CrossRun& go,
                             bool* runner) ABSL_LOCKS_EXCLUDED(mu_);
+  // The round `key` (RoundKey text) asked the `*sequence`-th time by
+  // request.rank, counted in flight.
+  std::shared_ptr<Asked> StartAsk(const ValidRequest& request, const std::string& key,
+                                  int64_t* sequence) ABSL_LOCKS_EXCLUDED(mu_);
   // After this daemon's own call failed with `failed`: the leader's decision
-  // as the first of the run's other followers that received it answers, by
-  // `deadline`; else `failed`.
+  // as the first of the other followers that received it answers `ask` (a
+  // run's or a round's), by `deadline`; else `failed`.
   absl::StatusOr<v1::Decision> FromOtherFollowers(const ValidRequest& request,
-                                                  const v1::CrossRun& go, absl::Status failed,
-                                                  absl::Time deadline);
-  // This daemon's ranks measured, their timings sent to the leader: its
-  // final decision.
-  absl::StatusOr<v1::Decision> RunPart(const ValidRequest& request, const v1::CrossRun& go);
+                                                  const v1::OutcomeRequest& ask,
+                                                  absl::Status failed, absl::Time deadline);
+  // Outcome of a round.
+  absl::StatusOr<v1::OutcomeReply> RoundOutcome(const v1::OutcomeRequest& request,
+                                                absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // This daemon's ranks measured, their timings sent to the leader by
+  // `*timings_deadline` (set here): its final decision.
+  absl::StatusOr<v1::Decision> RunPart(const ValidRequest& request, const v1::CrossRun& go,
+                                       absl::Time* timings_deadline);
   absl::StatusOr<v1::RankTimings> MeasurePart(const ValidRequest& request,
                                               const v1::CrossRun& go);
 
@@ -124,6 +147,10 @@ class Follower {
   // for Outcome.
   std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<Run>> kept_ ABSL_GUARDED_BY(mu_);
+  // Per "key|rank": the next ask's sequence and when it was last asked;
+  // per "key#sequence": the round.
+  std::map<std::string, std::pair<int64_t, absl::Time>> sequences_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Asked>> asked_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace autotuned::leadership

@@ -31,12 +31,19 @@ class FakeLeader {
     config_ = testing::TestConfig();
     config_.set_peer_listen("127.0.0.1:0");
     service_ = std::make_unique<PeerService>(kToken, "leader", "f");
-    service_->SetReadyHandler([this](const v1::ReadyRequest& request, absl::Time) {
-      absl::MutexLock lock(&mu_);
-      asked_.push_back(request);
-      absl::SleepFor(delay_);
-      return answer_;
-    });
+    service_->SetReadyHandler(
+        [this](const v1::ReadyRequest& request, absl::Time) -> absl::StatusOr<v1::Decision> {
+          std::function<absl::StatusOr<v1::Decision>(const v1::ReadyRequest&)> by;
+          {
+            absl::MutexLock lock(&mu_);
+            asked_.push_back(request);
+            by = answer_by_;
+          }
+          if (by) return by(request);
+          absl::MutexLock lock(&mu_);
+          absl::SleepFor(delay_);
+          return answer_;
+        });
     absl::StatusOr<PeerListening> started = StartPeerServer(config_, service_.get());
     REQUIRE(started.ok());
     listening_ = std::move(*started);
@@ -48,6 +55,11 @@ class FakeLeader {
     absl::MutexLock lock(&mu_);
     answer_ = std::move(answer);
     delay_ = delay;
+  }
+  // Each Ready answered by `by` (outside the lock) from now on.
+  void AnswerBy(std::function<absl::StatusOr<v1::Decision>(const v1::ReadyRequest&)> by) {
+    absl::MutexLock lock(&mu_);
+    answer_by_ = std::move(by);
   }
   std::vector<v1::ReadyRequest> asked() {
     absl::MutexLock lock(&mu_);
@@ -91,6 +103,8 @@ class FakeLeader {
   absl::Mutex mu_;
   absl::StatusOr<v1::Decision> answer_ ABSL_GUARDED_BY(mu_) = v1::Decision();
   absl::Duration delay_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::StatusOr<v1::Decision>(const v1::ReadyRequest&)> answer_by_
+      ABSL_GUARDED_BY(mu_);
   std::vector<v1::ReadyRequest> asked_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::RankTimings> timings_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ExchangeRequest> exchanges_ ABSL_GUARDED_BY(mu_);
@@ -394,6 +408,45 @@ TEST_CASE("a leader lost before it answered any follower's timings: every follow
       });
   CHECK(answers[0].status() == LeaderUnreachable(leader.address()));
   CHECK(answers[1].status() == LeaderUnreachable(leader.address()));
+}
+
+TEST_CASE("a leader lost after it answered a round to some ranks: the ranks whose asks "
+          "failed, on that follower and on another, get the same answer") {
+  FakeLeader leader;
+  ServingFollower a, b;
+  a.Connect({leader.address(), b.address()});
+  b.Connect({leader.address(), a.address()});
+  // Rank 1 (on a) is answered, after a's rank 2 and b's rank 3 found the
+  // leader lost, so that both wait for that answer.
+  leader.AnswerBy([](const v1::ReadyRequest& ready) -> absl::StatusOr<v1::Decision> {
+    if (ready.ranks(0) != 1) return absl::UnavailableError("the leader was killed");
+    absl::SleepFor(absl::Milliseconds(300));
+    v1::Decision fallback = Decided("all_reduce/a");
+    fallback.mutable_response()->mutable_results(0)->set_status(v1::FALLBACK);
+    return fallback;
+  });
+  const std::vector<std::string> daemons = {leader.address(), a.address(), a.address(),
+                                            b.address()};
+  std::vector<absl::StatusOr<v1::TuneResponse>> answers(3, absl::UnknownError("not asked"));
+  std::vector<std::thread> ranks;
+  for (int r = 1; r <= 3; ++r) {
+    ranks.emplace_back([&, r] {
+      answers[r - 1] = (r < 3 ? a : b).Ask(SpreadRequest("g", r, daemons));
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (const absl::StatusOr<v1::TuneResponse>& answer : answers) {
+    INFO(answer.status().ToString());
+    REQUIRE(answer.ok());
+    REQUIRE(answer->results_size() == 1);
+    CHECK(answer->results(0).status() == v1::FALLBACK);
+    CHECK(answer->results(0).winner() == "all_reduce/a");
+  }
+  // The next round of the key is another round: nobody was answered it.
+  leader.AnswerBy([](const v1::ReadyRequest&) -> absl::StatusOr<v1::Decision> {
+    return absl::UnavailableError("the leader was killed");
+  });
+  CHECK(b.Ask(SpreadRequest("g", 3, daemons)).status() == LeaderUnreachable(leader.address()));
 }
 
 TEST_CASE("RunOutcome: only the run's daemons are told, a run without part here is undecided") {
