@@ -1,13 +1,17 @@
 """autotuned.inductor with dynamic shapes against real PyTorch 2.11: 2 ranks,
 gloo, CPU, a sim daemon.
 
-Two all_reduce custom ops registered with 2.11's range-based autotuning
+All_reduce custom ops registered with 2.11's range-based autotuning
 (dispatch_on x's dimension 0, split_points: ranges [1, SPLIT], ...,
 [last + 1, inf], each tuned at its upper bound, the last at UPPER, the
 range_upper_bound) in a model compiled with dynamic=True. Their
 decompositions call opaque ops of known cost, which leave a marker each
 time they run:
 
+  * `three`, split_points=[SPLIT, TIE]: `low` costs CHEAP_US up to SPLIT
+    elements, `mid` from SPLIT + 1 to TIE, `high` above TIE, each
+    FIXED_US elsewhere; the op's default DEFAULT_US. So each range has its
+    own winner by construction: three groups, two nested torch.cond.
   * `cross`, split_points=[SPLIT, TIE]: `linear` costs LINEAR_US per
     element, `fixed` FIXED_US: linear is cheaper at SPLIT and dearer at
     UPPER by construction; they cost the same at TIE = FIXED_US /
@@ -21,20 +25,22 @@ time they run:
   * `flat`, split_points=[SPLIT]: `fixed` against `double` (2 x
     FIXED_US): fixed wins both ranges, which merge into one: no dispatch.
 
-Checked: one Tune per op for all of its ranges, the same decisions on
-every rank; each call runs its range's winner (the markers), at sizes on
-both sides of each split point and at their edges, with no recompile; the
-generated code holds one comparison of the size (the only `if` of the
-wrapper) and the second process is answered CACHED with the same code.
-The merging rule itself is checked on answers of known costs, without a
-daemon (test_merge_*).
+The default tier compiles `three`: one Tune for its three ranges, the
+same decisions on every rank; each call runs its range's winner (the
+markers), at sizes on both sides of each split point and at their edges,
+with no recompile; the generated code holds one comparison of the size
+per boundary (the wrapper's only `if`s) and the second process is
+answered CACHED with the same code. The merging rule itself is checked on
+answers of known costs, without a daemon (test_merge_*).
 
-The long tier (//client/python:inductor_ranges_long_test) adds deferred
-mode, x marked dynamic: a static selection (`plain`) lowered before a
-dynamic one (`mixed`, whose default costs as linear does and wins the
-first range: the op itself runs there) in the same Tune; and per-rank
-Inductor caches, one warm (the graph with its dispatch from the FX graph
-cache, no ask) and one cold (CACHED), running the same code.
+The long tier (//client/python:inductor_ranges_long_test) adds `cross`
+and `flat` (the tied range merged end to end, one range without a
+dispatch); deferred mode, x marked dynamic: a static selection (`plain`)
+lowered before a dynamic one (`mixed`, split_points=[SPLIT / 2, SPLIT],
+whose default costs as linear does and wins the first two ranges, merged:
+the op itself runs there) in the same Tune; and per-rank Inductor caches,
+one warm (the graph with its dispatch from the FX graph cache, no ask) and
+one cold (CACHED), running the same code.
 """
 
 import contextlib
@@ -61,10 +67,11 @@ UPPER = 16384
 LINEAR_US = 4   # per element: 4 ms at SPLIT, 65 ms at UPPER
 FIXED_US = 25000
 DEFAULT_US = 60000
+CHEAP_US = 1000  # three's choices in their own range
 TIE = FIXED_US // LINEAR_US  # linear and fixed cost the same
-# Sizes the compiled model is called at, and the range of SPLIT each is in.
-CALLS = ((512, 0), (SPLIT, 0), (SPLIT + 1, 1), (4096, 1), (TIE, 1), (TIE + 1, 1),
-         (64, 0))
+POINTS = (SPLIT, TIE)  # three's and cross's split points
+# Sizes the compiled model is called at: both sides of each split point.
+CALLS = (512, SPLIT, SPLIT + 1, 4096, TIE, TIE + 1, 64)
 
 
 @pytest.fixture(autouse=True)
@@ -130,20 +137,35 @@ def _ops(ran):
         register_custom_op_autotuning(op, name=name, configs=configs, **by_size)
         return op
 
-    cross = define("cross", [CustomOpConfig(linear), CustomOpConfig(fixed)],
-                   ranges=(SPLIT, TIE))
+    low_cost = _costly("low_cost", ran, lambda n: CHEAP_US if n <= SPLIT else FIXED_US)
+    mid_cost = _costly("mid_cost", ran, lambda n: CHEAP_US if SPLIT < n <= TIE else FIXED_US)
+    high_cost = _costly("high_cost", ran, lambda n: CHEAP_US if n > TIE else FIXED_US)
+
+    def low(x):
+        return c10d.wait_tensor(c10d.all_reduce(low_cost(x), "sum", group))
+
+    def mid(x):
+        return c10d.wait_tensor(c10d.all_reduce(mid_cost(x), "sum", group))
+
+    def high(x):
+        return c10d.wait_tensor(c10d.all_reduce(high_cost(x), "sum", group))
+
+    three = define("three", [CustomOpConfig(low), CustomOpConfig(mid), CustomOpConfig(high)],
+                   ranges=POINTS)
+    cross = define("cross", [CustomOpConfig(linear), CustomOpConfig(fixed)], ranges=POINTS)
     flat = define("flat", [CustomOpConfig(fixed), CustomOpConfig(double)])
     plain = define("plain", [CustomOpConfig(fixed), CustomOpConfig(double)], ranges=())
-    # Its default costs as linear does: it wins the first range.
+    # Its default costs as linear does: it wins the first two ranges.
     mixed = define("mixed", [CustomOpConfig(fixed), CustomOpConfig(double)],
-                   default_us=lambda n: n * LINEAR_US)
-    return cross, flat, plain, mixed
+                   ranges=(SPLIT // 2, SPLIT), default_us=lambda n: n * LINEAR_US)
+    return three, cross, flat, plain, mixed
 
 
-def _rank(rank, world, target, deferred, fresh):
+def _rank(rank, world, target, model_name, fresh):
     """Compiles the model at the first size in a fresh Inductor cache, then
-    calls it at every size of CALLS. Immediate: cross and flat, dynamic=True.
-    Deferred: plain on a static input, then mixed on x marked dynamic."""
+    calls it at every size of CALLS. "three": three, dynamic=True; "cross":
+    cross and flat, dynamic=True; "deferred" (deferred mode): plain on a
+    static input, then mixed on x marked dynamic."""
     import torch
     import torch.distributed as dist
     from torch._inductor.output_code import CompiledFxGraph
@@ -154,7 +176,8 @@ def _rank(rank, world, target, deferred, fresh):
     from autotuned import pb
 
     ran = []
-    cross, flat, plain, mixed = _ops(ran)
+    three, cross, flat, plain, mixed = _ops(ran)
+    deferred = model_name == "deferred"
     tunes, codes = [], []
     original_tune = rankrun.tune_rank
 
@@ -168,9 +191,6 @@ def _rank(rank, world, target, deferred, fresh):
         codes.append(self.source_code)
         return original_call(self, inputs)
     CompiledFxGraph.__call__ = recorded
-
-    def model(x):
-        return cross(x), flat(x)
 
     def static_then_dynamic(x, y):
         # Lowered in the order of the outputs (post-grad passes reorder).
@@ -191,33 +211,37 @@ def _rank(rank, world, target, deferred, fresh):
               options=pb.Options(warmup=1, iterations=5, timeout_ms=300000,
                                  presync_window_us=WINDOW_US))
     dist.barrier()
-    compiled = torch.compile(static_then_dynamic) if deferred else \
-        torch.compile(model, dynamic=True)
+    compiled = torch.compile(static_then_dynamic) if deferred else torch.compile(
+        (lambda x: (cross(x), flat(x))) if model_name == "cross" else (lambda x: (three(x),)),
+        dynamic=True)
     calls, correct = [], True
     hits = torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"]
     with fresh_cache() if fresh else contextlib.nullcontext():
-        compiled(*inputs(CALLS[0][0]))
-        for n, _ in CALLS:
+        compiled(*inputs(CALLS[0]))
+        for n in CALLS:
             del ran[:]
             got = compiled(*inputs(n))
             if deferred:
                 got = got[::-1]
             calls.append(sorted({name for name, _ in ran}))
             total = torch.arange(n, dtype=torch.float32) * world + 1000 * sum(range(world))
-            second = total if not deferred else total[:64]
-            correct = correct and bool(torch.equal(got[0], total)) and \
-                bool(torch.equal(got[1], second))
+            want = {"three": [total], "cross": [total, total],
+                    "deferred": [total, total[:64]]}[model_name]
+            correct = correct and len(got) == len(want) and \
+                all(torch.equal(g, w) for g, w in zip(got, want))
     decisions = ai.decisions()
+    dispatches = ai.dispatches()
     ai.disable()
-    return {"decisions": decisions, "tunes": tunes, "codes": codes, "calls": calls,
-            "correct": correct,
+    return {"decisions": decisions, "dispatches": dispatches, "tunes": tunes,
+            "codes": codes, "calls": calls, "correct": correct,
             "fx_hits": torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"] - hits}
 
 
-def _launch(daemon, deferred=False, cache_dirs=None):
-    """Both ranks' results; `cache_dirs`: each rank's own Inductor cache
-    directory, kept (else a fresh cache in one shared directory)."""
-    results = run_ranks(_rank, world=2, args=(daemon.target, deferred, cache_dirs is None),
+def _launch(daemon, model_name, cache_dirs=None):
+    """Both ranks' results (_rank's `model_name`); `cache_dirs`: each
+    rank's own Inductor cache directory, kept (else a fresh cache in one
+    shared directory)."""
+    results = run_ranks(_rank, world=2, args=(daemon.target, model_name, cache_dirs is None),
                         timeout=500,
                         env={"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="atpy-inductor"),
                              "TORCHINDUCTOR_COMPILE_THREADS": "1"},
@@ -236,6 +260,7 @@ def _launch(daemon, deferred=False, cache_dirs=None):
 
 RANGES = ("range_1_1024", "range_1025_inf")
 CROSS = ("range_1_1024", "range_1025_6250", "range_6251_inf")
+MIXED = ("range_1_512", "range_513_1024", "range_1025_inf")
 
 
 def _python(code):
@@ -245,21 +270,28 @@ def _python(code):
     return re.sub(r"('''|\"\"\").*?\1", "", code, flags=re.S)
 
 
-def _boundary(code):
-    """The one comparison of the size in a compiled graph's wrapper (its
-    only `if`): the bound."""
+def _boundaries(code):
+    """The comparisons of the size in a compiled graph's wrapper (its only
+    `if`s, each `if s <= bound:`): their bounds, in order."""
     branches = [line.strip() for line in _python(code).splitlines()
                 if re.match(r"\s*(el)?if\b", line)]
-    assert len(branches) == 1, branches
-    match = re.fullmatch(r"if \(?\w+ <= (\d+)\)?:", branches[0])
-    assert match, branches
-    return int(match.group(1))
+    matches = [re.fullmatch(r"if \(?\w+ <= (\d+)\)?:", b) for b in branches]
+    assert branches and all(matches), branches
+    return sorted(int(m.group(1)) for m in matches)
+
+
+def _boundary(code):
+    """The one comparison of the size in a compiled graph's wrapper: the
+    bound."""
+    bounds = _boundaries(code)
+    assert len(bounds) == 1, bounds
+    return bounds[0]
 
 
 def _cross_ran(calls, bound):
     """Each call ran linear (cross) up to `bound`, fixed above it, and fixed
     (flat), and nothing else: no default, no second choice."""
-    for (n, _), ran in zip(CALLS, calls):
+    for n, ran in zip(CALLS, calls):
         want = ["fixed_cost"] if n > bound else ["fixed_cost", "linear_cost"]
         assert ran == want, (n, bound, ran)
 
@@ -351,49 +383,39 @@ def test_ties_by_the_daemons_test():
     assert ties(old, keys, "a") == {"a"}
 
 
-def test_winner_per_range_dispatched_then_cached(daemon):
-    """The crossing op runs linear up to TIE and fixed above it, the tied
-    range merged with the one below it, the flat one fixed
-    everywhere, on both ranks; one comparison in the code; the second
-    process CACHED with the same code."""
-    assert (f"range_1_{SPLIT}", f"range_{SPLIT + 1}_{TIE}") == CROSS[:2] and \
-        RANGES == (CROSS[0], "range_1025_inf")
+def test_three_winners_dispatched_then_cached(daemon):
+    """Each of three's ranges has its own winner: low up to SPLIT, mid up
+    to TIE, high above it, on both ranks, each call running its range's
+    winner; one comparison per boundary in the code; the second process
+    CACHED with the same code."""
+    names = [f"three_{x}" for x in CROSS]
     for launch, status in enumerate(("TUNED", "CACHED")):
-        results = _launch(daemon)
+        results = _launch(daemon, "three")
         for r in results:
-            # One Tune per op, all of its ranges in it.
-            assert r["tunes"] == [[f"cross_{x}" for x in CROSS],
-                                  [f"flat_{x}" for x in RANGES]], r["tunes"]
+            # One Tune, all three ranges in it.
+            assert r["tunes"] == [names], r["tunes"]
             summary = [(name, winner, st) for name, _, winner, st, _ in r["decisions"]]
-            # linear and fixed cost the same there: either, by the noise.
-            tied_winner = summary[1][1] if summary[1][1] in (
-                "cross_range_1025_6250_linear", "cross_range_1025_6250_fixed") else "either"
-            assert summary == [
-                ("cross_range_1_1024", "cross_range_1_1024_linear", status),
-                ("cross_range_1025_6250", tied_winner, status),
-                ("cross_range_6251_inf", "cross_range_6251_inf_fixed", status),
-                ("flat_range_1_1024", "flat_range_1_1024_fixed", status),
-                ("flat_range_1025_inf", "flat_range_1025_inf_fixed", status)], r["decisions"]
+            assert summary == [(n, f"{n}_{w}", status) for n, w in
+                               zip(names, ("low", "mid", "high"))], r["decisions"]
+            # The table the graph dispatches among: the three ranges apart.
+            assert r["dispatches"] == [("three", [
+                (1, SPLIT, f"{names[0]}_low"), (SPLIT + 1, TIE, f"{names[1]}_mid"),
+                (TIE + 1, None, f"{names[2]}_high")])], r["dispatches"]
             if status == "TUNED":
-                timings = {name: t for name, t, *_ in r["decisions"]}
-                low, tied, high = (timings[f"cross_{x}"] for x in CROSS)
-                # The costs as constructed, each choice timed at each size.
-                assert low["cross_range_1_1024_linear"] < \
-                    low["cross_range_1_1024_fixed"], low
-                assert high["cross_range_6251_inf_fixed"] < \
-                    high["cross_range_6251_inf_linear"], high
-                assert high["cross_range_6251_inf_linear"] >= \
-                    UPPER * LINEAR_US / 1000, high
-                assert min(tied.values()) >= FIXED_US / 1000, tied
-                assert tied["cross_range_1025_6250_fallback_default"] >= DEFAULT_US / 1000
-            # One graph for every size (no recompile), and in it the only
-            # `if` of the wrapper: the size against TIE. Three ranges and one
-            # boundary: the tied range joined the first, whose winner is not
-            # measurably slower there, whichever of the two won it.
+                # Each choice timed at each range's size: the cheap one
+                # ahead of the others by construction.
+                for n, w in zip(names, ("low", "mid", "high")):
+                    timings = dict(r["decisions"][names.index(n)][1])
+                    cheap = timings.pop(f"{n}_{w}")
+                    assert cheap < FIXED_US / 1000 <= min(timings.values()), (n, cheap, timings)
+            # One graph for every size (no recompile), in it one `if s <= b:`
+            # per boundary (nested torch.cond), and each call ran its range's
+            # winner and nothing else.
             assert len(set(r["codes"])) == 1, len(set(r["codes"]))
-            bound = _boundary(r["codes"][0])
-            assert bound == TIE, (bound, summary)
-            _cross_ran(r["calls"], bound)
+            assert _boundaries(r["codes"][0]) == list(POINTS), r["codes"][0]
+            for n, ran in zip(CALLS, r["calls"]):
+                want = ("low", "mid", "high")[sum(n > p for p in POINTS)]
+                assert ran == [f"{want}_cost"], (n, ran)
         if launch == 0:
             code = results[0]["codes"][0]
         else:
@@ -401,20 +423,69 @@ def test_winner_per_range_dispatched_then_cached(daemon):
 
 
 @long_only("//client/python:inductor_ranges_long_test")
+def test_tied_range_merged_and_one_range_without_dispatch(daemon):
+    """The crossing op runs linear up to TIE and fixed above it, the tied
+    range merged with the one below it; the flat one runs fixed everywhere,
+    without a dispatch; on both ranks."""
+    assert (f"range_1_{SPLIT}", f"range_{SPLIT + 1}_{TIE}") == CROSS[:2] and \
+        RANGES == (CROSS[0], "range_1025_inf")
+    for r in _launch(daemon, "cross"):
+        # One Tune per op, all of its ranges in it.
+        assert r["tunes"] == [[f"cross_{x}" for x in CROSS],
+                              [f"flat_{x}" for x in RANGES]], r["tunes"]
+        summary = [(name, winner, st) for name, _, winner, st, _ in r["decisions"]]
+        # linear and fixed cost the same there: either, by the noise.
+        tied_winner = summary[1][1] if summary[1][1] in (
+            "cross_range_1025_6250_linear", "cross_range_1025_6250_fixed") else "either"
+        assert summary == [
+            ("cross_range_1_1024", "cross_range_1_1024_linear", "TUNED"),
+            ("cross_range_1025_6250", tied_winner, "TUNED"),
+            ("cross_range_6251_inf", "cross_range_6251_inf_fixed", "TUNED"),
+            ("flat_range_1_1024", "flat_range_1_1024_fixed", "TUNED"),
+            ("flat_range_1025_inf", "flat_range_1025_inf_fixed", "TUNED")], r["decisions"]
+        timings = {name: t for name, t, *_ in r["decisions"]}
+        low, tied, high = (timings[f"cross_{x}"] for x in CROSS)
+        # The costs as constructed, each choice timed at each size.
+        assert low["cross_range_1_1024_linear"] < low["cross_range_1_1024_fixed"], low
+        assert high["cross_range_6251_inf_fixed"] < high["cross_range_6251_inf_linear"], high
+        assert high["cross_range_6251_inf_linear"] >= UPPER * LINEAR_US / 1000, high
+        assert min(tied.values()) >= FIXED_US / 1000, tied
+        assert tied["cross_range_1025_6250_fallback_default"] >= DEFAULT_US / 1000
+        # One graph for every size, and in it the only `if` of the wrapper:
+        # the size against TIE. Three ranges and one boundary: the tied
+        # range joined the first, whose winner is not measurably slower
+        # there, whichever of the two won it; flat's two ranges are one.
+        assert len(set(r["codes"])) == 1, len(set(r["codes"]))
+        bound = _boundary(r["codes"][0])
+        assert bound == TIE, (bound, summary)
+        _cross_ran(r["calls"], bound)
+        assert r["dispatches"] == [
+            ("cross", [(1, TIE, "cross_range_1_1024_linear"),
+                       (TIE + 1, None, "cross_range_6251_inf_fixed")]),
+            ("flat", [(1, None, "flat_range_1_1024_fixed")])], r["dispatches"]
+
+
+@long_only("//client/python:inductor_ranges_long_test")
 def test_deferred_ranges_in_the_graphs_batch(daemon):
     """Deferred, x marked dynamic: the static selection lowered before the
-    dynamic one goes in the same Tune as both of its ranges; each call runs
-    its range's winner, the op itself where its default won."""
-    [r0, r1] = _launch(daemon, deferred=True)
+    dynamic one goes in the same Tune as its three ranges; each call runs
+    its range's winner, the op itself where its default won: in the first
+    two ranges, merged into one (the default is one candidate in every
+    range, though its name is the range's)."""
+    [r0, r1] = _launch(daemon, "deferred")
     for r in (r0, r1):
-        assert r["tunes"] == [["plain"] + [f"mixed_{x}" for x in RANGES]], r["tunes"]
+        assert r["tunes"] == [["plain"] + [f"mixed_{x}" for x in MIXED]], r["tunes"]
         summary = [(name, winner, st) for name, _, winner, st, _ in r["decisions"]]
-        assert summary == [
-            ("plain", "plain_fixed", "TUNED"),
-            ("mixed_range_1_1024", "mixed_range_1_1024_fallback_default", "TUNED"),
-            ("mixed_range_1025_inf", "mixed_range_1025_inf_fixed", "TUNED")], r["decisions"]
-        for (n, in_range), ran in zip(CALLS, r["calls"]):
-            want = ["fixed_cost"] if in_range else ["fixed_cost", "mixed_default"]
+        assert summary == [("plain", "plain_fixed", "TUNED")] + [
+            (f"mixed_{x}", f"mixed_{x}_{w}", "TUNED")
+            for x, w in zip(MIXED, ("fallback_default", "fallback_default", "fixed"))
+        ], r["decisions"]
+        assert r["dispatches"] == [("mixed", [
+            (1, SPLIT, "mixed_range_1_512_fallback_default"),
+            (SPLIT + 1, None, "mixed_range_1025_inf_fixed")])], r["dispatches"]
+        assert len(set(r["codes"])) == 1 and _boundary(r["codes"][0]) == SPLIT
+        for n, ran in zip(CALLS, r["calls"]):
+            want = ["fixed_cost"] if n > SPLIT else ["fixed_cost", "mixed_default"]
             assert ran == want, (n, ran)
 
 
@@ -425,9 +496,9 @@ def test_warm_and_cold_inductor_caches_run_the_same_dispatch(daemon):
     1's cold (it asks: CACHED): both run each range's winner, the same
     code."""
     dirs = [tempfile.mkdtemp(prefix="atpy-inductor") for _ in range(3)]
-    first = _launch(daemon, cache_dirs=dirs[:2])
+    first = _launch(daemon, "cross", cache_dirs=dirs[:2])
     assert [d[3] for d in first[0]["decisions"]] == ["TUNED"] * 5, first[0]["decisions"]
-    warm, cold = _launch(daemon, cache_dirs=[dirs[0], dirs[2]])
+    warm, cold = _launch(daemon, "cross", cache_dirs=[dirs[0], dirs[2]])
     assert warm["fx_hits"] >= 1 and warm["tunes"] == [] and warm["decisions"] == [], warm
     assert [d[3] for d in cold["decisions"]] == ["CACHED"] * 5, cold["decisions"]
     assert warm["codes"][0] == cold["codes"][0] == first[0]["codes"][0]

@@ -74,6 +74,7 @@ class _State:
     options: Optional[pb.Options]
     timeout: float
     decisions: list[_select.Decision]
+    dispatches: list[_ranges.Dispatch] = dataclasses.field(default_factory=list)
 
 
 _state: Optional[_State] = None
@@ -223,3 +224,13 @@ def decisions() -> list[_select.Decision]:
     every rank that compiled it): (selection name, {candidate name: median
     ms}, winner name, status, reason)."""
     return list(_state.decisions) if _state else []
+
+
+def dispatches() -> list[_ranges.Dispatch]:
+    """The dispatch table of every selection over a dynamic dimension this
+    process lowered with ranges, in order (the same on every rank that
+    lowered it): (op name, [(first size, last size or None for no bound,
+    winner name), ...]), the merged ranges the compiled graph chooses among
+    at run time (one: no dispatch; the op's default everywhere where the
+    selection fell back); decisions() holds each range's own winner."""
+    return list(_state.dispatches) if _state else []

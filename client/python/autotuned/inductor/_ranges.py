@@ -23,7 +23,9 @@ With the integration on, a collective's range selection instead:
     deferred mode the Tune also carries the graph's collective selections
     pending so far (_select.ask_with_batch);
   * merges neighbouring ranges whose winner is the same candidate (the same
-    content key), or whose winners are not measurably different: a range
+    content key; the op's default, whose key names its range's selection,
+    is one candidate in every range), or whose winners are not measurably
+    different: a range
     joins the ranges before it while some candidate is, by the daemon's
     answer for each of them (the paired ratios or the intervals of its
     ranking), not slower than that range's winner beyond the noise
@@ -48,11 +50,15 @@ import inspect
 import logging
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from autotuned.inductor import _caches, _choices, _select
 
 log = logging.getLogger("autotuned.inductor")
+
+# (op name, [(first size, last size or None, winner name), ...]): the merged
+# ranges a compiled graph dispatches among (autotuned.inductor.dispatches()).
+Dispatch = tuple[str, list[tuple[int, Optional[int], str]]]
 
 
 def representative(start: int, end: float, upper_bound: int) -> int:
@@ -167,7 +173,14 @@ def _dispatch(name: str, groups: Sequence[tuple[int, float, Any]], op: Any,
               default_kwargs: dict[str, Any], inputs: Sequence[Any], index: int,
               dim: int) -> Any:
     """The IR of nested torch.cond over the groups' winners (more than one):
-    size <= end of the first group, else of the next, ..."""
+    size <= end of the first group, else of the next, ...
+
+    Each cond's bounds are a default argument of its function, not a
+    closure: torch.cond traces a branch with Dynamo, which lifts the ints a
+    nested cond's function closes over into the operands of the cond around
+    it, and 2.11's Conditional.create takes only fx nodes as operands (an
+    AssertionError from three groups on). 2.11's own dispatch passes its
+    ranges the same way (custom_op.py, cond_wrapper's `_ranges`)."""
     import torch
     from torch._inductor.codegen.subgraph import inline_subgraph_to_ir_nodes
     from torch._inductor.decomposition import select_decomp_table
@@ -182,8 +195,9 @@ def _dispatch(name: str, groups: Sequence[tuple[int, float, Any]], op: Any,
             return branches[i]
         end, then, otherwise = int(groups[i][1]), branches[i], nested(i + 1)
 
-        def cond(*ops: Any) -> Any:
-            return torch.cond(ops[index].size(dim) <= end, then, otherwise, ops)
+        def cond(*ops: Any, _at: tuple[int, int, int] = (index, dim, end)) -> Any:
+            at_index, at_dim, at_end = _at
+            return torch.cond(ops[at_index].size(at_dim) <= at_end, then, otherwise, ops)
         return torch._dynamo.dont_skip_tracing(cond)
 
     with V.fake_mode:
@@ -194,14 +208,32 @@ def _dispatch(name: str, groups: Sequence[tuple[int, float, Any]], op: Any,
         return inline_subgraph_to_ir_nodes(gm, list(inputs), f"{name}_dispatch")
 
 
+# The op's default in every range: its key names the range's selection
+# (_choices.content_of of an extern choice), the same code under another name.
+DEFAULT_KEY = "<the op's default>"
+
+
+def _merge_key(choice: Any, key: str) -> str:
+    """A choice's key for merging: the same code in every range, the same key."""
+    return DEFAULT_KEY if _choices.is_default(choice) else key
+
+
 def _key_of(selection: _select.Selection, winner: Any) -> str:
-    return next(k for c, k in zip(selection.choices, selection.keys) if c is winner)
+    return next(_merge_key(c, k) for c, k in zip(selection.choices, selection.keys)
+                if c is winner)
+
+
+def _keys_of(selection: _select.Selection) -> list[str]:
+    """The merge keys of the selection's candidates, by candidate index."""
+    return [_merge_key(selection.choice(i), c.client.key)
+            for i, c in enumerate(selection.candidates)]
 
 
 def _choice_of(selections: Sequence[_select.Selection], key: str) -> Any:
-    """The choice of candidate `key` in the first range that has it: the
+    """The choice of merge key `key` in the first range that has it: the
     same code in every range (the key is its content)."""
-    return next(c for s in selections for c, k in zip(s.choices, s.keys) if k == key)
+    return next(c for s in selections for c, k in zip(s.choices, s.keys)
+                if _merge_key(c, k) == key)
 
 
 def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
@@ -241,6 +273,7 @@ def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
     def fallback(e: BaseException, why: str) -> Any:
         reason = _select._why(e)
         state.decisions.append((name, {}, f"{name}_fallback_default", "FALLBACK", reason))
+        state.dispatches.append((name, [(1, None, f"{name}_fallback_default")]))
         _caches.note_fallback(f"{name}: {reason}")
         log.warning("autotuned: %s: FALLBACK to the op's default, %s: %s", name, why, reason)
         return fallback_handler(op, add_to_fallback_set=False)(*inputs, **default_kwargs)
@@ -266,16 +299,21 @@ def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
     winners = [w for w, _ in answers]
     keys = [_key_of(s, w) for s, w in zip(selections, winners)]
     groups = merge(bounds, keys, [
-        ties(s.answer, [c.client.key for c in s.candidates], k)
+        ties(s.answer, _keys_of(s), k)
         for s, k in zip(selections, keys)])
-    choices = [_choice_of(selections, k) for _, _, k in groups]
+    # Each group's choice from its first range's selection: the same code
+    # in every range, named after the range it starts at.
+    starts = [s for s, _ in bounds]
+    choices = [_choice_of(selections[starts.index(s):], k) for s, _, k in groups]
+    table = (name, [(int(s), None if e == math.inf else int(e), _choices.display_name(c))
+                    for (s, e, _), c in zip(groups, choices)])
     log.info("autotuned: %s: %s", name, ", ".join(
-        f"[{s}, {'inf' if e == math.inf else int(e)}] -> {_choices.display_name(c)}"
-        for (s, e, _), c in zip(groups, choices)))
+        f"[{s}, {'inf' if e is None else e}] -> {w}" for s, e, w in table[1]))
     try:
         if len(groups) == 1:
             winner = choices[0]
             if _choices.is_default(winner):
+                state.dispatches.append(table)
                 return winner.output_node()
             result = custom_op._lower_single_impl(winner.decomposition,
                                                   winner.decomposition_kwargs, {}, inputs,
@@ -284,6 +322,7 @@ def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
             result = _dispatch(name, [(s, e, c) for (s, e, _), c in zip(groups, choices)],
                                op, default_kwargs, inputs, index, dim)
         validate_ir(result)
+        state.dispatches.append(table)
         return result
     except Exception as e:  # noqa: BLE001 - the same on every rank: a pure function
         # of the answer, which every rank has alike.
