@@ -280,8 +280,9 @@ int Run() {
       {&metrics, metrics_server ? metrics_server->address() : "", peer_address,
        peer_client.get(), fleet.get()});
   if (peer_client) {
-    peer->SetReadyHandler([&service](const v1::ReadyRequest& request, absl::Time deadline) {
-      return service.LeadReady(request, deadline);
+    peer->SetReadyHandler([&service](const v1::ReadyRequest& request, absl::Time deadline,
+                                     const std::function<bool()>& gone) {
+      return service.LeadReady(request, deadline, gone);
     });
     peer->SetRunHandlers(
         [&service](const v1::RankTimings& request, absl::Time deadline) {

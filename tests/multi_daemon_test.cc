@@ -338,8 +338,9 @@ TEST_CASE("the leader SIGKILLed during the measurement: every follower rank gets
 TEST_CASE("a follower SIGKILLed while the round waits for ranks: the others' ranks get "
           "the same FALLBACK in time, and the next round without it is measured") {
   Cluster c("kill-follower");
-  // Rank 4 (host 2) has asked and waits at the leader when host 2 dies;
-  // rank 5 never asks.
+  // Rank 4 (host 2) has asked and waits at the leader when host 2 dies:
+  // its forwarded ask ends with its daemon's connection, and the leader
+  // counts it gone as a caller that went away; rank 5 never asks.
   std::vector<v1::TuneRequest> asks;
   for (int r = 0; r < 5; ++r) asks.push_back(RankAsk(c, "six", 6, r, 2000000));
   std::thread killer([&] {
@@ -356,7 +357,7 @@ TEST_CASE("a follower SIGKILLed while the round waits for ranks: the others' ran
     CHECK(a.took < absl::Seconds(10));
     const v1::ProblemResult& p = a.response.results(0);
     CHECK(p.status() == v1::FALLBACK);
-    CHECK_THAT(p.reason(), Catch::Contains("5 of 6"));
+    CHECK_THAT(p.reason(), Catch::Contains("4 of 6"));
   }
   CheckIdentical(answers);
 
@@ -410,6 +411,85 @@ TEST_CASE("members that disagree between daemons: the same INVALID_ARGUMENT for 
     CHECK_THAT(a.status.error_message(), Catch::Contains("group.members"));
   }
   CheckIdentical(answers);
+}
+
+}  // namespace
+}  // namespace autotuned
+
+namespace autotuned {
+namespace {
+
+// Tune calls being served by `host` now (NodeInfo's rounds_in_flight): on
+// a leader, its followers' forwarded asks count too. -1 when not answered.
+int64_t InFlight(const Host& host) {
+  auto stub = v1::Autotune::NewStub(
+      grpc::CreateChannel("unix:" + host.socket, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::NodeInfoResponse info;
+  return stub->NodeInfo(&ctx, {}, &info).ok() ? info.metrics().rounds_in_flight() : -1;
+}
+
+// Asks `host` and cancels the call after `after`.
+grpc::Status AskCancelled(const Host& host, const v1::TuneRequest& req, absl::Duration after) {
+  auto stub = v1::Autotune::NewStub(
+      grpc::CreateChannel("unix:" + host.socket, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  std::thread canceller([&ctx, after] {
+    absl::SleepFor(after);
+    ctx.TryCancel();
+  });
+  v1::TuneResponse response;
+  const grpc::Status s = stub->Tune(&ctx, req, &response);
+  canceller.join();
+  return s;
+}
+
+// Whether `host`'s rounds_in_flight is `n` within `within` (polled).
+bool InFlightBecomes(const Host& host, int64_t n, absl::Duration within) {
+  const absl::Time until = absl::Now() + within;
+  while (InFlight(host) != n) {
+    if (absl::Now() > until) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+TEST_CASE("a follower's rank that goes away: its ask forwarded to the leader ends there too, "
+          "and the ranks still there get one answer") {
+  Cluster c("gone-follower-rank");
+  // Rank 2 (host 1) alone, in a 10 s window (the most the daemons take),
+  // its client gone after 0.3 s: within a second neither the follower nor
+  // the leader holds anything for it.
+  const grpc::Status left =
+      AskCancelled(c.hosts[1], RankAsk(c, "lone", 4, 2, 10000000), absl::Milliseconds(300));
+  INFO(left.error_message());
+  CHECK(left.error_code() == grpc::StatusCode::CANCELLED);
+  CHECK(InFlightBecomes(c.hosts[1], 0, absl::Seconds(1)));
+  CHECK(InFlightBecomes(c.hosts[0], 0, absl::Seconds(1)));
+
+  // Rank 2 opens a round of a 2 s window and leaves after 0.2 s; ranks 0, 1
+  // (leader) and 3 (host 1) ask after 0.5 s: the round falls back without
+  // rank 2, the same answer for the three, and nothing is held afterwards.
+  std::thread leaving([&] {
+    CHECK(AskCancelled(c.hosts[1], RankAsk(c, "four", 4, 2, 2000000), absl::Milliseconds(200))
+              .error_code() == grpc::StatusCode::CANCELLED);
+  });
+  absl::SleepFor(absl::Milliseconds(500));
+  std::vector<v1::TuneRequest> asks;
+  for (int r : {0, 1, 3}) asks.push_back(RankAsk(c, "four", 4, r, 2000000));
+  const std::vector<Answer> answers = AskAll(c, asks);
+  leaving.join();
+  for (const Answer& a : answers) {
+    INFO(a.status.error_message());
+    REQUIRE(a.status.ok());
+    CHECK(a.response.results(0).status() == v1::FALLBACK);
+    CHECK_THAT(a.response.results(0).reason(), Catch::Contains("3 of 4"));
+  }
+  CheckIdentical(answers);
+  CHECK(InFlightBecomes(c.hosts[0], 0, absl::Seconds(1)));
+  CHECK(InFlightBecomes(c.hosts[1], 0, absl::Seconds(1)));
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ Follower::Follower(PeerClient* client, Engine* engine, const Backend* backend,
     : client_(client), engine_(engine), backend_(backend), self_(std::move(self)) {}
 
 absl::StatusOr<v1::TuneResponse> Follower::Round(const ValidRequest& request,
-                                                 absl::Time deadline) {
+                                                 absl::Time deadline,
+                                                 const std::function<bool()>& gone) {
   const rendezvous::RoundKey key = rounds::RoundKeyOf(request);
   v1::ReadyRequest ready;
   ready.mutable_round()->set_group_id(request.group_id);
@@ -61,7 +62,8 @@ absl::StatusOr<v1::TuneResponse> Follower::Round(const ValidRequest& request,
   const absl::Time call_deadline = std::min(deadline, cap);
   int64_t sequence = 0;
   std::shared_ptr<Asked> asked = StartAsk(request, key.ToString(), &sequence);
-  absl::StatusOr<v1::Decision> decision = client_->Ready(request.leader, ready, call_deadline);
+  absl::StatusOr<v1::Decision> decision =
+      client_->Ready(request.leader, ready, call_deadline, gone);
   {
     absl::MutexLock lock(&mu_);
     --asked->in_flight;
@@ -70,6 +72,9 @@ absl::StatusOr<v1::TuneResponse> Follower::Round(const ValidRequest& request,
     }
   }
   if (!decision.ok()) {
+    if (decision.status().code() == absl::StatusCode::kCancelled && gone && gone()) {
+      return decision.status();  // nobody to answer
+    }
     if (call_deadline == deadline && absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "no decision from the leader ", request.leader, " before this rank's deadline"));

@@ -17,6 +17,7 @@
 // asking rank).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,14 +53,19 @@ class Follower {
   Follower& operator=(const Follower&) = delete;
 
   // Rank request.rank of a group led by request.leader: the leader's answer,
-  // this rank's labels restored. `deadline`: the caller's own.
+  // this rank's labels restored. `deadline`: the caller's own; `gone` (null:
+  // never): whether the caller went away, which cancels this rank's ask to
+  // the leader within PeerClient::kGonePoll (the leader then counts the
+  // rank as gone, as it does its own callers) and ends it CANCELLED.
   //
   // Status codes: the leader's REJECTED error as it sent it (an unknown code
   // is UNKNOWN, naming it); LeaderUnreachable when a call to the leader
   // fails; DEADLINE_EXCEEDED when this rank's deadline passed first;
+  // CANCELLED when the caller went away while the leader was asked;
   // UNAVAILABLE when the leader answers a verdict this version does not
   // serve.
-  absl::StatusOr<v1::TuneResponse> Round(const ValidRequest& request, absl::Time deadline)
+  absl::StatusOr<v1::TuneResponse> Round(const ValidRequest& request, absl::Time deadline,
+                                         const std::function<bool()>& gone = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Peer.RunOutcome from another follower. Of run request.run_id: once this

@@ -32,7 +32,8 @@ class FakeLeader {
     config_.set_peer_listen("127.0.0.1:0");
     service_ = std::make_unique<PeerService>(kToken, "leader", "f");
     service_->SetReadyHandler(
-        [this](const v1::ReadyRequest& request, absl::Time) -> absl::StatusOr<v1::Decision> {
+        [this](const v1::ReadyRequest& request, absl::Time,
+               const std::function<bool()>&) -> absl::StatusOr<v1::Decision> {
           std::function<absl::StatusOr<v1::Decision>(const v1::ReadyRequest&)> by;
           {
             absl::MutexLock lock(&mu_);

@@ -13,7 +13,8 @@ Leader::Leader(rounds::RankRounds* rounds, Admission* admission)
     : rounds_(rounds), admission_(admission) {}
 
 absl::StatusOr<v1::Decision> Leader::Ready(const v1::ReadyRequest& ready,
-                                           ValidationContext context, absl::Time deadline) {
+                                           ValidationContext context, absl::Time deadline,
+                                           std::function<bool()> gone) {
   if (admission_->draining()) return Admission::DrainingError();
   context.asking_daemon = ready.from_daemon();
   if (context.asking_daemon.empty() || context.asking_daemon == context.self_daemon) {
@@ -41,6 +42,7 @@ absl::StatusOr<v1::Decision> Leader::Ready(const v1::ReadyRequest& ready,
   absl::Status refused;
   rounds::Caller caller;
   caller.deadline = deadline;
+  caller.gone = std::move(gone);
   caller.admit = [this, &ticket, &refused]() -> absl::Status {
     absl::StatusOr<Admission::Ticket> admitted = admission_->Admit(Admission::Slot::kWaiting);
     if (!admitted.ok()) {

@@ -8,6 +8,8 @@
 // Thread-safety: every method may be called concurrently.
 #pragma once
 
+#include <functional>
+
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/admission/admission.h"
@@ -35,8 +37,15 @@ class Leader {
   // draining, RESOURCE_EXHAUSTED over the concurrency limit
   // (limits.max_waiting_ranks; an ask answered at once, from the cache or a
   // decided round, takes no slot).
+  //
+  // `gone` (null: never): whether the follower's call went away (its rank
+  // left and the follower cancelled the call): the ask is then treated as a
+  // local caller's that went away (rounds::RankRounds::Round, "Abandoned
+  // work"): it leaves the rendezvous within rendezvous::kGonePoll, and its
+  // slot is given back.
   absl::StatusOr<v1::Decision> Ready(const v1::ReadyRequest& ready, ValidationContext context,
-                                     absl::Time deadline);
+                                     absl::Time deadline,
+                                     std::function<bool()> gone = nullptr);
 
  private:
   rounds::RankRounds* const rounds_;

@@ -1,8 +1,11 @@
 #include "daemon/peer/peer_client.h"
 
+#include <thread>
+
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/common/escape.h"
 #include "daemon/common/grpc_status.h"
 
@@ -47,17 +50,39 @@ void PeerClient::Forget(const std::string& address,
 
 template <typename Request, typename Reply, typename Method>
 absl::Status PeerClient::Call(const std::string& address, const Request& request,
-                              Reply* reply, absl::Time deadline, Method method) {
+                              Reply* reply, absl::Time deadline, Method method,
+                              const std::function<bool()>& gone) {
   if (!peers_.contains(address)) {
     return absl::PermissionDeniedError(absl::StrCat(
         "peer \"", LogEscaped(address), "\" is not one of this daemon's peers (configuration)"));
   }
+  const absl::Status left = absl::CancelledError("the rank's caller went away");
   for (int attempt = 0;; ++attempt) {
+    if (gone && gone()) return left;
     std::shared_ptr<v1::Peer::Stub> stub = Stub(address);
     grpc::ClientContext context;
     if (!token_.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", token_));
     context.set_deadline(absl::ToChronoTime(deadline));
+    // Cancels the call once its rank went away, so that the peer stops
+    // waiting for it too.
+    absl::Notification ended;
+    std::thread watcher;
+    if (gone) {
+      watcher = std::thread([&gone, &ended, &context] {
+        while (!ended.WaitForNotificationWithTimeout(kGonePoll)) {
+          if (gone()) {
+            context.TryCancel();
+            return;
+          }
+        }
+      });
+    }
     const grpc::Status s = ((*stub).*method)(&context, request, reply);
+    if (watcher.joinable()) {
+      ended.Notify();
+      watcher.join();
+    }
+    if (!s.ok() && gone && gone()) return left;
     if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       // The connection may be dead without a word: a peer cut off by the
       // network, whose side has since closed it, is reached again by the
@@ -76,11 +101,11 @@ absl::Status PeerClient::Call(const std::string& address, const Request& request
 }
 
 absl::StatusOr<v1::Decision> PeerClient::Ready(const std::string& address,
-                                               v1::ReadyRequest request,
-                                               absl::Time deadline) {
+                                               v1::ReadyRequest request, absl::Time deadline,
+                                               const std::function<bool()>& gone) {
   request.set_from_daemon(self_);
   v1::Decision decision;
-  absl::Status s = Call(address, request, &decision, deadline, &v1::Peer::Stub::Ready);
+  absl::Status s = Call(address, request, &decision, deadline, &v1::Peer::Stub::Ready, gone);
   if (!s.ok()) return s;
   return decision;
 }

@@ -29,6 +29,7 @@
 // Thread-safety: every method may be called concurrently.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,8 +64,13 @@ class PeerClient {
 
   // Reports arrivals to the leader at `address` ("host:port") and waits for
   // its decision until `deadline`. `request.from_daemon` is set here.
+  // `gone` (null: never): whether the rank asking went away, asked every
+  // kGonePoll while the call runs; once true the call is cancelled (the
+  // leader sees its caller leave) and ends CANCELLED.
   absl::StatusOr<v1::Decision> Ready(const std::string& address, v1::ReadyRequest request,
-                                     absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+                                     absl::Time deadline,
+                                     const std::function<bool()>& gone = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<v1::Decision> ReduceTimings(const std::string& address,
                                              v1::RankTimings request, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -77,6 +83,8 @@ class PeerClient {
   // OK when the daemon at `address` answers a Ping by `deadline`.
   absl::Status Ping(const std::string& address, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
+  static constexpr absl::Duration kGonePoll = absl::Milliseconds(100);
+
   // The largest message sent or received on the peer port (either side).
   static constexpr int kMaxMessageBytes = 512 << 20;
 
@@ -85,10 +93,12 @@ class PeerClient {
   // Drops `stub` as the channel to `address` (a fresh one is made next).
   void Forget(const std::string& address, const std::shared_ptr<v1::Peer::Stub>& stub)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // One call; on UNAVAILABLE, once more on a fresh channel.
+  // One call; on UNAVAILABLE, once more on a fresh channel. `gone`: as
+  // Ready's (no retry once it is true).
   template <typename Request, typename Reply, typename Method>
   absl::Status Call(const std::string& address, const Request& request, Reply* reply,
-                    absl::Time deadline, Method method) ABSL_LOCKS_EXCLUDED(mu_);
+                    absl::Time deadline, Method method,
+                    const std::function<bool()>& gone = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const std::string token_;

@@ -138,13 +138,19 @@ grpc::Status PeerService::StreamedReady(
     grpc::ServerContext* context,
     grpc::ServerUnaryStreamer<v1::ReadyRequest, v1::Decision>* stream) {
   return Serve(context, stream,
-               [this](const v1::ReadyRequest& request, absl::Time deadline, v1::Decision* reply) {
+               [this, context](const v1::ReadyRequest& request, absl::Time deadline,
+                               v1::Decision* reply) {
                  ReadyHandler handler;
                  {
                    absl::MutexLock lock(&mu_);
                    handler = ready_;
                  }
-                 return Answer(handler, "Ready", request, deadline, reply);
+                 if (!handler) return NotServing("Ready");
+                 absl::StatusOr<v1::Decision> out = handler(
+                     request, deadline, [context] { return context->IsCancelled(); });
+                 if (!out.ok()) return ToGrpcStatus(out.status());
+                 *reply = *std::move(out);
+                 return grpc::Status::OK;
                });
 }
 

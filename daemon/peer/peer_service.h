@@ -48,8 +48,11 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
  public:
   // Answers an authenticated Ready by `deadline` (the caller's): the
   // leader's decision, or an error status passed to the caller as is.
+  // `gone`: whether the caller went away (its call cancelled: the follower's
+  // rank left); cheap, may be asked often.
   using ReadyHandler = std::function<absl::StatusOr<v1::Decision>(
-      const v1::ReadyRequest& request, absl::Time deadline)>;
+      const v1::ReadyRequest& request, absl::Time deadline,
+      const std::function<bool()>& gone)>;
 
   // ReduceTimings: the round's final decision, or an error status.
   using ReduceHandler = std::function<absl::StatusOr<v1::Decision>(

@@ -103,8 +103,8 @@ TEST_CASE("a peer with the token gets Ping; Ready, ReduceTimings, Exchange and R
   CHECK(r.error_code() == grpc::StatusCode::UNAVAILABLE);
   CHECK_THAT(r.error_message(), Catch::Contains("not serving rounds yet"));
 
-  p.service->SetReadyHandler([](const v1::ReadyRequest& request, absl::Time deadline)
-                                 -> absl::StatusOr<v1::Decision> {
+  p.service->SetReadyHandler([](const v1::ReadyRequest& request, absl::Time deadline,
+                                const std::function<bool()>&) -> absl::StatusOr<v1::Decision> {
     if (deadline == absl::InfiniteFuture()) return absl::InternalError("no deadline");
     if (request.ranks(0) == 3) {
       v1::Decision d;
@@ -187,7 +187,8 @@ TEST_CASE("an authenticated peer holds at most max_calls calls at once") {
   int waiting = 0;
   bool release = false;
   p.service->SetReadyHandler(
-      [&](const v1::ReadyRequest&, absl::Time) -> absl::StatusOr<v1::Decision> {
+      [&](const v1::ReadyRequest&, absl::Time,
+          const std::function<bool()>&) -> absl::StatusOr<v1::Decision> {
         absl::MutexLock lock(&mu);
         ++waiting;
         mu.Await(absl::Condition(&release));

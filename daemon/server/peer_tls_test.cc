@@ -88,8 +88,9 @@ struct TlsPeer {
     config = TlsConfig(files);
     service = std::make_unique<PeerService>(token, "node-a", "f1f2f3", 1024,
                                             std::move(peer_hosts));
-    service->SetReadyHandler([this](const v1::ReadyRequest&,
-                                    absl::Time) -> absl::StatusOr<v1::Decision> {
+    service->SetReadyHandler([this](const v1::ReadyRequest&, absl::Time,
+                                    const std::function<bool()>&)
+                                 -> absl::StatusOr<v1::Decision> {
       ++handled;
       v1::Decision d;
       d.set_verdict(v1::ANSWERED);

@@ -164,7 +164,7 @@ absl::StatusOr<v1::TuneResponse> AutotuneService::RankRound(
   const absl::Time deadline = absl::FromChrono(context->deadline());
   if (!request.leader.empty()) {
     AT_RETURN_IF_ERROR(AdmitOnce(Admission::Slot::kWaiting, ticket));
-    return follower_.Round(request, deadline);
+    return follower_.Round(request, deadline, [context] { return context->IsCancelled(); });
   }
   rounds::Caller caller;
   caller.deadline = deadline;
@@ -327,9 +327,10 @@ grpc::Status AutotuneService::Report(grpc::ServerContext* context,
 }
 
 absl::StatusOr<v1::Decision> AutotuneService::LeadReady(const v1::ReadyRequest& request,
-                                                        absl::Time deadline) {
+                                                        absl::Time deadline,
+                                                        std::function<bool()> gone) {
   const std::shared_ptr<const Settings> now = settings();
-  return leader_.Ready(request, Validation(*now), deadline);
+  return leader_.Ready(request, Validation(*now), deadline, std::move(gone));
 }
 
 absl::StatusOr<v1::Decision> AutotuneService::LeadReduce(const v1::RankTimings& timings,

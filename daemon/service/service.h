@@ -42,6 +42,7 @@
 // calls them from its thread pool).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -125,7 +126,8 @@ class AutotuneService final : public v1::Autotune::Service {
   // settings, leadership::CrossRuns::Reduce and Exchange, and
   // leadership::Follower::Outcome; their statuses as those say.
   absl::StatusOr<v1::Decision> LeadReady(const v1::ReadyRequest& request,
-                                         absl::Time deadline);
+                                         absl::Time deadline,
+                                         std::function<bool()> gone = nullptr);
   absl::StatusOr<v1::Decision> LeadReduce(const v1::RankTimings& timings,
                                           absl::Time deadline);
   absl::StatusOr<v1::ExchangeReply> LeadExchange(const v1::ExchangeRequest& request,
