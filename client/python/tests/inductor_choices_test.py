@@ -4,6 +4,8 @@
   * a decomposition whose traced code depends on the rank (this rank's
     shard of a reduced tensor) has one key on every rank: TUNED, then CACHED
     in a fresh compile;
+  * an ask recorded as answered that the daemon measures after all: its
+    choices compiled before the run's first step (long tier);
   * all_reduce -> all_gather -> reduce_scatter, each with the caller's own
     choices, compiles and computes the right result on 2 ranks (4 in the
     long tier);
@@ -12,14 +14,15 @@
     integration's own code raising on one rank) end in the op's default on
     every rank with a warning, and the compile succeeds.
 
+Each compile lowers its graph afresh, the kernels shared (relowering.py).
 The long twin (//client/python:inductor_choices_long_test) makes 20
-compiles of the first case, and the chain on 4 ranks.
+compiles of the first case (1 in the default tier), the chain on 4 ranks,
+and the ask recorded as answered.
 """
 
 import logging
 import os
 import sys
-import tempfile
 import time
 
 import pytest
@@ -27,6 +30,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_fixture import Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
+from relowering import relowering, shared  # noqa: E402
 from tier import LONG, long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
 
@@ -214,10 +218,9 @@ def _ops(case, rank, world):
 
 def _compile(rank, world, target, plan):
     """Enables the integration, then compiles the case's model `compiles`
-    times, each in a fresh Inductor cache; what each compile saw."""
+    times, each lowered afresh (relowering); what each compile saw."""
     import torch
     import torch.distributed as dist
-    from torch._inductor.utils import fresh_cache
 
     import autotuned.inductor as ai
     import autotuned.inductor._choices as choices_module
@@ -252,7 +255,7 @@ def _compile(rank, world, target, plan):
         torch._dynamo.reset()
         before = len(ai.decisions())
         start = time.monotonic()
-        with fresh_cache():
+        with relowering():
             result = torch.compile(model)(x)
         wall = time.monotonic() - start
         expected = eager(x)
@@ -269,8 +272,8 @@ def _compile(rank, world, target, plan):
 
 def _env():
     # One compile thread: no worker pool to start on a small, busy machine.
-    return {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="atpy-inductor"),
-            "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    # No case here is about Inductor's caches: the kernels are shared.
+    return {"TORCHINDUCTOR_CACHE_DIR": shared(), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
 def _run(daemon, world, plan, timeout=900):
@@ -307,7 +310,7 @@ def test_fast_choice_wins(daemon):
     """The op's default (an all_reduce and a sleep), a decomposition that
     reduces twice and one that reduces once, measured afresh each compile:
     the fast one wins every time, the same on both ranks."""
-    _fast_wins(daemon, 20 if LONG else 3)
+    _fast_wins(daemon, 20 if LONG else 1)
 
 
 def test_rank_dependent_code_tuned_then_cached(daemon):
@@ -324,6 +327,7 @@ def test_rank_dependent_code_tuned_then_cached(daemon):
     assert not any("FALLBACK" in w for r in results for s in r for w in s["warnings"])
 
 
+@long_only("//client/python:inductor_choices_long_test")
 def test_expected_cache_hit_that_is_a_run_compiles_before_the_first_step(daemon):
     """An ask recorded as answered before, that the daemon measures after
     all (its cache is empty here): the choices are compiled when the run

@@ -30,13 +30,13 @@ reduce_scatter tuned, forward and backward, the same output and gradients.
 import os
 import signal
 import sys
-import tempfile
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_fixture import Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
+from relowering import relowering, shared  # noqa: E402
 from tier import LONG, long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
 
@@ -106,13 +106,13 @@ def _step(model, x, backward):
 
 def _steps(rank, world, target, plan):
     """Enables the integration and compiles a fresh copy of the model once
-    per step, each in a fresh Inductor cache; what each step saw."""
+    per step, each lowered afresh (relowering.py: the kernels shared); what
+    each step saw."""
     import time
 
     import torch
     import torch.distributed as dist
     from torch._inductor.output_code import CompiledFxGraph
-    from torch._inductor.utils import fresh_cache
 
     import autotuned.inductor as ai
     from autotuned import pb
@@ -154,7 +154,7 @@ def _steps(rank, world, target, plan):
         torch._dynamo.reset()
         before, first_code = len(ai.decisions()), len(codes)
         start = time.monotonic()
-        with fresh_cache():
+        with relowering():
             result = _step(torch.compile(_model(world, sp)), x, backward)
         # float32 rounding: Inductor's fused GELU and bias are not eager's.
         close = [bool(torch.allclose(r, e, rtol=1e-5, atol=1e-6))
@@ -169,7 +169,7 @@ def _steps(rank, world, target, plan):
 
 
 def _run(daemon, plan):
-    env = {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="atpy-inductor"),
+    env = {"TORCHINDUCTOR_CACHE_DIR": shared(),
            # One compile thread: no worker pool to start on a small, busy machine.
            "TORCHINDUCTOR_COMPILE_THREADS": "1"}
     results = run_ranks(_steps, world=2, args=(daemon.target, plan), env=env,

@@ -17,15 +17,17 @@ torch.compile after autotuned.inductor.enable():
   * a dead daemon: every collective falls back to Inductor's own lowering,
     the same on every rank, no crash, the right output.
 
+Each compile lowers its graph afresh, the kernels shared (relowering.py).
 The long twin (//client/python:inductor_functional_long_test) runs the
 first case on 4 ranks, with an all_reduce over a group of 2 of them (a TP
-group inside the job) besides those over the world.
+group inside the job) besides those over the world, and the dead daemon's
+case (the default tier has it through DTensor, inductor_dtensor_test, the
+same path of autotuned.inductor._functional).
 """
 
 import os
 import signal
 import sys
-import tempfile
 import time
 
 import pytest
@@ -33,6 +35,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_fixture import Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
+from relowering import relowering, shared  # noqa: E402
 from tier import LONG, long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
 
@@ -72,12 +75,11 @@ def _model(world, pair):
 
 
 def _steps(rank, world, target, plan):
-    """Enables the integration and compiles the model once per step, each in
-    a fresh Inductor cache; what each step saw."""
+    """Enables the integration and compiles the model once per step, each
+    lowered afresh (relowering); what each step saw."""
     import torch
     import torch.distributed as dist
     from torch._inductor.output_code import CompiledFxGraph
-    from torch._inductor.utils import fresh_cache
 
     import autotuned.inductor as ai
     from autotuned import pb
@@ -134,7 +136,7 @@ def _steps(rank, world, target, plan):
         torch._dynamo.reset()
         before, first_code = len(ai.decisions()), len(codes)
         start = time.monotonic()
-        with fresh_cache():
+        with relowering():
             if step.get("off"):
                 with ai.functional_off():
                     result = torch.compile(model)(x)
@@ -150,8 +152,7 @@ def _steps(rank, world, target, plan):
 
 def _env():
     # One compile thread: no worker pool to start on a small, busy machine.
-    return {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="atpy-inductor"),
-            "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    return {"TORCHINDUCTOR_CACHE_DIR": shared(), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
 def _run(daemon, world, plan):
@@ -198,6 +199,7 @@ def test_two_ranks_each_collective_tuned_then_its_other_choice_runs(daemon):
     assert "all_to_all_single" not in "\n".join(off["codes"])
 
 
+@long_only("//client/python:inductor_functional_long_test")
 def test_dead_daemon_falls_back_to_inductors_lowering(daemon):
     """The daemon SIGKILLed after enable(): every collective falls back at
     once to Inductor's own lowering, the same on both ranks, and the

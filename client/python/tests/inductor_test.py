@@ -9,8 +9,11 @@ answer, and what the daemon's cache, Inductor's caches, a late rank and a
 dead daemon do to it.
 
 Each case spawns its ranks and compiles (tens of seconds on a small
-machine); the default target runs them in 3 shards, its long twin
-(//client/python:inductor_long_test) in one process.
+machine). The compiles that are not about Inductor's caches lower their
+graph afresh and share the compiled kernels (relowering.py). The long twin
+(//client/python:inductor_long_test) adds 4 ranks, and CACHED after a
+daemon restart (the daemon's cache surviving a restart is in the default
+tier as //tests:daemon_integration_test).
 """
 
 import logging
@@ -25,6 +28,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_fixture import Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
+from relowering import relowering, shared  # noqa: E402
+from tier import long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
 
 THREE = ("all_reduce", "all_gather", "reduce_scatter")
@@ -168,7 +173,6 @@ def compile_steps(rank, world, target, plan):
     import torch
     import torch.distributed as dist
     from torch._inductor.output_code import CompiledFxGraph
-    from torch._inductor.utils import fresh_cache
 
     import autotuned.inductor as ai
     import autotuned.rankrun as rankrun
@@ -239,8 +243,10 @@ def compile_steps(rank, world, target, plan):
         before, first_tune, first_code = len(ai.decisions()), len(tunes), len(codes)
         hits = torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"]
         start = time.monotonic()
+        # "fresh" (the default): lowered afresh, no FX graph cache; False:
+        # Inductor's caches as a user has them.
         if step.get("fresh", True):
-            with fresh_cache():
+            with relowering():
                 result = torch.compile(model)(x)
         else:
             result = torch.compile(model)(x)
@@ -257,10 +263,14 @@ def compile_steps(rank, world, target, plan):
     return out
 
 
-def _env(**extra):
+def _env(kernels_shared=False):
+    """The ranks' environment: an Inductor cache directory of the case's own
+    (its FX graph cache starts empty), or, for cases whose compiles all use
+    relowering(), the kernels compiled by the cases before."""
     # One compile thread: no worker pool to start on a small, busy machine.
-    return {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="atpy-inductor"),
-            "TORCHINDUCTOR_COMPILE_THREADS": "1", **extra}
+    return {"TORCHINDUCTOR_CACHE_DIR": shared() if kernels_shared
+            else tempfile.mkdtemp(prefix="atpy-inductor"),
+            "TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
 def _ok(results):
@@ -280,10 +290,10 @@ def _same_on_every_rank(results, index):
     assert all(r[index]["correct"] for r in results)
 
 
-def _tuned_then_cached(daemon, world):
-    plan = {"steps": [{}, {}]}
+def _tuned_then_cached(daemon, world, more_steps=()):
+    plan = {"steps": [{}, {}, *more_steps]}
     results = _ok(run_ranks(compile_steps, world=world, args=(daemon.target, plan),
-                            env=_env(), timeout=500))
+                            env=_env(kernels_shared=True), timeout=500))
     names = [f"{n}_autotuned" for n in THREE]
     for i, status in enumerate(["TUNED", "CACHED"]):
         _same_on_every_rank(results, i)
@@ -297,21 +307,16 @@ def _tuned_then_cached(daemon, world):
     return results
 
 
-def test_two_ranks_tuned_cached_restart_changed_body(daemon):
-    """TUNED, CACHED on the next compile, CACHED after a daemon restart, and
-    a changed candidate body measured again; with a fused pointwise input to
-    the all_reduce (x * 2 + 1)."""
-    _tuned_then_cached(daemon, 2)
-    daemon.restart()
-    plan = {"steps": [{}, {"variant": 1}]}
-    results = _ok(run_ranks(compile_steps, args=(daemon.target, plan), env=_env(),
-                            timeout=500))
-    _same_on_every_rank(results, 0)
-    _same_on_every_rank(results, 1)
-    assert [s for _, s in _statuses(results[0][0])] == ["CACHED"] * 3
-    assert [s for _, s in _statuses(results[0][1])] == ["TUNED", "CACHED", "CACHED"]
+def test_two_ranks_tuned_cached_changed_body(daemon):
+    """TUNED, CACHED on the next compile, and a changed candidate body
+    measured again; with a fused pointwise input to the all_reduce
+    (x * 2 + 1)."""
+    results = _tuned_then_cached(daemon, 2, [{"variant": 1}])
+    _same_on_every_rank(results, 2)
+    assert [s for _, s in _statuses(results[0][2])] == ["TUNED", "CACHED", "CACHED"]
 
 
+@long_only("//client/python:inductor_long_test")
 def test_four_ranks_tuned_then_cached(daemon):
     _tuned_then_cached(daemon, 4)
 
@@ -321,8 +326,8 @@ def test_deferred_one_round_for_every_collective(daemon):
     (five problems); impls on CPU is left out with a warning."""
     plan = {"steps": [{}], "ops": FIVE, "deferred": True,
             "impls": {"autotuned_test::all_reduce": "all_reduce/one_shot"}}
-    results = _ok(run_ranks(compile_steps, args=(daemon.target, plan), env=_env(),
-                            timeout=500))
+    results = _ok(run_ranks(compile_steps, args=(daemon.target, plan),
+                            env=_env(kernels_shared=True), timeout=500))
     _same_on_every_rank(results, 0)
     step = results[0][0]
     assert [n for n, _ in step["tunes"]] == [5], step["tunes"]
@@ -424,6 +429,20 @@ def test_enable_defaults_window_and_timeout_keeps_callers():
             (250_000, 3_000)
     finally:
         ai.disable()
+
+
+@long_only("//client/python:inductor_long_test")
+def test_two_ranks_cached_after_a_daemon_restart(daemon):
+    """The daemon SIGKILLed and started again between two launches of the
+    ranks: every selection CACHED. (Last in the file: the default tier's
+    shards, by position, stay balanced.)"""
+    _tuned_then_cached(daemon, 2)
+    daemon.restart()
+    plan = {"steps": [{}]}
+    results = _ok(run_ranks(compile_steps, args=(daemon.target, plan),
+                            env=_env(kernels_shared=True), timeout=500))
+    _same_on_every_rank(results, 0)
+    assert [s for _, s in _statuses(results[0][0])] == ["CACHED"] * 3
 
 
 if __name__ == "__main__":
