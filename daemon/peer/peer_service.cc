@@ -68,6 +68,11 @@ grpc::Status PeerService::Authenticate(const grpc::ServerContext& context) const
     }
   }
   if (why.empty()) return grpc::Status::OK;
+  return Refuse(context, why);
+}
+
+grpc::Status PeerService::Refuse(const grpc::ServerContext& context,
+                                 const std::string& why) const {
   int64_t suppressed = 0;
   if (refused_log_.Allow(&suppressed)) {
     spdlog::warn("peer: refused a call from {}: {}{}", LogEscaped(context.peer()), why,
@@ -98,6 +103,11 @@ grpc::Status PeerService::Serve(grpc::ServerContext* context,
   if (!stream->Read(&request)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "no request message, or one that does not parse");
+  }
+  if (tls_peer_hosts_) {  // Authenticate found the certificate
+    const absl::Status sender = FromDaemonCertified(*context->auth_context(),
+                                                    request.from_daemon());
+    if (!sender.ok()) return Refuse(*context, std::string(sender.message()));
   }
   Reply reply;
   grpc::Status s = handle(request, absl::FromChrono(context->deadline()), &reply);

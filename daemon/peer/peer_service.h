@@ -109,7 +109,10 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
   // OK, or UNAUTHENTICATED saying what was wrong (never the token): the
   // certificate's names first (with TLS), then the token (when one is set).
   grpc::Status Authenticate(const grpc::ServerContext& context) const;
-  // Authenticates, then reads the request, answers it with `handle` and
+  // UNAUTHENTICATED with `why`, logged (rate-limited) with the caller's address.
+  grpc::Status Refuse(const grpc::ServerContext& context, const std::string& why) const;
+  // Authenticates, then reads the request, checks (with TLS) that the
+  // certificate names its from_daemon's host, answers it with `handle` and
   // writes the reply.
   template <typename Request, typename Reply, typename Handle>
   grpc::Status Serve(grpc::ServerContext* context,

@@ -82,6 +82,22 @@ absl::Status PeerNamedIn(const grpc::AuthContext& auth, const std::vector<std::s
       LogEscaped(DescribeCertificate(cert))));
 }
 
+absl::Status FromDaemonCertified(const grpc::AuthContext& auth, const std::string& from_daemon) {
+  const std::vector<grpc::string_ref> pem =
+      auth.FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+  if (!auth.IsPeerAuthenticated() || pem.empty()) {
+    return absl::UnauthenticatedError("no verified TLS client certificate");
+  }
+  const std::string cert(pem[0].data(), pem[0].size());
+  if (!from_daemon.empty() && CertificateNamesOneOf(cert, HostsOf({from_daemon}))) {
+    return absl::OkStatus();
+  }
+  return absl::UnauthenticatedError(absl::StrCat(
+      "from_daemon \"", LogEscaped(from_daemon),
+      "\": the TLS client certificate does not name its host; it ",
+      LogEscaped(DescribeCertificate(cert))));
+}
+
 namespace {
 
 // One bound on the log lines per kind of refused handshake (OpenSSL's

@@ -7,7 +7,8 @@
 // the connection before any call). Names: the daemon that dials checks that
 // the certificate it gets names the host it dialed (gRPC's hostname
 // verification); the peer port checks, per call, that the caller's
-// certificate names the host of one of `peers` (PeerNamedIn). Names are
+// certificate names the host of one of `peers` (PeerNamedIn) and the host of
+// the daemon the request says it comes from (FromDaemonCertified). Names are
 // the certificate's subject alternative names, DNS or IP; the subject's
 // common name is not used.
 //
@@ -62,6 +63,13 @@ std::vector<std::string> HostsOf(const std::vector<std::string>& addresses);
 // `hosts` (SAN, DNS or IP); otherwise UNAUTHENTICATED saying which names it
 // has (or that it has none, or that the call is not over TLS).
 absl::Status PeerNamedIn(const grpc::AuthContext& auth, const std::vector<std::string>& hosts);
+
+// OK when the certificate of `auth`'s TLS client names the host of
+// `from_daemon` (a request's "host:port" sender), so that a daemon holding a
+// certificate of the fleet cannot speak for another; otherwise
+// UNAUTHENTICATED naming from_daemon (escaped, bounded) and the names the
+// certificate has.
+absl::Status FromDaemonCertified(const grpc::AuthContext& auth, const std::string& from_daemon);
 
 // Sends gRPC's own log lines (among them a refused TLS handshake: another
 // CA, an expired certificate, plaintext on a TLS port) to the daemon's log

@@ -1,7 +1,8 @@
 // Mutual TLS on the peer port (StartPeerServer with PeerServerCredentials)
 // with certificates made here: a good pair talks; another CA, an expired
 // certificate, a certificate that names no configured peer and plaintext
-// are refused before any handler runs, each with a log line; the daemon's
+// are refused before any handler runs, each with a log line, and so is a
+// certificate of one peer sending another peer's from_daemon; the daemon's
 // own files are checked at load (LoadPeerTls).
 #include <sys/stat.h>
 
@@ -109,15 +110,16 @@ struct TlsPeer {
   std::atomic<int> handled{0};
 };
 
-// A follower dialing `address` with `files` (and `token`): Ping's and
-// Ready's statuses.
+// A follower named `self` (its peer_advertise, sent as from_daemon) dialing
+// `address` with `files` (and `token`): Ping's and Ready's statuses.
 struct Dialed {
   absl::Status ping;
   absl::Status ready;
 };
-Dialed Dial(const std::string& address, const TestCertFiles& files, std::string token = "") {
+Dialed Dial(const std::string& address, const TestCertFiles& files, std::string token = "",
+            std::string self = "127.0.0.1:7001") {
   config::DaemonConfig c = TlsConfig(files);
-  PeerClient client(std::move(token), "node-b", {address},
+  PeerClient client(std::move(token), std::move(self), {address},
                     PeerChannelCredentials(Loaded(c)));
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
   Dialed out;
@@ -200,6 +202,22 @@ TEST_CASE("another CA, an expired certificate, a stranger's name and plaintext a
     CHECK_THAT(log.Await("peer: refused a call from"),
                Catch::Contains("peer: refused a call from") &&
                                Catch::Contains("DNS:stranger.example"));
+  }
+  SECTION("a certificate of a configured peer speaking for another peer") {
+    // 127.0.0.1's certificate, from_daemon node-b.example (also a peer).
+    const TestCertFiles local = ca.Issue("local", {"IP:127.0.0.1"});
+    const Dialed d = Dial(address, local, "", "node-b.example:7001");
+    CHECK(d.ping.code() == absl::StatusCode::kUnauthenticated);
+    CHECK_THAT(std::string(d.ready.message()),
+               Catch::Contains("from_daemon \"node-b.example:7001\"") &&
+                   Catch::Contains("does not name its host") &&
+                   Catch::Contains("IP:127.0.0.1"));
+    CHECK_THAT(log.Await("does not name its host"),
+               Catch::Contains("peer: refused a call from"));
+    // The same certificate speaking for itself is served.
+    CHECK(Dial(address, local).ready.ok());
+    CHECK(leader.handled == 1);
+    leader.handled = 0;
   }
   SECTION("plaintext") {
     auto stub = v1::Peer::NewStub(
