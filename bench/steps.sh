@@ -24,6 +24,14 @@
 #                             background (its pid in DPID), waiting until the
 #                             socket answers (30 s at most)
 #   daemon_stop               SIGTERM, 20 s, then SIGKILL; nothing when none
+#   tp_setup NAME LIMIT_S     the TP layer scripts' start, after gpu_begin:
+#                             LIMIT (TP_BENCH_STEP_S, else LIMIT_S), REPS
+#                             (TP_BENCH_REPS, 2), EXTRA (TP_BENCH_ARGS), env.txt,
+#                             SOCK=/tmp/at-NAME.sock, CACHE (a new folder; the
+#                             daemon stopped and CACHE removed at exit)
+#   tp_world W SCRIPT         GPUs 0..W-1, D=OUT/wW, a daemon on CACHE, and
+#                             run=(torchrun of SCRIPT on W ranks with --socket
+#                             and EXTRA)
 #
 # A step's line: name, exit status, seconds, ok / FAILED / TIMED OUT.
 # STEPS_FAILED counts the steps that did not end ok.
@@ -101,4 +109,29 @@ gpu_setup() {
   [ -n "$nccl_lib" ] && export LD_LIBRARY_PATH="$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   STEPS_LOG=$OUT/steps.log
   return 0
+}
+
+tp_setup() {
+  LIMIT=${TP_BENCH_STEP_S:-$2}
+  REPS=${TP_BENCH_REPS:-2}
+  read -r -a EXTRA <<< "${TP_BENCH_ARGS:-}"
+  { date -u; nvidia-smi -L
+    "$PYTHON" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
+    sha256sum "$BIN/autotuned" "$AUTOTUNED_KERNELS_LIB"
+    [ -e "$BIN/libautotuned_torch_ops.so" ] && sha256sum "$BIN/libautotuned_torch_ops.so"
+    "$PYTHON" -c 'import torch; from autotuned import ops; print("torch.ops.autotuned backend:", ops.backend(), ops.torch_ops_library() or "")'
+    echo "worlds: ${WORLDS[*]}  reps: $REPS  args: ${EXTRA[*]}"; } >> "$OUT/env.txt" 2>&1
+  SOCK=/tmp/at-$1.sock
+  CACHE=$(mktemp -d "/tmp/at-$1-cache.XXXXXX") || exit 2
+  trap 'daemon_stop; rm -rf "$CACHE"' EXIT
+}
+
+tp_world() {
+  D=$OUT/w$1
+  mkdir -p "$D"
+  export CUDA_VISIBLE_DEVICES
+  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $(($1 - 1)))
+  daemon_start "$D/daemon.log" --cache_dir="$CACHE" --log_level=info
+  run=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$1"
+       "$2" --socket "$SOCK" "${EXTRA[@]}")
 }

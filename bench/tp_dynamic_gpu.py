@@ -52,8 +52,7 @@ import time
 
 import torch
 import torch.distributed as dist
-
-from tp_layers_gpu import Layers, max_over_ranks, time_eager, time_graph
+from tp_layers_gpu import Layers, gathered_decisions, measure_sizes
 
 OP = "tp_all_reduce"
 
@@ -176,34 +175,9 @@ def main(argv=None) -> int:
               "hidden": args.hidden, "layers": args.layers, "calls": args.calls,
               "reps": args.reps, "split_points": split_points, "range_upper_bound": upper,
               "sizes": {}}
-    for tokens in args.tokens:
-        g = torch.Generator(device="cpu").manual_seed(tokens)
-        x = torch.randn(tokens, args.hidden, generator=g).to(torch.bfloat16).cuda()
-        c0 = time.monotonic()
-        with torch.no_grad():
-            compiled(x)
-            torch.cuda.synchronize()
-            compile_s = time.monotonic() - c0
-            compiled(x)
-            y = compiled(x)
-            ref = model(x)
-            torch.cuda.synchronize()
-            scale = ref.abs().max().clamp_min(1e-6)
-            rel = float(((y.float() - ref.float()).abs().max() / scale).item())
-            eager_us = time_eager(compiled, x, args.calls, args.reps)
-            graph_us = time_graph(compiled, x, args.calls, args.reps)
-        eager_us, graph_us, rel, compile_s = max_over_ranks([eager_us, graph_us, rel, compile_s])
-        result["sizes"][str(tokens)] = {"eager_us": eager_us, "graph_us": graph_us,
-                                        "max_rel_diff": rel, "compile_s": compile_s}
-        if rank == 0:
-            print(f"tokens {tokens}: eager {eager_us:.1f} us, graph {graph_us:.1f} us, "
-                  f"rel diff {rel:.2e}, first call {compile_s:.1f} s", flush=True)
+    result["sizes"] = measure_sizes(compiled, model, args, rank, "first call")
     result["graphs"] = int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
-    mine = [list(d) for d in ai.decisions()]
-    everyone = [None] * world
-    dist.all_gather_object(everyone, json.dumps(mine, sort_keys=True))
-    result["decisions"] = mine
-    result["same_decisions"] = len(set(everyone)) == 1
+    result["decisions"], result["same_decisions"] = gathered_decisions(world)
     result["dispatches"] = [[name, [list(r) for r in table]] for name, table in ai.dispatches()]
     for tokens in args.tokens:
         result["sizes"][str(tokens)]["ran"] = ran_at(tokens, result["dispatches"])

@@ -26,30 +26,10 @@ if [ $# -eq 3 ]; then
   set -- "$@" 2
 fi
 gpu_begin bench/tp_dynamic_gpu.sh "$@"
-LIMIT=${TP_BENCH_STEP_S:-300}
-REPS=${TP_BENCH_REPS:-2}
-read -r -a EXTRA <<< "${TP_BENCH_ARGS:-}"
-{ date -u; nvidia-smi -L
-  "$PYTHON" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
-  sha256sum "$BIN/autotuned" "$AUTOTUNED_KERNELS_LIB"
-  echo "worlds: ${WORLDS[*]}  reps: $REPS  args: ${EXTRA[*]}"; } >> "$OUT/env.txt" 2>&1
-
-SOCK=/tmp/at-tp-dynamic.sock
-CACHE=$(mktemp -d /tmp/at-tp-dynamic-cache.XXXXXX) || exit 2
-finish() {
-  daemon_stop
-  rm -rf "$CACHE"
-}
-trap finish EXIT
+tp_setup tp-dynamic 300
 
 for W in "${WORLDS[@]}"; do
-  D=$OUT/w$W
-  mkdir -p "$D"
-  export CUDA_VISIBLE_DEVICES
-  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((W - 1)))
-  daemon_start "$D/daemon.log" --cache_dir="$CACHE" --log_level=info
-  run=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$W"
-       "$HERE/tp_dynamic_gpu.py" --socket "$SOCK" "${EXTRA[@]}")
+  tp_world "$W" "$HERE/tp_dynamic_gpu.py"
   for rep in $(seq "$REPS"); do
     for mode in single ranges; do
       step "w$W $mode $rep" "$LIMIT" "$D/${mode}_$rep.log" "${run[@]}" --mode "$mode" \

@@ -148,6 +148,47 @@ def max_over_ranks(values: list) -> list:
     return t.tolist()
 
 
+def measure_sizes(compiled, model, args, rank: int, first: str) -> dict:
+    """Per token count in args.tokens: the first call's time (`first` names
+    it in the progress line), the output against the uncompiled model's,
+    eager_us and graph_us (time_eager, time_graph), each the max over ranks."""
+    sizes = {}
+    for tokens in args.tokens:
+        g = torch.Generator(device="cpu").manual_seed(tokens)
+        x = torch.randn(tokens, args.hidden, generator=g).to(torch.bfloat16).cuda()
+        c0 = time.monotonic()
+        with torch.no_grad():
+            compiled(x)
+            torch.cuda.synchronize()
+            compile_s = time.monotonic() - c0
+            compiled(x)
+            y = compiled(x)
+            ref = model(x)
+            torch.cuda.synchronize()
+            scale = ref.abs().max().clamp_min(1e-6)
+            rel = float(((y.float() - ref.float()).abs().max() / scale).item())
+            eager_us = time_eager(compiled, x, args.calls, args.reps)
+            graph_us = time_graph(compiled, x, args.calls, args.reps)
+        eager_us, graph_us, rel, compile_s = max_over_ranks([eager_us, graph_us, rel, compile_s])
+        sizes[str(tokens)] = {"eager_us": eager_us, "graph_us": graph_us,
+                              "max_rel_diff": rel, "compile_s": compile_s}
+        if rank == 0:
+            print(f"tokens {tokens}: eager {eager_us:.1f} us, graph {graph_us:.1f} us, "
+                  f"rel diff {rel:.2e}, {first} {compile_s:.1f} s", flush=True)
+    return sizes
+
+
+def gathered_decisions(world: int) -> tuple:
+    """This rank's autotuned.inductor.decisions() and whether every rank's
+    are the same."""
+    import autotuned.inductor as ai
+
+    mine = [list(d) for d in ai.decisions()]
+    everyone = [None] * world
+    dist.all_gather_object(everyone, json.dumps(mine, sort_keys=True))
+    return mine, len(set(everyone)) == 1
+
+
 def main(argv=None) -> int:
     args = parse(argv)
     t0 = time.monotonic()
@@ -174,28 +215,7 @@ def main(argv=None) -> int:
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "hidden": args.hidden, "layers": args.layers, "calls": args.calls,
               "reps": args.reps, "sizes": {}}
-    for tokens in args.tokens:
-        g = torch.Generator(device="cpu").manual_seed(tokens)
-        x = torch.randn(tokens, args.hidden, generator=g).to(torch.bfloat16).cuda()
-        c0 = time.monotonic()
-        with torch.no_grad():
-            y = compiled(x)
-            torch.cuda.synchronize()
-            compile_s = time.monotonic() - c0
-            compiled(x)
-            y = compiled(x)
-            ref = model(x)
-            torch.cuda.synchronize()
-            scale = ref.abs().max().clamp_min(1e-6)
-            rel = float(((y.float() - ref.float()).abs().max() / scale).item())
-            eager_us = time_eager(compiled, x, args.calls, args.reps)
-            graph_us = time_graph(compiled, x, args.calls, args.reps)
-        eager_us, graph_us, rel, compile_s = max_over_ranks([eager_us, graph_us, rel, compile_s])
-        result["sizes"][str(tokens)] = {"eager_us": eager_us, "graph_us": graph_us,
-                                        "max_rel_diff": rel, "compile_s": compile_s}
-        if rank == 0:
-            print(f"tokens {tokens}: eager {eager_us:.1f} us, graph {graph_us:.1f} us, "
-                  f"rel diff {rel:.2e}, compile {compile_s:.1f} s", flush=True)
+    result["sizes"] = measure_sizes(compiled, model, args, rank, "compile")
     result["ops_backend"] = result["torch_ops_lib"] = ""
     if args.mode == "on":
         from autotuned import ops
@@ -204,12 +224,7 @@ def main(argv=None) -> int:
             if result["ops_backend"] == "cpp" else ""
         if rank == 0:
             print(f"torch.ops.autotuned backend: {result['ops_backend']}", flush=True)
-        import autotuned.inductor as ai
-        mine = [list(d) for d in ai.decisions()]
-        everyone = [None] * world
-        dist.all_gather_object(everyone, json.dumps(mine, sort_keys=True))
-        result["decisions"] = mine
-        result["same_decisions"] = len(set(everyone)) == 1
+        result["decisions"], result["same_decisions"] = gathered_decisions(world)
     result["seconds"] = time.monotonic() - t0
     if rank == 0:
         with open(args.out, "w") as f:

@@ -29,32 +29,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/steps.sh
 . "$HERE/steps.sh"
 gpu_begin bench/tp_layers_gpu.sh "$@"
-LIMIT=${TP_BENCH_STEP_S:-420}
-REPS=${TP_BENCH_REPS:-2}
-read -r -a EXTRA <<< "${TP_BENCH_ARGS:-}"
-{ date -u; nvidia-smi -L
-  "$PYTHON" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
-  sha256sum "$BIN/autotuned" "$AUTOTUNED_KERNELS_LIB"
-  [ -e "$BIN/libautotuned_torch_ops.so" ] && sha256sum "$BIN/libautotuned_torch_ops.so"
-  "$PYTHON" -c 'import torch; from autotuned import ops; print("torch.ops.autotuned backend:", ops.backend(), ops.torch_ops_library() or "")'
-  echo "worlds: ${WORLDS[*]}  reps: $REPS  args: ${EXTRA[*]}"; } >> "$OUT/env.txt" 2>&1
-
-SOCK=/tmp/at-tp-layers.sock
-CACHE=$(mktemp -d /tmp/at-tp-layers-cache.XXXXXX) || exit 2
-finish() {
-  daemon_stop
-  rm -rf "$CACHE"
-}
-trap finish EXIT
+tp_setup tp-layers 420
 
 for W in "${WORLDS[@]}"; do
-  D=$OUT/w$W
-  mkdir -p "$D"
-  export CUDA_VISIBLE_DEVICES
-  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((W - 1)))
-  daemon_start "$D/daemon.log" --cache_dir="$CACHE" --log_level=info
-  run=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node="$W"
-       "$HERE/tp_layers_gpu.py" --socket "$SOCK" "${EXTRA[@]}")
+  tp_world "$W" "$HERE/tp_layers_gpu.py"
   for rep in $(seq "$REPS"); do
     step "w$W off $rep" "$LIMIT" "$D/off_$rep.log" "${run[@]}" --mode off \
       --out "$D/off_$rep.json"
