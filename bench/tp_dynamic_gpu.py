@@ -43,8 +43,6 @@ bench/tp_dynamic_gpu.sh runs both modes in turn and writes the report
 (bench/tp_dynamic_gpu_report.py).
 """
 import argparse
-import datetime
-import json
 import os
 import re
 import sys
@@ -52,7 +50,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from tp_layers_gpu import Layers, gathered_decisions, measure_sizes
+from tp_layers_gpu import Layers, finish, gathered_decisions, header, measure_sizes
 
 OP = "tp_all_reduce"
 
@@ -169,26 +167,15 @@ def main(argv=None) -> int:
     ai.enable(target=args.socket or None, impls=impls, options=pb.Options(timing_mode=timing))
     model = DynamicLayers(op, args.hidden, args.layers, world, group_name)
     compiled = torch.compile(model, dynamic=True, fullgraph=True)
-    result = {"mode": args.mode, "timing": args.timing, "world": world,
-              "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "hidden": args.hidden, "layers": args.layers, "calls": args.calls,
-              "reps": args.reps, "split_points": split_points, "range_upper_bound": upper,
-              "sizes": {}}
+    result = header(args, world, args.timing)
+    result.update({"split_points": split_points, "range_upper_bound": upper})
     result["sizes"] = measure_sizes(compiled, model, args, rank, "first call")
     result["graphs"] = int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
     result["decisions"], result["same_decisions"] = gathered_decisions(world)
     result["dispatches"] = [[name, [list(r) for r in table]] for name, table in ai.dispatches()]
     for tokens in args.tokens:
         result["sizes"][str(tokens)]["ran"] = ran_at(tokens, result["dispatches"])
-    result["seconds"] = time.monotonic() - t0
-    if rank == 0:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-    if p2p is not None:
-        p2p.close()
-    dist.destroy_process_group()
-    return 0
+    return finish(result, args.out, rank, t0, p2p)
 
 
 if __name__ == "__main__":

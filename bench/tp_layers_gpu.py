@@ -189,6 +189,28 @@ def gathered_decisions(world: int) -> tuple:
     return mine, len(set(everyone)) == 1
 
 
+def header(args, world: int, timing: str) -> dict:
+    """The result's description of the run (sizes still empty)."""
+    return {"mode": args.mode, "timing": timing, "world": world,
+            "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "hidden": args.hidden, "layers": args.layers, "calls": args.calls,
+            "reps": args.reps, "sizes": {}}
+
+
+def finish(result: dict, out: str, rank: int, t0: float, p2p) -> int:
+    """Rank 0 writes `result` (with its seconds) to `out`; the P2P group and
+    the process group are closed."""
+    result["seconds"] = time.monotonic() - t0
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(result, f, indent=1)
+    if p2p is not None:
+        p2p.close()
+    dist.destroy_process_group()
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse(argv)
     t0 = time.monotonic()
@@ -209,12 +231,7 @@ def main(argv=None) -> int:
         ai.enable(target=args.socket or None, options=pb.Options(timing_mode=timing))
     model = Layers(args.hidden, args.layers, world, group_name)
     compiled = torch.compile(model, dynamic=False, fullgraph=True)
-    result = {"mode": args.mode, "timing": args.timing if args.mode == "on" else "",
-              "world": world, "device": torch.cuda.get_device_name(),
-              "torch": torch.__version__,
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "hidden": args.hidden, "layers": args.layers, "calls": args.calls,
-              "reps": args.reps, "sizes": {}}
+    result = header(args, world, args.timing if args.mode == "on" else "")
     result["sizes"] = measure_sizes(compiled, model, args, rank, "compile")
     result["ops_backend"] = result["torch_ops_lib"] = ""
     if args.mode == "on":
@@ -225,14 +242,7 @@ def main(argv=None) -> int:
         if rank == 0:
             print(f"torch.ops.autotuned backend: {result['ops_backend']}", flush=True)
         result["decisions"], result["same_decisions"] = gathered_decisions(world)
-    result["seconds"] = time.monotonic() - t0
-    if rank == 0:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-    if p2p is not None:
-        p2p.close()
-    dist.destroy_process_group()
-    return 0
+    return finish(result, args.out, rank, t0, p2p)
 
 
 if __name__ == "__main__":
