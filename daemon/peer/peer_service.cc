@@ -129,6 +129,22 @@ grpc::Status Answer(const Handler& handler, const char* method, const Request& r
   return grpc::Status::OK;
 }
 
+template <typename Request, typename Reply, typename Handler>
+grpc::Status PeerService::ServeHandler(grpc::ServerContext* context,
+                                       grpc::ServerUnaryStreamer<Request, Reply>* stream,
+                                       Handler PeerService::*member, const char* method) {
+  return Serve(context, stream,
+               [this, member, method](const Request& request, absl::Time deadline,
+                                      Reply* reply) {
+                 Handler handler;
+                 {
+                   absl::MutexLock lock(&mu_);
+                   handler = this->*member;
+                 }
+                 return Answer(handler, method, request, deadline, reply);
+               });
+}
+
 grpc::Status PeerService::StreamedPing(
     grpc::ServerContext* context,
     grpc::ServerUnaryStreamer<v1::PingRequest, v1::PingReply>* stream) {
@@ -173,30 +189,13 @@ void PeerService::SetRunHandlers(ReduceHandler reduce, ExchangeHandler exchange)
 grpc::Status PeerService::StreamedReduceTimings(
     grpc::ServerContext* context,
     grpc::ServerUnaryStreamer<v1::RankTimings, v1::Decision>* stream) {
-  return Serve(context, stream,
-               [this](const v1::RankTimings& request, absl::Time deadline, v1::Decision* reply) {
-                 ReduceHandler handler;
-                 {
-                   absl::MutexLock lock(&mu_);
-                   handler = reduce_;
-                 }
-                 return Answer(handler, "ReduceTimings", request, deadline, reply);
-               });
+  return ServeHandler(context, stream, &PeerService::reduce_, "ReduceTimings");
 }
 
 grpc::Status PeerService::StreamedExchange(
     grpc::ServerContext* context,
     grpc::ServerUnaryStreamer<v1::ExchangeRequest, v1::ExchangeReply>* stream) {
-  return Serve(context, stream,
-               [this](const v1::ExchangeRequest& request, absl::Time deadline,
-                      v1::ExchangeReply* reply) {
-                 ExchangeHandler handler;
-                 {
-                   absl::MutexLock lock(&mu_);
-                   handler = exchange_;
-                 }
-                 return Answer(handler, "Exchange", request, deadline, reply);
-               });
+  return ServeHandler(context, stream, &PeerService::exchange_, "Exchange");
 }
 
 void PeerService::SetOutcomeHandler(OutcomeHandler handler) {
@@ -207,16 +206,7 @@ void PeerService::SetOutcomeHandler(OutcomeHandler handler) {
 grpc::Status PeerService::StreamedRunOutcome(
     grpc::ServerContext* context,
     grpc::ServerUnaryStreamer<v1::OutcomeRequest, v1::OutcomeReply>* stream) {
-  return Serve(context, stream,
-               [this](const v1::OutcomeRequest& request, absl::Time deadline,
-                      v1::OutcomeReply* reply) {
-                 OutcomeHandler handler;
-                 {
-                   absl::MutexLock lock(&mu_);
-                   handler = outcome_;
-                 }
-                 return Answer(handler, "RunOutcome", request, deadline, reply);
-               });
+  return ServeHandler(context, stream, &PeerService::outcome_, "RunOutcome");
 }
 
 absl::StatusOr<std::string> LoadPeerToken(const config::DaemonConfig& config) {

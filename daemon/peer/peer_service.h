@@ -117,6 +117,11 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
   template <typename Request, typename Reply, typename Handle>
   grpc::Status Serve(grpc::ServerContext* context,
                      grpc::ServerUnaryStreamer<Request, Reply>* stream, Handle handle);
+  // Serve with the handler in `member` (NotServing(method) while unset).
+  template <typename Request, typename Reply, typename Handler>
+  grpc::Status ServeHandler(grpc::ServerContext* context,
+                            grpc::ServerUnaryStreamer<Request, Reply>* stream,
+                            Handler PeerService::*member, const char* method);
 
   const std::string token_;
   const std::optional<std::vector<std::string>> tls_peer_hosts_;
