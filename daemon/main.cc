@@ -24,7 +24,7 @@
 #include "daemon/cache/key.h"
 #include "daemon/common/escape.h"
 #include "daemon/common/self_exe.h"
-#include "daemon/common/version.h"
+#include "common/version.h"
 #include "daemon/fleetcache/fleet_cache.h"
 #include "daemon/http/http_server.h"
 #include "daemon/lifecycle/heap.h"

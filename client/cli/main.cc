@@ -21,7 +21,7 @@
 #include "client/cli/flag_scan.h"
 #include "client/cli/nccl_table.h"
 #include "client/cpp/client.h"
-#include "daemon/common/version.h"
+#include "common/version.h"
 
 // Connection and output.
 ABSL_FLAG(std::string, socket, "",

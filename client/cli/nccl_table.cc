@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/enums.h"
-#include "daemon/common/digest.h"
+#include "common/digest.h"
 
 extern "C" {
 #include "client/nccl_tuner/nccl_tuner_table.h"

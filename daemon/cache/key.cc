@@ -12,7 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
-#include "daemon/common/digest.h"
+#include "common/digest.h"
 #include "google/protobuf/text_format.h"
 
 namespace autotuned {

@@ -1,6 +1,6 @@
 #include "daemon/catalogue/catalogue.h"
 
-#include "daemon/common/digest.h"
+#include "common/digest.h"
 #include "daemon/common/escape.h"
 
 #include <algorithm>

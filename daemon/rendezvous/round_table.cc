@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/common/status_macros.h"
+#include "common/status_macros.h"
 #include "daemon/rendezvous/round.h"
 
 namespace autotuned {

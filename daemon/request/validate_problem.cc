@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/escape.h"
-#include "daemon/common/status_macros.h"
+#include "common/status_macros.h"
 #include "daemon/request/checks.h"
 #include "daemon/request/enums.h"
 

@@ -25,7 +25,7 @@
 #include "daemon/peer/peer_client.h"
 #include "daemon/server/parse_errors.h"
 #include "daemon/common/escape.h"
-#include "daemon/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace autotuned {
 namespace {

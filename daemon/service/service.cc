@@ -10,8 +10,8 @@
 #include "absl/time/clock.h"
 #include "daemon/common/escape.h"
 #include "daemon/common/grpc_status.h"
-#include "daemon/common/status_macros.h"
-#include "daemon/common/version.h"
+#include "common/status_macros.h"
+#include "common/version.h"
 #include "daemon/service/describe.h"
 #include "daemon/service/dispatch.h"
 

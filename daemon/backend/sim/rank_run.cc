@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "daemon/backend/sim/verify.h"
-#include "daemon/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace autotuned::sim {
 

@@ -15,7 +15,7 @@
 #include "daemon/backend/sim/faults.h"
 #include "daemon/backend/sim/group.h"
 #include "daemon/backend/sim/rank_run.h"
-#include "daemon/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace autotuned::sim {
 namespace {

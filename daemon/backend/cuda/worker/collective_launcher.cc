@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/backend/cuda/cuda_memory.h"
 #include "daemon/backend/cuda/worker/cuda_status.h"
-#include "daemon/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace autotuned::cuda {
 namespace {

@@ -58,7 +58,7 @@
 #include "daemon/backend/cuda/worker/poll_wait.h"
 #include "daemon/backend/cuda/worker/run_barrier.h"
 #include "daemon/backend/schedule.h"
-#include "daemon/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace autotuned::cuda {
 namespace {

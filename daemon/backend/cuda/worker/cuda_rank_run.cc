@@ -12,7 +12,7 @@
 #include "daemon/backend/cuda/worker/host_check.h"
 #include "daemon/backend/cuda/worker/poll_wait.h"
 #include "daemon/backend/schedule.h"
-#include "daemon/common/status_macros.h"
+#include "common/status_macros.h"
 #include "kernels/pattern_kernels.h"
 
 namespace autotuned::cuda {

@@ -12,7 +12,7 @@
 #include <nccl.h>
 
 #include "absl/status/status.h"
-#include "daemon/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace autotuned::cuda {
 

@@ -1,4 +1,4 @@
-#include "daemon/common/digest.h"
+#include "common/digest.h"
 
 #include <cstdio>
 
