@@ -191,8 +191,14 @@ cases() {
 
   echo "== [$rep] host $last cut off from the leader while measuring"
   cut_during "follower-cut$rep" 0.5 0 "0-$last"
-  # The cut host's daemon gets the leader's decision from another follower.
-  expect "follower-cut$rep" 0 $((world - 1)) "FAILED|FALLBACK"
+  # The cut host's ranks: the leader's answer, from another follower, when
+  # the cut host's call to the leader failed before its deadline; else one
+  # UNAVAILABLE (its call ran to the deadline: it asks no one).
+  expect "follower-cut$rep" 0 $((world - per - 1)) "FAILED|FALLBACK"
+  expect "follower-cut$rep" $((world - per)) $((world - 1)) "FAILED|FALLBACK|UNAVAILABLE"
+  if ! grep -q "^round [0-9]* rank $((world - 1)): UNAVAILABLE" "$FLEET_DIR/follower-cut$rep.out"; then
+    expect "follower-cut$rep" 0 $((world - 1)) "FAILED|FALLBACK"
+  fi
   measured_again "follower-cut$rep"
 
   echo "== [$rep] the leader cut off from every host while measuring"
