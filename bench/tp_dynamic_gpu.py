@@ -50,7 +50,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from tp_layers_gpu import Layers, finish, gathered_decisions, header, measure_sizes
+from tp_layers_gpu import Layers, finish, gathered_decisions, header, init_ranks, measure_sizes
 
 OP = "tp_all_reduce"
 
@@ -142,11 +142,7 @@ def ran_at(tokens: int, dispatches: list) -> list:
 def main(argv=None) -> int:
     args = parse(argv)
     t0 = time.monotonic()
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-    world, rank = dist.get_world_size(), dist.get_rank()
-    group_name = dist.group.WORLD.group_name
+    world, rank, group_name = init_ranks()
     split_points, upper = (args.split_points, max(args.tokens)) if args.mode == "ranges" \
         else ([1], args.tokens[0])
     op = all_reduce_op(group_name, world, split_points, upper)

@@ -189,6 +189,15 @@ def gathered_decisions(world: int) -> tuple:
     return mine, len(set(everyone)) == 1
 
 
+def init_ranks() -> tuple:
+    """This process's GPU (LOCAL_RANK) and the NCCL process group: world
+    size, rank and the world group's name."""
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    return dist.get_world_size(), dist.get_rank(), dist.group.WORLD.group_name
+
+
 def header(args, world: int, timing: str) -> dict:
     """The result's description of the run (sizes still empty)."""
     return {"mode": args.mode, "timing": timing, "world": world,
@@ -214,11 +223,7 @@ def finish(result: dict, out: str, rank: int, t0: float, p2p) -> int:
 def main(argv=None) -> int:
     args = parse(argv)
     t0 = time.monotonic()
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-    world, rank = dist.get_world_size(), dist.get_rank()
-    group_name = dist.group.WORLD.group_name
+    world, rank, group_name = init_ranks()
     p2p = None
     if args.mode == "on":
         import autotuned.inductor as ai
