@@ -1,10 +1,30 @@
-"""Bazel's test sharding for the pytest files here: with TEST_TOTAL_SHARDS
-set (a target with shard_count), shard i runs the collected tests whose
-position modulo the shard count is i."""
+"""What the pytest files here share (shipped with //client/python:daemon_fixture):
+
+- Bazel's test sharding: with TEST_TOTAL_SHARDS set (a target with
+  shard_count), shard i runs the collected tests whose position modulo the
+  shard count is i;
+- the `daemon` fixture: a sim daemon on its defaults for each test, stopped
+  after it (a file that needs another configuration or scope defines its
+  own, which takes precedence).
+"""
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from daemon_fixture import Daemon  # noqa: E402
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    d = Daemon()
+    yield d
+    d.stop()
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:

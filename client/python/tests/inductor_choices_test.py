@@ -28,7 +28,6 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from relowering import relowering, shared  # noqa: E402
 from tier import LONG, long_only  # noqa: E402
@@ -43,13 +42,6 @@ SLEEP_S = 0.05
 def deadline():
     with guard(1800 if LONG else 600):
         yield
-
-
-@pytest.fixture
-def daemon():
-    d = Daemon()
-    yield d
-    d.stop()
 
 
 class _Warnings(logging.Handler):

@@ -34,7 +34,6 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from relowering import relowering, shared  # noqa: E402
 from tier import LONG, long_only  # noqa: E402
@@ -52,13 +51,6 @@ SP_SHAPE = (1, 4, 8)
 def deadline():
     with guard(1200 if LONG else 600):
         yield
-
-
-@pytest.fixture
-def daemon():
-    d = Daemon()
-    yield d
-    d.stop()
 
 
 def _model(world, sequence_parallel):

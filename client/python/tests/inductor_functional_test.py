@@ -33,7 +33,6 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from relowering import relowering, shared  # noqa: E402
 from tier import LONG, long_only  # noqa: E402
@@ -48,13 +47,6 @@ NAMES = ["functional_all_reduce", "functional_all_gather_into_tensor",
 def deadline():
     with guard(1200 if LONG else 600):
         yield
-
-
-@pytest.fixture
-def daemon():
-    d = Daemon()
-    yield d
-    d.stop()
 
 
 def _model(world, pair):

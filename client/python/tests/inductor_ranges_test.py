@@ -54,7 +54,6 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from tier import long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
@@ -78,13 +77,6 @@ CALLS = (512, SPLIT, SPLIT + 1, 4096, TIE, TIE + 1, 64)
 def deadline():
     with guard(600):
         yield
-
-
-@pytest.fixture
-def daemon():
-    d = Daemon()
-    yield d
-    d.stop()
 
 
 def _costly(name, ran, cost_us):

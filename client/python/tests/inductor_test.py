@@ -26,7 +26,6 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from relowering import relowering, shared  # noqa: E402
 from tier import long_only  # noqa: E402
@@ -41,13 +40,6 @@ WINDOW_US = 10_000_000  # ranks compiling side by side on a busy machine drift a
 def deadline():
     with guard(600):
         yield
-
-
-@pytest.fixture
-def daemon():
-    d = Daemon()
-    yield d
-    d.stop()
 
 
 def _register_ops(world, state):
