@@ -10,6 +10,14 @@ an elementwise stand-in for attention, a row-parallel output projection
 all_reduce, with the residual adds: two all_reduces of T x H bf16 per layer
 (8 KiB at one token, 8 MiB at 1,024 with H = 4096).
 
+  --model functional   the layers' collectives written as
+                       funcol.all_reduce calls (the default)
+  --model dtensor      the same layers as nn.Linear modules parallelized with
+                       parallelize_module (ColwiseParallel for QKV and up,
+                       RowwiseParallel for the output and down projections)
+                       on a DeviceMesh of the world group: DTensor's
+                       redistribute emits the all_reduces
+
   --mode off   torch.compile as it is: Inductor lowers every functional
                collective to its NCCL call
   --mode on    autotuned.inductor.enable() first, deciding by --timing
@@ -23,7 +31,8 @@ all_reduce, with the residual adds: two all_reduces of T x H bf16 per layer
 Per token count T: the compiled step is called 3 times (the first compiles),
 its output compared with the uncompiled model's (bf16: the largest
 difference relative to the output's largest magnitude); then eager_us =
-median of --reps blocks of --calls back-to-back steps (CUDA events), and
+median of --reps blocks of --calls back-to-back steps (CUDA events; the
+ranks start each block together after a barrier), and
 graph_us = the median replay of a CUDA graph of --calls steps (a spin kernel
 ahead lets the host queue it), each / calls and max over ranks. Rank 0
 writes --out (JSON): {"mode", "timing", "world", "device", "torch", "date", "hidden",
@@ -54,6 +63,7 @@ import torch.distributed as dist
 def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mode", required=True, choices=("off", "on"))
+    p.add_argument("--model", default="functional", choices=("functional", "dtensor"))
     p.add_argument("--out", required=True)
     p.add_argument("--socket", default=os.environ.get("AUTOTUNED_SOCKET", ""))
     p.add_argument("--tokens", type=int, nargs="+", default=[1, 16, 64, 1024, 4096])
@@ -95,6 +105,41 @@ class Layers(torch.nn.Module):
         return x
 
 
+def dtensor_layers(hidden: int, layers: int) -> torch.nn.Module:
+    """Layers' computation as nn.Linear modules, parallelized with DTensor
+    over the world group; the same weights on every rank (one seed)."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = torch.nn.Linear(hidden, 3 * hidden, bias=False)
+            self.o = torch.nn.Linear(hidden, hidden, bias=False)
+            self.up = torch.nn.Linear(hidden, 4 * hidden, bias=False)
+            self.down = torch.nn.Linear(4 * hidden, hidden, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            x = x + self.o(q * torch.sigmoid(k) + v)
+            return x + self.down(torch.nn.functional.gelu(self.up(x)))
+
+    torch.manual_seed(1234)
+    with torch.device("cuda"):
+        stack = torch.nn.Sequential(*[Block() for _ in range(layers)])
+    stack = stack.to(torch.bfloat16).requires_grad_(False)
+    mesh = DeviceMesh.from_group(dist.group.WORLD, "cuda")
+    plan = {"qkv": ColwiseParallel(), "o": RowwiseParallel(),
+            "up": ColwiseParallel(), "down": RowwiseParallel()}
+    for block in stack:
+        parallelize_module(block, mesh, plan)
+    return stack
+
+
 def spin_kernel():
     """A kernel that keeps the GPU busy ~1 ms, so that the host can queue
     what follows it (torch.cuda._sleep)."""
@@ -106,6 +151,7 @@ def time_eager(fn, x, calls: int, reps: int) -> float:
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
+        dist.barrier()
         start.record()
         for _ in range(calls):
             fn(x)
@@ -200,7 +246,8 @@ def init_ranks() -> tuple:
 
 def header(args, world: int, timing: str) -> dict:
     """The result's description of the run (sizes still empty)."""
-    return {"mode": args.mode, "timing": timing, "world": world,
+    return {"mode": args.mode, "model": getattr(args, "model", "functional"),
+            "timing": timing, "world": world,
             "device": torch.cuda.get_device_name(), "torch": torch.__version__,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "hidden": args.hidden, "layers": args.layers, "calls": args.calls,
@@ -234,8 +281,9 @@ def main(argv=None) -> int:
         from autotuned import pb
         timing = pb.CUDA_GRAPH if args.timing == "cuda_graph" else pb.EVENT_LOOP
         ai.enable(target=args.socket or None, options=pb.Options(timing_mode=timing))
-    model = Layers(args.hidden, args.layers, world, group_name)
-    compiled = torch.compile(model, dynamic=False, fullgraph=True)
+    model = dtensor_layers(args.hidden, args.layers) if args.model == "dtensor" \
+        else Layers(args.hidden, args.layers, world, group_name)
+    compiled = torch.compile(model, dynamic=False, fullgraph=args.model == "functional")
     result = header(args, world, args.timing if args.mode == "on" else "")
     result["sizes"] = measure_sizes(compiled, model, args, rank, "compile")
     result["ops_backend"] = result["torch_ops_lib"] = ""

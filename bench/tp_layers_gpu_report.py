@@ -60,7 +60,9 @@ def report_world(path: str, out: list) -> None:
     if first is None:
         out.append(f"(no results in {path})\n")
         return
-    out.append(f"## {first['world']} x {first['device']}: {first['layers']} layers, hidden "
+    model = ("DTensor (parallelize_module)" if first.get("model") == "dtensor"
+             else "plain functional collectives")
+    out.append(f"## {first['world']} x {first['device']}: {first['layers']} layers ({model}), hidden "
                f"{first['hidden']}, bf16 (torch {first['torch']}, {first['date']})\n")
     out.append(f"Step time in us, max over ranks; graph: median replay of a CUDA graph of "
                f"{first['calls']} steps / {first['calls']}; eager: median of {first['reps']} "
@@ -116,7 +118,7 @@ def report_world(path: str, out: list) -> None:
 
 
 def main() -> int:
-    return report_main(__doc__, "# Tensor-parallel layers with plain functional collectives: "
+    return report_main(__doc__, "# Tensor-parallel layers: "
                        "autotuned off and on\n", report_world)
 
 
