@@ -42,6 +42,10 @@ absl::Duration ReportWithin(int steps, absl::Duration candidate_timeout,
   return report_grace + steps * candidate_timeout;
 }
 
+absl::Duration FirstCallWithin(absl::Duration candidate_timeout, absl::Duration report_grace) {
+  return ReportWithin(1, candidate_timeout, report_grace);
+}
+
 ClientRuns::ClientRuns(Solver* solver, Engine* engine, metrics::DaemonMetrics* metrics,
                        const ClientRunsOptions& options)
     : solver_(solver), engine_(engine), metrics_(metrics), options_(options) {}
@@ -98,11 +102,12 @@ std::optional<v1::TuneResponse> ClientRuns::Start(const ValidRequest& request,
   }
   v1::ClientRun schedule = Schedule(plan);
   const absl::Time opened = absl::Now();
-  lease->HoldUntil(opened + absl::Milliseconds(schedule.report_within_ms()));
+  const absl::Time first_call_by =
+      opened + FirstCallWithin(request.engine.timeout, options_.report_grace);
   v1::TuneResponse answer = solver_->NewResponse(round_id);
   *answer.mutable_run() = schedule;
   Keep(std::make_shared<Run>(std::move(schedule), std::move(plan), *std::move(lease), opened,
-                             options_.report_grace, solver_, metrics_));
+                             first_call_by, options_.report_grace, solver_, metrics_));
   metrics_->runs_opened->Increment();
   spdlog::info("run={} group={} opened: {} steps, report within {} ms", answer.run().run_id(),
                absl::CEscape(request.group_id), answer.run().steps_size(),
@@ -143,6 +148,7 @@ void ClientRuns::Keep(std::shared_ptr<Run> run) {
   absl::MutexLock lock(&mu_);
   Expire(absl::Now());
   const std::string id = run->schedule().run_id();
+  uncalled_.emplace(run->first_call_by(), id);
   runs_[id] = std::move(run);
   order_.push_back(id);
   while (static_cast<int>(runs_.size()) > options_.max_runs_kept && !order_.empty()) {
@@ -178,6 +184,11 @@ void ClientRuns::Trim(int64_t room) {
 }
 
 void ClientRuns::Expire(absl::Time now) {
+  while (!uncalled_.empty() && now >= uncalled_.begin()->first) {
+    auto it = runs_.find(uncalled_.begin()->second);
+    if (it != runs_.end() && it->second->Idle(now)) ForgetIdle(it);
+    uncalled_.erase(uncalled_.begin());
+  }
   while (!order_.empty()) {
     auto it = runs_.find(order_.front());
     if (it != runs_.end()) {
@@ -190,10 +201,25 @@ void ClientRuns::Expire(absl::Time now) {
   }
 }
 
-absl::StatusOr<std::shared_ptr<Run>> ClientRuns::Find(const std::string& run_id) {
+void ClientRuns::ForgetIdle(absl::flat_hash_map<std::string, std::shared_ptr<Run>>::iterator it) {
+  const absl::Duration within = FirstCallWithin(
+      absl::Milliseconds(it->second->schedule().candidate_timeout_ms()), options_.report_grace);
+  spdlog::warn("run={}: forgotten undecided: no rank called it (RunStep, Report) within {} ms "
+               "of its opening; its hold of the devices ended then",
+               it->first, absl::ToInt64Milliseconds(within));
+  runs_.erase(it);
+}
+
+absl::StatusOr<std::shared_ptr<Run>> ClientRuns::Find(const std::string& run_id,
+                                                      bool rank_call) {
   absl::MutexLock lock(&mu_);
-  Expire(absl::Now());
+  const absl::Time now = absl::Now();
+  Expire(now);
   auto it = runs_.find(run_id);
+  if (it != runs_.end() && rank_call && !it->second->Called(now)) {
+    ForgetIdle(it);
+    it = runs_.end();
+  }
   if (it == runs_.end()) {
     return absl::FailedPreconditionError(
         absl::StrCat("run \"", absl::CEscape(run_id),
@@ -204,20 +230,20 @@ absl::StatusOr<std::shared_ptr<Run>> ClientRuns::Find(const std::string& run_id)
 
 void ClientRuns::Attach(const std::string& run_id, int rank,
                         std::shared_ptr<const ValidRequest> request) {
-  absl::StatusOr<std::shared_ptr<Run>> run = Find(run_id);
+  absl::StatusOr<std::shared_ptr<Run>> run = Find(run_id, false);
   if (run.ok()) (*run)->Attach(rank, std::move(request));
 }
 
 absl::StatusOr<v1::StepReply> ClientRuns::Step(const v1::StepRequest& request,
                                                absl::Time deadline) {
-  absl::StatusOr<std::shared_ptr<Run>> run = Find(request.run_id());
+  absl::StatusOr<std::shared_ptr<Run>> run = Find(request.run_id(), true);
   if (!run.ok()) return run.status();
   return (*run)->Step(request, deadline);
 }
 
 absl::StatusOr<v1::TuneResponse> ClientRuns::Report(const v1::RunReport& report,
                                                     absl::Time deadline) {
-  absl::StatusOr<std::shared_ptr<Run>> run = Find(report.run_id());
+  absl::StatusOr<std::shared_ptr<Run>> run = Find(report.run_id(), true);
   if (!run.ok()) return run.status();
   {
     // Room for this report among the kept runs' bytes first (its sender

@@ -10,6 +10,13 @@
 // round's answer: `run` set, no results. Every rank's Report then returns
 // the run's decision, or a continuation of the run (run.h).
 //
+// Idle runs: until some rank calls a run (RunStep or Report), its lease is
+// held only to its first step's bound (FirstCallWithin after its opening:
+// the round may have been abandoned as the run opened, and then no rank
+// ever calls); a run that no rank called by then is forgotten undecided
+// (seen at the next RunStep, Report or opening of any run), and its ranks'
+// calls are FAILED_PRECONDITION as for any run forgotten.
+//
 // Retention: a decided run is kept for `decision_ttl` after its decision
 // (an undecided one for `decision_ttl` after its bound), at most
 // `max_runs_kept` runs (the oldest dropped first) and `max_kept_bytes` of
@@ -28,6 +35,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,7 +56,8 @@ namespace autotuned::clientrun {
 
 struct ClientRunsOptions {
   // report_within = report_grace + steps x the candidate timeout, for the
-  // schedule a run opens with and for each continuation.
+  // schedule a run opens with and for each continuation; a rank's first
+  // call is due within that of one step (FirstCallWithin).
   absl::Duration report_grace = absl::Seconds(5);
   absl::Duration decision_ttl = absl::Minutes(10);  // rendezvous.decision_ttl_ms
   int max_runs_kept = 4096;                         // rendezvous.max_rounds_kept
@@ -85,7 +94,7 @@ class ClientRuns {
 
   // RunStep and Report (validated by ValidateStep, ValidateReport): as
   // Run::Step and Run::Report, or FAILED_PRECONDITION for a run this
-  // daemon does not know.
+  // daemon does not know (forgotten: retention, or idle).
   absl::StatusOr<v1::StepReply> Step(const v1::StepRequest& request, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<v1::TuneResponse> Report(const v1::RunReport& report, absl::Time deadline)
@@ -101,9 +110,16 @@ class ClientRuns {
   v1::ClientRun Schedule(const RunPlan& plan) const;
   // Registers a run; forgets what retention no longer covers.
   void Keep(std::shared_ptr<Run> run) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<std::shared_ptr<Run>> Find(const std::string& run_id)
+  // The run `run_id`, or FAILED_PRECONDITION when unknown; for a rank's
+  // call (`rank_call`: RunStep, Report), also when the run is idle
+  // (Run::Called), which is forgotten then.
+  absl::StatusOr<std::shared_ptr<Run>> Find(const std::string& run_id, bool rank_call)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets the runs past their retention and the idle ones.
   void Expire(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the idle run `it`, saying so.
+  void ForgetIdle(absl::flat_hash_map<std::string, std::shared_ptr<Run>>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops runs until they hold at most max_kept_bytes - `room` bytes (the
   // oldest decided first, then the oldest undecided).
   void Trim(int64_t room) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -117,10 +133,15 @@ class ClientRuns {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);  // ids, oldest first
+  // The runs not known to have been called, by Run::first_call_by.
+  std::multimap<absl::Time, std::string> uncalled_ ABSL_GUARDED_BY(mu_);
 };
 
 // The run's bound after its opening: report_grace + steps x timeout.
 absl::Duration ReportWithin(int steps, absl::Duration candidate_timeout,
                             absl::Duration report_grace);
+// A rank's first call of a run is due within the bound of one step:
+// ReportWithin(1, ...).
+absl::Duration FirstCallWithin(absl::Duration candidate_timeout, absl::Duration report_grace);
 
 }  // namespace autotuned::clientrun

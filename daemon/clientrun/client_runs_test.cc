@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/engine/lease.h"
 #include "daemon/solver/solver_testing.h"
 #include "daemon/testing/scripted_node.h"
 
@@ -580,6 +581,89 @@ TEST_CASE("two runs on one daemon do not overlap: the second waits for the lease
   CHECK_FALSE(second_opened_early.load());
   REQUIRE(second.has_value());
   CHECK(second->has_run());
+}
+
+// Client candidates k0 .. k{n-1}: a schedule of n steps in one pass.
+std::vector<std::string> ClientCandidates(int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) out.push_back(absl::StrCat("client:k", i));
+  return out;
+}
+
+TEST_CASE("a run no rank calls gives the lease back at its first step's bound; a late call "
+          "finds it forgotten") {
+  Runs f("idle");
+  const absl::Time before = absl::Now();
+  std::optional<v1::TuneResponse> opened = f.Open("g", 2, ClientCandidates(10));
+  REQUIRE(opened.has_value());
+  const v1::ClientRun& run = opened->run();
+  // The first step's bound: the fixture's report grace and one step.
+  const absl::Duration first = absl::Milliseconds(300 + kTimeoutMs);
+  const absl::Duration within = absl::Milliseconds(run.report_within_ms());
+  REQUIRE(first * 3 < within);
+  CHECK(f.stack().engine().lease().busy());
+
+  // Another measurement waiting for the devices gets them at the first
+  // step's bound, well before the schedule's.
+  absl::StatusOr<DeviceLease::Token> next =
+      f.stack().engine().lease().Acquire(before + within / 2);
+  const absl::Time got = absl::Now();
+  REQUIRE(next.ok());
+  CHECK(got - before >= first);
+
+  // The run was forgotten undecided (any call drops it); a rank's late
+  // RunStep and Report are refused as for any run this daemon forgot.
+  v1::StepRequest unknown;
+  unknown.set_run_id("0123");
+  unknown.set_group_id("g");
+  CHECK(f.runs().Step(unknown, absl::Now()).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK(f.runs().size() == 0);
+  v1::StepRequest late;
+  late.set_run_id(run.run_id());
+  late.set_group_id("g");
+  late.set_phase(v1::VERIFIED);
+  late.set_ok(true);
+  absl::StatusOr<v1::StepReply> step = f.runs().Step(late, absl::Now() + absl::Seconds(5));
+  CHECK(step.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(step.status().message() ==
+        absl::StrCat("run \"", run.run_id(),
+                     "\" is unknown to this daemon (forgotten, or opened before a restart)"));
+  CHECK(f.runs().Report(Report(run, 1, run.steps_size(), run.iterations()), absl::Now())
+            .status()
+            .code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(f.stack().metrics().runs_decided->value() == 0);
+  CHECK(next->held());
+}
+
+TEST_CASE("a run a rank steps in time holds the lease to its schedule's bound") {
+  Runs f("stepped");
+  const absl::Time before = absl::Now();
+  std::optional<v1::TuneResponse> opened = f.Open("g", 1, ClientCandidates(10));
+  REQUIRE(opened.has_value());
+  const v1::ClientRun& run = opened->run();
+  const absl::Duration first = absl::Milliseconds(300 + kTimeoutMs);
+  const absl::Duration within = absl::Milliseconds(run.report_within_ms());
+  REQUIRE(first * 3 < within);
+  CHECK(f.Step(run, "g", 0, 0, v1::VERIFIED, "").proceed());
+
+  // Past the first step's bound the devices are still the run's.
+  DeviceLease& lease = f.stack().engine().lease();
+  CHECK(lease.Acquire(before + 2 * first).status().code() ==
+        absl::StatusCode::kDeadlineExceeded);
+  CHECK(f.Step(run, "g", 0, 0, v1::WARMED_UP, "").proceed());
+  // Free at the schedule's bound, though the rank never reported.
+  absl::StatusOr<DeviceLease::Token> next = lease.Acquire(before + within + absl::Seconds(10));
+  const absl::Time got = absl::Now();
+  REQUIRE(next.ok());
+  CHECK(got - before >= within);
+  // The run was kept: its rank's late report gets the decision.
+  absl::StatusOr<v1::TuneResponse> answer =
+      f.runs().Report(Report(run, 0, run.steps_size(), run.iterations()), absl::Now());
+  REQUIRE(answer.ok());
+  CHECK(Ranked(*answer, 0).reason() ==
+        absl::StrCat("rank 0 sent no report within ", run.report_within_ms(), " ms"));
+  CHECK(f.stack().metrics().runs_decided->value() == 1);
 }
 
 TEST_CASE("runs are forgotten past their bound and retention") {

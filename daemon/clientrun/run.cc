@@ -47,12 +47,14 @@ const char* PhaseName(int phase) {
 }
 
 Run::Run(v1::ClientRun schedule, RunPlan plan, DeviceLease::Token lease, absl::Time opened,
-         absl::Duration report_grace, Solver* solver, metrics::DaemonMetrics* metrics)
+         absl::Time first_call_by, absl::Duration report_grace, Solver* solver,
+         metrics::DaemonMetrics* metrics)
     : schedule_(std::move(schedule)),
       plan_(std::move(plan)),
       world_size_(plan_.request->world_size),
       candidate_timeout_(absl::Milliseconds(schedule_.candidate_timeout_ms())),
       report_grace_(report_grace),
+      first_call_by_(first_call_by),
       solver_(solver),
       metrics_(metrics),
       lease_(std::move(lease)),
@@ -61,6 +63,7 @@ Run::Run(v1::ClientRun schedule, RunPlan plan, DeviceLease::Token lease, absl::T
       bound_(opened + absl::Milliseconds(schedule_.report_within_ms())),
       missed_(world_size_, false),
       rank_requests_(world_size_) {
+  lease_.HoldUntil(first_call_by_);
   Segment first;
   first.end = schedule_.steps_size();
   first.iterations = schedule_.iterations();
@@ -80,6 +83,19 @@ Run::Run(v1::ClientRun schedule, RunPlan plan, DeviceLease::Token lease, absl::T
 absl::Time Run::bound() const {
   absl::MutexLock lock(&mu_);
   return bound_;
+}
+
+bool Run::Called(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (called_) return true;
+  if (now >= first_call_by_ || !lease_.HoldUntil(bound_)) return false;
+  called_ = true;
+  return true;
+}
+
+bool Run::Idle(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  return !called_ && now >= first_call_by_;
 }
 
 void Run::Attach(int rank, std::shared_ptr<const ValidRequest> request) {

@@ -22,8 +22,10 @@
 // continuation's data is used only when every rank reported it and none
 // was lost during it. Every wait also ends at its caller's deadline
 // (DEADLINE_EXCEEDED, the barrier or report stays counted). The devices'
-// lease is held to the current schedule's bound and given back at the
-// decision.
+// lease is held to the run's first call bound (FirstCallWithin after its
+// opening) until a rank calls it (RunStep or Report: Called), then to the
+// current schedule's bound, and given back at the decision; a run that no
+// rank called by then is idle (Idle) and its registry forgets it.
 //
 // Ownership: `solver` and `metrics` are not owned and outlive the run.
 //
@@ -70,10 +72,12 @@ struct RunPlan {
 class Run {
  public:
   // `schedule` as ClientRuns::Open builds it from `plan`; the run holds
-  // `lease` until its decision. A continuation's bound is `report_grace` +
-  // its steps x the candidate timeout.
+  // `lease` until `first_call_by` (it bounds the hold so), and from a rank's
+  // first call before then until its decision. A continuation's bound is
+  // `report_grace` + its steps x the candidate timeout.
   Run(v1::ClientRun schedule, RunPlan plan, DeviceLease::Token lease, absl::Time opened,
-      absl::Duration report_grace, Solver* solver, metrics::DaemonMetrics* metrics);
+      absl::Time first_call_by, absl::Duration report_grace, Solver* solver,
+      metrics::DaemonMetrics* metrics);
 
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
@@ -82,6 +86,17 @@ class Run {
   const v1::ClientRun& schedule() const { return schedule_; }
   // The bound of the run's current schedule.
   absl::Time bound() const ABSL_LOCKS_EXCLUDED(mu_);
+  // When the run is idle if no rank has called it.
+  absl::Time first_call_by() const { return first_call_by_; }
+
+  // A rank's RunStep or Report reached the run at `now` (before Step or
+  // Report): the first such call before first_call_by holds the lease to
+  // the current schedule's bound. False when the run is idle at `now`, or
+  // its lease's hold had passed and another took the lease: the run is to
+  // be forgotten undecided, and the call refused.
+  bool Called(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether no rank called the run by first_call_by, as of `now`.
+  bool Idle(absl::Time now) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Rank `rank`'s own request (its labels and names go on its answers).
   void Attach(int rank, std::shared_ptr<const ValidRequest> request) ABSL_LOCKS_EXCLUDED(mu_);
@@ -198,11 +213,13 @@ class Run {
   const int world_size_;
   const absl::Duration candidate_timeout_;
   const absl::Duration report_grace_;
+  const absl::Time first_call_by_;
   Solver* const solver_;
   metrics::DaemonMetrics* const metrics_;
 
   mutable absl::Mutex mu_;
   DeviceLease::Token lease_ ABSL_GUARDED_BY(mu_);
+  bool called_ ABSL_GUARDED_BY(mu_) = false;  // some rank called in time
   // Every step of the run: the first schedule's, then each continuation's.
   std::vector<v1::ClientStep> steps_ ABSL_GUARDED_BY(mu_);
   std::vector<Segment> segments_ ABSL_GUARDED_BY(mu_);

@@ -22,8 +22,8 @@ void DeviceLease::Token::Release() {
   std::exchange(lease_, nullptr)->Release(generation_);
 }
 
-void DeviceLease::Token::HoldUntil(absl::Time hold_until) {
-  if (lease_ != nullptr) lease_->HoldUntil(generation_, hold_until);
+bool DeviceLease::Token::HoldUntil(absl::Time hold_until) {
+  return lease_ != nullptr && lease_->HoldUntil(generation_, hold_until);
 }
 
 absl::StatusOr<DeviceLease::Token> DeviceLease::Acquire(absl::Time deadline,
@@ -70,9 +70,11 @@ void DeviceLease::Release(uint64_t generation) {
   hold_until_ = absl::InfiniteFuture();
 }
 
-void DeviceLease::HoldUntil(uint64_t generation, absl::Time hold_until) {
+bool DeviceLease::HoldUntil(uint64_t generation, absl::Time hold_until) {
   absl::MutexLock lock(&mu_);
-  if (holder_ == generation) hold_until_ = hold_until;
+  if (holder_ != generation) return false;
+  hold_until_ = hold_until;
+  return true;
 }
 
 int DeviceLease::waiting() const {

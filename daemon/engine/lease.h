@@ -1,7 +1,8 @@
 // The lease on a daemon's devices: who may time anything on them now. The
 // engine takes it for each measurement (Engine::Measure, MeasurePart) and a
 // run of candidates the ranks run (daemon/clientrun) holds it from its
-// opening to its decision, so no two timings on this daemon overlap (see
+// opening to its decision (until its first step's bound only, while no rank
+// has called it), so no two timings on this daemon overlap (see
 // docs/protocol.md, "Measuring and ranking" and "Candidates the ranks run").
 //
 // Unlike a mutex, a lease may be given back from another thread than the
@@ -42,7 +43,9 @@ class DeviceLease {
     void Release();
     bool held() const { return lease_ != nullptr; }
     // Bounds the hold anew: the lease is free for others from `hold_until`.
-    void HoldUntil(absl::Time hold_until);
+    // Whether the token still held the lease: false when released, or when
+    // its hold had passed and another took the lease (nothing changes then).
+    bool HoldUntil(absl::Time hold_until);
 
    private:
     friend class DeviceLease;
@@ -77,7 +80,7 @@ class DeviceLease {
 
  private:
   void Release(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
-  void HoldUntil(uint64_t generation, absl::Time hold_until) ABSL_LOCKS_EXCLUDED(mu_);
+  bool HoldUntil(uint64_t generation, absl::Time hold_until) ABSL_LOCKS_EXCLUDED(mu_);
   bool FreeAt(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return holder_ == 0 || now >= hold_until_;
   }

@@ -50,6 +50,27 @@ TEST_CASE("a bounded hold frees the lease at its end; its late release is harmle
   CHECK_FALSE(lease.busy());
 }
 
+TEST_CASE("a hold extended in time holds on; one extended after another took the lease "
+          "holds nothing") {
+  DeviceLease lease;
+  absl::StatusOr<DeviceLease::Token> run =
+      lease.Acquire(absl::Now(), absl::Now() + absl::Milliseconds(50));
+  REQUIRE(run.ok());
+  CHECK(run->HoldUntil(absl::Now() + absl::Seconds(30)));
+  CHECK(lease.Acquire(absl::Now() + absl::Milliseconds(150)).status().code() ==
+        absl::StatusCode::kDeadlineExceeded);
+
+  CHECK(run->HoldUntil(absl::Now() + absl::Milliseconds(50)));
+  absl::StatusOr<DeviceLease::Token> next =
+      lease.Acquire(absl::Now() + absl::Seconds(10), absl::Now() + absl::Seconds(30));
+  REQUIRE(next.ok());
+  CHECK_FALSE(run->HoldUntil(absl::Now() + absl::Seconds(60)));
+  CHECK(next->HoldUntil(absl::Now()));  // the next holder's hold is its own
+  CHECK_FALSE(lease.busy());
+  run->Release();
+  CHECK_FALSE(run->HoldUntil(absl::Now() + absl::Seconds(60)));
+}
+
 TEST_CASE("first come, first served; a waiter that goes away leaves within the poll") {
   DeviceLease lease;
   absl::StatusOr<DeviceLease::Token> holder = lease.Acquire(absl::Now());

@@ -167,8 +167,9 @@ rendezvous::Decision RankRounds::MeasureHere(const ValidRequest& request,
                                              nullptr, abandoned);
   }
   const absl::Duration measuring = absl::Now() - measuring_from;
-  // (A run opened all the same is published: it holds the lease to its
-  // bound, and Start opens none once abandoned.)
+  // (A run opened all the same is published: it holds the lease until its
+  // first step's bound only, unless a rank calls it, and Start opens none
+  // once abandoned.)
   if (abandoned && !measured.has_run() && abandoned()) {
     spdlog::info("round={} group={} seq={} world={}: every rank's caller went away; "
                  "measuring stopped after {:.1f} ms, nothing stored",
