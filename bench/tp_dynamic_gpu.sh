@@ -12,7 +12,9 @@
 # Per world W, in OUT_DIR/wW/: single_R.json, ranges_R.json (R = 1..REPS,
 # alternating; the daemon's cache is kept from one run to the next, so the
 # first run of each mode measures and the later ones are answered from the
-# cache), *.log, daemon.log; then OUT_DIR/report.md
+# cache; each mode has its own Inductor cache, kept from one run of it to
+# the next: Inductor's key does not cover a custom op's split_points),
+# *.log, daemon.log; then OUT_DIR/report.md
 # (bench/tp_dynamic_gpu_report.py), env.txt, steps.log. About 4 minutes
 # with the defaults.
 # Environment: TP_BENCH_STEP_S (300: each run's limit), TP_BENCH_REPS (2),
@@ -32,7 +34,7 @@ for W in "${WORLDS[@]}"; do
   tp_world "$W" "$HERE/tp_dynamic_gpu.py"
   for rep in $(seq "$REPS"); do
     for mode in single ranges; do
-      step "w$W $mode $rep" "$LIMIT" "$D/${mode}_$rep.log" "${run[@]}" --mode "$mode" \
+      TORCHINDUCTOR_CACHE_DIR=$CACHE/inductor_$mode step "w$W $mode $rep" "$LIMIT" "$D/${mode}_$rep.log" "${run[@]}" --mode "$mode" \
         --out "$D/${mode}_$rep.json"
     done
   done
