@@ -51,7 +51,7 @@ def _register_ops(world, state):
 
     c10d = torch.ops._c10d_functional
     group = dist.group.WORLD.group_name
-    ops = {}
+    ops, configs = {}, {}
 
     def define(name, eager, shape, direct, staged):
         direct.__name__, staged.__name__ = "direct", "staged"
@@ -60,6 +60,7 @@ def _register_ops(world, state):
         register_custom_op_autotuning(op, name=f"{name}_autotuned",
                                       configs=[CustomOpConfig(direct), CustomOpConfig(staged)])
         ops[name] = op
+        configs[name] = (direct, staged)
 
     def same(x):
         return tuple(x.shape)
@@ -109,6 +110,15 @@ def _register_ops(world, state):
         y = torch.empty_like(x)
         dist.all_to_all_single(y, x.contiguous())
         return y
+
+    def reregister():
+        # all_reduce's choices changed in place: a third one (a scaled copy).
+        def scaled(x):
+            return c10d.wait_tensor(c10d.all_reduce(x * 1.0, "sum", group))
+        register_custom_op_autotuning(
+            ops["all_reduce"], name="all_reduce_autotuned",
+            configs=[CustomOpConfig(c) for c in (*configs["all_reduce"], scaled)])
+    state["reregister"] = reregister
 
     split = [64 // world] * world
     define("all_reduce", all_reduce, same,
@@ -226,6 +236,8 @@ def compile_steps(rank, world, target, plan):
                                      presync_window_us=window))
         desc = ai._state.group
         state["set_variant"](step.get("variant", 0))
+        if step.get("reregister"):
+            state["reregister"]()
         if step.get("kill_daemon_pid") and rank == 0:
             os.kill(step["kill_daemon_pid"], signal.SIGKILL)
         dist.barrier()
@@ -371,6 +383,26 @@ def test_warm_and_cold_inductor_caches_same_choice(daemon):
     assert [s for _, s in _statuses(cold)] == ["CACHED"] * 3
     assert warm["correct"] and cold["correct"]
     assert warm["codes"] == cold["codes"] == first[1][0]["codes"]
+
+
+def test_changed_registration_not_served_from_inductor_cache(daemon):
+    """Inductor's own key does not cover register_custom_op_autotuning: with
+    the integration's, a compile after the op's choices changed is not
+    served the graph of the old ones (it asks: the new choice is timed),
+    and a compile with nothing changed is."""
+    plan = {"ops": ("all_reduce",),
+            "steps": [{"fresh": False}, {"fresh": False, "reregister": True},
+                      {"fresh": False}]}
+    results = _ok(run_ranks(compile_steps, args=(daemon.target, plan), env=_env(),
+                            timeout=500))
+    for i in range(3):
+        _same_on_every_rank(results, i)
+    first, changed, again = results[0]
+    assert _statuses(first) == [("all_reduce_autotuned", "TUNED")], first
+    assert changed["fx_hits"] == 0, changed
+    assert _statuses(changed) == [("all_reduce_autotuned", "TUNED")], changed
+    assert len(changed["decisions"][0][1]) == 4, changed["decisions"]  # default + 3
+    assert again["fx_hits"] >= 1 and again["decisions"] == [], again
 
 
 def test_daemon_killed_between_compiles_falls_back_at_once(daemon):

@@ -15,7 +15,15 @@ same choice because:
     config.post_grad_custom_post_pass (FxGraphHashDetails, which
     AOTAutogradCacheDetails extends, hashes it; a user's own pass there is
     kept and run first, its uuid included). A cleared daemon cache makes
-    every saved graph a miss.
+    every saved graph a miss;
+  * so is what register_custom_op_autotuning put in Inductor's lowerings
+    (_registrations(): each op's selection name, its configs'
+    decompositions, named and with a digest of their bytecode, and params,
+    its config generator and input generators, dispatch_on, split_points
+    and range_upper_bound), which 2.11's own key does not cover: without it
+    a process that registered other split points or choices was served the
+    graph another process compiled with the old ones. What a decomposition
+    calls (another function, a closure's value) is not part of it.
 Inductor's own autotune cache (select_algorithm's PersistentCache) never
 answers a collective selection: the integration's __call__ does not consult
 it.
@@ -56,6 +64,53 @@ def _identity(target: str) -> str:
     return f"cache_epoch={info.cache_epoch} fingerprint={info.fingerprint}"
 
 
+def _code_digest(fn: Any) -> str:
+    """A callable's qualified name and a digest of its bytecode (stable
+    across processes, unlike the code object's repr)."""
+    import hashlib
+
+    code = getattr(fn, "__code__", None)
+    name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+    if code is None:
+        return name
+    return f"{name}:{hashlib.sha256(code.co_code).hexdigest()[:16]}"
+
+
+# What _create_autotuning_lowering's closures keep, by free variable.
+_REGISTRATION_CELLS = ("name", "split_points", "range_upper_bound", "tensor_name",
+                       "dim_index", "ranges")
+
+
+def _registrations() -> list:
+    """Each custom op's register_custom_op_autotuning, as it stands in
+    Inductor's lowerings (the wrappers that 2.11's
+    _create_autotuning_lowering returns), sorted by op."""
+    from torch._inductor.lowering import lowerings
+
+    out = []
+    for op, fn in list(lowerings.items()):
+        code = getattr(fn, "__code__", None)
+        if code is None or code.co_name not in ("standard_lowering_wrapper",
+                                                "range_based_lowering_wrapper"):
+            continue
+        cells = {}
+        for var, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                cells[var] = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+        configs = [(_code_digest(c.decomposition), repr(sorted(c.params.items())))
+                   for c in cells.get("processed_configs") or ()]
+        gens = cells.get("input_gen_fns") or {}
+        entry = [str(op), code.co_name, configs,
+                 _code_digest(cells["config_generator"]) if cells.get("config_generator")
+                 else None,
+                 sorted((k, _code_digest(v)) for k, v in gens.items())]
+        entry += [repr(cells.get(k)) for k in _REGISTRATION_CELLS]
+        out.append(entry)
+    return sorted(out)
+
+
 def _key_pass(previous: Any, target: str, settings: str) -> Any:
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
@@ -74,7 +129,7 @@ def _key_pass(previous: Any, target: str, settings: str) -> Any:
             from autotuned.inductor import _functional
 
             return ("autotuned.inductor", settings, _functional.key(), _identity(target),
-                    theirs)
+                    repr(_registrations()), theirs)
 
     return DaemonCacheKey()
 
