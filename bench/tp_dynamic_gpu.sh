@@ -13,7 +13,7 @@
 # alternating; the daemon's cache is kept from one run to the next, so the
 # first run of each mode measures and the later ones are answered from the
 # cache; each mode has its own Inductor cache, kept from one run of it to
-# the next: Inductor's key does not cover a custom op's split_points),
+# the next, so that neither mode starts with the other's graphs),
 # *.log, daemon.log; then OUT_DIR/report.md
 # (bench/tp_dynamic_gpu_report.py), env.txt, steps.log. About 4 minutes
 # with the defaults.
