@@ -11,7 +11,8 @@ dead daemon do to it.
 Each case spawns its ranks and compiles (tens of seconds on a small
 machine). The compiles that are not about Inductor's caches lower their
 graph afresh and share the compiled kernels (relowering.py). The long twin
-(//client/python:inductor_long_test) adds 4 ranks, and CACHED after a
+(//client/python:inductor_long_test) adds 4 ranks, a compile after an op's
+choices changed not served the graph of the old ones, and CACHED after a
 daemon restart (the daemon's cache surviving a restart is in the default
 tier as //tests:daemon_integration_test).
 """
@@ -385,6 +386,42 @@ def test_warm_and_cold_inductor_caches_same_choice(daemon):
     assert warm["codes"] == cold["codes"] == first[1][0]["codes"]
 
 
+def test_registrations_in_inductor_key():
+    """What the integration adds to Inductor's key changes with an op's
+    choices and split points, and only with them (no ranks: the long twin
+    has the compiles)."""
+    import torch
+    from torch._inductor.kernel.custom_op import CustomOpConfig, register_custom_op_autotuning
+
+    from autotuned.inductor import _caches
+
+    @torch.library.custom_op("autotuned_test::keyed", mutates_args=())
+    def keyed(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    def one(x):
+        return x.clone()
+
+    def other(x):
+        return x * 1.0
+
+    def key(configs, **ranges):
+        register_custom_op_autotuning(keyed, configs=[CustomOpConfig(c) for c in configs],
+                                      **ranges)
+        return repr(_caches._registrations())
+
+    split = {"dispatch_on": {"tensor_name": "x", "dim": 0}}
+    base = key([one, other])
+    assert "autotuned_test.keyed.default" in base
+    assert key([one, other]) == base
+    assert key([one]) != base
+    assert key([one, other], split_points=[32], **split) != key([one, other], split_points=[64],
+                                                                **split)
+    assert key([one, other], split_points=[32], **split) == key([one, other], split_points=[32],
+                                                                **split)
+
+
+@long_only("//client/python:inductor_long_test")
 def test_changed_registration_not_served_from_inductor_cache(daemon):
     """Inductor's own key does not cover register_custom_op_autotuning: with
     the integration's, a compile after the op's choices changed is not
