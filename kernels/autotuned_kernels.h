@@ -70,7 +70,7 @@ extern "C" {
 /* Version of this ABI: major * 10000 + minor * 100 + patch. A change of major
  * means an incompatible change of a struct or signature; a change of minor,
  * an addition (an algo, a function). */
-#define AT_KERNELS_VERSION 20000
+#define AT_KERNELS_VERSION 20100
 int at_kernels_version(void);
 
 /* Return codes: 0 or a cudaError_t value. */
@@ -222,6 +222,25 @@ int at_p2p_check_args(int algo, const at_p2p_args* args, char* reason,
  * For the push one-shot: the bytes of its own buffer. */
 int64_t at_p2p_scratch_bytes(int algo, int dtype, int world, int64_t count,
                              int64_t chunk_elems);
+
+/* The buffers a group of `world` ranks needs for messages of up to
+ * max_bytes bytes in any dtype the kernels take, each size rounded up to
+ * 256 bytes: scratch_bytes, the largest of the plain and push two-shots', of
+ * the chunked two-shot's with chunks of chunk_bytes (0: not used; rounded
+ * down to whole 16-byte vectors, at least one), and of the copy engine's for
+ * messages of up to ce_max_bytes (0: not used); push_bytes, the push
+ * one-shot's own buffer for messages of up to push_max_bytes (0: none).
+ * The one computation of these sizes: P2P groups made in Python
+ * (autotuned.kernels.P2PGroup) and p2p_bench size their buffers with it.
+ * Returns AT_OK, or AT_ERR_INVALID_VALUE (out untouched) for a world outside
+ * the limits, a negative size, or out == NULL. */
+typedef struct at_p2p_group_sizes {
+  int64_t scratch_bytes;
+  int64_t push_bytes;
+} at_p2p_group_sizes;
+int at_p2p_group_sizes_for(int world, int64_t max_bytes, int64_t chunk_bytes,
+                           int64_t ce_max_bytes, int64_t push_max_bytes,
+                           at_p2p_group_sizes* out);
 
 /* 1 when the launch takes the 16-byte vector path on every rank (scalar
  * tails aside), 0 otherwise (still correct, slower: reduce_scatter with count

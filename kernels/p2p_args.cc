@@ -1,9 +1,11 @@
-// Pure host part of the C ABI: version, limits, argument validation, scratch
-// and signal sizes. No CUDA call and no CUDA header, so that it runs (and is
+// Pure host part of the C ABI: version, limits, argument validation, scratch,
+// group buffer and signal sizes. No CUDA call and no CUDA header, so that it runs (and is
 // tested) anywhere.
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <algorithm>
 
 #include "kernels/autotuned_kernels.h"
 #include "kernels/p2p_layout.h"
@@ -153,6 +155,40 @@ int64_t at_p2p_scratch_bytes(int algo, int dtype, int world, int64_t count,
     return -1;
   }
   return ScratchBytes(algo, dtype, world, count, chunk_elems);
+}
+
+int at_p2p_group_sizes_for(int world, int64_t max_bytes, int64_t chunk_bytes,
+                           int64_t ce_max_bytes, int64_t push_max_bytes,
+                           at_p2p_group_sizes* out) {
+  if (out == nullptr || world < kMinWorld || world > kMaxWorld || max_bytes < 0 ||
+      chunk_bytes < 0 || ce_max_bytes < 0 || push_max_bytes < 0) {
+    return AT_ERR_INVALID_VALUE;
+  }
+  const auto align = [](int64_t n) { return (n + 255) / 256 * 256; };
+  int64_t scratch = 0;
+  for (int dtype : {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16}) {
+    const int64_t count = std::min(max_bytes / ElemBytes(dtype), kMaxCount);
+    for (int algo : {AT_ALGO_ALL_REDUCE_TWO_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH}) {
+      scratch = std::max(scratch, ScratchBytes(algo, dtype, world, count, 0));
+    }
+    if (chunk_bytes > 0) {
+      const int64_t vec = VecElems(dtype);
+      const int64_t chunk = std::max(vec, chunk_bytes / ElemBytes(dtype) / vec * vec);
+      scratch = std::max(scratch, ScratchBytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, dtype,
+                                               world, count, chunk));
+    }
+  }
+  if (ce_max_bytes > 0) {
+    scratch = std::max(scratch, ScratchBytes(AT_ALGO_ALL_REDUCE_COPY_ENGINE, AT_DTYPE_BFLOAT16,
+                                             world, std::min(ce_max_bytes / 2, kMaxCount), 0));
+  }
+  out->scratch_bytes = align(scratch);
+  out->push_bytes =
+      push_max_bytes > 0
+          ? align(ScratchBytes(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_DTYPE_BFLOAT16, world,
+                               std::min(push_max_bytes / 2, kMaxCount), 0))
+          : 0;
+  return AT_OK;
 }
 
 int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,

@@ -2,6 +2,7 @@
 // no CUDA call: the pointers below are made-up addresses, never dereferenced.
 #include <stdint.h>
 
+#include <algorithm>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -235,6 +236,48 @@ TEST_CASE("scratch sizes") {
   CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args) == "OK");
   s.args.peer_scratch = nullptr;
   CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args), Catch::Contains("peer_scratch is NULL"));
+}
+
+TEST_CASE("a group's buffer sizes: the largest need of each algo, in whole 256-byte units") {
+  const auto round = [](int64_t n) { return (n + 255) / 256 * 256; };
+  for (int world : {2, 3, 8}) {
+    for (int64_t max_bytes : {int64_t{16}, int64_t{1000}, int64_t{1} << 20}) {
+      int64_t want = 0;
+      for (int dtype : {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16}) {
+        const int64_t count = max_bytes / (dtype == AT_DTYPE_FLOAT32 ? 4 : 2);
+        for (int algo : {AT_ALGO_ALL_REDUCE_TWO_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH}) {
+          want = std::max(want, at_p2p_scratch_bytes(algo, dtype, world, count, 0));
+        }
+        // 4 KiB chunks: 1024 float32 or 2048 bfloat16 elements.
+        want = std::max(want, at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, dtype,
+                                                   world, count,
+                                                   dtype == AT_DTYPE_FLOAT32 ? 1024 : 2048));
+      }
+      at_p2p_group_sizes sizes{};
+      REQUIRE(at_p2p_group_sizes_for(world, max_bytes, 4096, 0, 0, &sizes) == AT_OK);
+      CHECK(sizes.scratch_bytes == round(want));
+      CHECK(sizes.push_bytes == 0);
+      // The copy engine's world copies of a larger message; the push buffer.
+      REQUIRE(at_p2p_group_sizes_for(world, max_bytes, 4096, 4 * max_bytes, max_bytes, &sizes) ==
+              AT_OK);
+      CHECK(sizes.scratch_bytes ==
+            round(std::max(want, at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_COPY_ENGINE,
+                                                      AT_DTYPE_BFLOAT16, world,
+                                                      2 * max_bytes, 0))));
+      CHECK(sizes.push_bytes == round(at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
+                                                           AT_DTYPE_BFLOAT16, world,
+                                                           max_bytes / 2, 0)));
+    }
+  }
+  at_p2p_group_sizes sizes{7, 7};
+  CHECK(at_p2p_group_sizes_for(1, 1024, 0, 0, 0, &sizes) == AT_ERR_INVALID_VALUE);
+  CHECK(at_p2p_group_sizes_for(9, 1024, 0, 0, 0, &sizes) == AT_ERR_INVALID_VALUE);
+  CHECK(at_p2p_group_sizes_for(2, -1, 0, 0, 0, &sizes) == AT_ERR_INVALID_VALUE);
+  CHECK(at_p2p_group_sizes_for(2, 1024, -1, 0, 0, &sizes) == AT_ERR_INVALID_VALUE);
+  CHECK(at_p2p_group_sizes_for(2, 1024, 0, 0, -5, &sizes) == AT_ERR_INVALID_VALUE);
+  CHECK(at_p2p_group_sizes_for(2, 1024, 0, 0, 0, nullptr) == AT_ERR_INVALID_VALUE);
+  CHECK(sizes.scratch_bytes == 7);
+  CHECK(sizes.push_bytes == 7);
 }
 
 TEST_CASE("push two-shot scratch: world slots of one slice, all required") {

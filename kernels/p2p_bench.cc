@@ -166,21 +166,17 @@ class Bench {
     std::vector<int> devs(world_);
     for (int r = 0; r < world_; ++r) devs[r] = r;
     const int64_t max_count = flags_.max_bytes / 2;
-    int64_t scratch = at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT, AT_DTYPE_BFLOAT16,
-                                           world_, max_count, 0);
-    for (int algo : {AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE}) {
-      scratch = std::max(scratch, at_p2p_scratch_bytes(algo, AT_DTYPE_BFLOAT16, world_, max_count,
-                                                       0));
-    }
-    for (int64_t chunk : flags_.chunks) {
-      scratch = std::max(scratch, at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
-                                                       AT_DTYPE_BFLOAT16, world_, max_count,
-                                                       chunk));
+    // Every chunk size the flags name; the copy engine and the push
+    // one-shot up to the largest message.
+    at_p2p_group_sizes sizes{};
+    int64_t scratch = 0;
+    for (int64_t chunk : flags_.chunks.empty() ? std::vector<int64_t>{0} : flags_.chunks) {
+      AT_CUDA_CHECK(at_p2p_group_sizes_for(world_, flags_.max_bytes, chunk * 2,
+                                           flags_.max_bytes, flags_.max_bytes, &sizes));
+      scratch = std::max(scratch, sizes.scratch_bytes);
     }
     AT_CUDA_CHECK(at_p2p_group_create(world_, devs.data(), scratch, &group_));
-    AT_CUDA_CHECK(at_p2p_group_set_push_bytes(
-        group_, at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_DTYPE_BFLOAT16, world_,
-                                     max_count, 0)));
+    AT_CUDA_CHECK(at_p2p_group_set_push_bytes(group_, sizes.push_bytes));
     comms_.resize(world_);
     AT_NCCL_CHECK(ncclCommInitAll(comms_.data(), world_, devs.data()));
     stream_.resize(world_);

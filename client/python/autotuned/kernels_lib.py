@@ -66,6 +66,12 @@ class AtP2PArgs(ctypes.Structure):
     ]
 
 
+class AtP2PGroupSizes(ctypes.Structure):
+    """Mirror of at_p2p_group_sizes."""
+
+    _fields_ = [("scratch_bytes", ctypes.c_int64), ("push_bytes", ctypes.c_int64)]
+
+
 class AtP2PLimits(ctypes.Structure):
     """Mirror of at_p2p_limits."""
 
@@ -139,6 +145,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "at_p2p_args_size": (ctypes.c_size_t, []),
         "at_p2p_check_args": (c_int, [c_int, args_p, ctypes.c_char_p, ctypes.c_size_t]),
         "at_p2p_scratch_bytes": (c_i64, [c_int, c_int, c_int, c_i64, c_i64]),
+        "at_p2p_group_sizes_for": (c_int, [c_int, c_i64, c_i64, c_i64, c_i64,
+                                           ctypes.POINTER(AtP2PGroupSizes)]),
         "at_p2p_is_vectorized": (c_int, [c_int, args_p]),
         "at_p2p_launch": (c_int, [c_int, args_p, c_vp]),
         "at_p2p_signal_bytes": (c_i64, []),
@@ -186,6 +194,19 @@ class Library:
     def scratch_bytes(self, algo: int, dtype: int, world: int, count: int,
                       chunk_elems: int = 0) -> int:
         return int(self.lib.at_p2p_scratch_bytes(algo, dtype, world, count, chunk_elems))
+
+    def group_sizes(self, world: int, max_bytes: int, chunk_bytes: int, ce_max_bytes: int,
+                    push_max_bytes: int) -> tuple[int, int]:
+        """(scratch bytes, push one-shot buffer bytes) of a group of `world`
+        ranks for messages up to max_bytes (at_p2p_group_sizes_for)."""
+        out = AtP2PGroupSizes()
+        rc = self.lib.at_p2p_group_sizes_for(world, max_bytes, chunk_bytes, ce_max_bytes,
+                                             push_max_bytes, ctypes.byref(out))
+        if rc != AT_OK:
+            raise KernelsError(f"at_p2p_group_sizes_for(world {world}, max_bytes {max_bytes}, "
+                               f"chunk_bytes {chunk_bytes}, ce_max_bytes {ce_max_bytes}, "
+                               f"push_max_bytes {push_max_bytes}): {self.error_string(rc)}")
+        return int(out.scratch_bytes), int(out.push_bytes)
 
     def launch(self, algo: int, args: AtP2PArgs, stream: int) -> None:
         rc = self.lib.at_p2p_launch(algo, ctypes.byref(args), ctypes.c_void_p(stream or None))

@@ -132,31 +132,18 @@ class P2PGroup:
         # WORLD is set: get_world_size succeeded above.
         self.name = name or ("p2p:" + (getattr(process_group, "group_name", None)
                                        or dist.group.WORLD.group_name))  # type: ignore[union-attr]
-        # Scratch for the two-shots up to max_bytes (either element size; the
-        # push two-shot's is about max_bytes, `world` slices) and the chunked
-        # two-shot with chunks up to chunk_kib.
-        scratch = 0
-        for dt, size in ((DTYPE_FLOAT32, 4), (DTYPE_BFLOAT16, 2)):
-            n = self.max_bytes // size
-            for algo in (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_PUSH):
-                scratch = max(scratch, self.lib.scratch_bytes(algo, dt, self.world, n))
-            vec = 16 // size
-            chunk = max(vec, chunk_kib * 1024 // size // vec * vec)
-            scratch = max(scratch, self.lib.scratch_bytes(ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
-                                                          dt, self.world, n, chunk))
-        # The copy engine's world copies of its largest message (0: none).
-        self.ce_max_bytes = self._within_max_bytes(ce_max_bytes)
-        if self.ce_max_bytes:
-            scratch = max(scratch, self.lib.scratch_bytes(
-                ALGO_ALL_REDUCE_COPY_ENGINE, DTYPE_BFLOAT16, self.world, self.ce_max_bytes // 2))
-        self.scratch_bytes = _align(scratch)
-        # The push one-shot's own buffer: 3 x world slots of its largest
+        # The copy engine's world copies of its largest message (0: none);
+        # the push one-shot's own buffer, 3 x world slots of its largest
         # message, so by default only up to 8 MiB (0: none).
+        self.ce_max_bytes = self._within_max_bytes(ce_max_bytes)
         push_max = min(self.max_bytes, 8 << 20) if push_max_bytes is None else push_max_bytes
         self.push_max_bytes = self._within_max_bytes(push_max)
-        self.push_bytes = _align(self.lib.scratch_bytes(
-            ALGO_ALL_REDUCE_ONE_SHOT_PUSH, DTYPE_BFLOAT16, self.world,
-            self.push_max_bytes // 2)) if self.push_max_bytes else 0
+        # Scratch for the two-shots up to max_bytes, the chunked two-shot with
+        # chunks up to chunk_kib, and the copy engine; the push buffer: the
+        # library's at_p2p_group_sizes_for, as the daemon's groups size theirs.
+        self.scratch_bytes, self.push_bytes = self.lib.group_sizes(
+            self.world, self.max_bytes, chunk_kib * 1024, self.ce_max_bytes,
+            self.push_max_bytes)
         self.signal_offset = 0
         self.scratch_offset = _align(self.lib.signal_bytes)
         self.push_offset = self.scratch_offset + self.scratch_bytes

@@ -131,6 +131,21 @@ def test_scratch_bytes(lib):
         4 * (1 << 18) * 2
 
 
+def test_group_sizes(lib):
+    """A P2PGroup's buffers as the library sizes them: the two-shots' largest
+    need in either dtype, the push buffer only when asked for."""
+    scratch, push = lib.group_sizes(4, 1 << 20, 2 << 20, 0, 0)
+    need = max(lib.scratch_bytes(a, d, 4, (1 << 20) // size)
+               for a in (K.ALGO_ALL_REDUCE_TWO_SHOT, K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH)
+               for d, size in ((K.DTYPE_FLOAT32, 4), (K.DTYPE_BFLOAT16, 2)))
+    assert scratch == -(-need // 256) * 256 and push == 0
+    _, push = lib.group_sizes(4, 1 << 20, 2 << 20, 0, 1 << 20)
+    assert push >= lib.scratch_bytes(K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH, K.DTYPE_BFLOAT16, 4,
+                                     1 << 19)
+    with pytest.raises(K.KernelsError, match=r"at_p2p_group_sizes_for\(world 9"):
+        lib.group_sizes(9, 1 << 20, 0, 0, 0)
+
+
 def test_scratch_init_checks_before_any_cuda_call(lib):
     init = lib.lib.at_p2p_scratch_init
     push = K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH
