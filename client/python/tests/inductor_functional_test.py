@@ -14,6 +14,9 @@ torch.compile after autotuned.inductor.enable():
     daemon's cache answers) and give the same output;
   * a graph compiled inside functional_off() asks nothing and keeps
     Inductor's lowering;
+  * an all_reduce with a matmul between it and its wait keeps Inductor's
+    asynchronous lowering without an ask, beside one waited at once that
+    is TUNED;
   * a dead daemon: every collective falls back to Inductor's own lowering,
     the same on every rank, no crash, the right output.
 
@@ -25,6 +28,7 @@ case (the default tier has it through DTensor, inductor_dtensor_test, the
 same path of autotuned.inductor._functional).
 """
 
+import logging
 import os
 import signal
 import sys
@@ -56,13 +60,43 @@ def _model(world, pair):
     group = dist.group.WORLD
 
     def model(x):
+        # No compute after the collectives: 2.11's reorder_for_locality sinks
+        # the waits of an inference graph's outputs to the end, and compute
+        # moved there too (reduced + 1, the pair's x - 1) would lie between
+        # the earlier collectives and their waits, which then keep
+        # Inductor's lowering (_functional's overlap rule).
         reduced = funcol.all_reduce(x * 2 + 1, "sum", group)
         gathered = funcol.all_gather_tensor(x, 0, group)
         scattered = funcol.reduce_scatter_tensor(x, "sum", 0, group)
-        out = [reduced + 1, gathered, scattered]
+        out = [reduced, gathered, scattered]
         if pair is not None:
-            out.append(funcol.all_reduce(x - 1, "sum", pair))
+            out.append(funcol.all_reduce(x, "sum", pair))
         return out
+    return model
+
+
+def _overlap_model():
+    """An all_reduce issued early and waited late, a matmul that does not
+    read it in between (the overlap Inductor keeps), next to one waited at
+    once. funcol's functions wait where they are traced, so the early one
+    is written with the ops they trace to. w needs a gradient: the graph is
+    a training forward, which 2.11's reorder_for_locality (inference only)
+    leaves in program order."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    group = dist.group.WORLD
+    c10d = torch.ops._c10d_functional
+    w = (torch.arange(16, dtype=torch.float32).reshape(4, 4) % 5).requires_grad_()
+
+    def model(x):
+        early = c10d.all_reduce(x * 2, "sum", group.group_name)
+        product = x @ w
+        early = c10d.wait_tensor(early)
+        at_once = funcol.all_reduce(x + 1, "sum", group)
+        # A product, not a sum: mm + add would become one addmm after the wait.
+        return [early * product, at_once * 3]
     return model
 
 
@@ -81,7 +115,7 @@ def _steps(rank, world, target, plan):
     if plan.get("pairs"):
         groups = [dist.new_group([r, r + 1]) for r in range(0, world, 2)]
         pair = groups[rank // 2]
-    model = _model(world, pair)
+    model = _overlap_model() if plan.get("overlap") else _model(world, pair)
     codes = []
     original_call = CompiledFxGraph.__call__
 
@@ -91,8 +125,10 @@ def _steps(rank, world, target, plan):
     CompiledFxGraph.__call__ = recorded
     original_ask = _select.ask
     force = {"on": ()}
+    asked = []
 
     def ask(state, selections, *args, **kwargs):
+        asked.extend(s.name for s in selections)
         answers = original_ask(state, selections, *args, **kwargs)
         if not force["on"]:
             return answers
@@ -114,6 +150,15 @@ def _steps(rank, world, target, plan):
         original_decompositions = _functional._decompositions
         _functional._decompositions = lambda op: original_decompositions(op) + [untraceable]
 
+    kept = []
+
+    class Kept(logging.Handler):
+        def emit(self, record):
+            if "asynchronous lowering" in record.getMessage():
+                kept.append(record.getMessage())
+    logger = logging.getLogger("autotuned.inductor")
+    logger.addHandler(Kept(logging.INFO))
+    logger.setLevel(logging.INFO)
     ai.enable(target=target, timeout=300,
               options=pb.Options(warmup=1, iterations=5, presync_window_us=WINDOW_US))
     # Integer values: every sum is exact in float32.
@@ -126,7 +171,8 @@ def _steps(rank, world, target, plan):
         force["on"] = step.get("force_other", ())
         dist.barrier()
         torch._dynamo.reset()
-        before, first_code = len(ai.decisions()), len(codes)
+        before, first_code, first_ask, first_kept = (len(ai.decisions()), len(codes),
+                                                     len(asked), len(kept))
         start = time.monotonic()
         with relowering():
             if step.get("off"):
@@ -135,6 +181,7 @@ def _steps(rank, world, target, plan):
             else:
                 result = torch.compile(model)(x)
         out.append({"decisions": ai.decisions()[before:], "codes": codes[first_code:],
+                    "asked": asked[first_ask:], "kept": kept[first_kept:],
                     "wall_s": time.monotonic() - start,
                     "correct": [bool(torch.equal(r, e)) for r, e in zip(result, expected)]})
     ai.disable()
@@ -189,6 +236,24 @@ def test_two_ranks_each_collective_tuned_then_its_other_choice_runs(daemon):
     assert "all_to_all_single" in code and "reduce_scatter_tensor" in code, code
     assert off["decisions"] == []
     assert "all_to_all_single" not in "\n".join(off["codes"])
+
+
+def test_overlapped_all_reduce_keeps_inductors_lowering(daemon):
+    """An all_reduce with a matmul between it and its wait keeps Inductor's
+    asynchronous lowering: no ask, no decision, one INFO line naming the
+    matmul, the matmul between the collective and its wait in the code;
+    the all_reduce waited at once beside it is TUNED. The eager output."""
+    results = _run(daemon, 2, {"steps": [{}], "overlap": True})
+    for r in results:
+        step = r[0]
+        assert step["asked"] == ["functional_all_reduce_1"], step
+        _tuned(step, ["functional_all_reduce_1"])
+        assert len(step["kept"]) == 1 and "functional_all_reduce " in step["kept"][0] \
+            and "mm" in step["kept"][0], step["kept"]
+        code = "\n".join(step["codes"])
+        issued = code.index("_c10d_functional.all_reduce_.default(")
+        waited = code.index("_c10d_functional.wait_tensor.default(", issued)
+        assert "mm(" in code[issued:waited], code
 
 
 @long_only("//client/python:inductor_functional_long_test")

@@ -41,8 +41,55 @@ all_reduce). For an in-place op (DTensor's all_reduce_ on a view of a
 matmul's output) its result is copied back into the input's buffer, and a
 choice that reads the input otherwise than as a collective's input reads a
 copy of it made in the graph (not timed): else 2.11's scheduler orders
-that read after the write. Every choice is timed with its wait, so an asynchronous default
-is timed without the overlap it may have in the graph.
+that read after the write. Every choice is timed with its wait, alone: the
+timing cannot see an overlap the default would have in the graph, and an
+inlined choice has none. So an op that Inductor overlaps with compute is not
+asked for (the overlap rule below).
+
+The overlap rule. At lowering, the op's FX node (V.graph.current_node) and
+its wait_tensor (a user of the node or, for the in-place ops, of the
+node's input) are found in the graph as Inductor lowers it, after the
+post-grad passes; the op keeps Inductor's asynchronous lowering, not
+tuned, with one INFO line saying why and nothing in decisions(), where
+  * a node between the op and its wait, in graph order, is compute that
+    does not read the op's result (or, in place, its buffer): a
+    call_function node with a tensor value that is not a getitem, a view,
+    nor an op of the _c10d_functional or autotuned namespaces (other
+    collectives and their waits: those of one process group run one
+    after another on its stream, not under each other): the scheduler
+    starts from that order, with the collective running under that
+    compute;
+  * no wait of it follows in the graph (it is waited in a later graph);
+  * Inductor is configured to reorder for overlap itself:
+    aten_distributed_optimizations.enable_overlap_scheduling (an FX pass
+    before lowering, that may also wrap nodes in control_deps), or
+    reorder_for_compute_comm_overlap with a non-empty
+    reorder_for_compute_comm_overlap_passes and not deterministic (the
+    scheduler's condition; its passes run after lowering, raise collectives
+    and sink waits): every functional collective then keeps Inductor's
+    lowering.
+The rule reads only the graph and Inductor's configuration, the same on
+every rank of an SPMD program, so no rank asks for an op its peers keep.
+The graph cannot be read (an error) also keeps it, with the error in the
+INFO line; a lowering that runs for no FX node of the op (no current node,
+or another op's) has nothing to read, and the op is tuned.
+An op whose wait directly follows (views, getitems and other collectives'
+bookkeeping aside: the usual TP all_reduce, wait, add) is tuned. Neither
+reordering is on by default in 2.11, so a graph whose order at lowering has
+no overlap gets none from them. What does move nodes by default, before
+lowering (the rule sees the graph after both): the post-grad
+reorder_for_locality (inference graphs only) moves each node's producers,
+waits included but no collective, right before their first user, so
+compute used only after a wait lands after it, while the waits of results
+the graph returns sink to its end, with the compute that feeds its other
+outputs in their windows; and mm + add patterns become an addmm where the
+add was. The scheduler's reorder_for_peak_memory
+(on by default, after lowering) picks a topological order by estimated peak
+memory and may move independent compute into or out of a window; that is
+not predicted here. funcol's Python functions (all_reduce, ...) wait where
+they are traced, so their graphs have a window only where the ops are
+written out (torch.ops._c10d_functional, then wait_tensor later) or a pass
+makes one.
 
 PyTorch's symm-mem all_reduce is not a choice here: Inductor 2.11 has no
 lowering for its two-shot, and its one-shot's staging buffer is a
@@ -52,7 +99,8 @@ from the size of a previous allocation with the same alloc_id"), and on
 2 x H100 a graph with it inlined at eight sites computed a wrong result
 though each choice passed the ranks' output check alone.
 
-Not tuned (Inductor's own lowering): the coalesced and *_out variants,
+Not tuned (Inductor's own lowering): ops overlapped with compute (the
+overlap rule), the coalesced and *_out variants,
 shard_dim_alltoall, inputs of symbolic size, reduce ops other than those
 named above for the alternatives (the op then has only its default), ops
 lowered inside a subgraph (a choice being compiled or inlined, a
@@ -351,11 +399,79 @@ def _lower(state: Any, op_name: str, original: Callable[..., Any], *args: Any,
         return original(*args, **kwargs)
     if op is None or len(decompositions) < 2:
         return original(*args, **kwargs)
+    try:
+        overlapped = _overlapped(op_name)
+    except Exception as e:  # noqa: BLE001 - Inductor's own lowering
+        overlapped = f"its overlap with compute could not be read: {_select._why(e)}"
+    if overlapped:
+        log.info("autotuned: %s keeps Inductor's asynchronous lowering, not tuned: %s",
+                 op.name, overlapped)
+        return original(*args, **kwargs)
     with nested():
         winner = _select_winner(state, op, decompositions)
         if winner is None:
             return original(*args, **kwargs)
         return _apply(op, winner)
+
+
+def _trivial(node: Any) -> bool:
+    """Whether an FX node is no compute to overlap a collective with: a
+    getitem, a view, another collective or wait (the _c10d_functional and
+    autotuned namespaces), or a node with no tensor value (size
+    arithmetic)."""
+    import operator
+
+    import torch
+
+    target = node.target
+    if target is operator.getitem or getattr(target, "is_view", False):
+        return True
+    if getattr(target, "namespace", "") in ("_c10d_functional", "c10d_functional", "autotuned"):
+        return True
+    val = node.meta.get("val")
+    values = val if isinstance(val, (list, tuple)) else [val]
+    return not any(isinstance(v, torch.Tensor) for v in values)
+
+
+def _overlapped(op_name: str) -> str:
+    """Why the op being lowered keeps Inductor's asynchronous lowering (the
+    overlap rule of the module docstring); "" where it is tuned."""
+    import torch
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+
+    if config.aten_distributed_optimizations.enable_overlap_scheduling:
+        return "aten_distributed_optimizations.enable_overlap_scheduling is on"
+    if config.reorder_for_compute_comm_overlap and \
+            config.reorder_for_compute_comm_overlap_passes and not config.deterministic:
+        return "reorder_for_compute_comm_overlap is on"
+    node = V.graph.current_node
+    overload = getattr(torch.ops._c10d_functional, op_name).default
+    if node is None or node.target is not overload:
+        return ""
+    wait = torch.ops._c10d_functional.wait_tensor.default
+    waits = {u for u in node.users if u.target is wait}
+    # The collective and what reads its result, or (in place) its buffer,
+    # whose wait may name either.
+    after = {node}
+    if OPS[op_name][1] and node.args and isinstance(node.args[0], torch.fx.Node):
+        after.add(node.args[0])
+        waits |= {u for u in node.args[0].users if u.target is wait}
+    compute = []
+    cursor = node.next
+    while cursor.op != "root" and cursor not in waits:
+        if any(a in after for a in cursor.all_input_nodes):
+            after.add(cursor)
+        elif cursor.op == "call_function" and not _trivial(cursor):
+            compute.append(cursor.name)
+        cursor = cursor.next
+    if cursor.op == "root":
+        return "no wait_tensor of it follows in this graph"
+    if compute:
+        shown = ", ".join(compute[:4]) + (", ..." if len(compute) > 4 else "")
+        return f"{len(compute)} node(s) of independent compute ({shown}) lie " \
+               f"between it and its {cursor.name}"
+    return ""
 
 
 def _select_winner(state: Any, op: _Op, decompositions: list[Callable[..., Any]]) -> Any:
