@@ -24,14 +24,22 @@ time they run:
     whenever fixed won it.)
   * `flat`, split_points=[SPLIT]: `fixed` against `double` (2 x
     FIXED_US): fixed wins both ranges, which merge into one: no dispatch.
+  * `auto`, no split_points: `low` against `high`; its ranges come from
+    the probe ladder (_ranges.PROBE_BYTES, here PROBE: SPLIT and UPPER
+    elements, so [1, SPLIT] tuned at SPLIT and [SPLIT + 1, inf) at UPPER):
+    low wins the first, high the second, by construction.
 
 The default tier compiles `three`: one Tune for its three ranges, the
 same decisions on every rank; each call runs its range's winner (the
 markers), at sizes on both sides of each split point and at their edges,
 with no recompile; the generated code holds one comparison of the size
 per boundary (the wrapper's only `if`s) and the second process is
-answered CACHED with the same code. The merging rule itself is checked on
-answers of known costs, without a daemon (test_merge_*).
+answered CACHED with the same code. It compiles `auto` too, twice in the
+same processes (each compile in a fresh Inductor cache): one graph each, a
+Tune of its two ranges, TUNED then CACHED, each call running its range's
+winner. The merging rule, the probe ladder in units of the dimension and
+the choice of the dimension are checked without a daemon (test_merge_*,
+test_probe_ladder_*, test_dispatch_dimension_rule).
 
 The long tier (//client/python:inductor_ranges_long_test) adds `cross`
 and `flat` (the tied range merged end to end, one range without a
@@ -71,6 +79,9 @@ TIE = FIXED_US // LINEAR_US  # linear and fixed cost the same
 POINTS = (SPLIT, TIE)  # three's and cross's split points
 # Sizes the compiled model is called at: both sides of each split point.
 CALLS = (512, SPLIT, SPLIT + 1, 4096, TIE, TIE + 1, 64)
+# auto's probe ladder (in bytes of its float32 input, its one dimension the
+# dynamic one): ranges [1, SPLIT] and [SPLIT + 1, inf), tuned at UPPER.
+PROBE = (SPLIT * 4, UPPER * 4)
 
 
 @pytest.fixture(autouse=True)
@@ -150,14 +161,19 @@ def _ops(ran):
     # Its default costs as linear does: it wins the first two ranges.
     mixed = define("mixed", [CustomOpConfig(fixed), CustomOpConfig(double)],
                    ranges=(SPLIT // 2, SPLIT), default_us=lambda n: n * LINEAR_US)
-    return three, cross, flat, plain, mixed
+    # No split_points: its ranges come from the probe ladder.
+    auto = define("auto", [CustomOpConfig(low), CustomOpConfig(high)], ranges=())
+    return three, cross, flat, plain, mixed, auto
 
 
 def _rank(rank, world, target, model_name, fresh):
     """Compiles the model at the first size in a fresh Inductor cache, then
     calls it at every size of CALLS. "three": three, dynamic=True; "cross":
     cross and flat, dynamic=True; "deferred" (deferred mode): plain on a
-    static input, then mixed on x marked dynamic."""
+    static input, then mixed on x marked dynamic; "auto": auto,
+    dynamic=True, with the probe ladder PROBE, compiled and called twice,
+    each time in a fresh Inductor cache (`graphs`: how many compiled
+    graphs each compile's calls ran)."""
     import torch
     import torch.distributed as dist
     from torch._inductor.output_code import CompiledFxGraph
@@ -166,11 +182,14 @@ def _rank(rank, world, target, model_name, fresh):
     import autotuned.inductor as ai
     import autotuned.rankrun as rankrun
     from autotuned import pb
+    from autotuned.inductor import _ranges
 
     ran = []
-    three, cross, flat, plain, mixed = _ops(ran)
+    three, cross, flat, plain, mixed, auto = _ops(ran)
+    if model_name == "auto":
+        _ranges.PROBE_BYTES = PROBE
     deferred = model_name == "deferred"
-    tunes, codes = [], []
+    tunes, codes, ran_graphs = [], [], []
     original_tune = rankrun.tune_rank
 
     def counted(group, problems, **kwargs):
@@ -181,6 +200,7 @@ def _rank(rank, world, target, model_name, fresh):
 
     def recorded(self, inputs):
         codes.append(self.source_code)
+        ran_graphs.append(self)
         return original_call(self, inputs)
     CompiledFxGraph.__call__ = recorded
 
@@ -203,29 +223,35 @@ def _rank(rank, world, target, model_name, fresh):
               options=pb.Options(warmup=1, iterations=5, timeout_ms=300000,
                                  presync_window_us=WINDOW_US))
     dist.barrier()
-    compiled = torch.compile(static_then_dynamic) if deferred else torch.compile(
-        (lambda x: (cross(x), flat(x))) if model_name == "cross" else (lambda x: (three(x),)),
-        dynamic=True)
-    calls, correct = [], True
+    model = {"three": lambda x: (three(x),), "cross": lambda x: (cross(x), flat(x)),
+             "auto": lambda x: (auto(x),)}.get(model_name)
+    calls, correct, graphs = [], True, []
     hits = torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"]
-    with fresh_cache() if fresh else contextlib.nullcontext():
-        compiled(*inputs(CALLS[0]))
-        for n in CALLS:
-            del ran[:]
-            got = compiled(*inputs(n))
-            if deferred:
-                got = got[::-1]
-            calls.append(sorted({name for name, _ in ran}))
-            total = torch.arange(n, dtype=torch.float32) * world + 1000 * sum(range(world))
-            want = {"three": [total], "cross": [total, total],
-                    "deferred": [total, total[:64]]}[model_name]
-            correct = correct and len(got) == len(want) and \
-                all(torch.equal(g, w) for g, w in zip(got, want))
+    for _ in range(2 if model_name == "auto" else 1):
+        if graphs:  # a second compile of the same function, from scratch
+            torch._dynamo.reset()
+        del ran_graphs[:]
+        compiled = torch.compile(static_then_dynamic) if deferred else \
+            torch.compile(model, dynamic=True)
+        with fresh_cache() if fresh else contextlib.nullcontext():
+            compiled(*inputs(CALLS[0]))
+            for n in CALLS:
+                del ran[:]
+                got = compiled(*inputs(n))
+                if deferred:
+                    got = got[::-1]
+                calls.append(sorted({name for name, _ in ran}))
+                total = torch.arange(n, dtype=torch.float32) * world + 1000 * sum(range(world))
+                want = {"three": [total], "cross": [total, total], "auto": [total],
+                        "deferred": [total, total[:64]]}[model_name]
+                correct = correct and len(got) == len(want) and \
+                    all(torch.equal(g, w) for g, w in zip(got, want))
+        graphs.append(len({id(g) for g in ran_graphs}))
     decisions = ai.decisions()
     dispatches = ai.dispatches()
     ai.disable()
     return {"decisions": decisions, "dispatches": dispatches, "tunes": tunes,
-            "codes": codes, "calls": calls, "correct": correct,
+            "codes": codes, "calls": calls, "correct": correct, "graphs": graphs,
             "fx_hits": torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"] - hits}
 
 
@@ -415,6 +441,83 @@ def test_three_winners_dispatched_then_cached(daemon):
             code = results[0]["codes"][0]
         else:
             assert results[0]["codes"][0] == code
+
+
+def test_probe_ladder_in_units_of_the_dimension():
+    """probe_ranges(): the ladder's steps in units of the dimension, rounded
+    down (a range's message is never above its step), those below one unit
+    or outside the dimension's values left out, the last step the upper
+    bound (at most the dimension's largest value)."""
+    from autotuned.inductor._ranges import PROBE_BYTES, probe_ranges
+
+    ladder = list(PROBE_BYTES)
+    assert ladder == sorted(set(ladder)) and len(ladder) >= 2, ladder
+    assert probe_ranges(1) == (ladder[:-1], ladder[-1])
+    unit = ladder[0] + 1  # the first step is below one unit
+    points, upper = probe_ranges(unit)
+    assert points == [b // unit for b in ladder[1:-1]], points
+    assert all(b - unit < p * unit <= b for p, b in zip(points, ladder[1:])), points
+    assert upper == ladder[-1] // unit
+    # The dimension's values: [2, points[1] + 1] keeps only points[1] (1 is
+    # below 2; points[2] + 1 is above), and bounds the last range there.
+    low_unit = ladder[1]
+    points, _ = probe_ranges(low_unit)
+    assert points[0] == 1, points
+    assert probe_ranges(low_unit, 2, points[1] + 1) == ([points[1]], points[1] + 1)
+    # A unit above the whole ladder: one range, tuned at one unit.
+    assert probe_ranges(ladder[-1] + 1) == ([], 1)
+
+
+def test_dispatch_dimension_rule():
+    """The dimension dispatched on without split_points: the only symbolic
+    dimension of the op's first tensor input, the other inputs static; none
+    for a static selection, nor where the inputs hold more symbolic
+    dimensions (PyTorch's own specialization then)."""
+    import sympy
+
+    from autotuned.inductor._ranges import _probe_dimension
+
+    s0, s1 = sympy.Symbol("s0"), sympy.Symbol("s1")
+
+    def nodes(*sizes):
+        return [type("Node", (), {"get_size": lambda self, size=size: list(size)})()
+                for size in sizes]
+
+    assert _probe_dimension("op", nodes([s0, 8])) == 0
+    assert _probe_dimension("op", nodes([8, 2 * s0], [8])) == 1
+    assert _probe_dimension("op", nodes([8, 8])) is None
+    assert _probe_dimension("op", nodes([s0, s1])) is None
+    assert _probe_dimension("op", nodes([s0, 8], [s0, 8])) is None
+    assert _probe_dimension("op", nodes([8, 8], [s0])) is None
+
+
+def test_ranges_from_the_ladder_without_split_points(daemon):
+    """auto, registered without split_points, compiled with dynamic=True:
+    one selection per range of its probe ladder (PROBE), all in one Tune:
+    low wins up to SPLIT and high above it, by construction, on both ranks;
+    one graph for every size, with one comparison of the size, at SPLIT,
+    each call running its range's winner; compiled again from scratch in
+    the same processes (a fresh Inductor cache): CACHED, the same code."""
+    names = [f"auto_{x}" for x in RANGES]
+    table = ("auto", [(1, SPLIT, f"{names[0]}_low"), (SPLIT + 1, None, f"{names[1]}_high")])
+    for r in _launch(daemon, "auto"):
+        assert r["tunes"] == [names, names], r["tunes"]
+        summary = [(name, winner, st) for name, _, winner, st, _ in r["decisions"]]
+        assert summary == [(n, f"{n}_{w}", status) for status in ("TUNED", "CACHED")
+                           for n, w in zip(names, ("low", "high"))], r["decisions"]
+        assert r["dispatches"] == [table, table], r["dispatches"]
+        for (n, timings, winner, *_) in r["decisions"][:2]:
+            others = dict(timings)
+            cheap = others.pop(winner)
+            assert cheap < min(others.values()), (n, cheap, others)
+            assert FIXED_US / 1000 <= min(others.values()), (n, cheap, others)
+        # One graph per compile, not one per size, the same code both times
+        # (but for its AOT ID, a count of the process's compiles).
+        assert r["graphs"] == [1, 1] and r["fx_hits"] == 0, r
+        assert len({re.sub(r"# AOT ID: .*", "", c) for c in r["codes"]}) == 1, r["codes"]
+        assert _boundary(r["codes"][0]) == SPLIT, r["codes"][0]
+        for n, ran in zip(CALLS * 2, r["calls"]):
+            assert ran == (["low_cost"] if n <= SPLIT else ["high_cost"]), (n, ran)
 
 
 @long_only("//client/python:inductor_ranges_long_test")

@@ -30,12 +30,14 @@ integration's own code: the same FALLBACK (the op's default) on every rank,
 with a warning naming the reason, never an exception out of the lowering nor
 a wait beyond the daemon's window (_select.ask says why it is the same on
 every rank). Inductor's caches: _caches. Its custom-op lowering: _lowering.
-A selection over a dynamic dimension (dispatch_on and split_points): a
-winner per size range, all ranges in one Tune, dispatched at run time by
-the size (_ranges).
+A selection over a dynamic dimension (dispatch_on and split_points, or,
+without them, a symbolic dimension of the collective's input with the
+ranges of a short ladder of message sizes): a winner per size range, all
+ranges in one Tune, dispatched at run time by the size (_ranges).
 
 Patches PyTorch 2.11.x only (select_algorithm.AlgorithmSelectorCache.__call__,
-custom_op.autotune_custom_op and _range_based_lowering_fn, the lowerings of
+custom_op.autotune_custom_op, _standard_lowering_fn and
+_range_based_lowering_fn, the lowerings of
 the functional collectives, the FX graph and AOTAutograd caches' save and
 key); enable() raises RuntimeError on any other version.
 """
@@ -118,7 +120,8 @@ def _patch(state: _State) -> None:
     if not _originals:
         _originals.update(call=sa.AlgorithmSelectorCache.__call__,
                           autotune_custom_op=custom_op.autotune_custom_op,
-                          range_lowering=custom_op._range_based_lowering_fn)
+                          range_lowering=custom_op._range_based_lowering_fn,
+                          standard_lowering=custom_op._standard_lowering_fn)
     call, lower = _originals["call"], _originals["autotune_custom_op"]
 
     def patched_call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -130,6 +133,8 @@ def _patch(state: _State) -> None:
     sa.AlgorithmSelectorCache.__call__ = patched_call  # type: ignore[method-assign]
     custom_op.autotune_custom_op = patched_lowering
     custom_op._range_based_lowering_fn = _ranges.patched(state, _originals["range_lowering"])
+    custom_op._standard_lowering_fn = _ranges.patched_standard(
+        state, _originals["standard_lowering"])
 
 
 def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
@@ -202,6 +207,7 @@ def disable() -> None:
         sa.AlgorithmSelectorCache.__call__ = _originals["call"]  # type: ignore[method-assign]
         custom_op.autotune_custom_op = _originals["autotune_custom_op"]
         custom_op._range_based_lowering_fn = _originals["range_lowering"]
+        custom_op._standard_lowering_fn = _originals["standard_lowering"]
         _originals.clear()
     _functional.uninstall()
     _caches.uninstall()

@@ -42,6 +42,30 @@ With the integration on, a collective's range selection instead:
 Selections that are not collectives keep 2.11's own range lowering. Any
 error: the op's default everywhere, with a warning, as for any selection
 (_select.ask says why that is the same on every rank).
+
+An op registered without split_points (custom_op._standard_lowering_fn)
+has, in 2.11, each symbolic dimension of its inputs specialized: making
+its choices (SubgraphChoiceCaller._compute_sym_input_values) takes int()
+of the example inputs' symbolic sizes, a guard `size == hint`, so the graph
+is recompiled at every new size and each compile tunes its own size. With
+the integration on, a collective selection whose first tensor input (the
+collective's input, whose bytes are the message) has one symbolic
+dimension, and whose other tensor inputs are static, is lowered as above
+over that dimension instead (lower_standard()), its ranges from a short
+probe ladder: PROBE_BYTES, message sizes from a decode step to a prefill,
+a factor of 8 apart (its comment says why these), in units of the
+dimension (the input's other dimensions times its element size, rounded
+down; probe_ranges()): every step but the last a split point, the last the
+range_upper_bound, so each range is tuned at the step that ends it and the
+last one at the ladder's top, by the rules above. Steps below one unit or
+outside the dimension's known values are left out; with none left, one
+range is tuned at the top (or one unit) and inlined, no dispatch. The
+merging, the Tune, the dispatch and the fallbacks are the same code.
+Several symbolic dimensions (torch.compile(dynamic=True) makes every
+dimension of a graph input symbolic; mark_dynamic one to dispatch on it),
+or a symbolic dimension in another tensor input: 2.11's specialization,
+with a log line at INFO. A static selection, or a selection that is not a
+collective's (found on its first range's choices), is 2.11's own, unchanged.
 """
 from __future__ import annotations
 
@@ -59,6 +83,20 @@ log = logging.getLogger("autotuned.inductor")
 # (op name, [(first size, last size or None, winner name), ...]): the merged
 # ranges a compiled graph dispatches among (autotuned.inductor.dispatches()).
 Dispatch = tuple[str, list[tuple[int, Optional[int], str]]]
+
+# The message sizes, in bytes of the collective's input, at which a
+# collective selection over a dynamic dimension registered without
+# split_points is tuned (probe_ranges(), module docstring): powers of 8
+# from 16 KiB to 64 MiB. 16 KiB is one decode token of an 8192-wide bf16
+# activation: below it a collective's time is mostly its latency, and
+# smaller messages run the first step's winner. 64 MiB is the top of what
+# the project sweeps by default (autotunectl sweep's --to, the vLLM
+# helper's DEFAULT_SIZES_BYTES, P2PGroup's default max_bytes), a prefill of
+# 4096 such tokens; larger messages run its winner. Every step is a problem
+# of the one Tune, every choice timed at each: steps of 8 make five, steps
+# of 4 would make seven, to place a crossover within a factor of 4 instead
+# of 8.
+PROBE_BYTES = (16 << 10, 128 << 10, 1 << 20, 8 << 20, 64 << 20)
 
 
 def representative(start: int, end: float, upper_bound: int) -> int:
@@ -238,12 +276,14 @@ def _choice_of(selections: Sequence[_select.Selection], key: str) -> Any:
 
 def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
     """custom_op._range_based_lowering_fn while enabled (module docstring);
-    `kw` are its keyword arguments."""
+    `kw` are its keyword arguments (tensor_name None: the first tensor
+    input, as lower_standard() passes it). `original(**kw)` lowers a
+    selection that is not a collective's."""
     import torch._inductor.kernel.custom_op as custom_op
     from torch._inductor.lowering import fallback_handler, validate_ir
 
     name, op, inputs = kw["name"], kw["op_overload"], list(kw["tensor_inputs"])
-    tensor_name, dim = kw["tensor_name"], kw["dim_index"]
+    dim = kw["dim_index"]
     input_gen_fns = kw.get("input_gen_fns") or {}
     for node in inputs:
         node.realize()
@@ -252,6 +292,10 @@ def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
         kw["runtime_kwargs"], name)
     default_kwargs = dict(non_tensor_args[0]) if non_tensor_args else dict(kw["runtime_kwargs"])
     names = list(inspect.signature(decompositions[0]).parameters) if decompositions else []
+    # None: the first tensor input, under the name 2.11 gives its input
+    # generator (the first decomposition's first parameter).
+    tensor_name = kw["tensor_name"] if kw["tensor_name"] is not None else \
+        (names[0] if names else "")
     index = names.index(tensor_name) if tensor_name in names else -1
     size = inputs[index].get_size()[dim] if 0 <= index < len(inputs) and \
         dim < len(inputs[index].get_size()) else None
@@ -287,6 +331,8 @@ def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
                     inputs=inputs, non_tensor_args=non_tensor_args, op_overload=op,
                     user_input_gen_fns={**input_gen_fns, tensor_name: gen},
                     return_choice=True)
+                if collected and collected[-1] is None:  # not a collective's
+                    break
     except Exception as e:  # noqa: BLE001 - this rank asks nothing (see _select.ask)
         return fallback(e, "on this rank, without a round")
     if any(s is None for s in collected):  # not a collective: Inductor's own
@@ -334,4 +380,98 @@ def patched(state: Any, original: Callable[..., Any]) -> Callable[..., Any]:
     def range_based_lowering_fn(**kw: Any) -> Any:
         return lower(state, original, **kw)
     return range_based_lowering_fn
+
+
+def probe_ranges(unit_bytes: int, low: int = 1, high: float = math.inf,
+                 ladder: Optional[Sequence[int]] = None) -> tuple[list[int], int]:
+    """The split points and the range_upper_bound, in units of a dynamic
+    dimension, of a collective selection over it registered without
+    split_points: the `ladder` (default PROBE_BYTES) of message sizes, in
+    bytes of the collective's input, divided by `unit_bytes` (one unit of
+    the dimension: the input's other dimensions times its element size),
+    rounded down. Every size but the largest is a split point, where it is
+    at least one unit, above the previous one, and leaves both of its sides
+    within [low, high] (the dimension's value range); the largest, at most
+    `high`, is the upper bound, at which the last range is tuned (not less
+    than its start: representative())."""
+    sizes = [int(b) // max(int(unit_bytes), 1) for b in (PROBE_BYTES if ladder is None
+                                                        else ladder)]
+    points: list[int] = []
+    for p in sizes[:-1]:
+        if p >= max(low, 1) and p + 1 <= high and (not points or p > points[-1]):
+            points.append(p)
+    upper = max(sizes[-1], 1)
+    return points, int(min(upper, high))
+
+
+def _value_range(size: Any) -> tuple[int, float]:
+    """The values the size expression `size` can take in this graph, by its
+    symbols' ranges; (1, inf) where they are not known."""
+    from torch._inductor.virtualized import V
+
+    try:
+        bounds = V.graph.sizevars.shape_env.bound_sympy(size)
+        # An unbounded end is int_oo, whose is_finite is True: is_Integer
+        # tells a bound.
+        low = int(bounds.lower) if bounds.lower.is_Integer else 1
+        high = float(int(bounds.upper)) if bounds.upper.is_Integer else math.inf
+        return max(low, 1), high
+    except Exception:  # noqa: BLE001 - no bound known: the whole ladder
+        return 1, math.inf
+
+
+def _probe_dimension(name: str, inputs: Sequence[Any]) -> Optional[int]:
+    """The dimension of the collective's input (the op's first tensor input)
+    to dispatch on: its only symbolic one; None where it has none (a static
+    selection) or where the inputs hold more than that one (logged)."""
+    if not inputs:
+        return None
+    dims = [i for i, s in enumerate(inputs[0].get_size()) if getattr(s, "free_symbols", None)]
+    others = [j for j, node in enumerate(inputs[1:], 1)
+              if any(getattr(s, "free_symbols", None) for s in node.get_size())]
+    if not dims:
+        return None
+    if len(dims) > 1 or others:
+        log.info("autotuned: %s: symbolic dimensions %s of its first tensor input%s: no "
+                 "dispatch by size (one symbolic dimension, of the first input, only); "
+                 "PyTorch specializes them, a selection per size", name, dims,
+                 f" and of tensor inputs {others}" if others else "")
+        return None
+    return dims[0]
+
+
+def lower_standard(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
+    """custom_op._standard_lowering_fn while enabled: a selection whose
+    collective's input has a symbolic dimension is lowered as one over
+    that dimension (lower()), with the ranges of probe_ranges(); any other
+    is `original`'s, unchanged, as is one whose ranges could not be made
+    (with a warning). `kw` are its keyword arguments."""
+    import torch._inductor.kernel.custom_op as custom_op
+
+    name, inputs = kw["name"], list(kw["tensor_inputs"])
+    try:
+        dim = _probe_dimension(name, inputs)
+        if dim is not None:
+            size = inputs[0].get_size()
+            unit = inputs[0].get_dtype().itemsize * math.prod(
+                int(s) for i, s in enumerate(size) if i != dim)
+            points, upper = probe_ranges(unit, *_value_range(size[dim]))
+    except Exception as e:  # noqa: BLE001 - a pure function of the graph: the same
+        # on every rank; 2.11's lowering, which the integration still serves.
+        log.warning("autotuned: %s: no ranges by size: %s", name, _select._why(e))
+        dim = None
+    if dim is None:
+        return original(**kw)
+    log.info("autotuned: %s: dispatch on its first tensor input's dimension %d (%s), "
+             "split points %s, range_upper_bound %d", name, dim, size[dim], points, upper)
+    return lower(state, lambda **_: original(**kw), **kw, tensor_name=None, dim_index=dim,
+                 ranges=custom_op._create_ranges_from_split_points(points),
+                 range_upper_bound=upper)
+
+
+def patched_standard(state: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+    """The replacement of custom_op._standard_lowering_fn for `state`."""
+    def standard_lowering_fn(**kw: Any) -> Any:
+        return lower_standard(state, original, **kw)
+    return standard_lowering_fn
 
