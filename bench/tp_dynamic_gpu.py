@@ -15,15 +15,18 @@ dynamic=True and called first at the first token count (the size hint).
                   --split_points: each range tuned at its upper bound (the
                   last at the largest token count), all in one Tune, the
                   graph dispatching on the size (docs/python.md, "Dynamic
-                  shapes")
+                  shapes"); --split_points given with no value: the op
+                  registered without split_points or dispatch_on, ranged
+                  by the integration itself (its probe ladder of message
+                  sizes)
   --mode single   one winner for every size, tuned at the size hint, in
                   the same dynamic graph: split point 1 and the hint as
                   range_upper_bound, so every size the graph runs (2 and
                   more) is in the one range [2, inf), tuned at the hint
                   (the integration before ranges tuned every range at the
-                  hint). Not the op without split_points: for an op
-                  autotuned on a dynamic input, 2.11 specializes the
-                  dimension (a graph per size, each tuned at its size).
+                  hint). Not the op without split_points: the
+                  integration ranges that by its ladder (and 2.11 alone
+                  specializes the dimension: a graph per size).
 
 Token counts of 2 and more: Dynamo specializes a size of 1 (a second,
 static graph). Timing as bench/tp_layers_gpu.py (graph_us: CUDA-graph
@@ -62,8 +65,9 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--socket", default=os.environ.get("AUTOTUNED_SOCKET", ""))
     p.add_argument("--tokens", type=int, nargs="+", default=[8, 128, 1024],
                    help="the first one is the size hint")
-    p.add_argument("--split_points", type=int, nargs="+", default=[32, 256],
-                   help="--mode ranges: the ranges' upper bounds, in tokens")
+    p.add_argument("--split_points", type=int, nargs="*", default=[32, 256],
+                   help="--mode ranges: the ranges' upper bounds, in tokens (none: the "
+                        "integration's probe ladder)")
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--calls", type=int, default=10, help="steps per graph / eager block")
@@ -74,7 +78,8 @@ def parse(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if min(args.tokens) < 2:
         p.error("token counts of 2 and more (Dynamo specializes a size of 1)")
-    if args.split_points != sorted(set(args.split_points)) or min(args.split_points) < 1:
+    if args.split_points != sorted(set(args.split_points)) or \
+            min(args.split_points, default=1) < 1:
         p.error("--split_points: positive and ascending")
     return args
 
@@ -102,10 +107,10 @@ def all_reduce_op(group_name: str, world: int, split_points: list, upper: int):
                                                            group_name))
         return c10d.wait_tensor(c10d.all_gather_into_tensor(part, world, group_name)).view_as(x)
 
+    ranges = {"dispatch_on": {"tensor_name": "x", "dim": 0, "range_upper_bound": upper},
+              "split_points": list(split_points)} if split_points else {}
     register_custom_op_autotuning(
-        all_reduce, name=OP, configs=[CustomOpConfig(nccl), CustomOpConfig(rs_ag)],
-        dispatch_on={"tensor_name": "x", "dim": 0, "range_upper_bound": upper},
-        split_points=list(split_points))
+        all_reduce, name=OP, configs=[CustomOpConfig(nccl), CustomOpConfig(rs_ag)], **ranges)
     return all_reduce
 
 
@@ -155,8 +160,11 @@ def main(argv=None) -> int:
         import autotuned.kernels as K
         # The largest message a range is tuned at (the last one's start at
         # least) or a step runs.
-        largest = max(args.tokens + [p + 1 for p in split_points] + [upper])
-        p2p = K.P2PGroup(dist.group.WORLD, max_bytes=largest * args.hidden * 2)
+        largest = max(args.tokens + [p + 1 for p in split_points] + [upper]) * args.hidden * 2
+        if not split_points:  # the ladder's top step
+            from autotuned.inductor._ranges import PROBE_BYTES
+            largest = max(largest, max(PROBE_BYTES))
+        p2p = K.P2PGroup(dist.group.WORLD, max_bytes=largest)
         impls = {op: [n for n, i in kernels_lib.IMPLEMENTATIONS.items()
                       if i.collective == "all_reduce" and n != "all_reduce/nccl"]}
     timing = pb.CUDA_GRAPH if args.timing == "cuda_graph" else pb.EVENT_LOOP

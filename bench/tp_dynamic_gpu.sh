@@ -19,7 +19,8 @@
 # with the defaults.
 # Environment: TP_BENCH_STEP_S (300: each run's limit), TP_BENCH_REPS (2),
 # TP_BENCH_ARGS (more arguments for bench/tp_dynamic_gpu.py, e.g.
-# "--tokens 8 128 1024 --split_points 32 256").
+# "--tokens 8 128 1024 --split_points 32 256", or "--split_points" alone:
+# the op registered without split points, ranged by the integration).
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/steps.sh

@@ -56,13 +56,15 @@ def report_world(path: str, out: list) -> None:
     sizes = sorted({t for _, r in every if r for t in r.get("sizes", {})}, key=int)
     hint = next((next(iter(r["sizes"])) for _, r in every if r and r.get("sizes")), "-")
     points = next((r.get("split_points") for _, r in modes["ranges"] if r), None)
+    ranged = f"split points {points}" if points != [] else \
+        "no split points given (the integration's probe ladder)"
     out.append(f"## {first['world']} x {first['device']}: {first['layers']} layers, hidden "
                f"{first['hidden']}, bf16, one graph with a dynamic token dimension (torch "
                f"{first['torch']}, {first['date']})\n")
     out.append(f"Step time in us, max over ranks; graph: median replay of a CUDA graph of "
                f"{first['calls']} steps / {first['calls']}; eager: median of {first['reps']} "
                f"blocks of {first['calls']} back-to-back steps. single: one winner, tuned at "
-               f"the size hint ({hint} tokens); ranges: split points {points}. Runs: single "
+               f"the size hint ({hint} tokens); ranges: {ranged}. Runs: single "
                f"{len(modes['single'])}, ranges {len(modes['ranges'])}.\n")
     out.append("| tokens | message | graph single | graph ranges | ranges / single | "
                "eager single | eager ranges | ranges / single | spread (graph) | "
