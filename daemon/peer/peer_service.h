@@ -1,10 +1,10 @@
 // The daemon-to-daemon service (autotuned.v1.Peer, proto/peer.proto) as this
 // version serves it on the peer port (config peer_listen): Ping answers;
 // Ready, ReduceTimings and Exchange go to the handlers set with
-// SetReadyHandler and SetRunHandlers (the daemon sets those of the groups it
-// leads: daemon/leadership, through AutotuneService), RunOutcome to the one
-// set with SetOutcomeHandler (a follower's side), and each is UNAVAILABLE
-// until it is set. A handler's error status reaches the caller as is
+// SetReadyHandler and SetRunHandlers (the daemon's core sets those of the
+// groups it leads: daemon/leadership, by Node::ServePeers in daemon/node),
+// RunOutcome to the one set with SetOutcomeHandler (a follower's side), and
+// each is UNAVAILABLE until it is set. A handler's error status reaches the caller as is
 // (daemon/common/grpc_status.h). See docs/protocol.md ("Groups over several
 // daemons") for the protocol.
 //

@@ -1,17 +1,19 @@
-// The client-facing gRPC service (autotuned.v1.Autotune), and the peer calls
-// of the groups this daemon leads: a thin adapter. Each call is admitted
+// The client-facing gRPC service (autotuned.v1.Autotune): a thin adapter
+// over the parts of the daemon's core (daemon/node) that serve its calls,
+// which it holds by reference and does not make. Each call is admitted
 // (daemon/admission), validated against the live settings
-// (daemon/request/validate.h), handed to the part that serves it, and its
-// status converted for the wire (daemon/common/grpc_status.h):
+// (daemon/request/live_settings.h), handed to the part that serves it, and
+// its status converted for the wire (daemon/common/grpc_status.h):
 //   - a whole group asked at once: Solver (daemon/solver);
 //   - ranks asking one by one in a group this daemon leads:
 //     rounds::RankRounds (daemon/rounds);
 //   - the barriers and reports of runs of candidates the ranks run:
 //     clientrun::ClientRuns (daemon/clientrun);
-//   - ranks of a group led by another daemon: leadership::Follower;
-//     followers' peer calls: leadership::Leader and leadership::CrossRuns
+//   - ranks of a group led by another daemon: leadership::Follower
 //     (daemon/leadership).
-// See docs/protocol.md for the protocol.
+// Followers' peer calls do not come here: the peer service
+// (daemon/peer/peer_service.h) hands them to the leader's parts
+// (Node::ServePeers). See docs/protocol.md for the protocol.
 //
 // Status codes: INVALID_ARGUMENT naming the field for an invalid request,
 // UNIMPLEMENTED for a group shape this daemon does not serve (nothing is
@@ -21,7 +23,7 @@
 // answered wholly from the cache takes no slot: daemon/admission), or when a
 // whole-group call's turn on the devices would come too late for its
 // deadline (Solver::RunRound: the answer comes before the deadline);
-// UNAVAILABLE "draining: ..." after BeginDrain (calls in progress run to
+// UNAVAILABLE "draining: ..." after Node::BeginDrain (calls in progress run to
 // their answer); CANCELLED for a call whose client cancelled or went away
 // (its work stops: Solver::RunRound, rounds::RankRounds::Round);
 // FAILED_PRECONDITION from ListCache
@@ -32,8 +34,9 @@
 // most its run's bounds and the caller's deadline.
 //
 // Live settings: limits and defaults may be replaced while serving
-// (UpdateSettings, on SIGHUP); each call validates against the settings it
-// started with.
+// (Node::UpdateSettings, on SIGHUP); each call validates against the
+// settings it started with. Draining: after Node::BeginDrain, Tune and
+// Sweep are refused as above.
 //
 // Metrics: every round, result, rejection, cache lookup and cut-off candidate
 // is counted in metrics::DaemonMetrics; NodeInfo reports the same figures.
@@ -42,60 +45,51 @@
 // calls them from its thread pool).
 #pragma once
 
-#include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "config/config.pb.h"
 #include "daemon/admission/admission.h"
 #include "daemon/backend/backend.h"
 #include "daemon/cache/cache.h"
 #include "daemon/clientrun/client_runs.h"
-#include "daemon/engine/engine.h"
-#include "daemon/leadership/cross_runs.h"
 #include "daemon/leadership/follower.h"
-#include "daemon/leadership/leader.h"
 #include "daemon/metrics/daemon_metrics.h"
-#include "daemon/peer/peer_client.h"
-#include "daemon/request/validate.h"
+#include "daemon/request/live_settings.h"
+#include "daemon/request/valid_request.h"
 #include "daemon/rounds/rank_rounds.h"
 #include "daemon/solver/solver.h"
 #include "proto/autotuned.grpc.pb.h"
-#include "proto/peer.pb.h"
 
 namespace autotuned {
 
-struct ServiceOptions {
-  // Where the figures go (not owned; outlives the service). Null: the
-  // service keeps its own, still reported by NodeInfo.
-  metrics::DaemonMetrics* metrics = nullptr;
-  // Reported by NodeInfo: the bound metrics and peer addresses ("" = off).
-  std::string metrics_address;
-  std::string peer_address;
-  // How this daemon reaches the leaders of multi-daemon groups (not owned;
-  // outlives the service). Null, or config peer_advertise empty: members on
-  // other daemons are UNIMPLEMENTED.
-  PeerClient* peer_client = nullptr;
-  // The fleet cache, the second tier behind `cache` (not owned; outlives
-  // the service). Null: none. Give it the same `metrics`.
-  fleetcache::FleetCache* fleet = nullptr;
-};
-
 class AutotuneService final : public v1::Autotune::Service {
  public:
-  // `backend` and `cache` (null: no cache) are not owned and outlive the
-  // service.
-  AutotuneService(Backend* backend, ResultCache* cache,
-                  const config::DaemonConfig& config,
-                  const ServiceOptions& options = {});
-  // Stops the background measurement (waits for the problem it is
-  // measuring) and the cross-daemon runs started for followers.
-  ~AutotuneService() override = default;
+  // The parts the service serves: not owned, each outlives the service
+  // (the daemon's core owns them: daemon/node/node.h). All non-null but
+  // `cache` (null: no cache).
+  struct Parts {
+    Backend* backend = nullptr;
+    ResultCache* cache = nullptr;
+    metrics::DaemonMetrics* metrics = nullptr;
+    Admission* admission = nullptr;
+    const LiveSettings* settings = nullptr;
+    Solver* solver = nullptr;
+    rounds::RankRounds* rounds = nullptr;
+    clientrun::ClientRuns* client_runs = nullptr;
+    leadership::Follower* follower = nullptr;
+  };
+  // What NodeInfo reports besides the parts' figures.
+  struct Options {
+    // When the daemon started (Node::started): uptime_s.
+    absl::Time started;
+    // The bound metrics and peer addresses ("" = off).
+    std::string metrics_address;
+    std::string peer_address;
+  };
+
+  AutotuneService(const Parts& parts, Options options);
 
   grpc::Status Tune(grpc::ServerContext* context, const v1::TuneRequest* request,
                     v1::TuneResponse* response) override;
@@ -119,45 +113,7 @@ class AutotuneService final : public v1::Autotune::Service {
   grpc::Status Report(grpc::ServerContext* context, const v1::RunReport* request,
                       v1::TuneResponse* response) override;
 
-  const std::string& fingerprint() const { return solver_.fingerprint(); }
-
-  // The peer handlers (PeerService::SetReadyHandler, SetRunHandlers,
-  // SetOutcomeHandler): leadership::Leader::Ready against this daemon's live
-  // settings, leadership::CrossRuns::Reduce and Exchange, and
-  // leadership::Follower::Outcome; their statuses as those say.
-  absl::StatusOr<v1::Decision> LeadReady(const v1::ReadyRequest& request,
-                                         absl::Time deadline,
-                                         std::function<bool()> gone = nullptr);
-  absl::StatusOr<v1::Decision> LeadReduce(const v1::RankTimings& timings,
-                                          absl::Time deadline);
-  absl::StatusOr<v1::ExchangeReply> LeadExchange(const v1::ExchangeRequest& request,
-                                                 absl::Time deadline);
-  absl::StatusOr<v1::OutcomeReply> FollowOutcome(const v1::OutcomeRequest& request,
-                                                 absl::Time deadline);
-
-  // Replaces the limits and defaults that later calls validate against
-  // (limits.max_request_bytes is the gRPC server's and is ignored here).
-  void UpdateSettings(const config::Limits& limits, const config::Defaults& defaults)
-      ABSL_LOCKS_EXCLUDED(settings_mu_);
-
-  // Refuses every later Tune and Sweep with UNAVAILABLE "draining: ..." and
-  // measures no more rounds in the background.
-  void BeginDrain();
-  // True once no Tune or Sweep is in progress; false at `deadline`.
-  bool WaitForRounds(absl::Time deadline) { return admission_.WaitIdle(deadline); }
-  // True after BeginDrain.
-  bool draining() const { return admission_.draining(); }
-
  private:
-  struct Settings {
-    config::Limits limits;
-    config::Defaults defaults;
-  };
-
-  std::shared_ptr<const Settings> settings() const ABSL_LOCKS_EXCLUDED(settings_mu_);
-  ValidationContext Validation(const Settings& settings) const;
-  // The memory cap under `limits` on this backend (backend.h, MemoryCap).
-  int64_t MemoryCap(const config::Limits& limits) const;
   // A sweep size left out (ValidRequest::skipped): FAILED, skipped, with
   // the reason, measured and cached nothing.
   v1::TuneResponse SkippedSize(const ValidRequest& size);
@@ -183,27 +139,8 @@ class AutotuneService final : public v1::Autotune::Service {
   grpc::Status Answer(const absl::Status& status, const char* what);
 
   // Constant after construction.
-  Backend* const backend_;
-  ResultCache* const cache_;
-  const config::DaemonConfig config_;
-  const ServiceOptions options_;
-  const absl::Time started_;
-  std::unique_ptr<metrics::Registry> own_registry_;  // when options.metrics is null
-  std::unique_ptr<metrics::DaemonMetrics> own_metrics_;
-  metrics::DaemonMetrics* const metrics_;
-
-  Admission admission_;
-  mutable absl::Mutex settings_mu_;
-  std::shared_ptr<const Settings> settings_ ABSL_GUARDED_BY(settings_mu_);
-
-  // The parts, each using those declared before it (and destroyed first).
-  Engine engine_;
-  Solver solver_;
-  leadership::CrossRuns cross_runs_;
-  clientrun::ClientRuns client_runs_;
-  rounds::RankRounds rounds_;
-  leadership::Leader leader_;
-  leadership::Follower follower_;
+  const Parts parts_;
+  const Options options_;
 };
 
 }  // namespace autotuned

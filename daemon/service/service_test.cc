@@ -1,8 +1,10 @@
-// The service through its real gRPC stub, in-process, over the scripted
-// node (daemon/testing/scripted_node.h) and a real cache directory: what the
+// The service through its real gRPC stub, in-process, over the parts of a
+// real daemon core (daemon/node) on the scripted node
+// (daemon/testing/scripted_node.h) and a real cache directory: what the
 // adapter itself does (admission, validation, routing, statuses on the wire,
 // figures, settings, drain). The parts it hands requests to have their own
-// tests: daemon/solver, daemon/rounds, daemon/leadership, daemon/request.
+// tests: daemon/solver, daemon/rounds, daemon/leadership, daemon/request;
+// the peer calls the core serves, daemon/node.
 #include "daemon/service/service.h"
 
 #include <algorithm>
@@ -18,6 +20,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/config_loader.h"
+#include "daemon/node/node.h"
+#include "daemon/peer/peer_client.h"
 #include "daemon/service/dispatch.h"
 #include "daemon/testing/scripted_node.h"
 
@@ -46,9 +50,13 @@ class Fixture {
     cache_ = *ResultCache::Open(
         testing::TempDir(cache_name),
         ResultCacheOptions{config_.cache().max_entries(), config_.cache().max_bytes()});
-    service_ = std::make_unique<AutotuneService>(backend_.get(), cache_.get(), config_,
-                                                 ServiceOptions{&metrics_, "m:1", "p:2",
-                                                                peer_client_.get()});
+    node_ = std::make_unique<Node>(backend_.get(), cache_.get(), config_,
+                                   NodeOptions{&metrics_, peer_client_.get()});
+    service_ = std::make_unique<AutotuneService>(
+        AutotuneService::Parts{&node_->backend(), node_->cache(), &node_->metrics(),
+                               &node_->admission(), &node_->settings(), &node_->solver(),
+                               &node_->rounds(), &node_->client_runs(), &node_->follower()},
+        AutotuneService::Options{node_->started(), "m:1", "p:2"});
     grpc::ServerBuilder builder;
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
@@ -72,7 +80,7 @@ class Fixture {
 
   FakeBackend& backend() { return *backend_; }
   v1::Autotune::Stub& stub() { return *stub_; }
-  AutotuneService& service() { return *service_; }
+  Node& node() { return *node_; }
   metrics::Registry& registry() { return registry_; }
 
   v1::NodeMetrics Metrics() {
@@ -89,6 +97,7 @@ class Fixture {
   std::unique_ptr<FakeBackend> backend_;
   std::unique_ptr<ResultCache> cache_;
   std::unique_ptr<PeerClient> peer_client_;
+  std::unique_ptr<Node> node_;
   std::unique_ptr<AutotuneService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Autotune::Stub> stub_;
@@ -130,7 +139,7 @@ TEST_CASE("a whole-group tune through the stub: ranked, then from the cache") {
   CHECK(resp.results(0).status() == v1::TUNED);
   CHECK(resp.results(0).winner() == "all_reduce/b");
   CHECK(resp.results(0).ranked_size() == 3);
-  CHECK(resp.fingerprint() == f.service().fingerprint());
+  CHECK(resp.fingerprint() == f.node().fingerprint());
   v1::TuneResponse again;
   REQUIRE(f.Tune(req, &again).ok());
   CHECK(again.results(0).status() == v1::CACHED);
@@ -435,7 +444,7 @@ TEST_CASE("one round over max_concurrent_rounds is RESOURCE_EXHAUSTED") {
   CHECK(f.Metrics().rejected_overloaded() == 1);
   // Raised live: two at once are fine now.
   config::DaemonConfig more = *config::DefaultConfig();
-  f.service().UpdateSettings(more.limits(), more.defaults());
+  f.node().UpdateSettings(more.limits(), more.defaults());
   std::thread again([&] {
     v1::TuneResponse r;
     first = f.Tune(slow, &r);
@@ -454,8 +463,8 @@ TEST_CASE("draining refuses new rounds and waits for the one in progress") {
   v1::TuneResponse first_resp;
   std::thread t([&] { first = f.Tune(slow, &first_resp); });
   REQUIRE(InFlight(f, 1));
-  f.service().BeginDrain();
-  CHECK_FALSE(f.service().WaitForRounds(absl::Now()));
+  f.node().BeginDrain();
+  CHECK_FALSE(f.node().WaitForRounds(absl::Now()));
   v1::TuneResponse resp;
   grpc::Status refused = f.Tune(Request({"all_reduce/a"}), &resp);
   CHECK(refused.error_code() == grpc::StatusCode::UNAVAILABLE);
@@ -468,7 +477,7 @@ TEST_CASE("draining refuses new rounds and waits for the one in progress") {
   }
   CHECK(reader->Finish().error_code() == grpc::StatusCode::UNAVAILABLE);
 
-  CHECK(f.service().WaitForRounds(absl::Now() + absl::Seconds(20)));
+  CHECK(f.node().WaitForRounds(absl::Now() + absl::Seconds(20)));
   t.join();
   REQUIRE(first.ok());
   CHECK(first_resp.results(0).winner() == "all_reduce/b");
@@ -486,7 +495,7 @@ TEST_CASE("new limits and defaults apply to later requests") {
   config::DaemonConfig c = *config::DefaultConfig();
   c.mutable_limits()->set_max_iterations(100);
   c.mutable_defaults()->set_iterations(4);
-  f.service().UpdateSettings(c.limits(), c.defaults());
+  f.node().UpdateSettings(c.limits(), c.defaults());
   CHECK(f.TuneError(req) ==
         "options.iterations: must be between 1 and 100 (limits.max_iterations), got 200");
   req.mutable_options()->set_iterations(0);
@@ -622,28 +631,6 @@ TEST_CASE("a follower's ranks go to their leader; unreachable is UNAVAILABLE on 
                Catch::StartsWith("leader 127.0.0.1:1 unreachable (followers never decide"));
   }
   CHECK(f.backend().runs() == 0);
-}
-
-TEST_CASE("the peer calls of groups this daemon leads reach the leader's parts") {
-  Fixture f("leader", [](config::DaemonConfig* c) { c->set_peer_advertise("lead:1"); },
-            /*peers=*/true);
-  v1::ReadyRequest ready;
-  ready.set_from_daemon("follow:1");
-  ready.add_ranks(0);
-  *ready.mutable_request() = SpreadRequest("g", 0, {"lead:1", "follow:1"});
-  absl::StatusOr<v1::Decision> d = f.service().LeadReady(ready, absl::Now() + absl::Seconds(5));
-  REQUIRE(d.ok());
-  CHECK(d->verdict() == v1::REJECTED);
-  CHECK_THAT(d->error_message(), Catch::Contains("rank 0 is on this daemon"));
-  CHECK(f.service().LeadReduce(v1::RankTimings(), absl::Now()).status().message() ==
-        "run_id: required");
-  v1::ExchangeRequest exchange;
-  exchange.set_run_id("no-such-run");
-  CHECK(f.service().LeadExchange(exchange, absl::Now()).status().code() ==
-        absl::StatusCode::kNotFound);
-  f.service().BeginDrain();
-  CHECK(f.service().LeadReady(ready, absl::Now()).status().code() ==
-        absl::StatusCode::kUnavailable);
 }
 
 TEST_CASE("a sweep asked rank by rank: the same sizes and table for every rank") {
