@@ -1,7 +1,7 @@
 // autotuned: the per-node daemon. Parses flags and the configuration, sets up
 // logging, builds the backend, the cache, the metrics, the daemon's core
-// (daemon/node) and the services that serve its parts, listens, and hands
-// over to the lifecycle (daemon/lifecycle): READY, reload on SIGHUP, drain and
+// (daemon/ops/node) and the services that serve its parts, listens, and hands
+// over to the lifecycle (daemon/ops/lifecycle): READY, reload on SIGHUP, drain and
 // stop on SIGTERM or SIGINT. Nothing else happens here.
 #include <unistd.h>
 
@@ -19,29 +19,29 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "config/config_loader.h"
-#include "daemon/backend/cuda/worker/gpu_worker_main.h"
-#include "daemon/backend/factory/factory.h"
-#include "daemon/cache/cache.h"
-#include "daemon/cache/key.h"
+#include "daemon/measure/backend/cuda/worker/gpu_worker_main.h"
+#include "daemon/measure/backend/factory/factory.h"
+#include "daemon/state/cache/cache.h"
+#include "daemon/state/cache/key.h"
 #include "daemon/common/escape.h"
 #include "daemon/common/self_exe.h"
 #include "common/version.h"
-#include "daemon/fleetcache/fleet_cache.h"
-#include "daemon/http/http_server.h"
-#include "daemon/lifecycle/heap.h"
-#include "daemon/lifecycle/lifecycle.h"
-#include "daemon/logging/logging.h"
-#include "daemon/server/listener_probe.h"
-#include "daemon/lifecycle/notify.h"
-#include "daemon/lifecycle/reload.h"
-#include "daemon/metrics/daemon_metrics.h"
-#include "daemon/node/node.h"
-#include "daemon/peer/peer_client.h"
-#include "daemon/peer/peer_service.h"
-#include "daemon/peer/peer_tls.h"
-#include "daemon/server/health_service.h"
-#include "daemon/server/server.h"
-#include "daemon/service/service.h"
+#include "daemon/state/fleetcache/fleet_cache.h"
+#include "daemon/serve/http/http_server.h"
+#include "daemon/ops/lifecycle/heap.h"
+#include "daemon/ops/lifecycle/lifecycle.h"
+#include "daemon/ops/logging/logging.h"
+#include "daemon/serve/server/listener_probe.h"
+#include "daemon/ops/lifecycle/notify.h"
+#include "daemon/ops/lifecycle/reload.h"
+#include "daemon/ops/metrics/daemon_metrics.h"
+#include "daemon/ops/node/node.h"
+#include "daemon/coordinate/peer/peer_client.h"
+#include "daemon/coordinate/peer/peer_service.h"
+#include "daemon/coordinate/peer/peer_tls.h"
+#include "daemon/serve/server/health_service.h"
+#include "daemon/serve/server/server.h"
+#include "daemon/serve/service/service.h"
 
 ABSL_FLAG(std::string, config, "", "configuration file (protobuf text format, "
           "schema config/config.proto); empty: the embedded default. Re-read "
