@@ -20,10 +20,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/cache/key.h"
-#include "daemon/fleetcache/fleet_cache.h"
-#include "daemon/fleetcache/redis_server_testing.h"
-#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/ops/metrics/daemon_metrics.h"
+#include "daemon/state/cache/key.h"
+#include "daemon/state/fleetcache/fleet_cache.h"
+#include "daemon/state/fleetcache/redis_server_testing.h"
 
 namespace autotuned::fleetcache {
 namespace {

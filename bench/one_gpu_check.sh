@@ -9,8 +9,8 @@
 #
 # BIN_DIR: `bazel build --config=static` of //daemon:autotuned
 # //client/cli:autotunectl //kernels:p2p_gpu_test //kernels:pattern_kernels_gpu_test
-# //daemon/backend/cuda/worker:gpu_node_gpu_test
-# //daemon/backend/cuda/worker:gpu_watchdog_gpu_test
+# //daemon/measure/backend/cuda/worker:gpu_node_gpu_test
+# //daemon/measure/backend/cuda/worker:gpu_watchdog_gpu_test
 # //kernels:libautotuned_kernels_abi.so; PY_DIR: client/python with its stubs
 # (client/python/gen_stubs.sh PY_DIR). Exits non-zero when a step failed.
 . "$(dirname "$0")/gpu_steps.sh"

@@ -1,7 +1,8 @@
 // autotuned: the per-node daemon. Parses flags and the configuration, sets up
-// logging, builds the backend, the cache, the metrics and the services,
-// listens, and hands over to the lifecycle (daemon/lifecycle): READY, reload
-// on SIGHUP, drain and stop on SIGTERM or SIGINT. Nothing else happens here.
+// logging, builds the backend, the cache, the metrics, the daemon's core
+// (daemon/ops/node) and the services that serve its parts, listens, and hands
+// over to the lifecycle (daemon/ops/lifecycle): READY, reload on SIGHUP, drain and
+// stop on SIGTERM or SIGINT. Nothing else happens here.
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,28 +19,29 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "config/config_loader.h"
-#include "daemon/backend/cuda/worker/gpu_worker_main.h"
-#include "daemon/backend/factory/factory.h"
-#include "daemon/cache/cache.h"
-#include "daemon/cache/key.h"
+#include "daemon/measure/backend/cuda/worker/gpu_worker_main.h"
+#include "daemon/measure/backend/factory/factory.h"
+#include "daemon/state/cache/cache.h"
+#include "daemon/state/cache/key.h"
 #include "daemon/common/escape.h"
 #include "daemon/common/self_exe.h"
 #include "common/version.h"
-#include "daemon/fleetcache/fleet_cache.h"
-#include "daemon/http/http_server.h"
-#include "daemon/lifecycle/heap.h"
-#include "daemon/lifecycle/lifecycle.h"
-#include "daemon/logging/logging.h"
-#include "daemon/server/listener_probe.h"
-#include "daemon/lifecycle/notify.h"
-#include "daemon/lifecycle/reload.h"
-#include "daemon/metrics/daemon_metrics.h"
-#include "daemon/peer/peer_client.h"
-#include "daemon/peer/peer_service.h"
-#include "daemon/peer/peer_tls.h"
-#include "daemon/server/health_service.h"
-#include "daemon/server/server.h"
-#include "daemon/service/service.h"
+#include "daemon/state/fleetcache/fleet_cache.h"
+#include "daemon/serve/http/http_server.h"
+#include "daemon/ops/lifecycle/heap.h"
+#include "daemon/ops/lifecycle/lifecycle.h"
+#include "daemon/ops/logging/logging.h"
+#include "daemon/serve/server/listener_probe.h"
+#include "daemon/ops/lifecycle/notify.h"
+#include "daemon/ops/lifecycle/reload.h"
+#include "daemon/ops/metrics/daemon_metrics.h"
+#include "daemon/ops/node/node.h"
+#include "daemon/coordinate/peer/peer_client.h"
+#include "daemon/coordinate/peer/peer_service.h"
+#include "daemon/coordinate/peer/peer_tls.h"
+#include "daemon/serve/server/health_service.h"
+#include "daemon/serve/server/server.h"
+#include "daemon/serve/service/service.h"
 
 ABSL_FLAG(std::string, config, "", "configuration file (protobuf text format, "
           "schema config/config.proto); empty: the embedded default. Re-read "
@@ -275,27 +277,13 @@ int Run() {
           "lists the other daemons");
     }
   }
+  Node node(backend->get(), cache.get(), *config, {&metrics, peer_client.get(), fleet.get()});
+  if (peer) node.ServePeers(peer.get());
   AutotuneService service(
-      backend->get(), cache.get(), *config,
-      {&metrics, metrics_server ? metrics_server->address() : "", peer_address,
-       peer_client.get(), fleet.get()});
-  if (peer_client) {
-    peer->SetReadyHandler([&service](const v1::ReadyRequest& request, absl::Time deadline,
-                                     const std::function<bool()>& gone) {
-      return service.LeadReady(request, deadline, gone);
-    });
-    peer->SetRunHandlers(
-        [&service](const v1::RankTimings& request, absl::Time deadline) {
-          return service.LeadReduce(request, deadline);
-        },
-        [&service](const v1::ExchangeRequest& request, absl::Time deadline) {
-          return service.LeadExchange(request, deadline);
-        });
-    peer->SetOutcomeHandler([&service](const v1::OutcomeRequest& request, absl::Time deadline) {
-      return service.FollowOutcome(request, deadline);
-    });
-  }
-  HealthService health([&service] { return !service.draining(); });
+      {&node.backend(), node.cache(), &node.metrics(), &node.admission(), &node.settings(),
+       &node.solver(), &node.rounds(), &node.client_runs(), &node.follower()},
+      {node.started(), metrics_server ? metrics_server->address() : "", peer_address});
+  HealthService health([&node] { return !node.draining(); });
   absl::StatusOr<std::unique_ptr<ClientListener>> listener =
       ClientListener::Start(*config, {&service, &health});
   if (!listener.ok()) {
@@ -324,8 +312,7 @@ int Run() {
       "autotuned {} ready: backend={} gpus={} fingerprint={} unix={} tcp_port={} "
       "metrics={} peer={}{} cache={} ({} entries, {} corrupt files ignored) fleet_cache={} "
       "malloc_arenas={}",
-      kDaemonVersion, (*backend)->node().backend, (*backend)->max_world_size(),
-      service.fingerprint(),
+      kDaemonVersion, (*backend)->node().backend, (*backend)->max_world_size(), node.fingerprint(),
       (*listener)->unix_socket().empty() ? "off" : (*listener)->unix_socket(),
       (*listener)->tcp_port(), metrics_server ? metrics_server->address() : "off",
       peer_address.empty() ? "off" : peer_address,
@@ -345,7 +332,7 @@ int Run() {
     const ConfigChanges changes = DiffConfig(running, *next);
     running = ApplyLive(running, *next);
     spdlog::set_level(spdlog::level::from_str(running.log_level()));
-    service.UpdateSettings(running.limits(), running.defaults());
+    node.UpdateSettings(running.limits(), running.defaults());
     if (changes.empty()) return std::string("no change");
     return absl::StrCat(
         "applied live: ", changes.live.empty() ? "none" : Describe(changes.live),
@@ -356,10 +343,10 @@ int Run() {
     watchdog.SetHealthy(nullptr);
     probe.reset();  // the listeners close during the stop
     peer_probe.reset();
-    service.BeginDrain();
+    node.BeginDrain();
     health.Changed();
   };
-  hooks.wait_drained = [&](absl::Time deadline) { return service.WaitForRounds(deadline); };
+  hooks.wait_drained = [&](absl::Time deadline) { return node.WaitForRounds(deadline); };
   hooks.stop = [&] {
     // Answers already computed are still sent; after kStopGrace calls are cut.
     const absl::Time deadline = absl::Now() + kStopGrace;

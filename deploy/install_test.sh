@@ -43,7 +43,7 @@ grep -q '^ExecStart=/usr/local/bin/autotuned --config=/etc/autotuned/autotuned.c
   "$root/etc/systemd/system/autotuned.service" || fail "ExecStart"
 out=$("$root/usr/local/bin/autotuned" --config="$root/etc/autotuned/autotuned.conf" --check_config)
 grep -q 'unix_socket_group: "autotuned"' <<<"$out" || fail "the installed configuration"
-# A stop takes at most drain_timeout_ms + 6 s (daemon/lifecycle/lifecycle.h):
+# A stop takes at most drain_timeout_ms + 6 s (daemon/ops/lifecycle/lifecycle.h):
 # within the unit's TimeoutStopSec, so systemd never has to SIGKILL it.
 drain_ms=$(sed -n 's/^drain_timeout_ms: \([0-9]*\)$/\1/p' <<<"$out")
 stop_s=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$root/etc/systemd/system/autotuned.service")

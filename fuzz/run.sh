@@ -60,9 +60,10 @@ echo "fuzz: building with $(clang++ --version | head -1)"
 clang++ $flags -o "$build/config_fuzzer" fuzz/config_fuzzer.cc $common $libs
 # shellcheck disable=SC2086
 clang++ $flags -o "$build/validate_fuzzer" fuzz/validate_fuzzer.cc $common \
-  daemon/request/validate.cc daemon/request/validate_problem.cc daemon/request/validate_group.cc \
-  daemon/request/validate_options.cc daemon/request/validate_run.cc daemon/request/enums.cc \
-  daemon/request/checks.cc daemon/catalogue/catalogue.cc daemon/common/problem.cc \
+  daemon/coordinate/request/validate.cc daemon/coordinate/request/validate_problem.cc \
+  daemon/coordinate/request/validate_group.cc daemon/coordinate/request/validate_options.cc \
+  daemon/coordinate/request/validate_run.cc daemon/coordinate/request/enums.cc \
+  daemon/coordinate/request/checks.cc daemon/measure/catalogue/catalogue.cc daemon/common/problem.cc \
   daemon/common/escape.cc daemon/common/digest.cc \
   "$build/gen/proto/autotuned.pb.cc" $libs
 

@@ -1,4 +1,4 @@
-// libFuzzer target: request validation (daemon/request/validate.h).
+// libFuzzer target: request validation (daemon/coordinate/request/validate.h).
 //
 // The input is a serialized autotuned.v1.TuneRequest (protobuf wire format;
 // the seeds in fuzz/seeds/validate/*.txtpb are encoded by fuzz/run.sh).
@@ -15,8 +15,8 @@
 #include <string>
 
 #include "config/config_loader.h"
-#include "daemon/catalogue/catalogue.h"
-#include "daemon/request/validate.h"
+#include "daemon/coordinate/request/validate.h"
+#include "daemon/measure/catalogue/catalogue.h"
 #include "proto/autotuned.pb.h"
 
 namespace autotuned {

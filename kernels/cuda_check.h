@@ -2,7 +2,7 @@
 // (kernels/p2p_bench.cc, bench/*.cu), which have no absl::Status to return:
 // a failed call prints where and why and the program exits 1. Code of the
 // daemon returns absl::Status instead, through AT_CUDA_RETURN_IF_ERROR and
-// AT_NCCL_RETURN_IF_ERROR (daemon/backend/cuda/worker/cuda_status.h).
+// AT_NCCL_RETURN_IF_ERROR (daemon/measure/backend/cuda/worker/cuda_status.h).
 //
 // AT_CUDA_CHECK takes a cudaError_t or an int holding one (the return codes
 // of autotuned_kernels.h). Header-only and free of the project's libraries,

@@ -20,7 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/fleetcache/redis_server_testing.h"
+#include "daemon/state/fleetcache/redis_server_testing.h"
 #include "proto/autotuned.grpc.pb.h"
 #include "tests/daemon_process.h"
 #include "tests/http_get.h"

@@ -14,7 +14,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/lifecycle/notify_listener.h"
+#include "daemon/ops/lifecycle/notify_listener.h"
 #include "proto/autotuned.grpc.pb.h"
 #include "tests/daemon_process.h"
 

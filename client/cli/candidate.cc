@@ -35,7 +35,7 @@ bool ValidName(absl::string_view name) {
 }
 
 // NCCL's algorithm and protocol by name ("algo=ring", "proto=ll128"): the
-// catalogue's number, NCCL's plus one (daemon/backend/cuda/cuda_catalogue.h).
+// catalogue's number, NCCL's plus one (daemon/measure/backend/cuda/cuda_catalogue.h).
 bool NcclChoiceByName(absl::string_view param, absl::string_view value, int64_t* out) {
   const char* (*name_of)(int) = param == "algo"    ? &at_table_algo_name
                                 : param == "proto" ? &at_table_proto_name

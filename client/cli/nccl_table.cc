@@ -23,7 +23,7 @@ namespace cli {
 namespace {
 
 // The catalogue's numbering of NCCL's algorithms and protocols: NCCL's plus
-// one, 0 = NCCL's choice (daemon/backend/cuda/cuda_catalogue.h).
+// one, 0 = NCCL's choice (daemon/measure/backend/cuda/cuda_catalogue.h).
 constexpr int64_t kTree = 1, kRing = 2;
 constexpr int64_t kProtocols[] = {1, 2, 3};  // ll, ll128, simple
 constexpr int kMaxChannels = 64;

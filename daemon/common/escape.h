@@ -2,7 +2,7 @@
 // they may appear in a log line or an error message: bounded and escaped, so
 // that no caller can forge a log line (a newline), hide text (control bytes)
 // or make one line huge. The limits that bound client strings in the first
-// place are in daemon/request/validate.h; this is the second line of defence
+// place are in daemon/coordinate/request/validate.h; this is the second line of defence
 // wherever such a string is logged.
 //
 // Thread-safety: LogEscaped is a pure function; RateLimitedLog is safe to

@@ -3,7 +3,7 @@
 // receive), and of a status code carried as an integer in a message (e.g.
 // Decision.error_code, RankResult.code, ExchangeRequest.abort_code in
 // proto/peer.proto; Hello.code and RankReport.code between the daemon and
-// its GPU worker, daemon/backend/cuda/worker.proto). Nothing else in daemon/
+// its GPU worker, daemon/measure/backend/cuda/worker.proto). Nothing else in daemon/
 // casts between status codes.
 //
 // Codes: absl::StatusCode and grpc::StatusCode share their values

@@ -41,7 +41,7 @@ config::DaemonConfig TestConfig() {
   config::DaemonConfig config = *config::DefaultConfig();
   config.mutable_limits()->set_max_buffer_bytes(1 << 20);
   // One run per candidate, so that a backend's runs count the candidates
-  // measured; the interleaved passes are tested in daemon/engine.
+  // measured; the interleaved passes are tested in daemon/measure/engine.
   config.mutable_defaults()->set_min_passes(1);
   config.mutable_defaults()->set_max_passes(1);
   // The daemons the tests' groups spread over.

@@ -1,8 +1,8 @@
 // What the tests of the daemon's request-serving parts share (request,
 // solver, rounds, leadership, service): one scripted node, its
 // configuration, and the requests they ask of it. Validating those requests
-// is daemon/request/validate_testing.h; the Solver over the node is
-// daemon/solver/solver_testing.h.
+// is daemon/coordinate/request/validate_testing.h; the Solver over the node is
+// daemon/coordinate/solver/solver_testing.h.
 //
 // The node (ScriptedBackend) has 4 fake GPUs and these all_reduce float32
 // implementations: "a", "b" and "c" take 30, 10 and 20 us per iteration on
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "config/config.pb.h"
-#include "daemon/backend/fake_backend.h"
+#include "daemon/measure/backend/fake_backend.h"
 #include "proto/autotuned.pb.h"
 
 namespace autotuned::testing {

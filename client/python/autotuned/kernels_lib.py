@@ -9,7 +9,7 @@ equals the ctypes mirror AtP2PArgs; a mismatch raises KernelsError naming
 both. Nothing here needs torch or a GPU: cudart starts only on a CUDA call.
 
 IMPLEMENTATIONS lists the daemon implementations that run in this process
-(the catalogue's names and defaults, daemon/backend/cuda/cuda_catalogue.cc).
+(the catalogue's names and defaults, daemon/measure/backend/cuda/cuda_catalogue.cc).
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ class AtP2PLimits(ctypes.Structure):
 @dataclasses.dataclass(frozen=True)
 class Implementation:
     """A daemon implementation that runs in this process: its algo and catalogue
-    defaults (daemon/backend/cuda/cuda_catalogue.cc)."""
+    defaults (daemon/measure/backend/cuda/cuda_catalogue.cc)."""
 
     name: str
     collective: str

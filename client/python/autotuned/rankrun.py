@@ -409,7 +409,7 @@ def _is_cuda(device: Any) -> bool:
     return device is not None and str(getattr(device, "type", device)).startswith("cuda")
 
 
-# As the daemon's GPU worker (daemon/backend/cuda/worker/cuda_rank_run.cc):
+# As the daemon's GPU worker (daemon/measure/backend/cuda/worker/cuda_rank_run.cc):
 # back-to-back launches with an event between at most this many batches.
 TIMED_BATCHES = 10
 # CUDA_GRAPH, as the daemon's worker times (docs/gpu.md#timing): one replay

@@ -266,7 +266,7 @@ def test_a_burst_on_one_pass_ties_the_fixed_passes_and_continuations_resolve_it(
         daemon, fixed_daemon):
     # Long tier: spins timed on a busy CPU (the default tier runs beside the
     # other tests) can stay within the noise after 16 passes. The
-    # continuations' logic is checked exactly by daemon/clientrun's scripted
+    # continuations' logic is checked exactly by daemon/coordinate/clientrun's scripted
     # runs and by rankrun_unit_test.
     # The 8 fixed passes: the burst's pass is in the 99 % interval (the range
     # of 8 ratios), a tie, whatever the others say.

@@ -462,7 +462,7 @@ def test_client_candidate_checked_as_the_daemon_does():
 
 
 def test_calls_per_graph_as_the_daemon_captures():
-    # The same figures as GraphCalls in daemon/backend/schedule_test.cc.
+    # The same figures as GraphCalls in daemon/measure/backend/schedule_test.cc.
     sizes = [-1, 0, 8 << 10, 1 << 20, 16 << 20, 64 << 20, 1 << 40]
     assert [graph_calls(b) for b in sizes] == [25, 25, 25, 16, 3, 1, 1]
 

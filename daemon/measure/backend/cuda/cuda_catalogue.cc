@@ -1,0 +1,127 @@
+#include "daemon/measure/backend/cuda/cuda_catalogue.h"
+
+#include <string>
+
+namespace autotuned::cuda {
+namespace {
+
+const std::vector<DType> kAllDTypes = {DType::kFloat32, DType::kBFloat16,
+                                       DType::kFloat16};
+const std::vector<ReduceOp> kAllOps = {ReduceOp::kSum, ReduceOp::kMax,
+                                       ReduceOp::kMin};
+
+ImplInfo Nccl(Collective c, const char* name, const char* what) {
+  ImplInfo i;
+  i.name = name;
+  i.collective = c;
+  i.description = what;
+  i.dtypes = kAllDTypes;
+  if (c == Collective::kAllReduce || c == Collective::kReduceScatter) {
+    i.ops = kAllOps;
+  }
+  i.min_world_size = 1;
+  return i;
+}
+
+// NCCL's own algorithm, protocol and channel count as parameters (NCCL's
+// numbering plus one; 0 = NCCL's choice), applied through the NCCL tuner
+// plugin (daemon/measure/backend/cuda/worker/nccl_tuner_link.h). `max_algo`: the
+// highest algorithm the collective has in NCCL.
+ImplInfo NcclTuned(Collective c, const char* name, const char* what, int64_t max_algo) {
+  ImplInfo i = Nccl(c, name, what);
+  i.description = std::string(what) +
+                  "; algo (1 tree, 2 ring, 3 collnet_direct, 4 collnet_chain, 5 nvls, "
+                  "6 nvls_tree, 7 pat) and proto (1 ll, 2 ll128, 3 simple) together, "
+                  "channels: forced through the NCCL tuner plugin; 0: NCCL's choice";
+  i.params = {
+      {"algo", 0, 0, max_algo,
+       "NCCL's algorithm: 0 NCCL's choice, 1 tree, 2 ring, 3 collnet_direct, "
+       "4 collnet_chain, 5 nvls, 6 nvls_tree, 7 pat (with proto)"},
+      {"proto", 0, 0, 3, "NCCL's protocol: 0 NCCL's choice, 1 ll, 2 ll128, 3 simple (with algo)"},
+      {"channels", 0, 0, 64, "NCCL channels (thread blocks): 0 NCCL's choice"},
+  };
+  i.together = {"algo", "proto"};
+  return i;
+}
+
+ImplInfo P2p(Collective c, const char* name, const char* what,
+             int64_t default_blocks, int64_t default_threads) {
+  ImplInfo i = Nccl(c, name, what);
+  i.min_world_size = 2;
+  i.max_world_size = 8;
+  i.needs_p2p = true;
+  i.params = {
+      {"blocks", default_blocks, 1, 132,  // AT_P2P_MAX_BLOCKS
+       "thread blocks per GPU (all resident at once: at most the free SMs)"},
+      {"threads", default_threads, 32, 1024,
+       "threads per block (a multiple of 32)"},
+  };
+  return i;
+}
+
+}  // namespace
+
+Catalogue CudaCatalogue(bool test_faults) {
+  Catalogue c;
+  c.Add(NcclTuned(Collective::kAllReduce, "all_reduce/nccl", "ncclAllReduce", 6));
+  c.Add(P2p(Collective::kAllReduce, "all_reduce/one_shot",
+            "every rank reads every peer's input over NVLink and reduces", 32,
+            512));
+  c.Add(P2p(Collective::kAllReduce, "all_reduce/two_shot",
+            "reduce-scatter then all-gather over NVLink P2P", 32, 512));
+  c.Add(P2p(Collective::kAllReduce, "all_reduce/two_shot_push",
+            "two-shot that stores each reduced slice into every peer's scratch "
+            "over NVLink (no load round trip for the gather)",
+            32, 512));
+  ImplInfo push = P2p(Collective::kAllReduce, "all_reduce/one_shot_push",
+                      "one-shot with no barrier: every rank stores its input into "
+                      "every peer's buffer over NVLink, the data marks its own "
+                      "arrival (16-bit types: -0.0 is the empty marker, sent as +0.0)",
+                      32, 512);
+  push.dtypes = {DType::kBFloat16, DType::kFloat16};
+  c.Add(push);
+  ImplInfo chunked = P2p(Collective::kAllReduce, "all_reduce/two_shot_chunked",
+                         "two-shot pipelined in chunks", 64, 1024);
+  chunked.params.push_back(
+      {"chunk_kib", 2048, 16, 1 << 20, "pipeline chunk per rank, KiB"});
+  c.Add(chunked);
+  ImplInfo ce = P2p(Collective::kAllReduce, "all_reduce/copy_engine",
+                    "the copy engines move each rank's input into every peer's "
+                    "scratch in chunks while the SMs reduce the chunks that have "
+                    "arrived (for large messages)",
+                    64, 1024);
+  ce.params.push_back({"chunk_kib", 8192, 64, 1 << 20,
+                       "copy chunk per rank, KiB (at most 1024 chunks)"});
+  c.Add(ce);
+  c.Add(NcclTuned(Collective::kAllGather, "all_gather/nccl", "ncclAllGather", 7));
+  c.Add(P2p(Collective::kAllGather, "all_gather/p2p",
+            "each rank copies its peers' inputs over NVLink", 32, 512));
+  c.Add(NcclTuned(Collective::kReduceScatter, "reduce_scatter/nccl", "ncclReduceScatter", 7));
+  c.Add(P2p(Collective::kReduceScatter, "reduce_scatter/p2p",
+            "each rank reduces its slice reading every peer over NVLink", 32,
+            512));
+  c.Add(Nccl(Collective::kAllToAll, "all_to_all/nccl",
+             "grouped ncclSend/ncclRecv, uneven splits"));
+  c.Add(P2p(Collective::kAllToAll, "all_to_all/p2p",
+            "each rank copies its segment of every peer's input over NVLink "
+            "(even splits only)",
+            32, 512));
+  c.Add(NcclTuned(Collective::kBroadcast, "broadcast/nccl", "ncclBroadcast", 2));
+  c.Add(P2p(Collective::kBroadcast, "broadcast/p2p",
+            "each rank copies the root's input over NVLink", 32, 512));
+  if (test_faults) {
+    ImplInfo hang = P2p(Collective::kAllReduce, "all_reduce/hang_test",
+                        "TEST FAULT: one-shot on rank 0 alone, no spin limit: "
+                        "a kernel that never finishes",
+                        1, 32);
+    c.Add(hang);
+    ImplInfo nccl_hang = Nccl(Collective::kAllReduce, "all_reduce/nccl_hang_test",
+                              "TEST FAULT: ncclAllReduce on rank 0 alone: waits for its "
+                              "peers until the communicators are aborted");
+    nccl_hang.min_world_size = 2;
+    c.Add(nccl_hang);
+  }
+  return c;
+}
+
+}  // namespace autotuned::cuda

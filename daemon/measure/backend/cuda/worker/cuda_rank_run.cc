@@ -1,0 +1,249 @@
+#include "daemon/measure/backend/cuda/worker/cuda_rank_run.h"
+
+#include <algorithm>
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/measure/backend/cuda/worker/cuda_status.h"
+#include "daemon/measure/backend/cuda/worker/host_check.h"
+#include "daemon/measure/backend/cuda/worker/poll_wait.h"
+#include "daemon/measure/backend/schedule.h"
+#include "common/status_macros.h"
+#include "kernels/pattern_kernels.h"
+
+namespace autotuned::cuda {
+namespace {
+
+// What LaunchCheckPattern leaves in RankBuffers::check.
+struct CheckCounters {
+  unsigned long long mismatches;
+  long long first_bad;
+};
+static_assert(sizeof(CheckCounters) == 16, "two 8-byte counters");
+
+// The spin ahead of the timed replays: about 100 us at 2 GHz, as the
+// clients' rank runs spin (autotuned/rankrun.py).
+constexpr int64_t kSpinCycles = 200000;
+
+}  // namespace
+
+CudaRankRun::CudaRankRun(const RunShared& shared, int rank, GpuContext* gpu,
+                         const RankBuffers& buffers)
+    : shared_(shared),
+      rank_(rank),
+      gpu_(gpu),
+      buffers_(buffers),
+      stream_(gpu->stream.get()) {}
+
+absl::Status CudaRankRun::RunAndVerify() {
+  if (!shared_.launcher->Participates(rank_)) return absl::OkStatus();
+  const ProblemSpec& p = shared_.problem;
+  kernels::FillPatternArgs fill;
+  fill.data = buffers_.input.get();
+  fill.dtype = p.dtype;
+  fill.count = p.InputCount(rank_);
+  fill.rank = rank_;
+  AT_CUDA_RETURN_IF_ERROR(kernels::LaunchFillPattern(fill, stream_));
+  AT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+      buffers_.output.get(), 0xff, static_cast<size_t>(buffers_.output.bytes()), stream_));
+  AT_RETURN_IF_ERROR(shared_.launcher->Launch(rank_, stream_));
+  return Check();
+}
+
+absl::Status CudaRankRun::Check() {
+  if (shared_.problem.collective == Collective::kAllToAll) return CheckOnHost();
+  return CheckOnDevice();
+}
+
+absl::Status CudaRankRun::CheckOnDevice() {
+  const ProblemSpec& p = shared_.problem;
+  char* counters = static_cast<char*>(buffers_.check.get());
+  // mismatches = 0, first_bad = 0x7f7f... (above any index: atomicMin works)
+  AT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(counters, 0, 8, stream_));
+  AT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(counters + 8, 0x7f, 8, stream_));
+  kernels::CheckPatternArgs check;
+  check.data = buffers_.output.get();
+  check.dtype = p.dtype;
+  check.count = p.OutputCount(rank_);
+  check.expect.collective = p.collective;
+  check.expect.op = p.op;
+  check.expect.world = p.world_size;
+  check.expect.rank = rank_;
+  check.expect.root = p.root;
+  check.expect.count = p.count;
+  check.mismatches = reinterpret_cast<unsigned long long*>(counters);
+  check.first_bad = reinterpret_cast<long long*>(counters + 8);
+  AT_CUDA_RETURN_IF_ERROR(kernels::LaunchCheckPattern(check, stream_));
+  // A copy into pageable memory blocks the host until it is done, behind
+  // whatever the stream holds: wait for the stream (bounded) first.
+  AT_RETURN_IF_ERROR(Sync());
+  CheckCounters host = {};
+  AT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&host, counters, sizeof(host), cudaMemcpyDeviceToHost, stream_));
+  AT_RETURN_IF_ERROR(WaitStream());
+  if (host.mismatches == 0) return absl::OkStatus();
+  const int64_t first = host.first_bad;
+  const int64_t esize = DTypeSize(p.dtype);
+  unsigned char element[4] = {};
+  AT_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(element, static_cast<const char*>(buffers_.output.get()) + first * esize,
+                      static_cast<size_t>(esize), cudaMemcpyDeviceToHost, stream_));
+  AT_RETURN_IF_ERROR(WaitStream());
+  return MismatchError(first, DecodeElement(p.dtype, element, 0),
+                       ExpectedOutput(p, rank_, first),
+                       static_cast<int64_t>(host.mismatches), check.count);
+}
+
+absl::Status CudaRankRun::CheckOnHost() {
+  const int64_t bytes = buffers_.output.bytes();
+  std::vector<unsigned char> host(static_cast<size_t>(bytes));
+  AT_RETURN_IF_ERROR(Sync());  // before a copy into pageable memory (blocking)
+  if (bytes > 0) {
+    AT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), buffers_.output.get(),
+                                            static_cast<size_t>(bytes),
+                                            cudaMemcpyDeviceToHost, stream_));
+  }
+  AT_RETURN_IF_ERROR(WaitStream());
+  return CheckHostOutput(shared_.problem, rank_, host.data());
+}
+
+absl::Status CudaRankRun::WaitStream() {
+  const NcclComms* comms = shared_.launcher->nccl_comms();
+  return PollUntil(
+      [&]() -> absl::StatusOr<bool> {
+        const cudaError_t q = cudaStreamQuery(stream_);
+        if (q == cudaSuccess) return true;
+        if (q != cudaErrorNotReady) return CudaToStatus(q, "cudaStreamQuery");
+        if (comms != nullptr) AT_RETURN_IF_ERROR(comms->AsyncError(rank_));
+        return false;
+      },
+      shared_.deadline, absl::StrCat("rank ", rank_, "'s stream (a kernel)"));
+}
+
+absl::Status CudaRankRun::Sync() {
+  AT_RETURN_IF_ERROR(WaitStream());
+  P2pGroup* group = shared_.launcher->p2p_group();
+  if (group == nullptr) return absl::OkStatus();
+  return group->CheckError(rank_, shared_.launcher->spin_limit());
+}
+
+absl::Status CudaRankRun::Barrier() {
+  AT_RETURN_IF_ERROR(WaitStream());
+  return WaitForAll();
+}
+
+absl::Status CudaRankRun::WaitForAll() {
+  if (!shared_.cross_daemon) return shared_.barrier->Wait(rank_);
+  const NcclComms* comms = shared_.launcher->nccl_comms();
+  if (comms == nullptr || comms->comm(rank_) == nullptr) {
+    return absl::InternalError("cross-daemon barrier without an NCCL communicator");
+  }
+  void* word = buffers_.barrier.get();
+  const ncclResult_t r =
+      ncclAllReduce(word, word, 1, ncclFloat32, ncclSum, comms->comm(rank_), stream_);
+  if (r == ncclInProgress) {
+    AT_RETURN_IF_ERROR(comms->WaitReady(rank_, shared_.deadline));
+  } else if (r != ncclSuccess) {
+    return NcclToStatus(r, "ncclAllReduce (barrier across daemons)", comms->comm(rank_));
+  }
+  return WaitStream();
+}
+
+absl::Status CudaRankRun::EnsureEvents(size_t n) {
+  while (gpu_->events.size() < n) {
+    AT_ASSIGN_OR_RETURN(CudaEvent event, CudaEvent::Create(gpu_->device));
+    gpu_->events.push_back(std::move(event));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaRankRun::Run(int iterations, std::vector<double>* iteration_us) {
+  if (!shared_.launcher->Participates(rank_) || iterations <= 0) {
+    return absl::OkStatus();
+  }
+  if (shared_.cuda_graph && iteration_us != nullptr) {
+    return RunGraph(iterations, iteration_us);
+  }
+  return RunEager(iterations, iteration_us);
+}
+
+absl::Status CudaRankRun::RunEager(int iterations, std::vector<double>* iteration_us) {
+  // Timed as nccl-tests does: CUDA events around back-to-back launches, not
+  // around each launch. The loop is cut into at most kTimedBatches batches
+  // with an event between batches; every iteration of a batch gets the
+  // batch's mean, so the statistics over iterations describe the batches.
+  constexpr int kTimedBatches = 10;
+  const bool timed = iteration_us != nullptr;
+  const int batches = timed ? std::min(iterations, kTimedBatches) : 1;
+  if (timed) AT_RETURN_IF_ERROR(EnsureEvents(static_cast<size_t>(batches) + 1));
+  std::vector<CudaEvent>& ev = gpu_->events;
+  std::vector<int> batch_end(batches);
+  for (int b = 0; b < batches; ++b) {
+    batch_end[b] = static_cast<int>(static_cast<int64_t>(iterations) * (b + 1) / batches);
+  }
+  if (timed) AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[0].get(), stream_));
+  for (int i = 0, b = 0; i < iterations; ++i) {
+    AT_RETURN_IF_ERROR(shared_.launcher->Launch(rank_, stream_));
+    if (timed && i + 1 == batch_end[b]) {
+      AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[b + 1].get(), stream_));
+      ++b;
+    }
+  }
+  AT_RETURN_IF_ERROR(Sync());
+  if (!timed) return absl::OkStatus();
+  for (int b = 0; b < batches; ++b) {
+    float ms = 0;
+    AT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, ev[b].get(), ev[b + 1].get()));
+    const int len = batch_end[b] - (b == 0 ? 0 : batch_end[b - 1]);
+    iteration_us->insert(iteration_us->end(), static_cast<size_t>(len), 1000.0 * ms / len);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaRankRun::RunGraph(int iterations, std::vector<double>* iteration_us) {
+  AT_RETURN_IF_ERROR(EnsureEvents(static_cast<size_t>(iterations) + 1));
+  const int calls = GraphCalls(shared_.problem);
+  // Thread-local capture: the other ranks' threads keep making CUDA calls.
+  AT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  absl::Status launched = absl::OkStatus();
+  for (int i = 0; i < calls && launched.ok(); ++i) {
+    launched = shared_.launcher->Launch(rank_, stream_);
+  }
+  // The capture always ends (the stream leaves capture mode) before the
+  // graph is instantiated.
+  cudaGraph_t graph = nullptr;
+  const absl::Status ended =
+      CudaToStatus(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  if (!launched.ok() || !ended.ok()) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return launched.ok() ? ended : launched;
+  }
+  AT_ASSIGN_OR_RETURN(GraphExec exec, GraphExec::Instantiate(gpu_->device, graph));
+  // Every rank holds its graph before any replays (a collective needs all).
+  AT_RETURN_IF_ERROR(WaitForAll());
+  AT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec.get(), stream_));  // untimed: uploads it
+  AT_RETURN_IF_ERROR(Sync());
+  AT_RETURN_IF_ERROR(WaitForAll());
+  // The replays queue behind the spin, so that no event waits on the host's
+  // launch of the replay after it.
+  AT_CUDA_RETURN_IF_ERROR(kernels::LaunchSpin(kSpinCycles, stream_));
+  std::vector<CudaEvent>& ev = gpu_->events;
+  AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[0].get(), stream_));
+  for (int i = 0; i < iterations; ++i) {
+    AT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec.get(), stream_));
+    AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[i + 1].get(), stream_));
+  }
+  AT_RETURN_IF_ERROR(Sync());
+  for (int i = 0; i < iterations; ++i) {
+    float ms = 0;
+    AT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, ev[i].get(), ev[i + 1].get()));
+    iteration_us->push_back(1000.0 * ms / calls);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace autotuned::cuda
