@@ -18,14 +18,23 @@ torch.compile after autotuned.inductor.enable():
     asynchronous lowering without an ask, beside one waited at once that
     is TUNED;
   * a dead daemon: every collective falls back to Inductor's own lowering,
-    the same on every rank, no crash, the right output.
+    the same on every rank, no crash, the right output;
+  * an all_reduce whose input is marked dynamic on its first dimension,
+    compiled once (the probe ladder shrunk to one split point, SPLIT rows),
+    its choices replaced by ones that leave a marker and cost, by
+    construction, least below the split (`low`) and above it (`high`): a
+    selection per range in one Tune, one graph for every size, one
+    comparison of the size at SPLIT in it, each call at sizes on both sides
+    of the split running its range's winner, the right output, every rank
+    the same decisions.
 
 Each compile lowers its graph afresh, the kernels shared (relowering.py).
 The long twin (//client/python:inductor_functional_long_test) runs the
 first case on 4 ranks, with an all_reduce over a group of 2 of them (a TP
 group inside the job) besides those over the world, and the dead daemon's
 case (the default tier has it through DTensor, inductor_dtensor_test, the
-same path of autotuned.inductor._functional).
+same path of autotuned.inductor._functional), and the dynamic all_reduce
+with the module's own choices (whichever wins each range).
 """
 
 import logging
@@ -254,6 +263,149 @@ def test_overlapped_all_reduce_keeps_inductors_lowering(daemon):
         issued = code.index("_c10d_functional.all_reduce_.default(")
         waited = code.index("_c10d_functional.wait_tensor.default(", issued)
         assert "mm(" in code[issued:waited], code
+
+
+SPLIT = 1024  # rows of the dynamic input: the probe ladder's one split point
+UPPER = 16384  # rows: the last range's size
+WIDTH = 4
+# The ladder in bytes of the float32 (rows, WIDTH) input: ranges [1, SPLIT]
+# and [SPLIT + 1, inf), tuned at SPLIT and UPPER rows.
+PROBE = (SPLIT * WIDTH * 4, UPPER * WIDTH * 4)
+# Rows the compiled function is called at: both sides of the split.
+CALLS = (512, SPLIT, SPLIT + 1, 4096, 64)
+# Costs far apart at both sizes: a loaded 2-core machine adds milliseconds
+# to every collective of a choice.
+CHEAP_US, FIXED_US = 1000, 25000
+
+
+def _dynamic_rank(rank, world, target, markers):
+    """Compiles funcol.all_reduce of an input marked dynamic on dim 0 once
+    and calls it at each of CALLS; `markers`: its choices replaced by
+    dear_default, low and high (module docstring), each leaving its name
+    in `ran` when it runs."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    from torch._inductor.output_code import CompiledFxGraph
+
+    import autotuned.inductor as ai
+    import autotuned.rankrun as rankrun
+    from autotuned import pb
+    from autotuned.inductor import _functional, _ranges
+
+    _ranges.PROBE_BYTES = PROBE
+    group = dist.group.WORLD
+    ran, tunes, graphs, codes = [], [], [], []
+    if markers:
+        c10d = torch.ops._c10d_functional
+
+        def costly(name, cost_us):
+            @torch.library.custom_op(f"attest_functional::{name}", mutates_args=())
+            def op(x: torch.Tensor) -> torch.Tensor:
+                ran.append(name)
+                time.sleep(cost_us(x.shape[0]) / 1e6)
+                return x.clone()
+            op.register_fake(lambda x: torch.empty_like(x))
+            return op
+
+        dear = costly("dear", lambda n: 2 * FIXED_US)
+        low_cost = costly("low", lambda n: CHEAP_US if n <= SPLIT else FIXED_US)
+        high_cost = costly("high", lambda n: FIXED_US if n <= SPLIT else CHEAP_US)
+
+        def dear_default(x):
+            return c10d.wait_tensor(c10d.all_reduce(dear(x), "sum", group.group_name))
+
+        def low(x):
+            return c10d.wait_tensor(c10d.all_reduce(low_cost(x), "sum", group.group_name))
+
+        def high(x):
+            return c10d.wait_tensor(c10d.all_reduce(high_cost(x), "sum", group.group_name))
+        _functional._decompositions = lambda op: [dear_default, low, high]
+
+    original_tune = rankrun.tune_rank
+
+    def counted(group, problems, **kwargs):
+        tunes.append([p.problem.label for p in problems])
+        return original_tune(group, problems, **kwargs)
+    rankrun.tune_rank = counted
+    original_call = CompiledFxGraph.__call__
+
+    def recorded(self, inputs):
+        graphs.append(id(self))
+        codes.append(self.source_code)
+        return original_call(self, inputs)
+    CompiledFxGraph.__call__ = recorded
+
+    def data(n):
+        # Integer values: every sum is exact in float32.
+        x = torch.arange(n * WIDTH, dtype=torch.float32).reshape(n, WIDTH) + 1000 * rank
+        torch._dynamo.mark_dynamic(x, 0)
+        return x
+
+    ai.enable(target=target, timeout=300,
+              options=pb.Options(warmup=1, iterations=5, presync_window_us=WINDOW_US))
+    dist.barrier()
+    compiled = torch.compile(lambda x: funcol.all_reduce(x, "sum", group))
+    calls, correct = [], []
+    with relowering():
+        compiled(data(CALLS[0]))  # compiled and tuned: every choice runs
+        for n in CALLS:
+            del ran[:]
+            got = compiled(data(n))
+            calls.append(sorted(set(ran)))
+            want = torch.arange(n * WIDTH, dtype=torch.float32).reshape(n, WIDTH) * world + \
+                1000 * sum(range(world))
+            correct.append(bool(torch.equal(got, want)))
+    out = {"decisions": ai.decisions(), "dispatches": ai.dispatches(), "tunes": tunes,
+           "graphs": len(set(graphs)), "codes": codes, "calls": calls, "correct": correct}
+    ai.disable()
+    return out
+
+
+def _dynamic(daemon, markers):
+    results = run_ranks(_dynamic_rank, world=2, args=(daemon.target, markers), env=_env(),
+                        timeout=400)
+    for r in results:
+        assert not isinstance(r, RankError), r
+    names = [f"functional_all_reduce_range_1_{SPLIT}",
+             f"functional_all_reduce_range_{SPLIT + 1}_inf"]
+    for r in results:
+        # One Tune of both ranges, the same decisions and table on every
+        # rank, one graph for every size, the right output at each.
+        assert r["tunes"] == [names], r["tunes"]
+        assert [d[:4] for d in r["decisions"]] == [d[:4] for d in results[0]["decisions"]]
+        assert [(d[0], d[3]) for d in r["decisions"]] == [(n, "TUNED") for n in names], r
+        assert r["dispatches"] == results[0]["dispatches"], r["dispatches"]
+        assert r["graphs"] == 1 and all(r["correct"]), r
+    return names, results
+
+
+@long_only("//client/python:inductor_functional_long_test")
+def test_dynamic_all_reduce_tuned_per_range_in_one_graph(daemon):
+    """funcol.all_reduce of an input marked dynamic on dim 0: both ranges of
+    the ladder TUNED in one Tune, one graph, the right output at every
+    size, on both ranks (the module's choices: whichever wins)."""
+    names, results = _dynamic(daemon, markers=False)
+    for _name, timings, winner, _status, _why in results[0]["decisions"]:
+        # The default and the reduce_scatter + all_gather of a flat copy.
+        assert len(timings) == 2 and winner in timings, timings
+
+
+def test_dynamic_all_reduce_runs_each_ranges_winner(daemon):
+    """With choices of known cost, low wins [1, SPLIT] and high the rest:
+    the table of both, one `if` on the size at SPLIT in the one graph, and
+    each call runs its range's winner and nothing else."""
+    names, results = _dynamic(daemon, markers=True)
+    for r in results:
+        assert [d[2] for d in r["decisions"]] == [f"{names[0]}_low", f"{names[1]}_high"], r
+        assert r["dispatches"] == [("functional_all_reduce", [
+            (1, SPLIT, f"{names[0]}_low"), (SPLIT + 1, None, f"{names[1]}_high")])], r
+        branches = [line.strip() for line in r["codes"][0].splitlines()
+                    if line.strip().startswith("if ") and "<=" in line]
+        assert branches and all(line.endswith(f"<= {SPLIT}:") or
+                                line.endswith(f"<= {SPLIT}):") for line in branches), branches
+        for n, ran in zip(CALLS, r["calls"]):
+            assert ran == (["low"] if n <= SPLIT else ["high"]), (n, ran)
 
 
 @long_only("//client/python:inductor_functional_long_test")

@@ -24,15 +24,18 @@ window, fallback and cache as every other selection:
   * on any device: all_reduce as reduce_scatter then all_gather (sum; of
     the input itself where its first dimension is a multiple of the
     group's size, else of a flattened copy where its element count is:
-    DTensor's decode shapes, a batch of one); all_gather as an
-    all_to_all of the input repeated for every rank; reduce_scatter as an
-    all_reduce and this rank's slice (sum); broadcast as a sum all_reduce of
-    the input on the source rank and zeros elsewhere; all_to_all_single with
-    equal splits as an all_gather and this rank's column;
-  * on CUDA tensors, where a P2PGroup of this process group is registered
-    (autotuned.kernels), every implementation of the collective in
-    autotuned.kernels_lib.IMPLEMENTATIONS that is not NCCL's, through
-    torch.ops.autotuned.
+    DTensor's decode shapes, a batch of one; "is" meaning at every size of
+    a symbolic dimension); all_gather as an all_to_all of the input
+    repeated for every rank (its first dimension static); reduce_scatter
+    as an all_reduce and this rank's slice (sum); broadcast as a sum
+    all_reduce of the input on the source rank and zeros elsewhere;
+    all_to_all_single with equal splits as an all_gather and this rank's
+    column;
+  * on CUDA tensors of static size, where a P2PGroup of this process group
+    is registered (autotuned.kernels), every implementation of the
+    collective in autotuned.kernels_lib.IMPLEMENTATIONS that is not
+    NCCL's, through torch.ops.autotuned (a symbolic size could exceed the
+    group's buffers in the unbounded range).
 
 A choice other than `default` is inlined into the graph
 (inline_subgraph_to_ir_nodes) and waits inside itself: its wait_tensor is
@@ -91,6 +94,29 @@ they are traced, so their graphs have a window only where the ops are
 written out (torch.ops._c10d_functional, then wait_tensor later) or a pass
 makes one.
 
+Symbolic sizes. An all_reduce, all_reduce_, all_gather_into_tensor or
+reduce_scatter_tensor whose input has exactly one symbolic dimension
+(mark_dynamic on it) is a selection per size range of that dimension
+(_ranged), by _ranges' machinery for a custom op registered without
+split_points: the ranges of the probe ladder (_ranges.probe_ranges, in
+units of the dimension), each range a selection of the choices above
+(`<name>_range_<start>_<end>`, made on inputs whose dimension is the
+range's representative size), all asked in one Tune and merged
+(_ranges.decide), the overlap rule first as for any op. The default
+winning every range merged into one: Inductor's own lowering,
+asynchronous; else the merged winners traced and inlined in place of the
+op as above (_ranges._dispatch: one group alone, more in nested
+torch.cond on the size), where a range the default won runs its op and
+wait inside the branch (lowered there by Inductor, not asynchronous). Not
+_ranges.lower() itself: its choices and default come from a custom op
+(configs, an extern kernel of the op), its default's range calls the op,
+and it returns what it inlines, where here the default is Inductor's
+lowering of an op that needs a wait, the choices are this module's and the
+result needs the wait skipped and, in place, the copy back. Any failure
+before the Tune: FALLBACK on this rank, Inductor's lowering; after it (the
+dispatch, a pure function of the answer): the same on every rank.
+dispatches() holds the table.
+
 PyTorch's symm-mem all_reduce is not a choice here: Inductor 2.11 has no
 lowering for its two-shot, and its one-shot's staging buffer is a
 persistent symmetric allocation whose id several selections of a graph
@@ -101,8 +127,10 @@ though each choice passed the ranks' output check alone.
 
 Not tuned (Inductor's own lowering): ops overlapped with compute (the
 overlap rule), the coalesced and *_out variants,
-shard_dim_alltoall, inputs of symbolic size, reduce ops other than those
-named above for the alternatives (the op then has only its default), ops
+shard_dim_alltoall, inputs of more than one symbolic dimension, or of one
+for broadcast and all_to_all_single, reduce ops other than those named
+above for the alternatives and shapes they do not fit (the op then has
+only its default), ops
 lowered inside a subgraph (a choice being compiled or inlined, a
 torch.cond branch), and any compile inside `suspended()` or after
 enable(functional=False).
@@ -112,6 +140,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
@@ -129,6 +158,10 @@ OPS = {
     "broadcast": ("broadcast", False),
     "broadcast_": ("broadcast", True),
 }
+
+# The collectives whose input may have one symbolic dimension: a selection
+# per size range of it (_ranged).
+RANGED = ("all_reduce", "all_gather", "reduce_scatter")
 
 _originals: dict[Any, Callable[..., Any]] = {}
 # > 0 while a selection of this module asks or inlines its winner, or while
@@ -150,6 +183,7 @@ class _Op:
     group_name: Any     # torch.distributed GroupName (a str)
     group_size: int
     splits: tuple[Optional[list[Any]], Optional[list[Any]]]  # all_to_all's
+    dim: Optional[int] = None  # the input's one symbolic dimension (RANGED)
 
 
 @contextlib.contextmanager
@@ -200,23 +234,24 @@ def _decompositions(op: _Op) -> list[Callable[..., Any]]:
     g, n, red, root = op.group_name, op.group_size, op.reduce_op, op.root
     out: list[Callable[..., Any]] = []
     shape = list(op.inp.get_size())
-    numel = 1
-    for s in shape:
-        numel *= int(s)
-    rows = int(shape[0]) if shape else 0
+    numel = math.prod(shape)
+    rows = _every_multiple(shape[0], 1) if shape else False
 
     if op.collective == "all_reduce":
         def default(x: Any) -> Any:
             return _wait(c10d.all_reduce(x, red, g))
         out.append(default)
-        if red == "sum" and rows and rows % n == 0:
+        if red == "sum" and shape and _every_multiple(shape[0], n):
             def reduce_scatter_all_gather(x: Any) -> Any:
                 part = _wait(c10d.reduce_scatter_tensor(x, "sum", n, g))
                 return _wait(c10d.all_gather_into_tensor(part, n, g))
             out.append(reduce_scatter_all_gather)
-        elif red == "sum" and numel and numel % n == 0:
+        elif red == "sum" and _every_multiple(numel, n):
             def reduce_scatter_all_gather_flat(x: Any) -> Any:
-                flat = x.reshape(n, numel // n).clone()
+                # 1-D: a symbolic size's halves are exact (n rows of a
+                # 2-D view would be a floor division the shapes cannot
+                # simplify, and a dispatch's branches would then differ).
+                flat = x.reshape(-1).clone()
                 part = _wait(c10d.reduce_scatter_tensor(flat, "sum", n, g))
                 return _wait(c10d.all_gather_into_tensor(part, n, g)).reshape(x.shape)
             out.append(reduce_scatter_all_gather_flat)
@@ -224,7 +259,10 @@ def _decompositions(op: _Op) -> list[Callable[..., Any]]:
         def default(x: Any) -> Any:
             return _wait(c10d.all_gather_into_tensor(x, n, g))
         out.append(default)
-        if rows:
+        # Static rows only: all_to_all_single's split sizes symbolic, 2.11
+        # lowers it in a dispatch's branch with an unbacked output size
+        # that the generated code never defines.
+        if rows and not getattr(shape[0], "free_symbols", None):
             def all_to_all_repeated(x: Any) -> Any:
                 copies = torch.cat([x] * n)
                 sizes = [x.shape[0]] * n
@@ -234,7 +272,7 @@ def _decompositions(op: _Op) -> list[Callable[..., Any]]:
         def default(x: Any) -> Any:
             return _wait(c10d.reduce_scatter_tensor(x, red, n, g))
         out.append(default)
-        if red == "sum" and rows and rows % n == 0:
+        if red == "sum" and shape and _every_multiple(shape[0], n):
             def all_reduce_slice(x: Any) -> Any:
                 full = _wait(c10d.all_reduce(x, "sum", g))
                 m, r = x.shape[0] // n, _rank(g)
@@ -256,15 +294,26 @@ def _decompositions(op: _Op) -> list[Callable[..., Any]]:
             return _wait(c10d.all_to_all_single(x, outs, ins, g))
         out.append(default)
         equal = all(s is None or len({int(v) for v in s}) <= 1 for s in (outs, ins))
-        if rows and rows % n == 0 and equal:
+        if shape and _every_multiple(shape[0], n) and equal:
             def all_gather_column(x: Any) -> Any:
                 every = _wait(c10d.all_gather_into_tensor(x, n, g))
                 m, r = x.shape[0] // n, _rank(g)
                 blocks = every.reshape(n, n, m, *x.shape[1:])
                 return blocks[:, r].reshape(x.shape).clone()
             out.append(all_gather_column)
-    out += _catalogue(op)
+    if op.dim is None:
+        out += _catalogue(op)
     return out
+
+
+def _every_multiple(size: Any, n: int) -> bool:
+    """Whether the size expression `size` is, at every value of the graph's
+    symbols (a static size: at its value), positive and a multiple of n."""
+    from torch._inductor.virtualized import V
+
+    sizevars = V.graph.sizevars
+    return sizevars.statically_known_gt(size, 0) and \
+        sizevars.statically_known_multiple_of(size, n)
 
 
 def _on_cuda(op: _Op) -> bool:
@@ -360,7 +409,8 @@ def _describe(op_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Op
     inp = a[0] if a else None
     if kwargs or not isinstance(inp, TensorBox):
         return None
-    if any(getattr(s, "free_symbols", None) for s in inp.get_size()):
+    symbolic = [i for i, s in enumerate(inp.get_size()) if getattr(s, "free_symbols", None)]
+    if symbolic and (len(symbolic) > 1 or collective not in RANGED):
         return None
     reduce_op, root = "", 0
     splits: tuple[Optional[list[Any]], Optional[list[Any]]] = (None, None)
@@ -379,7 +429,8 @@ def _describe(op_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Op
     size = dist.get_world_size(_resolve_process_group(group_name))
     node = V.graph.current_node
     name = f"functional_{getattr(node, 'name', op_name)}"
-    return _Op(name, collective, inplace, inp, reduce_op, root, group_name, size, splits)
+    return _Op(name, collective, inplace, inp, reduce_op, root, group_name, size, splits,
+               symbolic[0] if symbolic else None)
 
 
 def _lower(state: Any, op_name: str, original: Callable[..., Any], *args: Any,
@@ -408,10 +459,13 @@ def _lower(state: Any, op_name: str, original: Callable[..., Any], *args: Any,
                  op.name, overlapped)
         return original(*args, **kwargs)
     with nested():
+        if op.dim is not None:
+            return _ranged(state, op, decompositions, lambda: original(*args, **kwargs))
         winner = _select_winner(state, op, decompositions)
         if winner is None:
             return original(*args, **kwargs)
-        return _apply(op, winner)
+        return _apply(op, lambda inputs: _inline(winner.gm, inputs, op.name),
+                      _feeds_collectives_only(winner.gm))
 
 
 def _trivial(node: Any) -> bool:
@@ -500,7 +554,69 @@ def _select_winner(state: Any, op: _Op, decompositions: list[Callable[..., Any]]
     return None if winner is selection.choices[0] else winner
 
 
-def _traced(op: _Op, decompositions: list[Callable[..., Any]]) -> list[Any]:
+def _ranged(state: Any, op: _Op, decompositions: list[Callable[..., Any]],
+            original: Callable[[], Any]) -> Any:
+    """The op whose input has one symbolic dimension (op.dim): a selection
+    per range of the probe ladder over it, all asked in one Tune, the
+    merged winners dispatched on the size (_ranges.decide, _ranges._dispatch;
+    module docstring). `original()`: Inductor's own lowering, where the
+    default wins every range and on any failure."""
+    import torch._inductor.kernel.custom_op as custom_op
+
+    from autotuned.inductor import _caches, _choices, _ranges, _select
+
+    def fallback(e: BaseException, why: str) -> Any:
+        reason = _select._why(e)
+        state.decisions.append((op.name, {}, f"{op.name}_default", "FALLBACK", reason))
+        state.dispatches.append((op.name, [(1, None, f"{op.name}_default")]))
+        _caches.note_fallback(f"{op.name}: {reason}")
+        log.warning("autotuned: %s: FALLBACK to the default, %s: %s", op.name, why, reason)
+        return original()
+
+    size, dim = op.inp.get_size(), int(op.dim or 0)
+    try:
+        op.inp.realize()
+        unit = op.inp.get_dtype().itemsize * math.prod(
+            int(s) for i, s in enumerate(size) if i != dim)
+        points, upper = _ranges.probe_ranges(unit, *_ranges._value_range(size[dim]))
+        bounds = [(int(s), float(e))
+                  for s, e in custom_op._create_ranges_from_split_points(points)]
+        sizes = [_ranges.representative(s, e, upper) for s, e in bounds]
+        log.info("autotuned: %s: dispatch on its input's dimension %d (%s), split points "
+                 "%s, range_upper_bound %d", op.name, dim, size[dim], points, upper)
+        call = _choices.CollectiveCall(op.collective, op.reduce_op, op.root)
+        selections = []
+        for (start, end), at in zip(bounds, sizes):
+            gen = custom_op._create_range_input_gen_fn(custom_op._default_input_gen_fn,
+                                                       dim, start, end, at)
+            gens = custom_op._adapt_user_input_gen_fns([op.inp], ["x"], {"x": gen})
+            name = _ranges.range_name(op.name, start, end)
+            choices = _traced(op, decompositions, name, gens)
+            selections.append(_select.Selection.make(name, choices, call, [op.inp],
+                                                     choices[0].layout, gens))
+        group = subgroup(state.group, op.group_name)
+    except Exception as e:  # noqa: BLE001 - this rank asks nothing (as _select.select)
+        return fallback(e, "on this rank, without a round")
+    # The decisions list is shared: replace() copies the reference. The
+    # graph's pending deferred selections go with a Tune of their group.
+    chosen, table = _ranges.decide(dataclasses.replace(state, group=group), op.name,
+                                   selections, bounds, size[dim], sizes,
+                                   batch=group is state.group)
+    if len(chosen) == 1 and getattr(chosen[0][2], "decomposition", None) is decompositions[0]:
+        state.dispatches.append(table)
+        return original()
+    try:
+        result = _apply(op, lambda inputs: _ranges._dispatch(
+            op.name, chosen, None, {}, inputs, 0, dim), False)
+        state.dispatches.append(table)
+        return result
+    except Exception as e:  # noqa: BLE001 - the same on every rank: a pure function
+        # of the answer, which every rank has alike.
+        return fallback(e, "without a dispatch")
+
+
+def _traced(op: _Op, decompositions: list[Callable[..., Any]], name: Optional[str] = None,
+            input_gen_fns: Optional[dict[int, Any]] = None) -> list[Any]:
     """The choices of `decompositions`, one at a time, so that one Inductor
     cannot trace or lower (symm_mem.two_shot_all_reduce_ has no lowering in
     2.11: UnsupportedOperatorException) is left out, with a warning, rather
@@ -511,21 +627,22 @@ def _traced(op: _Op, decompositions: list[Callable[..., Any]]) -> list[Any]:
 
     from autotuned.inductor import _select
 
-    template = SubgraphTemplate(name=op.name)
+    name = name or op.name
+    template = SubgraphTemplate(name=name)
     choices: list[Any] = []
     for i, decomposition in enumerate(decompositions):
         try:
             made = template.generate_custom_op_choices(
-                name=op.name, decompositions=[decomposition], input_nodes=[op.inp],
-                non_tensor_args=[{}])
+                name=name, decompositions=[decomposition], input_nodes=[op.inp],
+                non_tensor_args=[{}], input_gen_fns=input_gen_fns)
             if choices:
                 template._validate_layout_equivalence(
-                    op.name, [decompositions[0], decomposition],
+                    name, [decompositions[0], decomposition],
                     [choices[0].layout, made[0].layout])
         except Exception as e:  # noqa: BLE001 - one choice left out, the others tuned
             if i == 0:
                 raise
-            log.warning("autotuned: %s: choice %s left out: %s", op.name,
+            log.warning("autotuned: %s: choice %s left out: %s", name,
                         decomposition.__name__, _select._why(e))
             continue
         choices += made
@@ -539,14 +656,21 @@ def _feeds_collectives_only(gm: Any) -> bool:
                for node in gm.graph.nodes if node.op == "placeholder" for user in node.users)
 
 
-def _apply(op: _Op, winner: Any) -> Any:
-    """The winner inlined in place of the op; its wait is skipped."""
+def _inline(gm: Any, inputs: list[Any], name: str) -> Any:
     from torch._inductor.codegen.subgraph import inline_subgraph_to_ir_nodes
+
+    return inline_subgraph_to_ir_nodes(gm, inputs, name)
+
+
+def _apply(op: _Op, lower: Callable[[list[Any]], Any], collectives_only: bool) -> Any:
+    """The winner, `lower(inputs)` (its IR on `inputs`), in place of the op;
+    its wait is skipped. `collectives_only`: the winner reads its input only
+    as a collective's input (_feeds_collectives_only)."""
     from torch._inductor.comm_lowering import mark_as_skip_wait
     from torch._inductor.lowering import copy_
 
     inp = op.inp
-    if op.inplace and not _feeds_collectives_only(winner.gm):
+    if op.inplace and not collectives_only:
         # The result is copied back into the input's buffer: a choice that
         # reads that buffer otherwise than as a collective's input (a clone,
         # a reshape) reads a copy, or 2.11's scheduler orders the read after
@@ -555,7 +679,7 @@ def _apply(op: _Op, winner: Any) -> Any:
 
         inp = clone(op.inp)
         inp.realize()
-    result = inline_subgraph_to_ir_nodes(winner.gm, [inp], op.name)
+    result = lower([inp])
     if op.inplace:
         done = copy_(op.inp, result)
         mark_as_skip_wait(done)

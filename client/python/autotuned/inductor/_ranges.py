@@ -66,6 +66,10 @@ dimension of a graph input symbolic; mark_dynamic one to dispatch on it),
 or a symbolic dimension in another tensor input: 2.11's specialization,
 with a log line at INFO. A static selection, or a selection that is not a
 collective's (found on its first range's choices), is 2.11's own, unchanged.
+
+A functional collective whose input has one symbolic dimension
+(_functional, "Symbolic sizes") is ranged by the same ladder, asked and
+merged by decide() and dispatched by _dispatch(), with choices of its own.
 """
 from __future__ import annotations
 
@@ -211,7 +215,9 @@ def _dispatch(name: str, groups: Sequence[tuple[int, float, Any]], op: Any,
               default_kwargs: dict[str, Any], inputs: Sequence[Any], index: int,
               dim: int) -> Any:
     """The IR of nested torch.cond over the groups' winners (more than one):
-    size <= end of the first group, else of the next, ...
+    size <= end of the first group, else of the next, ...; one group: its
+    winner traced alone (a choice that is the op's default needs `op`; None
+    where none is: a functional collective's, _functional).
 
     Each cond's bounds are a default argument of its function, not a
     closure: torch.cond traces a branch with Dynamo, which lifts the ints a
@@ -242,7 +248,7 @@ def _dispatch(name: str, groups: Sequence[tuple[int, float, Any]], op: Any,
         fakes = tuple(ir_node_to_tensor(node) for node in inputs)
         gm = make_fx(nested(0), decomposition_table=select_decomp_table(),
                      tracing_mode="symbolic")(*fakes)
-    with _op_as_itself(op):
+    with _op_as_itself(op) if op is not None else contextlib.nullcontext():
         return inline_subgraph_to_ir_nodes(gm, list(inputs), f"{name}_dispatch")
 
 
@@ -272,6 +278,40 @@ def _choice_of(selections: Sequence[_select.Selection], key: str) -> Any:
     same code in every range (the key is its content)."""
     return next(c for s in selections for c, k in zip(s.choices, s.keys)
                 if _merge_key(c, k) == key)
+
+
+def decide(state: Any, name: str, selections: Sequence[_select.Selection],
+           bounds: Sequence[tuple[int, float]], size: Any, sizes: Sequence[int],
+           batch: bool = True) -> tuple[list[tuple[int, float, Any]], Dispatch]:
+    """The ranges' selections (one per range of `bounds`, each tuned with
+    the size expression `size` at its entry of `sizes`) asked in one Tune
+    (with the graph's pending deferred selections where `batch`), merged
+    (merge()): (start, end, choice) of each group, in order, and the
+    table of them for dispatches(). Never raises for the daemon's sake:
+    ask() falls back to each range's first choice."""
+    for selection, at in zip(selections, sizes):
+        selection.at = {size: at}
+    answers: list[tuple[Any, dict[Any, float]]]
+    if not all(len(s.candidates) > 1 for s in selections):
+        answers = [(s.choices[0], {}) for s in selections]
+    elif batch:
+        answers = _select.ask_with_batch(state, selections)
+    else:
+        answers = _select.ask(state, selections)
+    winners = [w for w, _ in answers]
+    keys = [_key_of(s, w) for s, w in zip(selections, winners)]
+    groups = merge(bounds, keys, [
+        ties(s.answer, _keys_of(s), k)
+        for s, k in zip(selections, keys)])
+    # Each group's choice from its first range's selection: the same code
+    # in every range, named after the range it starts at.
+    starts = [s for s, _ in bounds]
+    choices = [_choice_of(selections[starts.index(s):], k) for s, _, k in groups]
+    table = (name, [(int(s), None if e == math.inf else int(e), _choices.display_name(c))
+                    for (s, e, _), c in zip(groups, choices)])
+    log.info("autotuned: %s: %s", name, ", ".join(
+        f"[{s}, {'inf' if e is None else e}] -> {w}" for s, e, w in table[1]))
+    return [(s, e, c) for (s, e, _), c in zip(groups, choices)], table
 
 
 def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
@@ -338,26 +378,10 @@ def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
     if any(s is None for s in collected):  # not a collective: Inductor's own
         return original(**kw)
     selections: list[_select.Selection] = [s for s in collected if s is not None]
-    for selection, at in zip(selections, sizes):
-        selection.at = {size: at}
-    answers = _select.ask_with_batch(state, selections) if all(
-        len(s.candidates) > 1 for s in selections) else [(s.choices[0], {}) for s in selections]
-    winners = [w for w, _ in answers]
-    keys = [_key_of(s, w) for s, w in zip(selections, winners)]
-    groups = merge(bounds, keys, [
-        ties(s.answer, _keys_of(s), k)
-        for s, k in zip(selections, keys)])
-    # Each group's choice from its first range's selection: the same code
-    # in every range, named after the range it starts at.
-    starts = [s for s, _ in bounds]
-    choices = [_choice_of(selections[starts.index(s):], k) for s, _, k in groups]
-    table = (name, [(int(s), None if e == math.inf else int(e), _choices.display_name(c))
-                    for (s, e, _), c in zip(groups, choices)])
-    log.info("autotuned: %s: %s", name, ", ".join(
-        f"[{s}, {'inf' if e is None else e}] -> {w}" for s, e, w in table[1]))
+    chosen, table = decide(state, name, selections, bounds, size, sizes)
     try:
-        if len(groups) == 1:
-            winner = choices[0]
+        if len(chosen) == 1:
+            winner = chosen[0][2]
             if _choices.is_default(winner):
                 state.dispatches.append(table)
                 return winner.output_node()
@@ -365,8 +389,7 @@ def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
                                                   winner.decomposition_kwargs, {}, inputs,
                                                   name)
         else:
-            result = _dispatch(name, [(s, e, c) for (s, e, _), c in zip(groups, choices)],
-                               op, default_kwargs, inputs, index, dim)
+            result = _dispatch(name, chosen, op, default_kwargs, inputs, index, dim)
         validate_ir(result)
         state.dispatches.append(table)
         return result
