@@ -26,15 +26,16 @@ torch.compile after autotuned.inductor.enable():
     selection per range in one Tune, one graph for every size, one
     comparison of the size at SPLIT in it, each call at sizes on both sides
     of the split running its range's winner, the right output, every rank
-    the same decisions.
+    the same decisions;
+  * 4 ranks: the three collectives over the world and an all_reduce over
+    each rank's pair (a TP group inside the job), each TUNED.
 
 Each compile lowers its graph afresh, the kernels shared (relowering.py).
-The long twin (//client/python:inductor_functional_long_test) runs the
-first case on 4 ranks, with an all_reduce over a group of 2 of them (a TP
-group inside the job) besides those over the world, and the dead daemon's
-case (the default tier has it through DTensor, inductor_dtensor_test, the
-same path of autotuned.inductor._functional), and the dynamic all_reduce
-with the module's own choices (whichever wins each range).
+The long twin (//client/python:inductor_functional_long_test) adds the
+dead daemon's case (the default tier has it through DTensor,
+inductor_dtensor_test, the same path of autotuned.inductor._functional),
+and the dynamic all_reduce with the module's own choices (whichever wins
+each range).
 """
 
 import logging
@@ -423,7 +424,6 @@ def test_dead_daemon_falls_back_to_inductors_lowering(daemon):
         assert "all_to_all_single" not in "\n".join(step["codes"])
 
 
-@long_only("//client/python:inductor_functional_long_test")
 def test_four_ranks_with_a_group_of_two(daemon):
     """4 ranks: the three collectives over the world and an all_reduce over
     each rank's pair (groups [0, 1] and [2, 3]): every one TUNED, the same
