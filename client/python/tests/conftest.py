@@ -5,7 +5,12 @@
   shard count is i;
 - the `daemon` fixture: a sim daemon on its defaults for each test, stopped
   after it (a file that needs another configuration or scope defines its
-  own, which takes precedence).
+  own, which takes precedence);
+- the `wide_daemon` fixture: the same with a pre-sync window cap of
+  WIDE_WINDOW_US, for cases whose 4 ranks compile side by side on 2 busy
+  cores and can reach their first selection more than the default cap's
+  10 s apart (their ranks ask with that window: a round starts as soon as
+  every rank is there, so a wide window costs a case that passes nothing).
 """
 from __future__ import annotations
 
@@ -17,12 +22,19 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon  # noqa: E402
+from daemon_fixture import WIDE_WINDOW_US, Daemon  # noqa: E402
 
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
     d = Daemon()
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def wide_daemon() -> Iterator[Daemon]:
+    d = Daemon(config_text=f"limits {{ max_presync_window_us: {WIDE_WINDOW_US} }}")
     yield d
     d.stop()
 

@@ -16,6 +16,10 @@ from typing import Optional
 from autotuned import Client
 from autotuned.errors import Unavailable
 
+# The pre-sync window cap of conftest.py's `wide_daemon`, and the window its
+# cases ask with.
+WIDE_WINDOW_US = 60_000_000
+
 
 def daemon_binary() -> str:
     """The daemon in the test's runfiles, or $AUTOTUNED_DAEMON."""

@@ -28,6 +28,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from daemon_fixture import WIDE_WINDOW_US  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from relowering import relowering, shared  # noqa: E402
 from tier import LONG, long_only  # noqa: E402
@@ -330,8 +331,8 @@ def test_expected_cache_hit_that_is_a_run_compiles_before_the_first_step(daemon)
     assert len(timings) == 3 and all(0 < ms < 1000 for ms in timings.values()), timings
 
 
-def _chain(daemon, world):
-    results = _run(daemon, world, {"case": "chain"})
+def _chain(daemon, world, window_us=WINDOW_US):
+    results = _run(daemon, world, {"case": "chain", "window_us": window_us})
     step = results[0][0]
     assert [(d[0], d[3]) for d in step["decisions"]] == [
         ("chain_ar", "TUNED"), ("chain_ag", "TUNED"), ("chain_rs", "TUNED")], step
@@ -344,8 +345,8 @@ def test_chain_two_ranks(daemon):
 
 
 @long_only("//client/python:inductor_choices_long_test")
-def test_chain_four_ranks(daemon):
-    _chain(daemon, 4)
+def test_chain_four_ranks(wide_daemon):
+    _chain(wide_daemon, 4, WIDE_WINDOW_US)
 
 
 def test_errors_inside_compilation_end_in_the_default(daemon):

@@ -47,6 +47,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from daemon_fixture import WIDE_WINDOW_US  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from relowering import relowering, shared  # noqa: E402
 from tier import LONG, long_only  # noqa: E402
@@ -170,7 +171,8 @@ def _steps(rank, world, target, plan):
     logger.addHandler(Kept(logging.INFO))
     logger.setLevel(logging.INFO)
     ai.enable(target=target, timeout=300,
-              options=pb.Options(warmup=1, iterations=5, presync_window_us=WINDOW_US))
+              options=pb.Options(warmup=1, iterations=5,
+                                 presync_window_us=plan.get("window_us", WINDOW_US)))
     # Integer values: every sum is exact in float32.
     x = torch.arange(8 * world, dtype=torch.float32).reshape(2 * world, 4) + 100 * rank
     expected = [t.wait() if hasattr(t, "wait") else t for t in model(x)]
@@ -424,11 +426,12 @@ def test_dead_daemon_falls_back_to_inductors_lowering(daemon):
         assert "all_to_all_single" not in "\n".join(step["codes"])
 
 
-def test_four_ranks_with_a_group_of_two(daemon):
+def test_four_ranks_with_a_group_of_two(wide_daemon):
     """4 ranks: the three collectives over the world and an all_reduce over
     each rank's pair (groups [0, 1] and [2, 3]): every one TUNED, the same
     within each group, the eager output."""
-    results = _run(daemon, 4, {"steps": [{}], "pairs": True})
+    results = _run(wide_daemon, 4, {"steps": [{}], "pairs": True,
+                                    "window_us": WIDE_WINDOW_US})
     _tuned(results[0][0], NAMES + ["functional_all_reduce_1"])
 
 

@@ -27,6 +27,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from daemon_fixture import WIDE_WINDOW_US  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from relowering import relowering, shared  # noqa: E402
 from tier import long_only  # noqa: E402
@@ -295,8 +296,8 @@ def _same_on_every_rank(results, index):
     assert all(r[index]["correct"] for r in results)
 
 
-def _tuned_then_cached(daemon, world, more_steps=()):
-    plan = {"steps": [{}, {}, *more_steps]}
+def _tuned_then_cached(daemon, world, more_steps=(), window_us=WINDOW_US):
+    plan = {"steps": [{"window_us": window_us}, {"window_us": window_us}, *more_steps]}
     results = _ok(run_ranks(compile_steps, world=world, args=(daemon.target, plan),
                             env=_env(kernels_shared=True), timeout=500))
     names = [f"{n}_autotuned" for n in THREE]
@@ -322,8 +323,8 @@ def test_two_ranks_tuned_cached_changed_body(daemon):
 
 
 @long_only("//client/python:inductor_long_test")
-def test_four_ranks_tuned_then_cached(daemon):
-    _tuned_then_cached(daemon, 4)
+def test_four_ranks_tuned_then_cached(wide_daemon):
+    _tuned_then_cached(wide_daemon, 4, window_us=WIDE_WINDOW_US)
 
 
 def test_deferred_one_round_for_every_collective(daemon):
