@@ -35,6 +35,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ranks import RankError, run_ranks  # noqa: E402
+from recording import graph_runs  # noqa: E402
 from relowering import relowering, shared  # noqa: E402
 from tier import LONG, long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
@@ -104,7 +105,6 @@ def _steps(rank, world, target, plan):
 
     import torch
     import torch.distributed as dist
-    from torch._inductor.output_code import CompiledFxGraph
 
     import autotuned.inductor as ai
     from autotuned import pb
@@ -118,12 +118,7 @@ def _steps(rank, world, target, plan):
     expected = {b: _step(_model(world, sp), x, b) for b in (False, True)}
 
     codes = []
-    original_call = CompiledFxGraph.__call__
-
-    def recorded(self, inputs):
-        codes.append(self.source_code)
-        return original_call(self, inputs)
-    CompiledFxGraph.__call__ = recorded
+    undo_graph_runs = graph_runs(codes)
     original_ask = _select.ask
     force = [False]
 
@@ -156,7 +151,7 @@ def _steps(rank, world, target, plan):
                     "outputs": len(result)})
     ai.disable()
     _select.ask = original_ask
-    CompiledFxGraph.__call__ = original_call
+    undo_graph_runs()
     return out
 
 

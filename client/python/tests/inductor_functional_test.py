@@ -49,6 +49,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_fixture import WIDE_WINDOW_US  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
+from recording import graph_runs, tune_labels  # noqa: E402
 from relowering import relowering, shared  # noqa: E402
 from tier import LONG, long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
@@ -116,7 +117,6 @@ def _steps(rank, world, target, plan):
     lowered afresh (relowering); what each step saw."""
     import torch
     import torch.distributed as dist
-    from torch._inductor.output_code import CompiledFxGraph
 
     import autotuned.inductor as ai
     from autotuned import pb
@@ -128,12 +128,7 @@ def _steps(rank, world, target, plan):
         pair = groups[rank // 2]
     model = _overlap_model() if plan.get("overlap") else _model(world, pair)
     codes = []
-    original_call = CompiledFxGraph.__call__
-
-    def recorded(self, inputs):
-        codes.append(self.source_code)
-        return original_call(self, inputs)
-    CompiledFxGraph.__call__ = recorded
+    graph_runs(codes)
     original_ask = _select.ask
     force = {"on": ()}
     asked = []
@@ -289,10 +284,8 @@ def _dynamic_rank(rank, world, target, markers):
     import torch
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
-    from torch._inductor.output_code import CompiledFxGraph
 
     import autotuned.inductor as ai
-    import autotuned.rankrun as rankrun
     from autotuned import pb
     from autotuned.inductor import _functional, _ranges
 
@@ -325,19 +318,8 @@ def _dynamic_rank(rank, world, target, markers):
             return c10d.wait_tensor(c10d.all_reduce(high_cost(x), "sum", group.group_name))
         _functional._decompositions = lambda op: [dear_default, low, high]
 
-    original_tune = rankrun.tune_rank
-
-    def counted(group, problems, **kwargs):
-        tunes.append([p.problem.label for p in problems])
-        return original_tune(group, problems, **kwargs)
-    rankrun.tune_rank = counted
-    original_call = CompiledFxGraph.__call__
-
-    def recorded(self, inputs):
-        graphs.append(id(self))
-        codes.append(self.source_code)
-        return original_call(self, inputs)
-    CompiledFxGraph.__call__ = recorded
+    tune_labels(tunes)
+    graph_runs(codes, graphs)
 
     def data(n):
         # Integer values: every sum is exact in float32.
@@ -360,7 +342,8 @@ def _dynamic_rank(rank, world, target, markers):
                 1000 * sum(range(world))
             correct.append(bool(torch.equal(got, want)))
     out = {"decisions": ai.decisions(), "dispatches": ai.dispatches(), "tunes": tunes,
-           "graphs": len(set(graphs)), "codes": codes, "calls": calls, "correct": correct}
+           "graphs": len({id(g) for g in graphs}), "codes": codes, "calls": calls,
+           "correct": correct}
     ai.disable()
     return out
 

@@ -63,6 +63,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ranks import RankError, run_ranks  # noqa: E402
+from recording import graph_runs, tune_labels  # noqa: E402
 from tier import long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
 
@@ -176,11 +177,9 @@ def _rank(rank, world, target, model_name, fresh):
     graphs each compile's calls ran)."""
     import torch
     import torch.distributed as dist
-    from torch._inductor.output_code import CompiledFxGraph
     from torch._inductor.utils import fresh_cache
 
     import autotuned.inductor as ai
-    import autotuned.rankrun as rankrun
     from autotuned import pb
     from autotuned.inductor import _ranges
 
@@ -190,19 +189,8 @@ def _rank(rank, world, target, model_name, fresh):
         _ranges.PROBE_BYTES = PROBE
     deferred = model_name == "deferred"
     tunes, codes, ran_graphs = [], [], []
-    original_tune = rankrun.tune_rank
-
-    def counted(group, problems, **kwargs):
-        tunes.append([p.problem.label for p in problems])
-        return original_tune(group, problems, **kwargs)
-    rankrun.tune_rank = counted
-    original_call = CompiledFxGraph.__call__
-
-    def recorded(self, inputs):
-        codes.append(self.source_code)
-        ran_graphs.append(self)
-        return original_call(self, inputs)
-    CompiledFxGraph.__call__ = recorded
+    tune_labels(tunes)
+    graph_runs(codes, ran_graphs)
 
     def static_then_dynamic(x, y):
         # Lowered in the order of the outputs (post-grad passes reorder).
