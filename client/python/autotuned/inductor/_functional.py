@@ -563,27 +563,18 @@ def _ranged(state: Any, op: _Op, decompositions: list[Callable[..., Any]],
     default wins every range and on any failure."""
     import torch._inductor.kernel.custom_op as custom_op
 
-    from autotuned.inductor import _caches, _choices, _ranges, _select
+    from autotuned.inductor import _choices, _ranges, _select
 
     def fallback(e: BaseException, why: str) -> Any:
-        reason = _select._why(e)
-        state.decisions.append((op.name, {}, f"{op.name}_default", "FALLBACK", reason))
-        state.dispatches.append((op.name, [(1, None, f"{op.name}_default")]))
-        _caches.note_fallback(f"{op.name}: {reason}")
-        log.warning("autotuned: %s: FALLBACK to the default, %s: %s", op.name, why, reason)
+        _ranges.fell_back(state, op.name, f"{op.name}_default", e, why, "the default")
         return original()
 
     size, dim = op.inp.get_size(), int(op.dim or 0)
     try:
         op.inp.realize()
-        unit = op.inp.get_dtype().itemsize * math.prod(
-            int(s) for i, s in enumerate(size) if i != dim)
-        points, upper = _ranges.probe_ranges(unit, *_ranges._value_range(size[dim]))
-        bounds = [(int(s), float(e))
-                  for s, e in custom_op._create_ranges_from_split_points(points)]
-        sizes = [_ranges.representative(s, e, upper) for s, e in bounds]
-        log.info("autotuned: %s: dispatch on its input's dimension %d (%s), split points "
-                 "%s, range_upper_bound %d", op.name, dim, size[dim], points, upper)
+        points, upper = _ranges.probe(op.name, op.inp, dim)
+        bounds, sizes = _ranges.tuned_at(
+            custom_op._create_ranges_from_split_points(points), upper)
         call = _choices.CollectiveCall(op.collective, op.reduce_op, op.root)
         selections = []
         for (start, end), at in zip(bounds, sizes):

@@ -110,6 +110,39 @@ def representative(start: int, end: float, upper_bound: int) -> int:
     return int(end) if end != math.inf else max(int(upper_bound), int(start))
 
 
+def tuned_at(ranges: Sequence[tuple[Any, Any]], upper_bound: int
+             ) -> tuple[list[tuple[int, float]], list[int]]:
+    """The ranges as (start, end) and the size each is tuned at
+    (representative())."""
+    bounds = [(int(s), float(e)) for s, e in ranges]
+    return bounds, [representative(s, e, upper_bound) for s, e in bounds]
+
+
+def fell_back(state: Any, name: str, default: str, e: BaseException, why: str,
+              to: str) -> None:
+    """A selection over ranges that fell back to `default` (`to` names it
+    in the warning) on this rank: its decision and its one-range dispatch
+    recorded, its graph kept out of Inductor's caches, a warning."""
+    reason = _select._why(e)
+    state.decisions.append((name, {}, default, "FALLBACK", reason))
+    state.dispatches.append((name, [(1, None, default)]))
+    _caches.note_fallback(f"{name}: {reason}")
+    log.warning("autotuned: %s: FALLBACK to %s, %s: %s", name, to, why, reason)
+
+
+def probe(name: str, node: Any, dim: int) -> tuple[list[int], int]:
+    """The probe ladder's split points and range_upper_bound over dimension
+    `dim` of the tensor IR `node` (probe_ranges, in units of that dimension
+    within its value range), logged."""
+    size = node.get_size()
+    unit = node.get_dtype().itemsize * math.prod(
+        int(s) for i, s in enumerate(size) if i != dim)
+    points, upper = probe_ranges(unit, *_value_range(size[dim]))
+    log.info("autotuned: %s: dispatch on its input's dimension %d (%s), split points %s, "
+             "range_upper_bound %d", name, dim, size[dim], points, upper)
+    return points, upper
+
+
 def range_name(name: str, start: int, end: float) -> str:
     """2.11's name of a range's selection."""
     return f"{name}_range_{int(start)}_{'inf' if end == math.inf else int(end)}"
@@ -350,16 +383,11 @@ def lower(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
             user_input_gen_fns=input_gen_fns or None)
         validate_ir(result)
         return result
-    bounds: list[tuple[int, float]] = [(int(s), float(e)) for s, e in kw["ranges"]]
-    sizes = [representative(s, e, kw["range_upper_bound"]) for s, e in bounds]
+    bounds, sizes = tuned_at(kw["ranges"], kw["range_upper_bound"])
     base = input_gen_fns.get(tensor_name, custom_op._default_input_gen_fn)
 
     def fallback(e: BaseException, why: str) -> Any:
-        reason = _select._why(e)
-        state.decisions.append((name, {}, f"{name}_fallback_default", "FALLBACK", reason))
-        state.dispatches.append((name, [(1, None, f"{name}_fallback_default")]))
-        _caches.note_fallback(f"{name}: {reason}")
-        log.warning("autotuned: %s: FALLBACK to the op's default, %s: %s", name, why, reason)
+        fell_back(state, name, f"{name}_fallback_default", e, why, "the op's default")
         return fallback_handler(op, add_to_fallback_set=False)(*inputs, **default_kwargs)
 
     try:
@@ -475,18 +503,13 @@ def lower_standard(state: Any, original: Callable[..., Any], **kw: Any) -> Any:
     try:
         dim = _probe_dimension(name, inputs)
         if dim is not None:
-            size = inputs[0].get_size()
-            unit = inputs[0].get_dtype().itemsize * math.prod(
-                int(s) for i, s in enumerate(size) if i != dim)
-            points, upper = probe_ranges(unit, *_value_range(size[dim]))
+            points, upper = probe(name, inputs[0], dim)
     except Exception as e:  # noqa: BLE001 - a pure function of the graph: the same
         # on every rank; 2.11's lowering, which the integration still serves.
         log.warning("autotuned: %s: no ranges by size: %s", name, _select._why(e))
         dim = None
     if dim is None:
         return original(**kw)
-    log.info("autotuned: %s: dispatch on its first tensor input's dimension %d (%s), "
-             "split points %s, range_upper_bound %d", name, dim, size[dim], points, upper)
     return lower(state, lambda **_: original(**kw), **kw, tensor_name=None, dim_index=dim,
                  ranges=custom_op._create_ranges_from_split_points(points),
                  range_upper_bound=upper)
