@@ -174,11 +174,14 @@ start_daemon() {
 
 start_daemon "$OUT/daemon.log"
 
-AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/one_shot:blocks=132,threads=1024,all_reduce/one_shot_push:blocks=16,threads=512,all_reduce/one_shot_push,all_reduce/one_shot_push:blocks=64,threads=1024,all_reduce/one_shot_push:blocks=128,threads=1024,all_reduce/one_shot_push:blocks=132,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot:blocks=128,threads=1024,all_reduce/two_shot_push,all_reduce/two_shot_push:blocks=16,threads=512,all_reduce/two_shot_push:blocks=64,threads=1024,all_reduce/two_shot_chunked,all_reduce/two_shot_chunked:blocks=128,threads=1024,all_reduce/copy_engine:chunk_kib=2048,all_reduce/copy_engine,all_reduce/copy_engine:chunk_kib=32768
+AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/one_shot:blocks=132,threads=1024,all_reduce/one_shot_push:blocks=16,threads=512,all_reduce/one_shot_push,all_reduce/one_shot_push:blocks=64,threads=1024,all_reduce/one_shot_push:blocks=128,threads=1024,all_reduce/one_shot_push:blocks=132,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot:blocks=128,threads=1024,all_reduce/two_shot_push,all_reduce/two_shot_push:blocks=16,threads=512,all_reduce/two_shot_push:blocks=64,threads=1024,all_reduce/two_shot_chunked,all_reduce/two_shot_chunked:blocks=128,threads=1024,all_reduce/copy_engine:chunk_kib=2048,all_reduce/copy_engine,all_reduce/copy_engine:chunk_kib=32768,all_reduce/push_pipelined,all_reduce/push_pipelined:chunk_kib=512,all_reduce/push_pipelined:chunk_kib=8192,all_reduce/push_pipelined:blocks=132,threads=1024,chunk_kib=4096
 # (IMPL:NAME=INT,NAME=INT: a piece with '=' and no ':' continues the candidate
 # before it, so "one_shot:blocks=64,threads=1024" is one candidate.)
 # Up to 1 MiB a candidate takes a few microseconds: 500 timed iterations
 # (as p2p_bench below); above, 50.
+# The other collectives' sizes (a rank's bytes): the daemon's sweeps and
+# torch_collectives.py's.
+COLL_SIZES=1024,16384,262144,4194304,67108864
 AR_SWEEP=(--json sweep --collective=all_reduce --dtype=bf16 --factor=2 "--candidates=$AR_CANDIDATES")
 AR_SMALL=(--from=1KiB --to=1MiB --iters=500 --warmup=50)
 AR_LARGE=(--from=2MiB --to=256MiB --iters=50 --warmup=10)
@@ -197,22 +200,21 @@ daemon_steps() {
       >> "$OUT/daemon_allreduce_graph.jsonl" 2>> "$OUT/daemon_allreduce_graph.err" ||
       why "$OUT/daemon_allreduce_graph.err"
   done
-  step sweep_allgather 25 "${CTL[@]}" --json sweep --collective=all_gather --dtype=bf16 \
-    --from=64KiB --to=64MiB --factor=32 --iters=50 --warmup=10 \
-    --candidates=all_gather/nccl,all_gather/p2p \
+  # The other collectives at the sizes torch_collectives.py measures them
+  # (COLL_SIZES, a rank's bytes), 1 KiB to 64 MiB.
+  local coll=(--json sweep --dtype=bf16 --from=1KiB --to=64MiB --factor=16 --iters=50 --warmup=10)
+  step sweep_allgather 40 "${CTL[@]}" "${coll[@]}" --collective=all_gather \
+    --candidates=all_gather/nccl,all_gather/p2p,all_gather/p2p:blocks=132,threads=1024 \
     > "$OUT/daemon_allgather.jsonl" 2> "$OUT/daemon_allgather.err" || why "$OUT/daemon_allgather.err"
-  step sweep_reducescatter 25 "${CTL[@]}" --json sweep --collective=reduce_scatter --dtype=bf16 \
-    --from=64KiB --to=64MiB --factor=32 --iters=50 --warmup=10 \
-    --candidates=reduce_scatter/nccl,reduce_scatter/p2p \
+  step sweep_reducescatter 40 "${CTL[@]}" "${coll[@]}" --collective=reduce_scatter \
+    --candidates=reduce_scatter/nccl,reduce_scatter/p2p,reduce_scatter/p2p:blocks=132,threads=1024 \
     > "$OUT/daemon_reducescatter.jsonl" 2> "$OUT/daemon_reducescatter.err" ||
     why "$OUT/daemon_reducescatter.err"
-  step sweep_alltoall 25 "${CTL[@]}" --json sweep --collective=all_to_all --dtype=bf16 \
-    --from=64KiB --to=64MiB --factor=32 --iters=50 --warmup=10 \
+  step sweep_alltoall 40 "${CTL[@]}" "${coll[@]}" --collective=all_to_all \
     --candidates=all_to_all/nccl,all_to_all/p2p,all_to_all/p2p:blocks=132,threads=1024 \
     > "$OUT/daemon_alltoall.jsonl" 2> "$OUT/daemon_alltoall.err" || why "$OUT/daemon_alltoall.err"
-  step sweep_broadcast 25 "${CTL[@]}" --json sweep --collective=broadcast --dtype=bf16 \
-    --from=64KiB --to=64MiB --factor=32 --iters=50 --warmup=10 \
-    --candidates=broadcast/nccl,broadcast/p2p,broadcast/p2p:blocks=132,threads=1024 \
+  step sweep_broadcast 40 "${CTL[@]}" "${coll[@]}" --collective=broadcast \
+    --candidates=broadcast/nccl,broadcast/p2p,broadcast/p2p:blocks=132,threads=1024,broadcast/push_pipelined,broadcast/push_pipelined:chunk_kib=512,broadcast/push_pipelined:chunk_kib=8192,broadcast/push_pipelined:blocks=132,threads=1024,chunk_kib=4096 \
     > "$OUT/daemon_broadcast.jsonl" 2> "$OUT/daemon_broadcast.err" || why "$OUT/daemon_broadcast.err"
 }
 
@@ -242,7 +244,7 @@ done
 
 # shellcheck disable=SC2086  # TORCH_EXTRA_ARGS is a word list on purpose
 step torch 80 "$PY" -m torch.distributed.run --standalone "--nproc_per_node=$NGPU" \
-  bench/torch_collectives.py --out "$OUT/torch.json" --factor 2 ${TORCH_EXTRA_ARGS:-} \
+  bench/torch_collectives.py --out "$OUT/torch.json" --factor 2 --coll_sizes="$COLL_SIZES" ${TORCH_EXTRA_ARGS:-} \
   > "$OUT/torch.log" 2>&1 || why "$OUT/torch.log" 5
 # The same all_reduce ops captured in CUDA graphs, beside the daemon's graph
 # timing.

@@ -70,7 +70,7 @@ extern "C" {
 /* Version of this ABI: major * 10000 + minor * 100 + patch. A change of major
  * means an incompatible change of a struct or signature; a change of minor,
  * an addition (an algo, a function). */
-#define AT_KERNELS_VERSION 20100
+#define AT_KERNELS_VERSION 20200
 int at_kernels_version(void);
 
 /* Return codes: 0 or a cudaError_t value. */
@@ -179,6 +179,31 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * barrier. Only the root's input is read: peer_inputs[p], p != root, may
    * be NULL. In place allowed (output == own input). No scratch; op
    * ignored. Since ABI 2.0. */
+#define AT_ALGO_ALL_REDUCE_PUSH_PIPELINED 11
+  /* Two-shot in which every byte crosses NVLink as a store, pipelined over
+   * chunks of `chunk_elems` elements: rank r stores slice q of each chunk
+   * of its input into rank q's scratch; reduces slice r (its own input and
+   * what its peers stored, all local) into its output and into every
+   * peer's scratch; copies the other reduced slices from its own scratch
+   * into its output. The three steps of consecutive chunks overlap, through
+   * 3 scratch slots per step (kernels/p2p_layout.h, PipeLayout). For large
+   * messages on 3 or more GPUs. Reads only this rank's own input
+   * (peer_inputs[p], p != rank, may be NULL, and the input need not be
+   * peer-visible). Scratch: 6 chunks' worth (at_p2p_scratch_bytes).
+   * chunk_elems: a positive multiple of the vector width. In place
+   * allowed. Since ABI 2.2. */
+#define AT_ALGO_BROADCAST_PUSH_PIPELINED 12
+  /* Broadcast in which the root sends each byte once: chunks of
+   * `chunk_elems` elements, each cut into world - 1 slices; the root stores
+   * slice i into the scratch of the i-th rank after it, which copies it
+   * into its output and stores it into the scratch of every other non-root
+   * rank; each non-root copies the other slices from its own scratch. The
+   * steps of consecutive chunks overlap as in
+   * AT_ALGO_ALL_REDUCE_PUSH_PIPELINED. Only the root's input is read, by
+   * the root (peer_inputs[p], p != root, may be NULL). Scratch: 6 chunks'
+   * worth. chunk_elems: a positive multiple of the vector width. In place
+   * allowed (output == own input). op ignored. Since ABI 2.2. */
+#define AT_ALGO_LAST AT_ALGO_BROADCAST_PUSH_PIPELINED
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */
 const char* at_p2p_algo_name(int algo);
@@ -218,7 +243,8 @@ int at_p2p_check_args(int algo, const at_p2p_args* args, char* reason,
 
 /* Scratch bytes each rank needs for `algo` (0 for those without scratch), or
  * -1 for invalid arguments. chunk_elems is used by the chunked two-shot
- * only (the copy engine's scratch does not depend on it).
+ * and the pipelined push algos only (the copy engine's scratch does not
+ * depend on it).
  * For the push one-shot: the bytes of its own buffer. */
 int64_t at_p2p_scratch_bytes(int algo, int dtype, int world, int64_t count,
                              int64_t chunk_elems);
@@ -226,8 +252,9 @@ int64_t at_p2p_scratch_bytes(int algo, int dtype, int world, int64_t count,
 /* The buffers a group of `world` ranks needs for messages of up to
  * max_bytes bytes in any dtype the kernels take, each size rounded up to
  * 256 bytes: scratch_bytes, the largest of the plain and push two-shots', of
- * the chunked two-shot's with chunks of chunk_bytes (0: not used; rounded
- * down to whole 16-byte vectors, at least one), and of the copy engine's for
+ * the chunked two-shot's and the pipelined push algos' with chunks of
+ * chunk_bytes (0: not used; rounded down to whole 16-byte vectors, at
+ * least one), and of the copy engine's for
  * messages of up to ce_max_bytes (0: not used); push_bytes, the push
  * one-shot's own buffer for messages of up to push_max_bytes (0: none).
  * The one computation of these sizes: P2P groups made in Python
@@ -262,6 +289,8 @@ int at_p2p_all_gather(const at_p2p_args* args, void* stream);
 int at_p2p_reduce_scatter(const at_p2p_args* args, void* stream);
 int at_p2p_all_to_all(const at_p2p_args* args, void* stream);
 int at_p2p_broadcast(const at_p2p_args* args, void* stream);
+int at_p2p_all_reduce_push_pipelined(const at_p2p_args* args, void* stream);
+int at_p2p_broadcast_push_pipelined(const at_p2p_args* args, void* stream);
 
 /* ---- Signal buffers -------------------------------------------------------
  * Protocol: per block b, each rank keeps its own launch counter (epoch) in its

@@ -47,7 +47,7 @@ int Fail(char* reason, size_t reason_len, const char* fmt, ...) {
 }
 
 bool ValidAlgo(int algo) {
-  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_BROADCAST;
+  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_LAST;
 }
 bool ValidDtype(int dtype) {
   return dtype == AT_DTYPE_FLOAT32 || dtype == AT_DTYPE_BFLOAT16 ||
@@ -57,7 +57,14 @@ bool ValidDtype(int dtype) {
 bool IsCopy(int algo) {
   return algo == AT_ALGO_ALL_GATHER || algo == AT_ALGO_ALL_TO_ALL || algo == AT_ALGO_BROADCAST;
 }
-bool IsReduction(int algo) { return !IsCopy(algo); }
+bool IsBroadcast(int algo) {
+  return algo == AT_ALGO_BROADCAST || algo == AT_ALGO_BROADCAST_PUSH_PIPELINED;
+}
+bool IsReduction(int algo) { return !IsCopy(algo) && !IsBroadcast(algo); }
+// The pipelined push algos (PipeLayout in p2p_layout.h).
+bool IsPipelined(int algo) {
+  return algo == AT_ALGO_ALL_REDUCE_PUSH_PIPELINED || algo == AT_ALGO_BROADCAST_PUSH_PIPELINED;
+}
 bool IsTwoShot(int algo) {
   return algo == AT_ALGO_ALL_REDUCE_TWO_SHOT ||
          algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ||
@@ -65,12 +72,18 @@ bool IsTwoShot(int algo) {
 }
 bool IsOneShotPush(int algo) { return algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH; }
 bool IsCopyEngine(int algo) { return algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE; }
-bool UsesScratch(int algo) { return IsTwoShot(algo) || IsOneShotPush(algo) || IsCopyEngine(algo); }
-// Whether the launch on `a.rank` reads rank p's input: the push one-shot
-// and the copy engine read their own only, broadcast the root's only.
+bool UsesScratch(int algo) {
+  return IsTwoShot(algo) || IsOneShotPush(algo) || IsCopyEngine(algo) || IsPipelined(algo);
+}
+// Whether the launch on `a.rank` reads rank p's input: the push one-shot,
+// the copy engine and the pipelined push all-reduce read their own only,
+// broadcast the root's only (the pipelined one: the root alone, its own).
 bool ReadsInput(int algo, const at_p2p_args& a, int p) {
-  if (IsOneShotPush(algo) || IsCopyEngine(algo)) return p == a.rank;
+  if (IsOneShotPush(algo) || IsCopyEngine(algo) || algo == AT_ALGO_ALL_REDUCE_PUSH_PIPELINED) {
+    return p == a.rank;
+  }
   if (algo == AT_ALGO_BROADCAST) return p == a.root;
+  if (algo == AT_ALGO_BROADCAST_PUSH_PIPELINED) return p == a.root && p == a.rank;
   return true;
 }
 
@@ -95,6 +108,10 @@ int64_t ScratchBytes(int algo, int dtype, int world, int64_t count,
                      int64_t chunk_elems) {
   if (IsOneShotPush(algo)) return PushBufferBytes(count, world, dtype);
   if (IsCopyEngine(algo)) return world * CeSlotElems(count, dtype) * ElemBytes(dtype);
+  if (IsPipelined(algo)) {
+    const int parts = algo == AT_ALGO_BROADCAST_PUSH_PIPELINED ? world - 1 : world;
+    return PipeScratchElems(PipeLayout(count, parts, dtype, chunk_elems)) * ElemBytes(dtype);
+  }
   if (!IsTwoShot(algo)) return 0;
   const TwoShotGeometry g = TwoShotLayout(
       count, world, dtype,
@@ -136,6 +153,8 @@ const char* at_p2p_algo_name(int algo) {
     case AT_ALGO_ALL_REDUCE_COPY_ENGINE: return "all_reduce_copy_engine";
     case AT_ALGO_ALL_TO_ALL: return "all_to_all";
     case AT_ALGO_BROADCAST: return "broadcast";
+    case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED: return "all_reduce_push_pipelined";
+    case AT_ALGO_BROADCAST_PUSH_PIPELINED: return "broadcast_push_pipelined";
     default: return nullptr;
   }
 }
@@ -150,7 +169,7 @@ int64_t at_p2p_scratch_bytes(int algo, int dtype, int world, int64_t count,
       world > kMaxWorld || count < 0 || count > kMaxCount) {
     return -1;
   }
-  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED &&
+  if ((algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED || IsPipelined(algo)) &&
       (chunk_elems <= 0 || chunk_elems % VecElems(dtype) != 0)) {
     return -1;
   }
@@ -174,8 +193,10 @@ int at_p2p_group_sizes_for(int world, int64_t max_bytes, int64_t chunk_bytes,
     if (chunk_bytes > 0) {
       const int64_t vec = VecElems(dtype);
       const int64_t chunk = std::max(vec, chunk_bytes / ElemBytes(dtype) / vec * vec);
-      scratch = std::max(scratch, ScratchBytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, dtype,
-                                               world, count, chunk));
+      for (int algo : {AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_REDUCE_PUSH_PIPELINED,
+                       AT_ALGO_BROADCAST_PUSH_PIPELINED}) {
+        scratch = std::max(scratch, ScratchBytes(algo, dtype, world, count, chunk));
+      }
     }
   }
   if (ce_max_bytes > 0) {
@@ -212,7 +233,7 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   if (IsReduction(algo) && (a->op < AT_OP_SUM || a->op > AT_OP_MIN)) {
     return Fail(r, n, "unknown reduce op %d", a->op);
   }
-  if (algo == AT_ALGO_BROADCAST && (a->root < 0 || a->root >= a->world)) {
+  if (IsBroadcast(algo) && (a->root < 0 || a->root >= a->world)) {
     return Fail(r, n, "root %d outside [0, %d)", a->root, a->world);
   }
   if (a->count < 0 || a->count > kMaxCount) {
@@ -227,7 +248,7 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   }
   if (a->spin_limit < 0) return Fail(r, n, "spin_limit must be >= 0");
   const int64_t vec = VecElems(a->dtype);
-  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED || IsCopyEngine(algo)) {
+  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED || IsCopyEngine(algo) || IsPipelined(algo)) {
     if (a->chunk_elems <= 0 || a->chunk_elems % vec != 0) {
       return Fail(r, n, "chunk_elems %lld must be a positive multiple of %lld "
                   "elements (16 bytes)",
@@ -280,14 +301,18 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
     // One-shot push: each element of the input is loaded before the same
     // thread stores that element of the output; peers never read it.
     case AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH:
+    // Pipelined push: see its kernel (p2p_kernels.cu); peers never read it.
+    case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED:
       in_place_ok = in == a->output;
       break;
     case AT_ALGO_ALL_GATHER:
       in_place_ok = in_c == out_c + a->rank * a->count * esize;
       break;
     // Broadcast: the root reads and writes each element once, in place or
-    // not; peers read the root's input before its end barrier.
+    // not; peers read the root's input before its end barrier (the
+    // pipelined one: nobody else reads it).
     case AT_ALGO_BROADCAST:
+    case AT_ALGO_BROADCAST_PUSH_PIPELINED:
       in_place_ok = in == a->output;
       break;
     case AT_ALGO_REDUCE_SCATTER:

@@ -55,8 +55,10 @@ constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SH
                           AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_GATHER,
                           AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
                           AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE,
-                          AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST};
-constexpr int kLastAlgo = AT_ALGO_BROADCAST;
+                          AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST,
+                          AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, AT_ALGO_BROADCAST_PUSH_PIPELINED};
+constexpr int kLastAlgo = AT_ALGO_BROADCAST_PUSH_PIPELINED;
+static_assert(kLastAlgo == AT_ALGO_LAST, "every algo listed");
 
 TEST_CASE("version, names, limits and struct size") {
   CHECK(at_kernels_version() == AT_KERNELS_VERSION);
@@ -70,6 +72,10 @@ TEST_CASE("version, names, limits and struct size") {
         "all_reduce_copy_engine");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_TO_ALL)) == "all_to_all");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_BROADCAST)) == "broadcast");
+  CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_PUSH_PIPELINED)) ==
+        "all_reduce_push_pipelined");
+  CHECK(std::string(at_p2p_algo_name(AT_ALGO_BROADCAST_PUSH_PIPELINED)) ==
+        "broadcast_push_pipelined");
   for (int algo : kAlgos) CHECK(at_p2p_algo_name(algo) != nullptr);
   CHECK(at_p2p_algo_name(0) == nullptr);
   CHECK(at_p2p_algo_name(kLastAlgo + 1) == nullptr);
@@ -138,7 +144,7 @@ TEST_CASE("world, rank, dtype, op, count, spin limit") {
   {
     Setup s;
     CHECK(at_p2p_check_args(kLastAlgo + 1, &s.args, nullptr, 0) == AT_ERR_INVALID_VALUE);
-    CHECK_THAT(Reason(kLastAlgo + 1, s.args), Catch::Contains("unknown algo 11"));
+    CHECK_THAT(Reason(kLastAlgo + 1, s.args), Catch::Contains("unknown algo " + std::to_string(kLastAlgo + 1)));
   }
   Setup s;
   s.args.world = 1;
@@ -249,9 +255,11 @@ TEST_CASE("a group's buffer sizes: the largest need of each algo, in whole 256-b
           want = std::max(want, at_p2p_scratch_bytes(algo, dtype, world, count, 0));
         }
         // 4 KiB chunks: 1024 float32 or 2048 bfloat16 elements.
-        want = std::max(want, at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, dtype,
-                                                   world, count,
-                                                   dtype == AT_DTYPE_FLOAT32 ? 1024 : 2048));
+        for (int algo : {AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_REDUCE_PUSH_PIPELINED,
+                         AT_ALGO_BROADCAST_PUSH_PIPELINED}) {
+          want = std::max(want, at_p2p_scratch_bytes(algo, dtype, world, count,
+                                                     dtype == AT_DTYPE_FLOAT32 ? 1024 : 2048));
+        }
       }
       at_p2p_group_sizes sizes{};
       REQUIRE(at_p2p_group_sizes_for(world, max_bytes, 4096, 0, 0, &sizes) == AT_OK);
@@ -515,6 +523,67 @@ TEST_CASE("broadcast: a root in the group, its input alone read, in place allowe
   s.args.output = static_cast<char*>(Fake(0x40000000u)) + 64;
   CHECK_THAT(Reason(AT_ALGO_BROADCAST, s.args), Catch::Contains("overlaps"));
   CHECK(at_p2p_scratch_bytes(AT_ALGO_BROADCAST, AT_DTYPE_FLOAT32, 4, 1000, 0) == 0);
+}
+
+TEST_CASE("pipelined push: a chunk, its own input alone, six chunks of scratch") {
+  constexpr int kAr = AT_ALGO_ALL_REDUCE_PUSH_PIPELINED;
+  constexpr int kBc = AT_ALGO_BROADCAST_PUSH_PIPELINED;
+  Setup s(4, 1);
+  CHECK(Reason(kAr, s.args) == "OK");
+  // The chunk: a positive multiple of the vector, at most 2^30 chunks.
+  for (int64_t chunk : {0, -8, 12}) {
+    s.args.chunk_elems = chunk;
+    CHECK_THAT(Reason(kAr, s.args), Catch::Contains("chunk_elems"));
+    CHECK_THAT(Reason(kBc, s.args), Catch::Contains("chunk_elems"));
+    CHECK(at_p2p_scratch_bytes(kAr, AT_DTYPE_BFLOAT16, 4, 1000, chunk) == -1);
+  }
+  s.args.chunk_elems = 256;
+  // Scratch: 2 regions x 3 slots x parts slices of the longest chunk's
+  // slice (whole vectors): 1000 elements in chunks of 256 over 4 ranks:
+  // slices of 64; the broadcast's 3 parts: slices of ceil(256 / 3) = 86 ->
+  // 88 elements.
+  CHECK(at_p2p_scratch_bytes(kAr, AT_DTYPE_BFLOAT16, 4, 1000, 256) == 2 * 3 * 4 * 64 * 2);
+  CHECK(at_p2p_scratch_bytes(kBc, AT_DTYPE_BFLOAT16, 4, 1000, 256) == 2 * 3 * 3 * 88 * 2);
+  // A message shorter than the chunk: its own length decides.
+  CHECK(at_p2p_scratch_bytes(kAr, AT_DTYPE_FLOAT32, 2, 10, 1 << 20) == 2 * 3 * 2 * 8 * 4);
+  CHECK(at_p2p_scratch_bytes(kAr, AT_DTYPE_FLOAT32, 2, 0, 64) == 0);
+  s.args.scratch_bytes = 2 * 3 * 4 * 64 * 2 - 1;
+  CHECK_THAT(Reason(kAr, s.args), Catch::Contains("scratch_bytes"));
+  s.args.scratch_bytes = 1 << 20;
+  // Only this rank's own input is read: the peers' may be NULL.
+  for (int p : {0, 2, 3}) s.inputs[p] = nullptr;
+  CHECK(Reason(kAr, s.args) == "OK");
+  s.inputs[1] = nullptr;
+  CHECK_THAT(Reason(kAr, s.args), Catch::Contains("peer_inputs[1] is NULL"));
+  // In place: exactly, or clear of the input.
+  s.inputs[1] = Fake(0x20000000u);
+  s.args.output = Fake(0x20000000u);
+  CHECK(Reason(kAr, s.args) == "OK");
+  s.args.output = static_cast<char*>(Fake(0x20000000u)) + 64;
+  CHECK_THAT(Reason(kAr, s.args), Catch::Contains("overlaps"));
+  // The broadcast: a root in the group; a rank other than the root reads no
+  // input at all (its own may be NULL); the root's must be there.
+  s.args.op = 0;
+  s.args.root = 4;
+  CHECK_THAT(Reason(kBc, s.args), Catch::Contains("root 4"));
+  s.args.root = 2;
+  s.inputs[1] = nullptr;
+  CHECK(Reason(kBc, s.args) == "OK");
+  s.args.rank = 2;
+  s.args.output = Fake(0x90000000u);
+  CHECK_THAT(Reason(kBc, s.args), Catch::Contains("peer_inputs[2] is NULL"));
+  s.inputs[2] = Fake(0x30000000u);
+  CHECK(Reason(kBc, s.args) == "OK");
+  // Any dtype (it moves 16-byte vectors, the tail by element).
+  s.args.dtype = AT_DTYPE_FLOAT32;
+  s.args.count = 7;
+  CHECK(Reason(kBc, s.args) == "OK");
+  CHECK(at_p2p_is_vectorized(kBc, &s.args) == 1);
+  // The group's scratch covers both with chunks of chunk_bytes.
+  at_p2p_group_sizes sizes;
+  REQUIRE(at_p2p_group_sizes_for(4, 1 << 20, 256 << 10, 0, 0, &sizes) == AT_OK);
+  CHECK(sizes.scratch_bytes >= at_p2p_scratch_bytes(kAr, AT_DTYPE_BFLOAT16, 4, 1 << 19, 128 << 10));
+  CHECK(sizes.scratch_bytes >= at_p2p_scratch_bytes(kBc, AT_DTYPE_FLOAT32, 4, 1 << 18, 64 << 10));
 }
 
 TEST_CASE("reason buffer is optional and truncated") {

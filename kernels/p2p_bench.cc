@@ -1,8 +1,8 @@
 // p2p_bench: one process drives every visible GPU (2..8) and times bf16
 // all-reduce with NCCL and with each P2P all-reduce of autotuned_kernels.h
-// (one-shot, push one-shot, two-shot, push two-shot, chunked two-shot and
-// copy engine; the copy engine at each --chunk_elems, the chunked two-shot
-// at each one below the message) over each launch shape of --shapes, for
+// (one-shot, push one-shot, two-shot, push two-shot, chunked two-shot, copy
+// engine and pipelined push; the copy engine and the pipelined push at each
+// --chunk_elems, the chunked two-shot at each one below the message) over each launch shape of --shapes, for
 // sizes from --min_bytes to --max_bytes. Per size it prints each column's
 // fastest correct figure with its shape, the busbw of the fastest column,
 // and the winner.
@@ -29,6 +29,12 @@
 //
 // --nccl_only times NCCL alone (the P2P columns print "-"): the quick
 // independent NCCL measurement that bench/gpu_run.sh repeats.
+//
+// nccl_symm_us: ncclAllReduce on buffers from ncclMemAlloc registered as
+// symmetric windows (ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC,
+// NCCL 2.27 and later), where NCCL runs its symmetric-memory kernels; "-"
+// when the allocation or the registration fails (said in a '#' line), and
+// with --nccl_only. Launched grouped from one thread in both modes.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -205,8 +211,67 @@ class Bench {
     SyncAll();
   }
 
+  // The symmetric windows: one input and one output buffer per rank from
+  // ncclMemAlloc, each registered in one group over the ranks. False (why
+  // printed) when NCCL cannot: the column stays empty.
+  bool SetupSymmetric() {
+#if NCCL_VERSION_CODE >= 22700
+    sym_in_.assign(world_, nullptr);
+    sym_out_.assign(world_, nullptr);
+    for (int r = 0; r < world_; ++r) {
+      AT_CUDA_CHECK(cudaSetDevice(r));
+      if (ncclMemAlloc(&sym_in_[r], flags_.max_bytes) != ncclSuccess ||
+          ncclMemAlloc(&sym_out_[r], flags_.max_bytes) != ncclSuccess) {
+        std::printf("# nccl_symm: ncclMemAlloc failed\n");
+        return false;
+      }
+    }
+    for (std::vector<void*>* bufs : {&sym_in_, &sym_out_}) {
+      std::vector<ncclWindow_t> wins(world_, nullptr);
+      AT_NCCL_CHECK(ncclGroupStart());
+      ncclResult_t rc = ncclSuccess;
+      for (int r = 0; r < world_ && rc == ncclSuccess; ++r) {
+        rc = ncclCommWindowRegister(comms_[r], (*bufs)[r], flags_.max_bytes, &wins[r],
+                                    NCCL_WIN_COLL_SYMMETRIC);
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      if (rc != ncclSuccess || end != ncclSuccess) {
+        std::printf("# nccl_symm: ncclCommWindowRegister failed: %s\n",
+                    ncclGetErrorString(rc != ncclSuccess ? rc : end));
+        return false;
+      }
+      wins_.insert(wins_.end(), wins.begin(), wins.end());
+    }
+    for (int r = 0; r < world_; ++r) {
+      AT_CUDA_CHECK(cudaSetDevice(r));
+      FillPatternArgs fill;
+      fill.data = sym_in_[r];
+      fill.dtype = DType::kBFloat16;
+      fill.count = flags_.max_bytes / 2;
+      fill.rank = r;
+      AT_CUDA_CHECK(LaunchFillPattern(fill, stream_[r]));
+    }
+    SyncAll();
+    return true;
+#else
+    std::printf("# nccl_symm: NCCL %d has no symmetric windows (2.27 and later)\n",
+                NCCL_VERSION_CODE);
+    return false;
+#endif
+  }
+
   void Teardown() {
     SyncAll();
+#if NCCL_VERSION_CODE >= 22700
+    for (size_t i = 0; i < wins_.size(); ++i) {
+      ncclCommWindowDeregister(comms_[i % world_], wins_[i]);
+    }
+    for (int r = 0; r < static_cast<int>(sym_in_.size()); ++r) {
+      AT_CUDA_CHECK(cudaSetDevice(r));
+      if (sym_in_[r] != nullptr) ncclMemFree(sym_in_[r]);
+      if (sym_out_[r] != nullptr) ncclMemFree(sym_out_[r]);
+    }
+#endif
     for (int r = 0; r < world_; ++r) {
       AT_CUDA_CHECK(cudaSetDevice(r));
       ncclCommDestroy(comms_[r]);
@@ -288,8 +353,10 @@ class Bench {
     return worst;
   }
 
-  // Checks every rank's output against the all-reduce of the pattern.
-  bool Check(int64_t count) {
+  // Checks every rank's output (out_, or `outs`) against the all-reduce of
+  // the pattern.
+  bool Check(int64_t count, const std::vector<void*>* outs = nullptr) {
+    const std::vector<void*>& out = outs != nullptr ? *outs : out_;
     static const long long kNone = INT64_MAX;
     bool ok = true;
     for (int r = 0; r < world_; ++r) {
@@ -298,7 +365,7 @@ class Bench {
       AT_CUDA_CHECK(
           cudaMemcpyAsync(first_[r], &kNone, sizeof(kNone), cudaMemcpyHostToDevice, stream_[r]));
       CheckPatternArgs c;
-      c.data = out_[r];
+      c.data = out[r];
       c.dtype = DType::kBFloat16;
       c.count = count;
       c.expect.world = world_;
@@ -317,7 +384,7 @@ class Bench {
     // Garbage in the outputs, so the next candidate cannot pass on stale data.
     for (int r = 0; r < world_; ++r) {
       AT_CUDA_CHECK(cudaSetDevice(r));
-      AT_CUDA_CHECK(cudaMemsetAsync(out_[r], 0xff, count * 2, stream_[r]));
+      AT_CUDA_CHECK(cudaMemsetAsync(out[r], 0xff, count * 2, stream_[r]));
     }
     SyncAll();
     return ok;
@@ -372,6 +439,21 @@ class Bench {
     return us;
   }
 
+  // NCCL on the symmetric windows (grouped launches from one thread).
+  double NcclSymmetric(int64_t count, bool* ok) {
+    auto iteration = [&] {
+      AT_NCCL_CHECK(ncclGroupStart());
+      for (int r = 0; r < world_; ++r) {
+        AT_NCCL_CHECK(ncclAllReduce(sym_in_[r], sym_out_[r], count, ncclBfloat16, ncclSum,
+                                    comms_[r], stream_[r]));
+      }
+      AT_NCCL_CHECK(ncclGroupEnd());
+    };
+    const double us = Time(iteration);
+    *ok = Check(count, &sym_out_);
+    return us;
+  }
+
   // Negative when the arguments are rejected (e.g. a chunk that does not fit).
   double P2p(int algo, int64_t count, Shape shape, int64_t chunk, bool* ok) {
     std::vector<at_p2p_args> args(world_);
@@ -411,6 +493,10 @@ class Bench {
   std::vector<void*> in_, out_;
   std::vector<unsigned long long*> bad_;
   std::vector<long long*> first_;
+  std::vector<void*> sym_in_, sym_out_;  // symmetric windows (nccl_symm)
+#if NCCL_VERSION_CODE >= 22700
+  std::vector<ncclWindow_t> wins_;
+#endif
 };
 
 struct Best {
@@ -450,15 +536,19 @@ int Main(int argc, char** argv) {
               flags.nccl_only ? ", NCCL only" : "");
   Bench bench(flags, world);
   bench.Setup();
-  std::printf("%12s %14s %26s %26s %26s %26s %34s %34s %12s %s\n", "bytes", "nccl_us",
-              "one_shot_us", "one_shot_push_us", "two_shot_us", "two_shot_push_us",
-              "two_shot_chunked_us", "copy_engine_us", "busbw_GB/s", "winner");
+  const bool symm = !flags.nccl_only && bench.SetupSymmetric();
+  std::printf("%12s %14s %14s %26s %26s %26s %26s %34s %34s %34s %12s %s\n", "bytes", "nccl_us",
+              "nccl_symm_us", "one_shot_us", "one_shot_push_us", "two_shot_us", "two_shot_push_us",
+              "two_shot_chunked_us", "copy_engine_us", "push_pipelined_us", "busbw_GB/s",
+              "winner");
   std::vector<std::string> bad;  // candidates whose output was wrong
   for (int64_t bytes = flags.min_bytes; bytes <= flags.max_bytes; bytes *= flags.step) {
     const int64_t count = bytes / 2;
-    Best nccl, one, one_push, two, push, chunked, ce;
+    Best nccl, one, one_push, two, push, chunked, ce, pipe;
     nccl.how = "nccl";
     nccl.us = bench.Nccl(count, &nccl.ok);
+    Best nsym;
+    if (symm) nsym.us = bench.NcclSymmetric(count, &nsym.ok);
     for (const Shape& s : flags.nccl_only ? std::vector<Shape>{} : flags.shapes) {
       char how[64];
       std::snprintf(how, sizeof(how), "%dx%d", s.blocks, s.threads);
@@ -485,16 +575,18 @@ int Main(int argc, char** argv) {
       for (int64_t chunk : flags.chunks) {  // one chunk too: its own figure
         run(AT_ALGO_ALL_REDUCE_COPY_ENGINE, chunk,
             std::string(how) + " c" + std::to_string(chunk), &ce);
+        run(AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, chunk,
+            std::string(how) + " c" + std::to_string(chunk), &pipe);
       }
     }
     const Best* winner = &nccl;
     const char* winner_name = "nccl";
     const std::pair<const Best*, const char*> candidates[] = {
-        {&one, "one_shot"}, {&one_push, "one_shot_push"}, {&two, "two_shot"},
+        {&nsym, "nccl_symm"}, {&one, "one_shot"}, {&one_push, "one_shot_push"}, {&two, "two_shot"},
         {&push, "two_shot_push"}, {&ce, "copy_engine"},
-        {&chunked, "two_shot_chunked"}};
+        {&chunked, "two_shot_chunked"}, {&pipe, "push_pipelined"}};
     for (const auto& c : candidates) {
-      if (c.first->us >= 0 && (!winner->ok || c.first->us < winner->us)) {
+      if (c.first->us >= 0 && c.first->ok && (!winner->ok || c.first->us < winner->us)) {
         winner = c.first;
         winner_name = c.second;
       }
@@ -502,12 +594,18 @@ int Main(int argc, char** argv) {
     const double busbw = static_cast<double>(bytes) / (winner->us * 1e3) * 2.0 * (world - 1) / world;
     char nccl_cell[32];
     std::snprintf(nccl_cell, sizeof(nccl_cell), "%.2f%s", nccl.us, nccl.ok ? "" : " BAD");
-    std::printf("%12lld %14s %26s %26s %26s %26s %34s %34s %12.1f %s\n",
-                static_cast<long long>(bytes), nccl_cell, Cell(one).c_str(),
+    char symm_cell[32] = "-";
+    if (nsym.us >= 0) {
+      std::snprintf(symm_cell, sizeof(symm_cell), "%.2f%s", nsym.us, nsym.ok ? "" : "_BAD");
+    }
+    std::printf("%12lld %14s %14s %26s %26s %26s %26s %34s %34s %34s %12.1f %s\n",
+                static_cast<long long>(bytes), nccl_cell, symm_cell, Cell(one).c_str(),
                 Cell(one_push).c_str(), Cell(two).c_str(), Cell(push).c_str(),
-                Cell(chunked).c_str(), Cell(ce).c_str(), busbw, winner_name);
+                Cell(chunked).c_str(), Cell(ce).c_str(), Cell(pipe).c_str(), busbw,
+                winner_name);
     std::fflush(stdout);
     if (!nccl.ok) bad.push_back(std::to_string(bytes) + " nccl");
+    if (nsym.us >= 0 && !nsym.ok) bad.push_back(std::to_string(bytes) + " nccl_symm");
   }
   bench.Teardown();
   for (const std::string& b : bad) std::printf("# BAD output: %s\n", b.c_str());

@@ -29,14 +29,16 @@ constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SH
                           AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, AT_ALGO_ALL_GATHER,
                           AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
                           AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE,
-                          AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST};
+                          AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST,
+                          AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, AT_ALGO_BROADCAST_PUSH_PIPELINED};
 // The all-reduces: they share the signal buffer, and all but the push
 // one-shot (its own buffers) one scratch buffer per rank.
 constexpr int kAllReduces[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
                                AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                                AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
                                AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
-                               AT_ALGO_ALL_REDUCE_COPY_ENGINE};
+                               AT_ALGO_ALL_REDUCE_COPY_ENGINE,
+                               AT_ALGO_ALL_REDUCE_PUSH_PIPELINED};
 constexpr int kDtypes[] = {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16};
 struct Shape {
   int blocks;
@@ -55,8 +57,12 @@ constexpr int64_t kScratchBytes = AT_P2P_MAX_WORLD * kMaxCount * 4;
 
 int64_t ElemBytes(int dtype) { return dtype == AT_DTYPE_FLOAT32 ? 4 : 2; }
 
+bool IsBroadcast(int algo) {
+  return algo == AT_ALGO_BROADCAST || algo == AT_ALGO_BROADCAST_PUSH_PIPELINED;
+}
+
 bool Reduces(int algo) {
-  return algo != AT_ALGO_ALL_GATHER && algo != AT_ALGO_ALL_TO_ALL && algo != AT_ALGO_BROADCAST;
+  return algo != AT_ALGO_ALL_GATHER && algo != AT_ALGO_ALL_TO_ALL && !IsBroadcast(algo);
 }
 
 // What an algo runs: the push one-shot takes 16-bit types only.
@@ -257,7 +263,7 @@ Layout MakeLayout(const Env& env, const Case& c) {
   l.collective = c.algo == AT_ALGO_ALL_GATHER       ? Collective::kAllGather
                  : c.algo == AT_ALGO_REDUCE_SCATTER ? Collective::kReduceScatter
                  : a2a                              ? Collective::kAllToAll
-                 : c.algo == AT_ALGO_BROADCAST      ? Collective::kBroadcast
+                 : IsBroadcast(c.algo)              ? Collective::kBroadcast
                                                     : Collective::kAllReduce;
   return l;
 }

@@ -22,30 +22,32 @@ namespace {
 
 // ---- Data movement ---------------------------------------------------------
 
-// The push two-shot's destinations: this rank's output and every peer's
-// scratch, each at the same element offset `off` (slice r of the output is
-// slot r of a scratch). The peer stores are plain st.global over NVLink; the
-// Post that follows them (__syncthreads, then st.release.sys) publishes them.
+// A reduced slice's destinations in the push algos: this rank's output at
+// element offset `out_off` and every peer's scratch at `slot_off` (the push
+// two-shot: the same offset, slice r of the output is slot r of a scratch).
+// The peer stores are plain st.global over NVLink; the Post that follows
+// them (__syncthreads, then st.release.sys) publishes them.
 template <int W>
 struct PushDst {
   const P2pKernelArgs& a;
-  int64_t off;
+  int64_t out_off;
+  int64_t slot_off;
   template <typename Raw>
   __device__ __forceinline__ void Vec(int64_t j, uint4 v) const {
-    reinterpret_cast<uint4*>(static_cast<Raw*>(a.out) + off)[j] = v;
+    reinterpret_cast<uint4*>(static_cast<Raw*>(a.out) + out_off)[j] = v;
 #pragma unroll
     for (int p = 0; p < W; ++p) {
       if (p < a.world && p != a.rank) {
-        reinterpret_cast<uint4*>(static_cast<Raw*>(a.scratch[p]) + off)[j] = v;
+        reinterpret_cast<uint4*>(static_cast<Raw*>(a.scratch[p]) + slot_off)[j] = v;
       }
     }
   }
   template <typename Raw>
   __device__ __forceinline__ void Elem(int64_t i, Raw v) const {
-    static_cast<Raw*>(a.out)[off + i] = v;
+    static_cast<Raw*>(a.out)[out_off + i] = v;
 #pragma unroll
     for (int p = 0; p < W; ++p) {
-      if (p < a.world && p != a.rank) static_cast<Raw*>(a.scratch[p])[off + i] = v;
+      if (p < a.world && p != a.rank) static_cast<Raw*>(a.scratch[p])[slot_off + i] = v;
     }
   }
 };
@@ -58,15 +60,17 @@ struct PushDst {
 template <int W> constexpr int kUnroll = W >= 8 ? 1 : 8 / W;
 
 // dst[i] (LocalDst: dst0[i], and dst1[i] when not null) = reduce over ranks
-// p of in[p][src_off + i], i in [0, n). Peer loads are ld.global.cg (L2,
+// p of in[p][src_off + i], i in [0, n) (`in`: the ranks' inputs, a.in, or
+// for the pipelined push all-reduce this rank's own copies of them). Peer loads are ld.global.cg (L2,
 // never a stale L1 line). Vector path: vector j (elements [j*V, j*V+V))
 // belongs to global thread j % grid, which takes its vectors U at a time;
 // the partial last vector belongs to the thread owning its index. The scalar
 // path (vec == false, reduce-scatter with misaligned blocks) maps element i
 // to thread i % grid.
 template <int W, int DT, int OP, int U, typename Dst>
-__device__ __forceinline__ void ReduceRangeTo(const P2pKernelArgs& a, int64_t src_off, int64_t n,
-                                              const Dst& dst, bool vec) {
+__device__ __forceinline__ void ReduceRangeTo(const P2pKernelArgs& a, const void* const* in_ptrs,
+                                              int64_t src_off, int64_t n, const Dst& dst,
+                                              bool vec) {
   using T = Traits<DT>;
   using Raw = typename T::Raw;
   constexpr int V = kVec<DT>;
@@ -80,7 +84,7 @@ __device__ __forceinline__ void ReduceRangeTo(const P2pKernelArgs& a, int64_t sr
 #pragma unroll
       for (int p = 0; p < W; ++p) {
         if (p < a.world) {
-          in[u][p].u = __ldcg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.in[p]) +
+          in[u][p].u = __ldcg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(in_ptrs[p]) +
                                                               src_off) +
                               j + u * grid);
         }
@@ -94,7 +98,7 @@ __device__ __forceinline__ void ReduceRangeTo(const P2pKernelArgs& a, int64_t sr
 #pragma unroll
     for (int p = 0; p < W; ++p) {
       if (p < a.world) {
-        in[p].u = __ldcg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.in[p]) + src_off) + j);
+        in[p].u = __ldcg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(in_ptrs[p]) + src_off) + j);
       }
     }
     ReduceVector<W, DT, OP>(in, a.world, j, dst);
@@ -108,7 +112,7 @@ __device__ __forceinline__ void ReduceRangeTo(const P2pKernelArgs& a, int64_t sr
     Raw in[W];
 #pragma unroll
     for (int p = 0; p < W; ++p) {
-      if (p < a.world) in[p] = __ldcg(static_cast<const Raw*>(a.in[p]) + src_off + i);
+      if (p < a.world) in[p] = __ldcg(static_cast<const Raw*>(in_ptrs[p]) + src_off + i);
     }
     float acc = T::ToF(in[0]);
 #pragma unroll
@@ -122,7 +126,7 @@ __device__ __forceinline__ void ReduceRangeTo(const P2pKernelArgs& a, int64_t sr
 template <int W, int DT, int OP, int U>
 __device__ __forceinline__ void ReduceRange(const P2pKernelArgs& a, int64_t src_off, int64_t n,
                                             void* dst0, void* dst1, bool vec) {
-  ReduceRangeTo<W, DT, OP, U>(a, src_off, n, LocalDst{dst0, dst1}, vec);
+  ReduceRangeTo<W, DT, OP, U>(a, a.in, src_off, n, LocalDst{dst0, dst1}, vec);
 }
 
 // ---- Kernels ---------------------------------------------------------------
@@ -277,7 +281,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) TwoShotPushKernel(const __grid
   if (!Barrier(a, Flag(e, 1))) return;
   const int64_t slice = a.slot_elems;
   const int64_t lo = a.rank * slice;
-  ReduceRangeTo<W, DT, OP, 1>(a, lo, SliceLen(a.count, slice, a.rank), PushDst<W>{a, lo}, true);
+  ReduceRangeTo<W, DT, OP, 1>(a, a.in, lo, SliceLen(a.count, slice, a.rank), PushDst<W>{a, lo, lo},
+                              true);
   if (!Barrier(a, Flag(e, 2))) return;
   GatherChunk<W, DT, true>(a, 0);
   EndEpoch(a, e);
@@ -348,6 +353,238 @@ __global__ void __launch_bounds__(kMaxThreads, 1) BroadcastKernel(const __grid_c
   EndEpoch(a, e);
 }
 
+// ---- The pipelined push algos (protocol: p2p_layout.h, PipeLayout) ---------
+
+// dst[d][i] = src[i] for i in [0, n), for every non-null dst[d] (W of them at
+// most), with ReduceRange's vector-to-thread mapping (vector j: global thread
+// j % grid; the partial last vector: the thread owning its index), so that
+// the rank that stores a slice and the rank that reads it use the same block
+// for the same elements. U vectors loaded before any is stored.
+template <typename Raw, int W>
+__device__ __forceinline__ void CopyRange(const Raw* src, Raw* const (&dst)[W], int64_t n) {
+  constexpr int V = kVecBytes / static_cast<int>(sizeof(Raw));
+  constexpr int U = 4;
+  const int64_t gid = GlobalThread(), grid = GridThreads();
+  const int64_t nvec = n / V;
+  const uint4* s = reinterpret_cast<const uint4*>(src);
+  int64_t j = gid;
+  for (; j + (U - 1) * grid < nvec; j += U * grid) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = __ldcg(s + j + u * grid);
+#pragma unroll
+    for (int d = 0; d < W; ++d) {
+      if (dst[d] == nullptr) continue;
+#pragma unroll
+      for (int u = 0; u < U; ++u) reinterpret_cast<uint4*>(dst[d])[j + u * grid] = v[u];
+    }
+  }
+  for (; j < nvec; j += grid) {
+    const uint4 v = __ldcg(s + j);
+#pragma unroll
+    for (int d = 0; d < W; ++d) {
+      if (dst[d] != nullptr) reinterpret_cast<uint4*>(dst[d])[j] = v;
+    }
+  }
+  if (gid != nvec % grid) return;
+  for (int64_t i = nvec * V; i < n; ++i) {
+    const Raw v = __ldcg(src + i);
+#pragma unroll
+    for (int d = 0; d < W; ++d) {
+      if (dst[d] != nullptr) dst[d][i] = v;
+    }
+  }
+}
+
+// One destination.
+template <typename Raw>
+__device__ __forceinline__ void CopyRange1(const Raw* src, Raw* dst, int64_t n) {
+  Raw* const d[1] = {dst};
+  CopyRange<Raw, 1>(src, d, n);
+}
+
+// The chunk loop of the pipelined push algos: three stages, software
+// pipelined (iteration t scatters chunk t, reduces chunk t - 1, gathers
+// chunk t - 2), each followed by its post; `Stages` does the data movement
+// of each (Scatter(k), Reduce(k), Gather(k)). The waits are the
+// protocol of p2p_layout.h; every rank runs all of them whatever its role.
+template <typename Stages>
+__device__ __forceinline__ bool PipeLoop(const P2pKernelArgs& a, uint32_t e,
+                                         const PipeGeometry& g, const Stages& st) {
+  constexpr int64_t D = kPushPipeDepth;
+  for (int64_t t = 0; t < g.chunks + 2; ++t) {
+    const int64_t ka = t, kb = t - 1, kc = t - 2;
+    if (ka < g.chunks) {
+      // Every rank has read its scatter slot of chunk ka - D.
+      if (ka >= D && !WaitAll(a, kReduced, Flag(e, static_cast<uint32_t>(ka - D + 1)))) {
+        return false;
+      }
+      st.Scatter(ka);
+      Post(a, kArrive, Flag(e, static_cast<uint32_t>(ka + 2)));
+    }
+    if (kb >= 0 && kb < g.chunks) {
+      if (!WaitAll(a, kArrive, Flag(e, static_cast<uint32_t>(kb + 2)))) return false;
+      // Every rank has read its gather slot of chunk kb - D.
+      if (kb >= D && !WaitAll(a, kGathered, Flag(e, static_cast<uint32_t>(kb - D + 1)))) {
+        return false;
+      }
+      st.Reduce(kb);
+      Post(a, kReduced, Flag(e, static_cast<uint32_t>(kb + 1)));
+    }
+    if (kc >= 0 && kc < g.chunks) {
+      if (!WaitAll(a, kReduced, Flag(e, static_cast<uint32_t>(kc + 1)))) return false;
+      st.Gather(kc);
+      Post(a, kGathered, Flag(e, static_cast<uint32_t>(kc + 1)));
+    }
+  }
+  return true;
+}
+
+// The pipelined push all-reduce, per chunk k (slice s: SliceElems of the
+// chunk over `world`):
+//   scatter: store slice q of this rank's input into slice `rank` of the
+//            scatter slot of every peer q;
+//   reduce:  reduce slice `rank` over this rank's input and the scatter
+//            slot's slices (all local), into the output and into slice
+//            `rank` of the gather slot of every peer;
+//   gather:  copy the gather slot's slices s != rank into the output.
+// Reads only this rank's own input (never a peer's), so the input need not
+// be peer-visible. No end barrier: when a rank finishes, every store of its
+// peers into its scratch has been waited for, and no peer reads its memory.
+// In place: the reduce writes output slice `rank` of chunk k (which only
+// this rank reads, and the same thread loaded it first); the gather writes
+// slices s != rank of chunk k, which this rank's scatter of chunk k read
+// earlier, on the same thread (the same mapping).
+template <int W, int DT, int OP>
+struct PushPipeStages {
+  using Raw = typename Traits<DT>::Raw;
+  const P2pKernelArgs& a;
+  const PipeGeometry& g;
+  __device__ __forceinline__ int64_t Len(int64_t k) const {
+    const int64_t base = k * g.chunk;
+    return a.count - base < g.chunk ? a.count - base : g.chunk;
+  }
+  __device__ __forceinline__ void Scatter(int64_t k) const {
+    const int64_t len = Len(k), slice = SliceElems(len, a.world, kVec<DT>);
+    const Raw* in = static_cast<const Raw*>(a.in[a.rank]) + k * g.chunk;
+#pragma unroll
+    for (int q = 0; q < W; ++q) {
+      if (q >= a.world || q == a.rank) continue;
+      CopyRange1(in + q * slice, static_cast<Raw*>(a.scratch[q]) + PipeSlot(g, 0, k, a.rank),
+                 SliceLen(len, slice, q));
+    }
+  }
+  __device__ __forceinline__ void Reduce(int64_t k) const {
+    const int64_t len = Len(k), slice = SliceElems(len, a.world, kVec<DT>);
+    const int64_t lo = k * g.chunk + a.rank * slice;
+    const Raw* own = static_cast<const Raw*>(a.scratch[a.rank]);
+    const void* src[W];
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      src[p] = p == a.rank ? static_cast<const void*>(static_cast<const Raw*>(a.in[a.rank]) + lo)
+                           : static_cast<const void*>(own + PipeSlot(g, 0, k, p));
+    }
+    ReduceRangeTo<W, DT, OP, 1>(a, src, 0, SliceLen(len, slice, a.rank),
+                                PushDst<W>{a, lo, PipeSlot(g, 1, k, a.rank)}, true);
+  }
+  __device__ __forceinline__ void Gather(int64_t k) const {
+    const int64_t len = Len(k), slice = SliceElems(len, a.world, kVec<DT>);
+    const Raw* own = static_cast<const Raw*>(a.scratch[a.rank]);
+    Raw* out = static_cast<Raw*>(a.out) + k * g.chunk;
+#pragma unroll
+    for (int s = 0; s < W; ++s) {
+      if (s >= a.world || s == a.rank) continue;
+      CopyRange1(own + PipeSlot(g, 1, k, s), out + s * slice, SliceLen(len, slice, s));
+    }
+  }
+};
+
+template <int W, int DT, int OP>
+__global__ void __launch_bounds__(kMaxThreads, 1)
+    PushPipelinedKernel(const __grid_constant__ P2pKernelArgs a) {
+  const uint32_t e = BeginEpoch(a);
+  if (!Barrier(a, Flag(e, 1))) return;
+  const PipeGeometry g = PipeLayout(a.count, a.world, DT, a.chunk_elems);
+  if (!PipeLoop(a, e, g, PushPipeStages<W, DT, OP>{a, g})) return;
+  EndEpoch(a, e);
+}
+
+// The pipelined push broadcast: chunk k in world - 1 slices, slice i for the
+// i-th rank after the root (rank (root + 1 + i) % world), which forwards it:
+//   scatter: the root stores slice i of its input into the scatter slot
+//            (slice 0) of rank i, and copies its input into its output
+//            unless in place; the other ranks do nothing;
+//   reduce:  a non-root rank i copies its scatter slot into its output slice
+//            i and stores it into slice i of the gather slot of every other
+//            non-root rank (nothing to reduce: the name is the loop's);
+//   gather:  a non-root rank copies the gather slot's slices j != i into its
+//            output.
+// The root sends each byte once; only the root's input is read, by the root.
+template <int W, int DT>
+struct BroadcastPipeStages {
+  using Raw = typename Traits<DT>::Raw;
+  const P2pKernelArgs& a;
+  const PipeGeometry& g;
+  __device__ __forceinline__ int64_t Len(int64_t k) const {
+    const int64_t base = k * g.chunk;
+    return a.count - base < g.chunk ? a.count - base : g.chunk;
+  }
+  __device__ __forceinline__ int Index() const {  // this rank's slice, if not the root
+    return (a.rank - a.root - 1 + a.world) % a.world;
+  }
+  __device__ __forceinline__ int RankOf(int i) const { return (a.root + 1 + i) % a.world; }
+  __device__ __forceinline__ void Scatter(int64_t k) const {
+    if (a.rank != a.root) return;
+    const int64_t len = Len(k), slice = SliceElems(len, g.parts, kVec<DT>);
+    const Raw* in = static_cast<const Raw*>(a.in[a.rank]) + k * g.chunk;
+#pragma unroll
+    for (int i = 0; i < W - 1; ++i) {
+      if (i >= g.parts) continue;
+      CopyRange1(in + i * slice, static_cast<Raw*>(a.scratch[RankOf(i)]) + PipeSlot(g, 0, k, 0),
+                 SliceLen(len, slice, i));
+    }
+    Raw* out = static_cast<Raw*>(a.out) + k * g.chunk;
+    if (out != in) CopyRange1(in, out, len);
+  }
+  __device__ __forceinline__ void Reduce(int64_t k) const {
+    if (a.rank == a.root) return;
+    const int64_t len = Len(k), slice = SliceElems(len, g.parts, kVec<DT>);
+    const int me = Index();
+    Raw* dst[W];
+    dst[0] = static_cast<Raw*>(a.out) + k * g.chunk + me * slice;
+#pragma unroll
+    for (int i = 0; i < W - 1; ++i) {
+      dst[i + 1] = i < g.parts && i != me
+                       ? static_cast<Raw*>(a.scratch[RankOf(i)]) + PipeSlot(g, 1, k, me)
+                       : nullptr;
+    }
+    CopyRange<Raw, W>(static_cast<const Raw*>(a.scratch[a.rank]) + PipeSlot(g, 0, k, 0), dst,
+                      SliceLen(len, slice, me));
+  }
+  __device__ __forceinline__ void Gather(int64_t k) const {
+    if (a.rank == a.root) return;
+    const int64_t len = Len(k), slice = SliceElems(len, g.parts, kVec<DT>);
+    const int me = Index();
+    const Raw* own = static_cast<const Raw*>(a.scratch[a.rank]);
+    Raw* out = static_cast<Raw*>(a.out) + k * g.chunk;
+#pragma unroll
+    for (int i = 0; i < W - 1; ++i) {
+      if (i >= g.parts || i == me) continue;
+      CopyRange1(own + PipeSlot(g, 1, k, i), out + i * slice, SliceLen(len, slice, i));
+    }
+  }
+};
+
+template <int W, int DT>
+__global__ void __launch_bounds__(kMaxThreads, 1)
+    BroadcastPushKernel(const __grid_constant__ P2pKernelArgs a) {
+  const uint32_t e = BeginEpoch(a);
+  if (!Barrier(a, Flag(e, 1))) return;
+  const PipeGeometry g = PipeLayout(a.count, a.world - 1, DT, a.chunk_elems);
+  if (!PipeLoop(a, e, g, BroadcastPipeStages<W, DT>{a, g})) return;
+  EndEpoch(a, e);
+}
+
 // ---- Launch ----------------------------------------------------------------
 
 using KernelFn = void (*)(const P2pKernelArgs);
@@ -367,6 +604,7 @@ template <int W, int DT, int OP> KernelFn PickAlgo(int algo) {
     case AT_ALGO_ALL_REDUCE_COPY_ENGINE: return CeReduceKernel<W, DT, OP>;
     case AT_ALGO_REDUCE_SCATTER: return ReduceScatterKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return TwoShotPushKernel<W, DT, OP>;
+    case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED: return PushPipelinedKernel<W, DT, OP>;
     default: return TwoShotKernel<W, DT, OP>;
   }
 }
@@ -399,6 +637,13 @@ template <int W> KernelFn PickCopy(int algo, int dtype, int64_t* count_units) {
 }
 
 template <int W> KernelFn PickW(int algo, int dtype, int op, int64_t* count_units) {
+  if (algo == AT_ALGO_BROADCAST_PUSH_PIPELINED) {
+    switch (dtype) {
+      case AT_DTYPE_BFLOAT16: return BroadcastPushKernel<W, AT_DTYPE_BFLOAT16>;
+      case AT_DTYPE_FLOAT16: return BroadcastPushKernel<W, AT_DTYPE_FLOAT16>;
+      default: return BroadcastPushKernel<W, AT_DTYPE_FLOAT32>;
+    }
+  }
   if (algo == AT_ALGO_ALL_GATHER || algo == AT_ALGO_ALL_TO_ALL || algo == AT_ALGO_BROADCAST) {
     return PickCopy<W>(algo, dtype, count_units);
   }
@@ -517,6 +762,9 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
     k.chunk_elems = g.chunk;
     k.slot_elems = g.slot_elems;
   }
+  if (algo == AT_ALGO_ALL_REDUCE_PUSH_PIPELINED || algo == AT_ALGO_BROADCAST_PUSH_PIPELINED) {
+    k.chunk_elems = args->chunk_elems;  // the kernel takes its PipeLayout from it
+  }
   if (algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH) {
     k.slot_elems = p2p::PushSlotBytes(args->scratch_bytes, args->world) / p2p::ElemBytes(args->dtype);
   }
@@ -561,11 +809,17 @@ int at_p2p_all_to_all(const at_p2p_args* args, void* stream) {
 int at_p2p_broadcast(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_BROADCAST, args, stream);
 }
+int at_p2p_all_reduce_push_pipelined(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, args, stream);
+}
+int at_p2p_broadcast_push_pipelined(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_BROADCAST_PUSH_PIPELINED, args, stream);
+}
 
 int at_p2p_preload_kernels(void) {
   namespace p2p = autotuned::kernels::p2p;
   cudaFuncAttributes attr;
-  for (int algo = AT_ALGO_ALL_REDUCE_ONE_SHOT; algo <= AT_ALGO_BROADCAST; ++algo) {
+  for (int algo = AT_ALGO_ALL_REDUCE_ONE_SHOT; algo <= AT_ALGO_LAST; ++algo) {
     for (int world : {2, 4, p2p::kMaxWorld}) {
       for (int dtype : {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16}) {
         for (int op : {AT_OP_SUM, AT_OP_MAX, AT_OP_MIN}) {
@@ -574,7 +828,9 @@ int at_p2p_preload_kernels(void) {
           const int64_t counts[] = {1, 2, 4, 8};
           const bool copy = algo == AT_ALGO_ALL_GATHER || algo == AT_ALGO_ALL_TO_ALL ||
                             algo == AT_ALGO_BROADCAST;
-          const int n = copy ? (op == AT_OP_SUM ? 4 : 0) : 1;
+          // The pipelined broadcast: one kernel per dtype.
+          const bool no_op = copy || algo == AT_ALGO_BROADCAST_PUSH_PIPELINED;
+          const int n = copy ? (op == AT_OP_SUM ? 4 : 0) : (no_op && op != AT_OP_SUM ? 0 : 1);
           for (int c = 0; c < n; ++c) {
             int64_t count = counts[c];
             const p2p::KernelFn fn = p2p::Pick(algo, world, dtype, op, &count);

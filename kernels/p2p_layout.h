@@ -120,6 +120,56 @@ AT_P2P_HD inline TwoShotGeometry TwoShotLayout(int64_t count, int world,
   return g;
 }
 
+// ---- The pipelined push algos (AT_ALGO_ALL_REDUCE_PUSH_PIPELINED,
+// AT_ALGO_BROADCAST_PUSH_PIPELINED) -------------------------------------------
+// The message goes in chunks of `chunk` elements, each cut into `parts`
+// slices of whole vectors (SliceElems): `world` slices for the all-reduce
+// (slice r is reduced by rank r), `world - 1` for the broadcast (slice i is
+// forwarded by the i-th rank after the root). Every byte crosses NVLink as a
+// store into a peer's scratch, never as a load. A rank's scratch has two
+// regions, scatter (0) and gather (1), each of kPushPipeDepth chunk slots of
+// `parts` slices: chunk k uses slot k % kPushPipeDepth, and slice `from`
+// of a slot is written by one peer only. Per block b, with e the launch's
+// epoch (the arrive row carries the scatter points after the start barrier):
+//   scatter: arrive[b].from[p] >= Flag(e, k + 2): rank p's stores of chunk k
+//            into the scatter region are done;
+//   reduced: reduced[b].from[p] >= Flag(e, k + 1): rank p has read its
+//            scatter slot of chunk k and stored its slice into every peer's
+//            gather region;
+//   gathered: gathered[b].from[p] >= Flag(e, k + 1): rank p has read its
+//            gather slot of chunk k.
+// A slot is written for chunk k only once every rank has read it for chunk
+// k - kPushPipeDepth (reduced, resp. gathered, of that chunk).
+constexpr int kPushPipeDepth = 3;
+
+struct PipeGeometry {
+  int64_t chunk = 0;   // elements per chunk
+  int64_t chunks = 0;
+  int64_t slice = 0;   // slot stride: the longest chunk's slice
+  int parts = 0;
+};
+
+AT_P2P_HD inline PipeGeometry PipeLayout(int64_t count, int parts, int dtype,
+                                         int64_t chunk_elems) {
+  PipeGeometry g;
+  g.parts = parts;
+  g.chunk = chunk_elems;
+  if (count <= 0 || chunk_elems <= 0 || parts <= 0) return g;
+  g.chunks = (count + chunk_elems - 1) / chunk_elems;
+  g.slice = SliceElems(count < chunk_elems ? count : chunk_elems, parts, VecElems(dtype));
+  return g;
+}
+
+// Element offset, in a rank's scratch, of slice `from` of `region`'s slot
+// for chunk k.
+AT_P2P_HD inline int64_t PipeSlot(const PipeGeometry& g, int region, int64_t k, int from) {
+  return ((region * kPushPipeDepth + k % kPushPipeDepth) * g.parts + from) * g.slice;
+}
+
+AT_P2P_HD inline int64_t PipeScratchElems(const PipeGeometry& g) {
+  return 2 * kPushPipeDepth * g.parts * g.slice;
+}
+
 // ---- The push one-shot's buffer (AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH) ---------
 // Data that carries its own arrival: a slot word nobody has written yet holds
 // kPushEmpty (0x8000, -0.0 in bfloat16 and float16), and senders turn their

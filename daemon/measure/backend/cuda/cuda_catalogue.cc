@@ -93,6 +93,13 @@ Catalogue CudaCatalogue(bool test_faults) {
   ce.params.push_back({"chunk_kib", 8192, 64, 1 << 20,
                        "copy chunk per rank, KiB (at most 1024 chunks)"});
   c.Add(ce);
+  ImplInfo pipe = P2p(Collective::kAllReduce, "all_reduce/push_pipelined",
+                      "two-shot in which every byte crosses NVLink as a store into a "
+                      "peer's scratch, pipelined in chunks; reads only the rank's own "
+                      "input (for large messages on 3 or more GPUs)",
+                      64, 1024);
+  pipe.params.push_back({"chunk_kib", 2048, 16, 1 << 20, "pipeline chunk (all ranks), KiB"});
+  c.Add(pipe);
   c.Add(NcclTuned(Collective::kAllGather, "all_gather/nccl", "ncclAllGather", 7));
   c.Add(P2p(Collective::kAllGather, "all_gather/p2p",
             "each rank copies its peers' inputs over NVLink", 32, 512));
@@ -109,6 +116,13 @@ Catalogue CudaCatalogue(bool test_faults) {
   c.Add(NcclTuned(Collective::kBroadcast, "broadcast/nccl", "ncclBroadcast", 2));
   c.Add(P2p(Collective::kBroadcast, "broadcast/p2p",
             "each rank copies the root's input over NVLink", 32, 512));
+  ImplInfo bpipe = P2p(Collective::kBroadcast, "broadcast/push_pipelined",
+                       "the root stores each chunk's slices into the other ranks' "
+                       "scratch, each forwards its slice to the rest: the root sends "
+                       "each byte once (for large messages)",
+                       64, 1024);
+  bpipe.params.push_back({"chunk_kib", 2048, 16, 1 << 20, "pipeline chunk, KiB"});
+  c.Add(bpipe);
   if (test_faults) {
     ImplInfo hang = P2p(Collective::kAllReduce, "all_reduce/hang_test",
                         "TEST FAULT: one-shot on rank 0 alone, no spin limit: "

@@ -24,10 +24,12 @@ int P2pAlgo(const std::string& impl) {
       {"all_reduce/one_shot_push", AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH},
       {"all_reduce/copy_engine", AT_ALGO_ALL_REDUCE_COPY_ENGINE},
       {"all_reduce/two_shot_chunked", AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED},
+      {"all_reduce/push_pipelined", AT_ALGO_ALL_REDUCE_PUSH_PIPELINED},
       {"all_gather/p2p", AT_ALGO_ALL_GATHER},
       {"reduce_scatter/p2p", AT_ALGO_REDUCE_SCATTER},
       {"all_to_all/p2p", AT_ALGO_ALL_TO_ALL},
       {"broadcast/p2p", AT_ALGO_BROADCAST},
+      {"broadcast/push_pipelined", AT_ALGO_BROADCAST_PUSH_PIPELINED},
       {"all_reduce/hang_test", AT_ALGO_ALL_REDUCE_ONE_SHOT},
   };
   for (const Entry& e : kAlgos) {

@@ -29,6 +29,7 @@ constexpr Entry kEntries[] = {
     {"all_reduce/one_shot_push", Collective::kAllReduce, Method::kP2p, false},
     {"all_reduce/copy_engine", Collective::kAllReduce, Method::kP2p, false},
     {"all_reduce/two_shot_chunked", Collective::kAllReduce, Method::kP2p, false},
+    {"all_reduce/push_pipelined", Collective::kAllReduce, Method::kP2p, false},
     {"all_gather/nccl", Collective::kAllGather, Method::kNccl, false},
     {"all_gather/p2p", Collective::kAllGather, Method::kP2p, false},
     {"reduce_scatter/nccl", Collective::kReduceScatter, Method::kNccl, false},
@@ -37,6 +38,7 @@ constexpr Entry kEntries[] = {
     {"all_to_all/p2p", Collective::kAllToAll, Method::kP2p, false},
     {"broadcast/nccl", Collective::kBroadcast, Method::kNccl, false},
     {"broadcast/p2p", Collective::kBroadcast, Method::kP2p, false},
+    {"broadcast/push_pipelined", Collective::kBroadcast, Method::kP2p, false},
     {"all_reduce/hang_test", Collective::kAllReduce, Method::kHangTest, true},
     {"all_reduce/nccl_hang_test", Collective::kAllReduce, Method::kNcclHangTest, true},
 };

@@ -130,7 +130,8 @@ TEST_CASE("ranks run on the GPUs they are placed on", "[gpu]") {
   std::vector<int> reversed;
   for (int d = gpus - 1; d >= 0; --d) reversed.push_back(d);
   for (const char* name : {"all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
-                           "all_reduce/two_shot_push", "all_reduce/one_shot_push"}) {
+                           "all_reduce/two_shot_push", "all_reduce/one_shot_push",
+                           "all_reduce/push_pipelined"}) {
     const ImplInfo* impl = catalogue.Find(name);
     REQUIRE(impl != nullptr);
     const int world = std::min(gpus, impl->max_world_size);
@@ -240,10 +241,12 @@ TEST_CASE("broadcast from the last rank", "[gpu]") {
   p.root = p.world_size - 1;
   ExpectRuns(*node, p, "broadcast/nccl");
   const Catalogue catalogue = CudaCatalogue(false);
-  const ImplInfo* impl = catalogue.Find("broadcast/p2p");
-  REQUIRE(impl != nullptr);
-  if (WorldFor(*node, *impl) != p.world_size) return;
-  for (bool graph : {false, true}) ExpectRuns(*node, p, "broadcast/p2p", graph);
+  for (const char* name : {"broadcast/p2p", "broadcast/push_pipelined"}) {
+    const ImplInfo* impl = catalogue.Find(name);
+    REQUIRE(impl != nullptr);
+    if (WorldFor(*node, *impl) != p.world_size) return;
+    for (bool graph : {false, true}) ExpectRuns(*node, p, name, graph);
+  }
 }
 
 TEST_CASE("cuda graph mode replays the captured iterations", "[gpu]") {
