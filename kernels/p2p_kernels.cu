@@ -55,9 +55,11 @@ struct PushDst {
 // Vectors a thread loads before it reduces any (all U x W loads in flight at
 // once): NVLink latency times bandwidth is more than one 16-byte load per
 // thread per rank covers at 64 blocks. U x W = 8 vectors, 32 registers; the
-// two-shot kernel keeps U = 1 (with more, it spills under the 64-register
-// cap of 1024-thread blocks).
+// two-shot kernel keeps U = 1 in blocks of more than kNarrowThreads threads
+// (with more, it spills under the 64-register cap of 1024-thread blocks),
+// and takes U = kUnroll in narrower blocks (128 registers a thread).
 template <int W> constexpr int kUnroll = W >= 8 ? 1 : 8 / W;
+constexpr int kNarrowThreads = kMaxThreads / 2;
 
 // dst[i] (LocalDst: dst0[i], and dst1[i] when not null) = reduce over ranks
 // p of in[p][src_off + i], i in [0, n) (`in`: the ranks' inputs, a.in, or
@@ -205,8 +207,9 @@ __device__ __forceinline__ void GatherChunk(const P2pKernelArgs& a, int64_t k) {
 //   for k: [wait everyone gathered k-D: slot free] reduce own slice of chunk k
 //          into scratch slot k%D and the output; post reduced k;
 //          [wait everyone reduced k-1] gather chunk k-1; post gathered k-1.
-template <int W, int DT, int OP>
-__global__ void __launch_bounds__(kMaxThreads, 1) TwoShotKernel(const __grid_constant__ P2pKernelArgs a) {
+template <int W, int DT, int OP, int U = 1>
+__global__ void __launch_bounds__(U == 1 ? kMaxThreads : kNarrowThreads, 1)
+    TwoShotKernel(const __grid_constant__ P2pKernelArgs a) {
   using Raw = typename Traits<DT>::Raw;
   constexpr int V = kVec<DT>;
   const uint32_t e = BeginEpoch(a);
@@ -223,7 +226,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) TwoShotKernel(const __grid_con
       const int64_t slice = SliceElems(len, a.world, V);
       const int64_t lo = base + a.rank * slice;
       Raw* slot = static_cast<Raw*>(a.scratch[a.rank]) + (k % kPipelineDepth) * a.slot_elems;
-      ReduceRange<W, DT, OP, 1>(a, lo, SliceLen(len, slice, a.rank), slot,
+      ReduceRange<W, DT, OP, U>(a, lo, SliceLen(len, slice, a.rank), slot,
                                 static_cast<Raw*>(a.out) + lo, true);
       Post(a, kReduced, Flag(e, static_cast<uint32_t>(k + 1)));
     }
@@ -499,8 +502,10 @@ struct PushPipeStages {
   }
 };
 
-template <int W, int DT, int OP>
-__global__ void __launch_bounds__(kMaxThreads, 1)
+// kNarrow: launched with at most kNarrowThreads threads a block (twice the
+// registers: at 1024 threads the stages' pointers spill).
+template <int W, int DT, int OP, bool kNarrow>
+__global__ void __launch_bounds__(kNarrow ? kNarrowThreads : kMaxThreads, 1)
     PushPipelinedKernel(const __grid_constant__ P2pKernelArgs a) {
   const uint32_t e = BeginEpoch(a);
   if (!Barrier(a, Flag(e, 1))) return;
@@ -575,8 +580,8 @@ struct BroadcastPipeStages {
   }
 };
 
-template <int W, int DT>
-__global__ void __launch_bounds__(kMaxThreads, 1)
+template <int W, int DT, bool kNarrow>
+__global__ void __launch_bounds__(kNarrow ? kNarrowThreads : kMaxThreads, 1)
     BroadcastPushKernel(const __grid_constant__ P2pKernelArgs a) {
   const uint32_t e = BeginEpoch(a);
   if (!Barrier(a, Flag(e, 1))) return;
@@ -592,7 +597,9 @@ using KernelFn = void (*)(const P2pKernelArgs);
 // W: the world size the code is unrolled for (2, 4 or 8); world <= W.
 // nullptr for what the algo does not run (the push one-shot in fp32, which
 // at_p2p_check_args rejects first).
-template <int W, int DT, int OP> KernelFn PickAlgo(int algo) {
+// `narrow`: blocks of at most kNarrowThreads threads (the two-shot then
+// unrolls its loads).
+template <int W, int DT, int OP> KernelFn PickAlgo(int algo, bool narrow) {
   switch (algo) {
     case AT_ALGO_ALL_REDUCE_ONE_SHOT: return OneShotKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH:
@@ -604,16 +611,18 @@ template <int W, int DT, int OP> KernelFn PickAlgo(int algo) {
     case AT_ALGO_ALL_REDUCE_COPY_ENGINE: return CeReduceKernel<W, DT, OP>;
     case AT_ALGO_REDUCE_SCATTER: return ReduceScatterKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return TwoShotPushKernel<W, DT, OP>;
-    case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED: return PushPipelinedKernel<W, DT, OP>;
-    default: return TwoShotKernel<W, DT, OP>;
+    case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED:
+      return narrow ? PushPipelinedKernel<W, DT, OP, true> : PushPipelinedKernel<W, DT, OP, false>;
+    default:
+      return narrow ? TwoShotKernel<W, DT, OP, kUnroll<W>> : TwoShotKernel<W, DT, OP>;
   }
 }
 
-template <int W, int DT> KernelFn PickOp(int algo, int op) {
+template <int W, int DT> KernelFn PickOp(int algo, int op, bool narrow) {
   switch (op) {
-    case AT_OP_MAX: return PickAlgo<W, DT, AT_OP_MAX>(algo);
-    case AT_OP_MIN: return PickAlgo<W, DT, AT_OP_MIN>(algo);
-    default: return PickAlgo<W, DT, AT_OP_SUM>(algo);
+    case AT_OP_MAX: return PickAlgo<W, DT, AT_OP_MAX>(algo, narrow);
+    case AT_OP_MIN: return PickAlgo<W, DT, AT_OP_MIN>(algo, narrow);
+    default: return PickAlgo<W, DT, AT_OP_SUM>(algo, narrow);
   }
 }
 
@@ -636,28 +645,35 @@ template <int W> KernelFn PickCopy(int algo, int dtype, int64_t* count_units) {
   return CopyKernel<W, unsigned short>(algo);
 }
 
-template <int W> KernelFn PickW(int algo, int dtype, int op, int64_t* count_units) {
+template <int W> KernelFn PickW(int algo, int dtype, int op, int64_t* count_units, bool narrow) {
   if (algo == AT_ALGO_BROADCAST_PUSH_PIPELINED) {
     switch (dtype) {
-      case AT_DTYPE_BFLOAT16: return BroadcastPushKernel<W, AT_DTYPE_BFLOAT16>;
-      case AT_DTYPE_FLOAT16: return BroadcastPushKernel<W, AT_DTYPE_FLOAT16>;
-      default: return BroadcastPushKernel<W, AT_DTYPE_FLOAT32>;
+      case AT_DTYPE_BFLOAT16:
+        return narrow ? BroadcastPushKernel<W, AT_DTYPE_BFLOAT16, true>
+                      : BroadcastPushKernel<W, AT_DTYPE_BFLOAT16, false>;
+      case AT_DTYPE_FLOAT16:
+        return narrow ? BroadcastPushKernel<W, AT_DTYPE_FLOAT16, true>
+                      : BroadcastPushKernel<W, AT_DTYPE_FLOAT16, false>;
+      default:
+        return narrow ? BroadcastPushKernel<W, AT_DTYPE_FLOAT32, true>
+                      : BroadcastPushKernel<W, AT_DTYPE_FLOAT32, false>;
     }
   }
   if (algo == AT_ALGO_ALL_GATHER || algo == AT_ALGO_ALL_TO_ALL || algo == AT_ALGO_BROADCAST) {
     return PickCopy<W>(algo, dtype, count_units);
   }
   switch (dtype) {
-    case AT_DTYPE_BFLOAT16: return PickOp<W, AT_DTYPE_BFLOAT16>(algo, op);
-    case AT_DTYPE_FLOAT16: return PickOp<W, AT_DTYPE_FLOAT16>(algo, op);
-    default: return PickOp<W, AT_DTYPE_FLOAT32>(algo, op);
+    case AT_DTYPE_BFLOAT16: return PickOp<W, AT_DTYPE_BFLOAT16>(algo, op, narrow);
+    case AT_DTYPE_FLOAT16: return PickOp<W, AT_DTYPE_FLOAT16>(algo, op, narrow);
+    default: return PickOp<W, AT_DTYPE_FLOAT32>(algo, op, narrow);
   }
 }
 
-KernelFn Pick(int algo, int world, int dtype, int op, int64_t* count_units) {
-  if (world <= 2) return PickW<2>(algo, dtype, op, count_units);
-  if (world <= 4) return PickW<4>(algo, dtype, op, count_units);
-  return PickW<kMaxWorld>(algo, dtype, op, count_units);
+KernelFn Pick(int algo, int world, int dtype, int op, int64_t* count_units, int threads) {
+  const bool narrow = threads <= kNarrowThreads;
+  if (world <= 2) return PickW<2>(algo, dtype, op, count_units, narrow);
+  if (world <= 4) return PickW<4>(algo, dtype, op, count_units, narrow);
+  return PickW<kMaxWorld>(algo, dtype, op, count_units, narrow);
 }
 
 // The copy-engine all-reduce's side stream and fork/join events, one set per
@@ -768,7 +784,8 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
   if (algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH) {
     k.slot_elems = p2p::PushSlotBytes(args->scratch_bytes, args->world) / p2p::ElemBytes(args->dtype);
   }
-  const p2p::KernelFn fn = p2p::Pick(algo, args->world, args->dtype, args->op, &k.count);
+  const p2p::KernelFn fn =
+      p2p::Pick(algo, args->world, args->dtype, args->op, &k.count, args->threads);
   if (fn == nullptr) return AT_ERR_INVALID_VALUE;
   if (algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE) {
     k.chunk_elems = args->chunk_elems;
@@ -832,11 +849,13 @@ int at_p2p_preload_kernels(void) {
           const bool no_op = copy || algo == AT_ALGO_BROADCAST_PUSH_PIPELINED;
           const int n = copy ? (op == AT_OP_SUM ? 4 : 0) : (no_op && op != AT_OP_SUM ? 0 : 1);
           for (int c = 0; c < n; ++c) {
-            int64_t count = counts[c];
-            const p2p::KernelFn fn = p2p::Pick(algo, world, dtype, op, &count);
-            if (fn == nullptr) continue;
-            const cudaError_t e = cudaFuncGetAttributes(&attr, fn);
-            if (e != cudaSuccess) return static_cast<int>(e);
+            for (int threads : {p2p::kMaxThreads, p2p::kNarrowThreads}) {
+              int64_t units = counts[c];
+              const p2p::KernelFn fn = p2p::Pick(algo, world, dtype, op, &units, threads);
+              if (fn == nullptr) continue;
+              const cudaError_t e = cudaFuncGetAttributes(&attr, fn);
+              if (e != cudaSuccess) return static_cast<int>(e);
+            }
           }
         }
       }

@@ -97,7 +97,7 @@ Catalogue CudaCatalogue(bool test_faults) {
                       "two-shot in which every byte crosses NVLink as a store into a "
                       "peer's scratch, pipelined in chunks; reads only the rank's own "
                       "input (for large messages on 3 or more GPUs)",
-                      64, 1024);
+                      64, 512);
   pipe.params.push_back({"chunk_kib", 2048, 16, 1 << 20, "pipeline chunk (all ranks), KiB"});
   c.Add(pipe);
   c.Add(NcclTuned(Collective::kAllGather, "all_gather/nccl", "ncclAllGather", 7));
@@ -120,7 +120,7 @@ Catalogue CudaCatalogue(bool test_faults) {
                        "the root stores each chunk's slices into the other ranks' "
                        "scratch, each forwards its slice to the rest: the root sends "
                        "each byte once (for large messages)",
-                       64, 1024);
+                       64, 512);
   bpipe.params.push_back({"chunk_kib", 2048, 16, 1 << 20, "pipeline chunk, KiB"});
   c.Add(bpipe);
   if (test_faults) {
