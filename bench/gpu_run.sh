@@ -196,7 +196,7 @@ daemon_steps() {
     range="AR_$part[@]"
     step "sweep_allreduce_${part,,}" 60 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" \
       >> "$OUT/daemon_allreduce.jsonl" 2>> "$OUT/daemon_allreduce.err" || why "$OUT/daemon_allreduce.err"
-    step "sweep_allreduce_graph_${part,,}" 45 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" --timing=cuda_graph \
+    step "sweep_allreduce_graph_${part,,}" 90 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" --timing=cuda_graph \
       >> "$OUT/daemon_allreduce_graph.jsonl" 2>> "$OUT/daemon_allreduce_graph.err" ||
       why "$OUT/daemon_allreduce_graph.err"
   done
@@ -238,7 +238,7 @@ for part in SMALL LARGE; do
   cmd="P2P_$part[@]"
   step "p2p_bench_eager_${part,,}" 60 "${!cmd}" --nccl_threads >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
     why "$OUT/p2p_bench.err"
-  step "p2p_bench_graph_${part,,}" 60 "${!cmd}" --graph >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
+  step "p2p_bench_graph_${part,,}" 150 "${!cmd}" --graph >> "$OUT/nccl_tests.txt" 2>> "$OUT/p2p_bench.err" ||
     why "$OUT/p2p_bench.err"
 done
 
