@@ -36,6 +36,8 @@ ALGO_ALL_REDUCE_ONE_SHOT_PUSH = 7  # since ABI 1.2 (bfloat16 and float16 only)
 ALGO_ALL_REDUCE_COPY_ENGINE = 8    # since ABI 1.2
 ALGO_ALL_TO_ALL = 9                # since ABI 2.0 (even splits)
 ALGO_BROADCAST = 10                # since ABI 2.0 (at_p2p_args.root)
+ALGO_ALL_REDUCE_PUSH_PIPELINED = 11  # since ABI 2.2 (reads its own input only)
+ALGO_BROADCAST_PUSH_PIPELINED = 12   # since ABI 2.2
 
 VOIDPP = ctypes.POINTER(ctypes.c_void_p)
 
@@ -114,6 +116,8 @@ IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (
                    64, 1024, 8192, max_bytes_attr="ce_max_bytes"),
     Implementation("all_reduce/two_shot_chunked", "all_reduce",
                    ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, 64, 1024, 2048),
+    Implementation("all_reduce/push_pipelined", "all_reduce", ALGO_ALL_REDUCE_PUSH_PIPELINED,
+                   64, 512, 2048),
     Implementation("all_gather/nccl", "all_gather", 0),
     Implementation("all_gather/p2p", "all_gather", ALGO_ALL_GATHER, 32, 512),
     Implementation("reduce_scatter/nccl", "reduce_scatter", 0),

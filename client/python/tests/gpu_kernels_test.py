@@ -6,7 +6,8 @@ against torch.distributed's NCCL collectives. One process per GPU:
       python -m torch.distributed.run --standalone --nproc_per_node=2 \\
       client/python/tests/gpu_kernels_test.py
 
-Checks: all_reduce one_shot, two_shot, two_shot_push, two_shot_chunked, copy_engine at fp32
+Checks: all_reduce one_shot, two_shot, two_shot_push, two_shot_chunked, copy_engine,
+push_pipelined at fp32
 (bitwise equal to NCCL with 2 ranks) and bf16 (within tolerance), one_shot_push at bf16 and
 fp16 (16-bit types only), at sizes including
 ones that are not a multiple of 16 bytes; all_gather/p2p and
@@ -78,6 +79,7 @@ def check(name: str, ok: bool, detail: str = "") -> None:
 # (small integers, exact sums), the others' in fp32.
 PUSH1 = "all_reduce/one_shot_push"
 CE = "all_reduce/copy_engine"  # chunk_kib 16 below: several chunks at these sizes
+PIPE = "all_reduce/push_pipelined"  # chunk_kib 16 below: several chunks, slot reuse
 
 
 def exact_dtype(impl: str) -> torch.dtype:
@@ -154,7 +156,7 @@ def main() -> int:
     sizes = [1, 7, 1000, 1001, 4099, 65541, 1 << 20]
     for impl, chunk in (("all_reduce/one_shot", 0), ("all_reduce/two_shot", 0),
                         ("all_reduce/two_shot_push", 0), ("all_reduce/two_shot_chunked", 16),
-                        (PUSH1, 0), (CE, 16)):
+                        (PUSH1, 0), (CE, 16), (PIPE, 16)):
         for dtype in (torch.float32, torch.bfloat16, torch.float16):
             if (dtype == torch.float32 and impl == PUSH1) or \
                     (dtype == torch.float16 and impl != PUSH1):
@@ -199,7 +201,7 @@ def main() -> int:
 
     # 3. Back to back, no sync in between; exact inputs, so exact sums.
     for impl in ("all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/two_shot_push",
-                 PUSH1, CE):
+                 PUSH1, CE, PIPE):
         for n in (1001, 65541):
             name = f"{impl} 50 back to back n={n}"
             dog.beat(name)
@@ -215,7 +217,7 @@ def main() -> int:
 
     # 4. CUDA graph: capture, replay with new inputs.
     for impl in ("all_reduce/one_shot", "all_reduce/two_shot", "all_reduce/two_shot_push",
-                 "all_reduce/two_shot_chunked", PUSH1, CE):
+                 "all_reduce/two_shot_chunked", PUSH1, CE, PIPE):
         name = f"{impl} CUDA graph, 5 replays"
         dog.beat(name)
         n = 65541

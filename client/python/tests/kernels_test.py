@@ -46,6 +46,8 @@ def test_version_struct_size_and_limits(lib):
     assert lib.algo_name(K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH) == "all_reduce_one_shot_push"
     assert lib.algo_name(K.ALGO_ALL_TO_ALL) == "all_to_all"
     assert lib.algo_name(K.ALGO_BROADCAST) == "broadcast"
+    assert lib.algo_name(K.ALGO_ALL_REDUCE_PUSH_PIPELINED) == "all_reduce_push_pipelined"
+    assert lib.algo_name(K.ALGO_BROADCAST_PUSH_PIPELINED) == "broadcast_push_pipelined"
     for impl in K.IMPLEMENTATIONS.values():  # every algo the module launches is the library's
         assert impl.algo == 0 or lib.algo_name(impl.algo), impl.name
     assert lib.algo_name(99) is None
@@ -132,11 +134,14 @@ def test_scratch_bytes(lib):
 
 
 def test_group_sizes(lib):
-    """A P2PGroup's buffers as the library sizes them: the two-shots' largest
-    need in either dtype, the push buffer only when asked for."""
+    """A P2PGroup's buffers as the library sizes them: the two-shots' and the
+    chunked kernels' largest need in either dtype, the push buffer only when
+    asked for."""
     scratch, push = lib.group_sizes(4, 1 << 20, 2 << 20, 0, 0)
-    need = max(lib.scratch_bytes(a, d, 4, (1 << 20) // size)
-               for a in (K.ALGO_ALL_REDUCE_TWO_SHOT, K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH)
+    need = max(lib.scratch_bytes(a, d, 4, (1 << 20) // size, (2 << 20) // size)
+               for a in (K.ALGO_ALL_REDUCE_TWO_SHOT, K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
+                         K.ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, K.ALGO_ALL_REDUCE_PUSH_PIPELINED,
+                         K.ALGO_BROADCAST_PUSH_PIPELINED)
                for d, size in ((K.DTYPE_FLOAT32, 4), (K.DTYPE_BFLOAT16, 2)))
     assert scratch == -(-need // 256) * 256 and push == 0
     _, push = lib.group_sizes(4, 1 << 20, 2 << 20, 0, 1 << 20)
