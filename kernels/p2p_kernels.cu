@@ -415,29 +415,29 @@ template <typename Stages>
 __device__ __forceinline__ bool PipeLoop(const P2pKernelArgs& a, uint32_t e,
                                          const PipeGeometry& g, const Stages& st) {
   constexpr int64_t D = kPushPipeDepth;
+  // Every rank has posted point `point` of `kind` in this launch (true at
+  // once for a point below 1: nothing to wait for).
+  auto ready = [&](int kind, int64_t point) {
+    return point < 1 || WaitAll(a, kind, Flag(e, static_cast<uint32_t>(point)));
+  };
+  auto post = [&](int kind, int64_t point) { Post(a, kind, Flag(e, static_cast<uint32_t>(point))); };
   for (int64_t t = 0; t < g.chunks + 2; ++t) {
     const int64_t ka = t, kb = t - 1, kc = t - 2;
     if (ka < g.chunks) {
-      // Every rank has read its scatter slot of chunk ka - D.
-      if (ka >= D && !WaitAll(a, kReduced, Flag(e, static_cast<uint32_t>(ka - D + 1)))) {
-        return false;
-      }
+      if (!ready(kReduced, ka - D + 1)) return false;  // scatter slots of ka - D read
       st.Scatter(ka);
-      Post(a, kArrive, Flag(e, static_cast<uint32_t>(ka + 2)));
+      post(kArrive, ka + 2);
     }
     if (kb >= 0 && kb < g.chunks) {
-      if (!WaitAll(a, kArrive, Flag(e, static_cast<uint32_t>(kb + 2)))) return false;
-      // Every rank has read its gather slot of chunk kb - D.
-      if (kb >= D && !WaitAll(a, kGathered, Flag(e, static_cast<uint32_t>(kb - D + 1)))) {
-        return false;
-      }
+      if (!ready(kArrive, kb + 2)) return false;
+      if (!ready(kGathered, kb - D + 1)) return false;  // gather slots of kb - D read
       st.Reduce(kb);
-      Post(a, kReduced, Flag(e, static_cast<uint32_t>(kb + 1)));
+      post(kReduced, kb + 1);
     }
     if (kc >= 0 && kc < g.chunks) {
-      if (!WaitAll(a, kReduced, Flag(e, static_cast<uint32_t>(kc + 1)))) return false;
+      if (!ready(kReduced, kc + 1)) return false;
       st.Gather(kc);
-      Post(a, kGathered, Flag(e, static_cast<uint32_t>(kc + 1)));
+      post(kGathered, kc + 1);
     }
   }
   return true;
@@ -458,15 +458,19 @@ __device__ __forceinline__ bool PipeLoop(const P2pKernelArgs& a, uint32_t e,
 // this rank reads, and the same thread loaded it first); the gather writes
 // slices s != rank of chunk k, which this rank's scatter of chunk k read
 // earlier, on the same thread (the same mapping).
+// Elements of chunk k (the last one may be short).
+__device__ __forceinline__ int64_t PipeChunkLen(const P2pKernelArgs& a, const PipeGeometry& g,
+                                                int64_t k) {
+  const int64_t base = k * g.chunk;
+  return a.count - base < g.chunk ? a.count - base : g.chunk;
+}
+
 template <int W, int DT, int OP>
 struct PushPipeStages {
   using Raw = typename Traits<DT>::Raw;
   const P2pKernelArgs& a;
   const PipeGeometry& g;
-  __device__ __forceinline__ int64_t Len(int64_t k) const {
-    const int64_t base = k * g.chunk;
-    return a.count - base < g.chunk ? a.count - base : g.chunk;
-  }
+  __device__ __forceinline__ int64_t Len(int64_t k) const { return PipeChunkLen(a, g, k); }
   __device__ __forceinline__ void Scatter(int64_t k) const {
     const int64_t len = Len(k), slice = SliceElems(len, a.world, kVec<DT>);
     const Raw* in = static_cast<const Raw*>(a.in[a.rank]) + k * g.chunk;
@@ -530,10 +534,7 @@ struct BroadcastPipeStages {
   using Raw = typename Traits<DT>::Raw;
   const P2pKernelArgs& a;
   const PipeGeometry& g;
-  __device__ __forceinline__ int64_t Len(int64_t k) const {
-    const int64_t base = k * g.chunk;
-    return a.count - base < g.chunk ? a.count - base : g.chunk;
-  }
+  __device__ __forceinline__ int64_t Len(int64_t k) const { return PipeChunkLen(a, g, k); }
   __device__ __forceinline__ int Index() const {  // this rank's slice, if not the root
     return (a.rank - a.root - 1 + a.world) % a.world;
   }

@@ -59,6 +59,14 @@ ImplInfo P2p(Collective c, const char* name, const char* what,
   return i;
 }
 
+// A pipelined push entry: P2P with 64 x 512 blocks (512 threads a block
+// keep their registers: kernels/p2p_kernels.cu) and a pipeline chunk.
+ImplInfo Pipelined(Collective c, const char* name, const char* what, const char* chunk_what) {
+  ImplInfo i = P2p(c, name, what, 64, 512);
+  i.params.push_back({"chunk_kib", 2048, 16, 1 << 20, chunk_what});
+  return i;
+}
+
 }  // namespace
 
 Catalogue CudaCatalogue(bool test_faults) {
@@ -93,13 +101,11 @@ Catalogue CudaCatalogue(bool test_faults) {
   ce.params.push_back({"chunk_kib", 8192, 64, 1 << 20,
                        "copy chunk per rank, KiB (at most 1024 chunks)"});
   c.Add(ce);
-  ImplInfo pipe = P2p(Collective::kAllReduce, "all_reduce/push_pipelined",
-                      "two-shot in which every byte crosses NVLink as a store into a "
-                      "peer's scratch, pipelined in chunks; reads only the rank's own "
-                      "input (for large messages on 3 or more GPUs)",
-                      64, 512);
-  pipe.params.push_back({"chunk_kib", 2048, 16, 1 << 20, "pipeline chunk (all ranks), KiB"});
-  c.Add(pipe);
+  c.Add(Pipelined(Collective::kAllReduce, "all_reduce/push_pipelined",
+                  "two-shot in which every byte crosses NVLink as a store into a "
+                  "peer's scratch, pipelined in chunks; reads only the rank's own "
+                  "input (for large messages on 3 or more GPUs)",
+                  "pipeline chunk (all ranks), KiB"));
   c.Add(NcclTuned(Collective::kAllGather, "all_gather/nccl", "ncclAllGather", 7));
   c.Add(P2p(Collective::kAllGather, "all_gather/p2p",
             "each rank copies its peers' inputs over NVLink", 32, 512));
@@ -116,13 +122,11 @@ Catalogue CudaCatalogue(bool test_faults) {
   c.Add(NcclTuned(Collective::kBroadcast, "broadcast/nccl", "ncclBroadcast", 2));
   c.Add(P2p(Collective::kBroadcast, "broadcast/p2p",
             "each rank copies the root's input over NVLink", 32, 512));
-  ImplInfo bpipe = P2p(Collective::kBroadcast, "broadcast/push_pipelined",
-                       "the root stores each chunk's slices into the other ranks' "
-                       "scratch, each forwards its slice to the rest: the root sends "
-                       "each byte once (for large messages)",
-                       64, 512);
-  bpipe.params.push_back({"chunk_kib", 2048, 16, 1 << 20, "pipeline chunk, KiB"});
-  c.Add(bpipe);
+  c.Add(Pipelined(Collective::kBroadcast, "broadcast/push_pipelined",
+                  "the root stores each chunk's slices into the other ranks' "
+                  "scratch, each forwards its slice to the rest: the root sends "
+                  "each byte once (for large messages)",
+                  "pipeline chunk, KiB"));
   if (test_faults) {
     ImplInfo hang = P2p(Collective::kAllReduce, "all_reduce/hang_test",
                         "TEST FAULT: one-shot on rank 0 alone, no spin limit: "
