@@ -16,7 +16,7 @@ Inputs (each optional; a missing or broken file is reported, not fatal):
                   messages, {"size_result": ProblemResult} or {"table": ...}.
                   int64 fields are JSON strings, +inf is "Infinity". Event-loop
                   timing. Repeat for the other collectives' sweeps.
-  --daemon_graph  the same, measured with --timing=cuda_graph (all_reduce).
+  --daemon_graph  the same, measured with --timing=cuda_graph (any collective).
   --torch         bench/torch_collectives.py's JSON.
   --torch_graph   the same, run with --graph (CUDA-graph replays), shown
                   beside the daemon's CUDA-graph timing.
@@ -493,6 +493,35 @@ def collective_rows(daemon, torch_data, coll):
     return rows
 
 
+OTHER_COLLECTIVES = ("all_gather", "reduce_scatter", "all_to_all", "broadcast")
+
+
+def other_collective_tables(out, daemon, torch_data):
+    """Appends one table per collective of OTHER_COLLECTIVES that `daemon`
+    measured (beside torch_data's NCCL) to `out`; returns every row, each
+    with its "collective"."""
+    every = []
+    for coll in OTHER_COLLECTIVES:
+        crows = collective_rows(daemon, torch_data, coll)
+        if not crows:
+            continue
+        clabels = daemon["order"].get(coll, [])
+        body = []
+        for r in crows:
+            r["collective"] = coll
+            body.append([coll, fmt_bytes(r["bytes"])] +
+                        [fmt_us(r["candidates"].get(l)) for l in clabels] +
+                        [r["winner"] or "-", fmt_us(r["winner_us"]),
+                         fmt_us(r["torch_nccl_us"]), fmt_ratio(r["nccl_vs_torch"]),
+                         fmt_ratio(r["win_vs_torch"])])
+        out.append(md_table(["collective", "size"] + clabels +
+                            ["winner", "winner us", "torch nccl",
+                             "daemon nccl / torch nccl", "winner / torch nccl"], body))
+        out.append("")
+        every.extend(crows)
+    return every
+
+
 def target_checks(rows, world=2):
     """[(label, verdict, figure text)] from rows (allreduce_rows/graph_rows)."""
     by_bytes = {r["bytes"]: r for r in rows}
@@ -708,32 +737,22 @@ def render_report(header, inputs, daemon, daemon_graph, torch_data, nccl_tests,
         out.append(md_table(head, body))
         out.append("")
 
-    # The other collectives.
+    # The other collectives, eagerly and (where measured) under CUDA graphs.
     out.append("## all_gather / reduce_scatter / all_to_all / broadcast (bytes per rank: "
                "all_gather input, reduce_scatter output, all_to_all to each rank, broadcast "
                "buffer)")
     out.append("")
-    any_coll = False
-    for coll in ("all_gather", "reduce_scatter", "all_to_all", "broadcast"):
-        crows = collective_rows(daemon, torch_data, coll)
-        if not crows:
-            continue
-        any_coll = True
-        clabels = daemon["order"].get(coll, [])
-        body = []
-        for r in crows:
-            body.append([coll, fmt_bytes(r["bytes"])] +
-                        [fmt_us(r["candidates"].get(l)) for l in clabels] +
-                        [r["winner"] or "-", fmt_us(r["winner_us"]),
-                         fmt_us(r["torch_nccl_us"]), fmt_ratio(r["nccl_vs_torch"]),
-                         fmt_ratio(r["win_vs_torch"])])
-        out.append(md_table(["collective", "size"] + clabels +
-                            ["winner", "winner us", "torch nccl",
-                             "daemon nccl / torch nccl", "winner / torch nccl"], body))
-        out.append("")
-    if not any_coll:
+    crows_eager = other_collective_tables(out, daemon, torch_data)
+    if not crows_eager:
         out.append("(no all_gather / reduce_scatter / all_to_all / broadcast results)")
         out.append("")
+    crows_graph = []
+    if any(daemon_graph["sizes"].get(c) for c in OTHER_COLLECTIVES):
+        out.append("## all_gather / reduce_scatter / all_to_all / broadcast, CUDA-graph timing "
+                   "(torch: --graph)")
+        out.append("")
+        crows_graph = other_collective_tables(out, daemon_graph,
+                                              torch_graph or parse_torch(None))
 
     # Targets.
     out.append("## Targets (daemon winner)")
@@ -771,6 +790,16 @@ def render_report(header, inputs, daemon, daemon_graph, torch_data, nccl_tests,
     wins = [r for r in vs if r["win_vs_torch"] <= 1.0]
     out.append("- daemon winner at or below torch's best: %d of %d sizes%s" % (
         len(wins), len(vs), not_won(vs)))
+    for mode, crows in (("event-loop", crows_eager), ("CUDA-graph", crows_graph)):
+        cvs = [r for r in crows if r["win_vs_torch"] is not None]
+        if cvs:
+            above = ["%s %s %s" % (r["collective"], fmt_bytes(r["bytes"]),
+                                   fmt_ratio(r["win_vs_torch"]))
+                     for r in cvs if r["win_vs_torch"] > 1.0]
+            out.append("- all_gather / reduce_scatter / all_to_all / broadcast, %s timing: "
+                       "daemon winner at or below torch's NCCL at %d of %d sizes%s" % (
+                           mode, len(cvs) - len(above), len(cvs),
+                           (" (above at " + ", ".join(above) + ")") if above else ""))
     gvs = [r for r in grows if r["win_vs_torch"] is not None]
     if gvs:
         gwins = [r for r in gvs if r["win_vs_torch"] <= 1.0]

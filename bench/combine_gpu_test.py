@@ -78,14 +78,15 @@ def daemon_allreduce_lines(scale=1.0):
     return [json.dumps(m, separators=(",", ":")) for m in msgs]
 
 
-def daemon_collective_lines():
+def daemon_collective_lines(scale=1.0):
     ag = [cand("all_gather/nccl"), cand("all_gather/p2p", {"blocks": 32, "threads": 512})]
     rs = [cand("reduce_scatter/nccl"),
           cand("reduce_scatter/p2p", {"blocks": 32, "threads": 512})]
     msgs = [
-        size_result("all_gather", 32 * KiB, ag, [ranked(ag[1], 1, 8.0), ranked(ag[0], 0, 20.0)]),
+        size_result("all_gather", 32 * KiB, ag,
+                    [ranked(ag[1], 1, 8.0 * scale), ranked(ag[0], 0, 20.0 * scale)]),
         size_result("reduce_scatter", 32 * KiB, rs,
-                    [ranked(rs[0], 0, 22.0), ranked(rs[1], 1, None, ok=False,
+                    [ranked(rs[0], 0, 22.0 * scale), ranked(rs[1], 1, None, ok=False,
                                                      reason="DEADLINE_EXCEEDED")]),
     ]
     return [json.dumps(m) for m in msgs]
@@ -279,6 +280,7 @@ class MainTest(unittest.TestCase):
             ar = put("ar.jsonl", "\n".join(daemon_allreduce_lines()) + "\n")
             arg = put("arg.jsonl", "\n".join(daemon_allreduce_lines(0.8)) + "\n")
             co = put("co.jsonl", "\n".join(daemon_collective_lines()) + "\n")
+            cog = put("cog.jsonl", "\n".join(daemon_collective_lines(0.25)) + "\n")
             tj = put("torch.json", json.dumps(TORCH_DOC))
             tg_doc = json.loads(json.dumps(TORCH_DOC))
             for r in tg_doc["results"]:
@@ -289,6 +291,7 @@ class MainTest(unittest.TestCase):
             notes = put("steps.log", "step sweep rc=0\n")
             out = os.path.join(d, "report.md")
             rc = cg.main(["--daemon", ar, "--daemon", co, "--daemon_graph", arg,
+                          "--daemon_graph", cog,
                           "--torch", tj, "--torch_graph", tg, "--nccl_tests", nt, "--anchors",
                           "--notes", notes, "--header", "HEADER TEXT",
                           "--daemon", os.path.join(d, "missing.jsonl"), "--out", out])
@@ -311,6 +314,15 @@ class MainTest(unittest.TestCase):
         self.assertIn("(eager), one run each: 2 of 3 sizes (off at 1 MiB)", md)
         self.assertNotIn("NCCL, repeated", md)  # no --nccl_repeats
         self.assertIn("| all_gather | 64 KiB | 20.0 | 8.00 | p2p:blocks=32,threads=512 |", md)
+        # The other collectives: event loop against torch's NCCL, then CUDA
+        # graphs against torch --graph (halved), each with its count.
+        self.assertIn("| all_gather | 64 KiB | 5.00 | 2.00 | p2p:blocks=32,threads=512 | 2.00 "
+                      "| 8.00 | 0.625 | 0.250 |", md)
+        self.assertIn("all_gather / reduce_scatter / all_to_all / broadcast, event-loop "
+                      "timing: daemon winner at or below torch's NCCL at 1 of 2 sizes (above "
+                      "at reduce_scatter 64 KiB 1.100)", md)
+        self.assertIn("all_gather / reduce_scatter / all_to_all / broadcast, CUDA-graph "
+                      "timing: daemon winner at or below torch's NCCL at 2 of 2 sizes", md)
         self.assertIn("torch all_reduce/symm_one_shot 1 MiB: RuntimeError: boom", md)
         self.assertIn("DEADLINE_EXCEEDED", md)
         self.assertIn("p2p_bench eager NCCL 256 MiB: BAD output", md)

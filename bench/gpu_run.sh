@@ -15,13 +15,14 @@
 #   daemon_allreduce.jsonl         all_reduce bf16 sweep, event-loop timing
 #   daemon_allreduce_graph.jsonl   the same with --timing=cuda_graph
 #   daemon_allgather.jsonl, daemon_reducescatter.jsonl, daemon_alltoall.jsonl,
-#   daemon_broadcast.jsonl
+#   daemon_broadcast.jsonl, and daemon_*_graph.jsonl of each with
+#   --timing=cuda_graph
 #                                  (charts, where matplotlib is: python -m
 #                                  autotuned.plot daemon_X.jsonl -o daemon_X.png)
 #   *.err                          autotunectl's stderr (progress, errors)
 #   nccl_tests.txt                 p2p_bench eager table, then graph table
 #   torch.json, torch.log          bench/torch_collectives.py under torchrun
-#   torch_graph.json, torch_graph.log  the same all_reduce ops with --graph
+#   torch_graph.json, torch_graph.log  the same ops with --graph
 #   nccl_repeats/                  daemon_nccl_N.jsonl and indep_nccl_N.txt:
 #                                  NCCL alone, daemon and p2p_bench in turn,
 #                                  N = 1..NCCL_REPEATS (see "NCCL, repeated")
@@ -201,21 +202,24 @@ daemon_steps() {
       why "$OUT/daemon_allreduce_graph.err"
   done
   # The other collectives at the sizes torch_collectives.py measures them
-  # (COLL_SIZES, a rank's bytes), 1 KiB to 64 MiB.
+  # (COLL_SIZES, a rank's bytes), 1 KiB to 64 MiB, in both timing modes:
+  # daemon_X.jsonl (event loop) and daemon_X_graph.jsonl (CUDA graphs).
   local coll=(--json sweep --dtype=bf16 --from=1KiB --to=64MiB --factor=16 --iters=50 --warmup=10)
-  step sweep_allgather 40 "${CTL[@]}" "${coll[@]}" --collective=all_gather \
-    --candidates=all_gather/nccl,all_gather/p2p,all_gather/p2p:blocks=132,threads=1024 \
-    > "$OUT/daemon_allgather.jsonl" 2> "$OUT/daemon_allgather.err" || why "$OUT/daemon_allgather.err"
-  step sweep_reducescatter 40 "${CTL[@]}" "${coll[@]}" --collective=reduce_scatter \
-    --candidates=reduce_scatter/nccl,reduce_scatter/p2p,reduce_scatter/p2p:blocks=132,threads=1024 \
-    > "$OUT/daemon_reducescatter.jsonl" 2> "$OUT/daemon_reducescatter.err" ||
-    why "$OUT/daemon_reducescatter.err"
-  step sweep_alltoall 40 "${CTL[@]}" "${coll[@]}" --collective=all_to_all \
-    --candidates=all_to_all/nccl,all_to_all/p2p,all_to_all/p2p:blocks=132,threads=1024 \
-    > "$OUT/daemon_alltoall.jsonl" 2> "$OUT/daemon_alltoall.err" || why "$OUT/daemon_alltoall.err"
-  step sweep_broadcast 40 "${CTL[@]}" "${coll[@]}" --collective=broadcast \
-    --candidates=broadcast/nccl,broadcast/p2p,broadcast/p2p:blocks=132,threads=1024,broadcast/push_pipelined,broadcast/push_pipelined:blocks=132,threads=512,chunk_kib=8192 \
-    > "$OUT/daemon_broadcast.jsonl" 2> "$OUT/daemon_broadcast.err" || why "$OUT/daemon_broadcast.err"
+  local c name cands timing
+  for c in "allgather all_gather all_gather/nccl,all_gather/p2p,all_gather/p2p:blocks=132,threads=1024" \
+      "reducescatter reduce_scatter reduce_scatter/nccl,reduce_scatter/p2p,reduce_scatter/p2p:blocks=132,threads=1024" \
+      "alltoall all_to_all all_to_all/nccl,all_to_all/p2p,all_to_all/p2p:blocks=132,threads=1024" \
+      "broadcast broadcast broadcast/nccl,broadcast/p2p,broadcast/p2p:blocks=132,threads=1024,broadcast/push_pipelined,broadcast/push_pipelined:blocks=132,threads=512,chunk_kib=8192"; do
+    read -r name coll_name cands <<<"$c"
+    for timing in event_loop cuda_graph; do
+      local suffix=""
+      [ "$timing" = cuda_graph ] && suffix=_graph
+      step "sweep_$name$suffix" 40 "${CTL[@]}" "${coll[@]}" --collective="$coll_name" \
+        --timing="$timing" --candidates="$cands" \
+        > "$OUT/daemon_$name$suffix.jsonl" 2> "$OUT/daemon_$name$suffix.err" ||
+        why "$OUT/daemon_$name$suffix.err"
+    done
+  done
 }
 
 if [ -n "$DPID" ]; then
@@ -250,7 +254,7 @@ step torch 80 "$PY" -m torch.distributed.run --standalone "--nproc_per_node=$NGP
 # timing.
 # shellcheck disable=SC2086
 step torch_graph 120 "$PY" -m torch.distributed.run --standalone "--nproc_per_node=$NGPU" \
-  bench/torch_collectives.py --out "$OUT/torch_graph.json" --factor 2 --graph --coll_sizes= \
+  bench/torch_collectives.py --out "$OUT/torch_graph.json" --factor 2 --graph --coll_sizes="$COLL_SIZES" \
   ${TORCH_EXTRA_ARGS:-} > "$OUT/torch_graph.log" 2>&1 || why "$OUT/torch_graph.log" 5
 
 # ---------------------------------------------------------------- NCCL, repeated
@@ -312,6 +316,8 @@ COMBINE=(bench/combine_gpu.py
   --daemon "$OUT/daemon_allreduce.jsonl" --daemon "$OUT/daemon_allgather.jsonl"
   --daemon "$OUT/daemon_reducescatter.jsonl" --daemon "$OUT/daemon_alltoall.jsonl"
   --daemon "$OUT/daemon_broadcast.jsonl" --daemon_graph "$OUT/daemon_allreduce_graph.jsonl"
+  --daemon_graph "$OUT/daemon_allgather_graph.jsonl" --daemon_graph "$OUT/daemon_reducescatter_graph.jsonl"
+  --daemon_graph "$OUT/daemon_alltoall_graph.jsonl" --daemon_graph "$OUT/daemon_broadcast_graph.jsonl"
   --torch "$OUT/torch.json" --torch_graph "$OUT/torch_graph.json" --nccl_tests "$OUT/nccl_tests.txt" --nccl_repeats "$RDIR"
   --world "$NGPU"
   --notes "$STEPS" --header "$HEADER" --out "$OUT/gpu_report.md")
