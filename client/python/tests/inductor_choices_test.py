@@ -15,6 +15,9 @@
     every rank with a warning, and the compile succeeds.
 
 Each compile lowers its graph afresh, the kernels shared (relowering.py).
+The default tier's four cases run in one launch of 2 ranks, one case after
+another in the same processes (`launch`): a launch and its first compile
+cost more than a case's own compiles; each test checks its case's part.
 The long twin (//client/python:inductor_choices_long_test) makes 20
 compiles of the first case (1 in the default tier), the chain on 4 ranks,
 and the ask recorded as answered.
@@ -28,7 +31,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import WIDE_WINDOW_US  # noqa: E402
+from daemon_fixture import WIDE_WINDOW_US, Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from relowering import relowering, shared  # noqa: E402
 from tier import LONG, long_only  # noqa: E402
@@ -211,7 +214,8 @@ def _ops(case, rank, world):
 
 def _compile(rank, world, target, plan):
     """Enables the integration, then compiles the case's model `compiles`
-    times, each lowered afresh (relowering); what each compile saw."""
+    times, each lowered afresh (relowering); what each compile saw. What it
+    patches is restored at the end, for the next case of the launch."""
     import torch
     import torch.distributed as dist
 
@@ -223,8 +227,10 @@ def _compile(rank, world, target, plan):
     model, eager = _ops(case, rank, world)
     warnings = _Warnings()
     logging.getLogger("autotuned.inductor").addHandler(warnings)
+    undo = []
     if case == "errors" and rank == 1:
         original = choices_module.display_name
+        undo.append(lambda: setattr(choices_module, "display_name", original))
 
         def broken(choice):
             if "broken" in str(getattr(choice, "name", "")):
@@ -235,6 +241,8 @@ def _compile(rank, world, target, plan):
         # As if an earlier answer were recorded: the Tune goes first, and the
         # choices are compiled only when a run comes (before its first step).
         import autotuned.inductor._answered as answered
+        lookup = answered.lookup
+        undo.append(lambda: setattr(answered, "lookup", lookup))
         answered.lookup = lambda *_: (None, True)
     ai.enable(target=target, timeout=300,
               options=pb.Options(warmup=2, iterations=plan.get("iterations", 10),
@@ -260,7 +268,15 @@ def _compile(rank, world, target, plan):
                     "warnings": list(warnings.messages)})
         warnings.messages.clear()
     ai.disable()
+    logging.getLogger("autotuned.inductor").removeHandler(warnings)
+    for restore in undo:
+        restore()
     return out
+
+
+def _cases(rank, world, target, plans):
+    """_compile of each plan in turn, in this rank's process."""
+    return [_compile(rank, world, target, plan) for plan in plans]
 
 
 def _env():
@@ -269,13 +285,19 @@ def _env():
     return {"TORCHINDUCTOR_CACHE_DIR": shared(), "TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
-def _run(daemon, world, plan, timeout=900):
-    results = run_ranks(_compile, world=world, args=(daemon.target, plan), env=_env(),
+def _run_cases(daemon, world, plans, timeout):
+    """Every plan's case in one launch: per rank, per case, per compile."""
+    results = run_ranks(_cases, world=world, args=(daemon.target, plans), env=_env(),
                         timeout=timeout)
     for r in results:
         assert not isinstance(r, RankError), r
+    return results
+
+
+def _checked(results):
+    """One case's results (per rank, per compile), checked: (selection,
+    winner, status) the same on every rank, the right result."""
     for i in range(len(results[0])):
-        # (selection, winner, status): the same on every rank.
         first = [(d[0], d[2], d[3]) for d in results[0][i]["decisions"]]
         for r in results[1:]:
             assert [(d[0], d[2], d[3]) for d in r[i]["decisions"]] == first, (results[0][i],
@@ -284,13 +306,40 @@ def _run(daemon, world, plan, timeout=900):
     return results
 
 
-def _fast_wins(daemon, compiles):
-    # 4 MiB per rank, and enough iterations, that each interleaved pass tells
-    # the two apart on a loaded machine, whichever way the ranking breaks ties.
-    results = _run(daemon, 2, {"case": "cost", "compiles": compiles, "refresh": True,
-                               "count": 1 << 20, "iterations": 24},
-                   timeout=300 + 120 * compiles)
-    for step in results[0]:
+def _run(daemon, world, plan, timeout=900):
+    results = _run_cases(daemon, world, [plan], timeout)
+    return _checked([r[0] for r in results])
+
+
+# 4 MiB per rank, and enough iterations, that each interleaved pass tells
+# the two apart on a loaded machine, whichever way the ranking breaks ties.
+COST = {"case": "cost", "refresh": True, "count": 1 << 20, "iterations": 24}
+FAST_COMPILES = 20 if LONG else 1
+# The default tier's cases, in the order `launch` runs them (errors last:
+# rank 0 waits out a window there).
+CASES = {"cost": {**COST, "compiles": FAST_COMPILES},
+         "rank_dependent": {"case": "rank_dependent", "compiles": 2},
+         "chain": {"case": "chain"},
+         "errors": {"case": "errors"}}
+
+
+@pytest.fixture(scope="module")
+def launch():
+    """The default tier's cases (CASES) in one launch of 2 ranks against one
+    daemon: each case's results (per rank, per compile), checked by
+    _checked when its test reads them."""
+    d = Daemon()
+    try:
+        with guard(1800 if LONG else 600):
+            results = _run_cases(d, 2, list(CASES.values()),
+                                 timeout=900 + 120 * FAST_COMPILES)
+    finally:
+        d.stop()
+    return {name: [r[i] for r in results] for i, name in enumerate(CASES)}
+
+
+def _fast_wins(results):
+    for step in _checked(results)[0]:
         [(_name, timings, winner, status, why)] = step["decisions"]
         assert status == "TUNED", step
         assert winner == "cost_fast", step
@@ -299,18 +348,18 @@ def _fast_wins(daemon, compiles):
         assert timings["cost_fast"] < timings["cost_fallback_default"], timings
 
 
-def test_fast_choice_wins(daemon):
+def test_fast_choice_wins(launch):
     """The op's default (an all_reduce and a sleep), a decomposition that
     reduces twice and one that reduces once, measured afresh each compile:
     the fast one wins every time, the same on both ranks."""
-    _fast_wins(daemon, 20 if LONG else 1)
+    _fast_wins(launch["cost"])
 
 
-def test_rank_dependent_code_tuned_then_cached(daemon):
+def test_rank_dependent_code_tuned_then_cached(launch):
     """A decomposition traced with this rank's slice offsets: one key on
     every rank (its code), so the round runs (TUNED) and a fresh compile is
     answered from the daemon's cache (CACHED); the result is right."""
-    results = _run(daemon, 2, {"case": "rank_dependent", "compiles": 2})
+    results = _checked(launch["rank_dependent"])
     statuses = [[d[3] for d in step["decisions"]] for step in results[0]]
     assert statuses == [["TUNED"], ["CACHED"]], results[0]
     timings = results[0][0]["decisions"][0][1]
@@ -331,31 +380,30 @@ def test_expected_cache_hit_that_is_a_run_compiles_before_the_first_step(daemon)
     assert len(timings) == 3 and all(0 < ms < 1000 for ms in timings.values()), timings
 
 
-def _chain(daemon, world, window_us=WINDOW_US):
-    results = _run(daemon, world, {"case": "chain", "window_us": window_us})
-    step = results[0][0]
+def _chain(results):
+    step = _checked(results)[0][0]
     assert [(d[0], d[3]) for d in step["decisions"]] == [
         ("chain_ar", "TUNED"), ("chain_ag", "TUNED"), ("chain_rs", "TUNED")], step
 
 
-def test_chain_two_ranks(daemon):
+def test_chain_two_ranks(launch):
     """all_reduce -> all_gather -> reduce_scatter, each op with two choices
     of the caller's besides its default: three rounds, the right result."""
-    _chain(daemon, 2)
+    _chain(launch["chain"])
 
 
 @long_only("//client/python:inductor_choices_long_test")
 def test_chain_four_ranks(wide_daemon):
-    _chain(wide_daemon, 4, WIDE_WINDOW_US)
+    _chain(_run(wide_daemon, 4, {"case": "chain", "window_us": WIDE_WINDOW_US}))
 
 
-def test_errors_inside_compilation_end_in_the_default(daemon):
+def test_errors_inside_compilation_end_in_the_default(launch):
     """Ranks that ask for different candidates (a parameter of this rank's:
     the daemon's INVALID_ARGUMENT), a float64 input (no dtype of the
     daemon's) and the integration's own code raising on rank 1: each
     selection is the op's default on both ranks, with a warning naming the
     reason; the compile succeeds and computes the right result."""
-    results = _run(daemon, 2, {"case": "errors"})
+    results = _checked(launch["errors"])
     for r in results:
         step = r[0]
         decisions = {d[0]: d for d in step["decisions"]}

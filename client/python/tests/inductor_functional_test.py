@@ -31,6 +31,10 @@ torch.compile after autotuned.inductor.enable():
     each rank's pair (a TP group inside the job), each TUNED.
 
 Each compile lowers its graph afresh, the kernels shared (relowering.py).
+The 2-rank cases of the default tier (the three collectives, the overlap,
+the dynamic all_reduce of known costs) run in one launch, one after another
+in the same processes (`launch`): a launch and its first compile cost more
+than a case's own compiles; each test checks its case's part.
 The long twin (//client/python:inductor_functional_long_test) adds the
 dead daemon's case (the default tier has it through DTensor,
 inductor_dtensor_test, the same path of autotuned.inductor._functional),
@@ -47,7 +51,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import WIDE_WINDOW_US  # noqa: E402
+from daemon_fixture import WIDE_WINDOW_US, Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from recording import graph_runs, tune_labels  # noqa: E402
 from relowering import relowering, shared  # noqa: E402
@@ -114,7 +118,8 @@ def _overlap_model():
 
 def _steps(rank, world, target, plan):
     """Enables the integration and compiles the model once per step, each
-    lowered afresh (relowering); what each step saw."""
+    lowered afresh (relowering); what each step saw. What it patches is
+    restored at the end, for the next case of the launch."""
     import torch
     import torch.distributed as dist
 
@@ -128,7 +133,7 @@ def _steps(rank, world, target, plan):
         pair = groups[rank // 2]
     model = _overlap_model() if plan.get("overlap") else _model(world, pair)
     codes = []
-    graph_runs(codes)
+    undo_runs = graph_runs(codes)
     original_ask = _select.ask
     force = {"on": ()}
     asked = []
@@ -142,10 +147,11 @@ def _steps(rank, world, target, plan):
         return [(s.choices[1], t) if s.name in force["on"] else (w, t)
                 for s, (w, t) in zip(selections, answers)]
     _select.ask = ask
+    from autotuned.inductor import _functional
+    original_decompositions = _functional._decompositions
     if plan.get("untraceable"):
         # A choice Inductor cannot trace (an op with no fake implementation)
         # is left out; the selection goes on with the others.
-        from autotuned.inductor import _functional
 
         @torch.library.custom_op("attest::no_fake", mutates_args=())
         def no_fake(t: torch.Tensor) -> torch.Tensor:
@@ -153,7 +159,6 @@ def _steps(rank, world, target, plan):
 
         def untraceable(t):
             return torch.ops.attest.no_fake(t)
-        original_decompositions = _functional._decompositions
         _functional._decompositions = lambda op: original_decompositions(op) + [untraceable]
 
     kept = []
@@ -163,13 +168,16 @@ def _steps(rank, world, target, plan):
             if "asynchronous lowering" in record.getMessage():
                 kept.append(record.getMessage())
     logger = logging.getLogger("autotuned.inductor")
-    logger.addHandler(Kept(logging.INFO))
+    handler = Kept(logging.INFO)
+    logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     ai.enable(target=target, timeout=300,
               options=pb.Options(warmup=1, iterations=5,
                                  presync_window_us=plan.get("window_us", WINDOW_US)))
-    # Integer values: every sum is exact in float32.
-    x = torch.arange(8 * world, dtype=torch.float32).reshape(2 * world, 4) + 100 * rank
+    # Integer values: every sum is exact in float32. `rows`: a size of the
+    # case's own (the daemon's cache keys its problems by size).
+    rows = plan.get("rows", 2 * world)
+    x = torch.arange(4 * rows, dtype=torch.float32).reshape(rows, 4) + 100 * rank
     expected = [t.wait() if hasattr(t, "wait") else t for t in model(x)]
     out = []
     for step in plan["steps"]:
@@ -193,6 +201,9 @@ def _steps(rank, world, target, plan):
                     "correct": [bool(torch.equal(r, e)) for r, e in zip(result, expected)]})
     ai.disable()
     _select.ask = original_ask
+    _functional._decompositions = original_decompositions
+    logger.removeHandler(handler)
+    undo_runs()
     return out
 
 
@@ -206,7 +217,13 @@ def _run(daemon, world, plan):
                         timeout=900 if LONG else 400)
     for r in results:
         assert not isinstance(r, RankError), r
-    for i in range(len(plan["steps"])):
+    return _checked(results)
+
+
+def _checked(results):
+    """One case's steps (per rank, per step), checked: each decision the same
+    on every rank of its group, the eager output."""
+    for i in range(len(results[0])):
         for rank, r in enumerate(results):
             # (selection, {candidate: ms}, winner, status): the same on every
             # rank of its group (a pair's all_reduce: the pair's first rank).
@@ -227,14 +244,12 @@ def _tuned(step, names):
         assert all(0 < ms < 1000 for ms in timings.values()), timings
 
 
-def test_two_ranks_each_collective_tuned_then_its_other_choice_runs(daemon):
+def test_two_ranks_each_collective_tuned_then_its_other_choice_runs(launch):
     """TUNED per collective and the eager output (a third choice that
     Inductor cannot trace left out, the two others timed); then the other
     choices compiled in (CACHED), visible in the generated code, the same
     output; then functional_off(): no ask, Inductor's lowering."""
-    results = _run(daemon, 2, {"steps": [{}, {"force_other": NAMES}, {"off": True}],
-                               "untraceable": True})
-    tuned, forced, off = results[0]
+    tuned, forced, off = _checked(launch["collectives"])[0]
     _tuned(tuned, NAMES)
     assert [(d[0], d[3]) for d in forced["decisions"]] == [(n, "CACHED") for n in NAMES]
     code = "\n".join(forced["codes"])
@@ -245,13 +260,12 @@ def test_two_ranks_each_collective_tuned_then_its_other_choice_runs(daemon):
     assert "all_to_all_single" not in "\n".join(off["codes"])
 
 
-def test_overlapped_all_reduce_keeps_inductors_lowering(daemon):
+def test_overlapped_all_reduce_keeps_inductors_lowering(launch):
     """An all_reduce with a matmul between it and its wait keeps Inductor's
     asynchronous lowering: no ask, no decision, one INFO line naming the
     matmul, the matmul between the collective and its wait in the code;
     the all_reduce waited at once beside it is TUNED. The eager output."""
-    results = _run(daemon, 2, {"steps": [{}], "overlap": True})
-    for r in results:
+    for r in _checked(launch["overlap"]):
         step = r[0]
         assert step["asked"] == ["functional_all_reduce_1"], step
         _tuned(step, ["functional_all_reduce_1"])
@@ -280,7 +294,7 @@ def _dynamic_rank(rank, world, target, markers):
     """Compiles funcol.all_reduce of an input marked dynamic on dim 0 once
     and calls it at each of CALLS; `markers`: its choices replaced by
     dear_default, low and high (module docstring), each leaving its name
-    in `ran` when it runs."""
+    in `ran` when it runs. What it patches is restored at the end."""
     import torch
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
@@ -289,6 +303,7 @@ def _dynamic_rank(rank, world, target, markers):
     from autotuned import pb
     from autotuned.inductor import _functional, _ranges
 
+    probe, decompositions = _ranges.PROBE_BYTES, _functional._decompositions
     _ranges.PROBE_BYTES = PROBE
     group = dist.group.WORLD
     ran, tunes, graphs, codes = [], [], [], []
@@ -319,7 +334,7 @@ def _dynamic_rank(rank, world, target, markers):
         _functional._decompositions = lambda op: [dear_default, low, high]
 
     tune_labels(tunes)
-    graph_runs(codes, graphs)
+    undo_runs = graph_runs(codes, graphs)
 
     def data(n):
         # Integer values: every sum is exact in float32.
@@ -345,7 +360,43 @@ def _dynamic_rank(rank, world, target, markers):
            "graphs": len({id(g) for g in graphs}), "codes": codes, "calls": calls,
            "correct": correct}
     ai.disable()
+    _ranges.PROBE_BYTES, _functional._decompositions = probe, decompositions
+    undo_runs()
     return out
+
+
+def _launch_rank(rank, world, target, plans):
+    """In one rank's process: _steps of each plan but the last, then
+    _dynamic_rank with markers (the last, a plan with no steps)."""
+    *steps, _ = plans
+    return [_steps(rank, world, target, p) for p in steps] + [
+        _dynamic_rank(rank, world, target, True)]
+
+
+# The default tier's 2-rank cases, in the order `launch` runs them: the
+# three collectives (a third choice that Inductor cannot trace), the
+# overlap (an input of its own size: its all_reduce is TUNED, not answered
+# from the first case's), the dynamic all_reduce with choices of known cost.
+CASES = {"collectives": {"steps": [{}, {"force_other": NAMES}, {"off": True}],
+                         "untraceable": True},
+         "overlap": {"steps": [{}], "overlap": True, "rows": 8},
+         "dynamic": {}}
+
+
+@pytest.fixture(scope="module")
+def launch():
+    """The default tier's 2-rank cases (CASES) in one launch against one
+    daemon: each case's results per rank, checked when its test reads them."""
+    d = Daemon()
+    try:
+        with guard(600):
+            results = run_ranks(_launch_rank, world=2, args=(d.target, list(CASES.values())),
+                                env=_env(), timeout=500)
+    finally:
+        d.stop()
+    for r in results:
+        assert not isinstance(r, RankError), r
+    return {name: [r[i] for r in results] for i, name in enumerate(CASES)}
 
 
 def _dynamic(daemon, markers):
@@ -353,6 +404,13 @@ def _dynamic(daemon, markers):
                         timeout=400)
     for r in results:
         assert not isinstance(r, RankError), r
+    return _dynamic_checked(results)
+
+
+def _dynamic_checked(results):
+    """The dynamic all_reduce's results per rank, checked: one Tune of both
+    ranges, the same decisions and table on every rank, one graph, the right
+    output; (the ranges' selection names, results)."""
     names = [f"functional_all_reduce_range_1_{SPLIT}",
              f"functional_all_reduce_range_{SPLIT + 1}_inf"]
     for r in results:
@@ -377,11 +435,11 @@ def test_dynamic_all_reduce_tuned_per_range_in_one_graph(daemon):
         assert len(timings) == 2 and winner in timings, timings
 
 
-def test_dynamic_all_reduce_runs_each_ranges_winner(daemon):
+def test_dynamic_all_reduce_runs_each_ranges_winner(launch):
     """With choices of known cost, low wins [1, SPLIT] and high the rest:
     the table of both, one `if` on the size at SPLIT in the one graph, and
     each call runs its range's winner and nothing else."""
-    names, results = _dynamic(daemon, markers=True)
+    names, results = _dynamic_checked(launch["dynamic"])
     for r in results:
         assert [d[2] for d in r["decisions"]] == [f"{names[0]}_low", f"{names[1]}_high"], r
         assert r["dispatches"] == [("functional_all_reduce", [

@@ -35,9 +35,11 @@ markers), at sizes on both sides of each split point and at their edges,
 with no recompile; the generated code holds one comparison of the size
 per boundary (the wrapper's only `if`s) and the second process is
 answered CACHED with the same code. It compiles `auto` too, twice in the
-same processes (each compile in a fresh Inductor cache): one graph each, a
+same processes (each lowered afresh): one graph each, a
 Tune of its two ranges, TUNED then CACHED, each call running its range's
-winner. The merging rule, the probe ladder in units of the dimension and
+winner. Both in one launch of the ranks, `three` first (`launches`: a launch
+and its first compile cost more than these compiles), `three` again in a
+second. The merging rule, the probe ladder in units of the dimension and
 the choice of the dimension are checked without a daemon (test_merge_*,
 test_probe_ladder_*, test_dispatch_dimension_rule).
 
@@ -62,8 +64,10 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from daemon_fixture import Daemon  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from recording import graph_runs, tune_labels  # noqa: E402
+from relowering import isa_probes_shared, relowering, shared  # noqa: E402
 from tier import long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
 
@@ -167,30 +171,45 @@ def _ops(ran):
     return three, cross, flat, plain, mixed, auto
 
 
+_PROCESS_OPS: list = []
+
+
+def _process_ops():
+    """(ran, _ops(ran)): the ops are defined once per process, for every
+    model a launch compiles; `ran` is emptied before each call."""
+    if not _PROCESS_OPS:
+        ran: list = []
+        _PROCESS_OPS.append((ran, _ops(ran)))
+    return _PROCESS_OPS[0]
+
+
 def _rank(rank, world, target, model_name, fresh):
-    """Compiles the model at the first size in a fresh Inductor cache, then
+    """Compiles the model at the first size (with `fresh`, lowered afresh
+    with the kernels shared: relowering.py), then
     calls it at every size of CALLS. "three": three, dynamic=True; "cross":
     cross and flat, dynamic=True; "deferred" (deferred mode): plain on a
     static input, then mixed on x marked dynamic; "auto": auto,
     dynamic=True, with the probe ladder PROBE, compiled and called twice,
-    each time in a fresh Inductor cache (`graphs`: how many compiled
-    graphs each compile's calls ran)."""
+    each time lowered afresh (`graphs`: how many compiled graphs each
+    compile's calls ran). What it patches is restored at the end, for the
+    next model of the launch."""
     import torch
     import torch.distributed as dist
-    from torch._inductor.utils import fresh_cache
 
     import autotuned.inductor as ai
     from autotuned import pb
     from autotuned.inductor import _ranges
 
-    ran = []
-    three, cross, flat, plain, mixed, auto = _ops(ran)
+    isa_probes_shared()  # the compiles without relowering() too
+    ran, (three, cross, flat, plain, mixed, auto) = _process_ops()
+    del ran[:]
+    probe = _ranges.PROBE_BYTES
     if model_name == "auto":
         _ranges.PROBE_BYTES = PROBE
     deferred = model_name == "deferred"
     tunes, codes, ran_graphs = [], [], []
-    tune_labels(tunes)
-    graph_runs(codes, ran_graphs)
+    undo = [tune_labels(tunes), graph_runs(codes, ran_graphs)]
+    torch._dynamo.reset()
 
     def static_then_dynamic(x, y):
         # Lowered in the order of the outputs (post-grad passes reorder).
@@ -221,7 +240,7 @@ def _rank(rank, world, target, model_name, fresh):
         del ran_graphs[:]
         compiled = torch.compile(static_then_dynamic) if deferred else \
             torch.compile(model, dynamic=True)
-        with fresh_cache() if fresh else contextlib.nullcontext():
+        with relowering() if fresh else contextlib.nullcontext():
             compiled(*inputs(CALLS[0]))
             for n in CALLS:
                 del ran[:]
@@ -238,23 +257,45 @@ def _rank(rank, world, target, model_name, fresh):
     decisions = ai.decisions()
     dispatches = ai.dispatches()
     ai.disable()
+    _ranges.PROBE_BYTES = probe
+    for restore in undo:
+        restore()
     return {"decisions": decisions, "dispatches": dispatches, "tunes": tunes,
             "codes": codes, "calls": calls, "correct": correct, "graphs": graphs,
             "fx_hits": torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"] - hits}
 
 
+def _models(rank, world, target, model_names, fresh):
+    """_rank of each model in turn, in this rank's process."""
+    return [_rank(rank, world, target, m, fresh) for m in model_names]
+
+
 def _launch(daemon, model_name, cache_dirs=None):
     """Both ranks' results (_rank's `model_name`); `cache_dirs`: each
-    rank's own Inductor cache directory, kept (else a fresh cache in one
-    shared directory)."""
-    results = run_ranks(_rank, world=2, args=(daemon.target, model_name, cache_dirs is None),
-                        timeout=500,
-                        env={"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="atpy-inductor"),
+    rank's own Inductor cache directory, kept (else each compile lowered
+    afresh, the kernels from the test process's shared directory)."""
+    return _launch_models(daemon, (model_name,), cache_dirs)[0]
+
+
+def _launch_models(daemon, model_names, cache_dirs=None):
+    """_launch of each model in turn, in one launch: per model, both ranks'
+    results."""
+    results = run_ranks(_models, world=2,
+                        args=(daemon.target, tuple(model_names), cache_dirs is None),
+                        timeout=500 * len(model_names),
+                        env={"TORCHINDUCTOR_CACHE_DIR": shared(),
                              "TORCHINDUCTOR_COMPILE_THREADS": "1"},
                         rank_env={r: {"TORCHINDUCTOR_CACHE_DIR": d}
                                   for r, d in enumerate(cache_dirs or [])})
     for r in results:
         assert not isinstance(r, RankError), r
+    return [_checked([r[i] for r in results]) for i in range(len(model_names))]
+
+
+def _checked(results):
+    """One model's results per rank, checked: the right output, the same
+    decisions on every rank."""
+    for r in results:
         assert r["correct"], r
     first = next(([d[:4] for d in r["decisions"]] for r in results if r["decisions"]), [])
     for r in results:
@@ -389,14 +430,30 @@ def test_ties_by_the_daemons_test():
     assert ties(old, keys, "a") == {"a"}
 
 
-def test_three_winners_dispatched_then_cached(daemon):
+@pytest.fixture(scope="module")
+def launches():
+    """The default tier's compiles in two launches against one daemon: three
+    then auto (twice) in the first, three again in the second; per model,
+    each launch's results per rank ({"three": [first, second], "auto":
+    first})."""
+    d = Daemon()
+    try:
+        with guard(600):
+            three, auto = _launch_models(d, ("three", "auto"))
+            again = _launch(d, "three")
+    finally:
+        d.stop()
+    return {"three": [three, again], "auto": auto}
+
+
+def test_three_winners_dispatched_then_cached(launches):
     """Each of three's ranges has its own winner: low up to SPLIT, mid up
     to TIE, high above it, on both ranks, each call running its range's
     winner; one comparison per boundary in the code; the second process
     CACHED with the same code."""
     names = [f"three_{x}" for x in CROSS]
     for launch, status in enumerate(("TUNED", "CACHED")):
-        results = _launch(daemon, "three")
+        results = launches["three"][launch]
         for r in results:
             # One Tune, all three ranges in it.
             assert r["tunes"] == [names], r["tunes"]
@@ -479,16 +536,17 @@ def test_dispatch_dimension_rule():
     assert _probe_dimension("op", nodes([8, 8], [s0])) is None
 
 
-def test_ranges_from_the_ladder_without_split_points(daemon):
+def test_ranges_from_the_ladder_without_split_points(launches):
     """auto, registered without split_points, compiled with dynamic=True:
     one selection per range of its probe ladder (PROBE), all in one Tune:
     low wins up to SPLIT and high above it, by construction, on both ranks;
     one graph for every size, with one comparison of the size, at SPLIT,
     each call running its range's winner; compiled again from scratch in
-    the same processes (a fresh Inductor cache): CACHED, the same code."""
+    the same processes (lowered afresh): CACHED, the same code (the launch
+    compiles three before it)."""
     names = [f"auto_{x}" for x in RANGES]
     table = ("auto", [(1, SPLIT, f"{names[0]}_low"), (SPLIT + 1, None, f"{names[1]}_high")])
-    for r in _launch(daemon, "auto"):
+    for r in launches["auto"]:
         assert r["tunes"] == [names, names], r["tunes"]
         summary = [(name, winner, st) for name, _, winner, st, _ in r["decisions"]]
         assert summary == [(n, f"{n}_{w}", status) for status in ("TUNED", "CACHED")

@@ -9,8 +9,11 @@ answer, and what the daemon's cache, Inductor's caches, a late rank and a
 dead daemon do to it.
 
 Each case spawns its ranks and compiles (tens of seconds on a small
-machine). The compiles that are not about Inductor's caches lower their
-graph afresh and share the compiled kernels (relowering.py). The long twin
+machine, a launch and its first compile the most of it): deferred mode is
+a step of the first case's launch, and the killed daemon a step of the
+warm and cold caches' second launch. The compiles that are not about
+Inductor's caches lower their graph afresh and share the compiled kernels
+(relowering.py). The long twin
 (//client/python:inductor_long_test) adds 4 ranks, a compile after an op's
 choices changed not served the graph of the old ones, and CACHED after a
 daemon restart (the daemon's cache surviving a restart is in the default
@@ -29,7 +32,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from daemon_fixture import WIDE_WINDOW_US  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
-from relowering import relowering, shared  # noqa: E402
+from relowering import isa_probes_shared, relowering, shared  # noqa: E402
 from tier import long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
 
@@ -122,7 +125,8 @@ def _register_ops(world, state):
             configs=[CustomOpConfig(c) for c in (*configs["all_reduce"], scaled)])
     state["reregister"] = reregister
 
-    split = [64 // world] * world
+    def split(x):
+        return [x.shape[0] // world] * world
     define("all_reduce", all_reduce, same,
            lambda x: c10d.wait_tensor(c10d.all_reduce(x, "sum", group)),
            lambda x: c10d.wait_tensor(c10d.all_reduce(staging(x), "sum", group)))
@@ -137,8 +141,9 @@ def _register_ops(world, state):
            lambda x: c10d.wait_tensor(c10d.broadcast(x, 0, group)),
            lambda x: c10d.wait_tensor(c10d.broadcast(x.clone(), 0, group)))
     define("all_to_all", all_to_all, same,
-           lambda x: c10d.wait_tensor(c10d.all_to_all_single(x, split, split, group)),
-           lambda x: c10d.wait_tensor(c10d.all_to_all_single(x.clone(), split, split, group)))
+           lambda x: c10d.wait_tensor(c10d.all_to_all_single(x, split(x), split(x), group)),
+           lambda x: c10d.wait_tensor(c10d.all_to_all_single(x.clone(), split(x), split(x),
+                                                             group)))
     return ops
 
 
@@ -173,7 +178,9 @@ class _Warnings(logging.Handler):
 
 def compile_steps(rank, world, target, plan):
     """Registers the ops, enables the integration, then compiles the model
-    once per step of the plan; what each step saw comes back."""
+    once per step of the plan; what each step saw comes back. A step's
+    "ops", "deferred", "impls" and "size" (of the input) override the
+    plan's."""
     import torch
     import torch.distributed as dist
     from torch._inductor.output_code import CompiledFxGraph
@@ -182,10 +189,11 @@ def compile_steps(rank, world, target, plan):
     import autotuned.rankrun as rankrun
     from autotuned import pb
 
+    isa_probes_shared()  # the steps without relowering() too
     state = {}
     ops = _register_ops(world, state)
     gate = _gate(plan["gate_dir"], rank, world) if plan.get("gate_dir") else None
-    names = plan.get("ops", THREE)
+    names = list(plan.get("ops", THREE))
     tunes, codes, warnings = [], [], _Warnings()
     logging.getLogger("autotuned.inductor").addHandler(warnings)
     original_tune, original_prepared = rankrun.tune_rank, rankrun._prepared
@@ -227,13 +235,15 @@ def compile_steps(rank, world, target, plan):
         extra = {"all_reduce": lambda y: y * 2 + 1}  # a fused pointwise input
         return [ops[n](extra.get(n, lambda y: y)(x)) for n in names]
 
-    x = torch.arange(64, dtype=torch.float32) + 1000 * rank
     desc = None
     out = []
     for step in plan["steps"]:
+        names[:] = step.get("ops", plan.get("ops", THREE))
+        x = torch.arange(step.get("size", 64), dtype=torch.float32) + 1000 * rank
         window = step.get("window_us", WINDOW_US)
-        ai.enable(group=desc, target=target, deferred=plan.get("deferred", False),
-                  impls=plan.get("impls"), timeout=120,
+        ai.enable(group=desc, target=target,
+                  deferred=step.get("deferred", plan.get("deferred", False)),
+                  impls=step.get("impls", plan.get("impls")), timeout=120,
                   options=pb.Options(warmup=1, iterations=5, timeout_ms=300000,
                                      presync_window_us=window))
         desc = ai._state.group
@@ -313,29 +323,25 @@ def _tuned_then_cached(daemon, world, more_steps=(), window_us=WINDOW_US):
     return results
 
 
-def test_two_ranks_tuned_cached_changed_body(daemon):
+# Deferred mode's step: five collectives, on an input of its own size (the
+# daemon's cache keys its problems by size: none answered from the steps
+# before it in the same launch).
+DEFERRED = {"ops": FIVE, "deferred": True, "size": 128,
+            "impls": {"autotuned_test::all_reduce": "all_reduce/one_shot"}}
+
+
+def test_two_ranks_tuned_cached_changed_body_then_deferred(daemon):
     """TUNED, CACHED on the next compile, and a changed candidate body
     measured again; with a fused pointwise input to the all_reduce
-    (x * 2 + 1)."""
-    results = _tuned_then_cached(daemon, 2, [{"variant": 1}])
+    (x * 2 + 1). Then, in the same launch (a launch and its first compile
+    cost more than these compiles), deferred: the five collective
+    selections of the graph go as one Tune (five problems); impls on CPU is
+    left out with a warning."""
+    results = _tuned_then_cached(daemon, 2, [{"variant": 1}, DEFERRED])
     _same_on_every_rank(results, 2)
     assert [s for _, s in _statuses(results[0][2])] == ["TUNED", "CACHED", "CACHED"]
-
-
-@long_only("//client/python:inductor_long_test")
-def test_four_ranks_tuned_then_cached(wide_daemon):
-    _tuned_then_cached(wide_daemon, 4, window_us=WIDE_WINDOW_US)
-
-
-def test_deferred_one_round_for_every_collective(daemon):
-    """Deferred: the five collective selections of the graph go as one Tune
-    (five problems); impls on CPU is left out with a warning."""
-    plan = {"steps": [{}], "ops": FIVE, "deferred": True,
-            "impls": {"autotuned_test::all_reduce": "all_reduce/one_shot"}}
-    results = _ok(run_ranks(compile_steps, args=(daemon.target, plan),
-                            env=_env(kernels_shared=True), timeout=500))
-    _same_on_every_rank(results, 0)
-    step = results[0][0]
+    _same_on_every_rank(results, 3)
+    step = results[0][3]
     assert [n for n, _ in step["tunes"]] == [5], step["tunes"]
     assert [s for _, s in _statuses(step)] == ["TUNED"] * 5, step["decisions"]
     assert any("left out" in w and "CUDA" in w for w in step["warnings"]), step["warnings"]
@@ -366,25 +372,42 @@ def test_late_rank_falls_back_without_waiting_then_tuned(daemon):
     assert results[0][1]["fx_hits"] == 0
 
 
-def test_warm_and_cold_inductor_caches_same_choice(daemon):
+def test_warm_and_cold_inductor_caches_same_choice_then_daemon_killed(daemon):
     """Per-rank Inductor cache directories; in the second launch rank 0's is
     warm (its graph comes from the FX graph cache: no ask) and rank 1's cold
-    (it asks: CACHED at once). Both run the same code, nobody hangs."""
+    (it asks: CACHED at once). Both run the same code, nobody hangs. Then,
+    in the same launch, the daemon is killed before the next compile: every
+    selection falls back at once, the same on both ranks; the graphs
+    compiled with the daemon's decisions, in both ranks' caches, are not
+    served from them (the daemon's identity is part of Inductor's key)."""
     dirs = [tempfile.mkdtemp(prefix="atpy-inductor") for _ in range(3)]
     plan = {"steps": [{"fresh": False}]}
     first = _ok(run_ranks(compile_steps, args=(daemon.target, plan), env=_env(), timeout=500,
                           rank_env={0: {"TORCHINDUCTOR_CACHE_DIR": dirs[0]},
                                     1: {"TORCHINDUCTOR_CACHE_DIR": dirs[1]}}))
     assert [s for _, s in _statuses(first[0][0])] == ["TUNED"] * 3
-    warm, cold = _ok(run_ranks(compile_steps, args=(daemon.target, plan), env=_env(),
-                               timeout=500,
-                               rank_env={0: {"TORCHINDUCTOR_CACHE_DIR": dirs[0]},
-                                         1: {"TORCHINDUCTOR_CACHE_DIR": dirs[2]}}))
-    warm, cold = warm[0], cold[0]
+    plan = {"steps": [{"fresh": False},
+                      {"fresh": False, "kill_daemon_pid": daemon.proc.pid}]}
+    second = _ok(run_ranks(compile_steps, args=(daemon.target, plan), env=_env(),
+                           timeout=500,
+                           rank_env={0: {"TORCHINDUCTOR_CACHE_DIR": dirs[0]},
+                                     1: {"TORCHINDUCTOR_CACHE_DIR": dirs[2]}}))
+    warm, cold = second[0][0], second[1][0]
     assert warm["fx_hits"] >= 1 and warm["tunes"] == [], warm
     assert [s for _, s in _statuses(cold)] == ["CACHED"] * 3
     assert warm["correct"] and cold["correct"]
     assert warm["codes"] == cold["codes"] == first[1][0]["codes"]
+    _same_on_every_rank(second, 1)
+    for r in second:
+        after = r[1]
+        assert [s for _, s in _statuses(after)] == ["FALLBACK"] * 3
+        assert sum(t for _, t in after["tunes"]) < 5, after["tunes"]
+        assert after["fx_hits"] == 0
+
+
+@long_only("//client/python:inductor_long_test")
+def test_four_ranks_tuned_then_cached(wide_daemon):
+    _tuned_then_cached(wide_daemon, 4, window_us=WIDE_WINDOW_US)
 
 
 def test_registrations_in_inductor_key():
@@ -441,24 +464,6 @@ def test_changed_registration_not_served_from_inductor_cache(daemon):
     assert _statuses(changed) == [("all_reduce_autotuned", "TUNED")], changed
     assert len(changed["decisions"][0][1]) == 4, changed["decisions"]  # default + 3
     assert again["fx_hits"] >= 1 and again["decisions"] == [], again
-
-
-def test_daemon_killed_between_compiles_falls_back_at_once(daemon):
-    """The second compile finds no daemon: every selection falls back at
-    once, the same on both ranks; the graph compiled with the daemon's
-    decisions is not served from Inductor's cache (the daemon's identity is
-    part of its key)."""
-    plan = {"steps": [{"fresh": False},
-                      {"fresh": False, "kill_daemon_pid": daemon.proc.pid}]}
-    results = _ok(run_ranks(compile_steps, args=(daemon.target, plan), env=_env(),
-                            timeout=500))
-    assert [s for _, s in _statuses(results[0][0])] == ["TUNED"] * 3
-    _same_on_every_rank(results, 1)
-    for r in results:
-        after = r[1]
-        assert [s for _, s in _statuses(after)] == ["FALLBACK"] * 3
-        assert sum(t for _, t in after["tunes"]) < 5, after["tunes"]
-        assert after["fx_hits"] == 0
 
 
 def test_version_guard():

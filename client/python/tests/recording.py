@@ -5,7 +5,7 @@ per-rank Tune the integration sent.
     codes, graphs = [], []
     undo = graph_runs(codes, graphs)   # CompiledFxGraph.__call__ recorded
     tunes = []
-    tune_labels(tunes)                 # autotuned.rankrun.tune_rank recorded
+    undo_tunes = tune_labels(tunes)    # autotuned.rankrun.tune_rank recorded
 """
 from __future__ import annotations
 
@@ -32,8 +32,9 @@ def graph_runs(codes: list, graphs: Optional[list] = None) -> Callable[[], None]
     return undo
 
 
-def tune_labels(tunes: list) -> None:
-    """Appends the problem labels of each per-rank Tune to `tunes`."""
+def tune_labels(tunes: list) -> Callable[[], None]:
+    """Appends the problem labels of each per-rank Tune to `tunes`; returns
+    what undoes it."""
     import autotuned.rankrun as rankrun
 
     original = rankrun.tune_rank
@@ -43,3 +44,7 @@ def tune_labels(tunes: list) -> None:
         return original(group, problems, **kwargs)
 
     rankrun.tune_rank = counted
+
+    def undo() -> None:
+        rankrun.tune_rank = original
+    return undo

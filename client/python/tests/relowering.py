@@ -17,14 +17,27 @@ under a file lock only what is not on disk yet), so the ranks compile each
 kernel once between them, and a case compiles only kernels no earlier one
 did. The in-memory caches are cleared before and after, as fresh_cache
 clears them.
+
+isa_probes_shared() (which relowering() calls) shares another cost of
+every process's first compile between the processes of a test: Inductor
+probes the CPU's vector ISA extensions (AVX512-BF16, VNNI, AMX where the
+CPU reports them) by building a small library and loading it in a new
+Python that imports torch, about 1.5 s of CPU each, and keeps the answer
+in memory only. With it, the first process of the test ($TEST_TMPDIR)
+probes, under a file lock, and writes each answer down; the others read
+it. The answers are the probes' own, on the same machine, torch and
+compiler.
 """
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
 
 @functools.cache
@@ -42,6 +55,7 @@ def relowering() -> Iterator[None]:
     import torch._inductor.config as inductor_config
     from torch._inductor.utils import clear_caches
 
+    isa_probes_shared()
     clear_caches()
     try:
         with inductor_config.patch(fx_graph_cache=False), \
@@ -49,3 +63,33 @@ def relowering() -> Iterator[None]:
             yield
     finally:
         clear_caches()
+
+
+def isa_probes_shared() -> None:
+    """Inductor's ISA probes answered once per test (the module docstring);
+    nothing outside a Bazel test ($TEST_TMPDIR unset)."""
+    from torch._inductor import cpu_vec_isa
+
+    tmp = os.environ.get("TEST_TMPDIR")
+    probe = cpu_vec_isa.VecISA.check_build
+    if not tmp or getattr(probe, "shared", False):
+        return
+    directory = os.path.join(tmp, "isa_probes")
+    os.makedirs(directory, exist_ok=True)
+
+    def check_build(self: Any, code: str) -> bool:
+        key = hashlib.sha256(f"{type(self).__name__}\n{self._arch_flags}\n{code}".encode())
+        path = os.path.join(directory, key.hexdigest()[:32])
+        with open(path + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if os.path.exists(path):
+                with open(path) as f:
+                    return f.read() == "1"
+            ok = bool(probe(self, code))
+            with open(path + ".tmp", "w") as f:
+                f.write("1" if ok else "0")
+            os.replace(path + ".tmp", path)
+            return ok
+
+    check_build.shared = True  # type: ignore[attr-defined]
+    cpu_vec_isa.VecISA.check_build = check_build  # type: ignore[method-assign]

@@ -24,6 +24,12 @@ export AUTOTUNED_DAEMON="$TEST_SRCDIR/autotuned/daemon/autotuned"
 export AUTOTUNED_CTL="$TEST_SRCDIR/autotuned/client/cli/autotunectl"  # where a test has it
 export TORCHINDUCTOR_CACHE_DIR="${TEST_TMPDIR:-/tmp}/inductor"
 export TRITON_CACHE_DIR="${TEST_TMPDIR:-/tmp}/triton"
+# The vector ISAs that the CPU reports are taken as they are: without it,
+# every process's first Inductor compile builds a probe per ISA and loads it
+# in a new Python that imports torch (seconds of CPU each, in every rank of
+# every launch). The ISA extensions' own probes (AVX512-BF16, VNNI, AMX)
+# still run, once per test where it uses tests/relowering.py.
+export TORCHINDUCTOR_VEC_ISA_OK=1
 export HOME="${TEST_TMPDIR:-/tmp}"
 # Bazel's test sharding: tests/conftest.py keeps this shard's tests.
 if [ -n "${TEST_SHARD_STATUS_FILE:-}" ]; then touch "$TEST_SHARD_STATUS_FILE"; fi
