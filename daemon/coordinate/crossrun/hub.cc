@@ -158,45 +158,60 @@ absl::Status Hub::SubmitTimings(const std::string& run_id, const std::string& fr
   Run* run;
   absl::Status ok = Check(run_id, from, &run);
   if (!ok.ok()) return ok;
-  run->timings.emplace(from, std::move(timings));
+  const int pass = timings.pass();
+  if (pass != 0 && !run->continued.count(pass)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pass: ", pass, " is not a pass of run \"", run_id, "\" the leader handed out"));
+  }
+  run->timings[pass].emplace(from, std::move(timings));
   return absl::OkStatus();
 }
 
 std::map<std::string, v1::RankTimings> Hub::WaitTimings(
-    const std::string& run_id, absl::Time deadline, std::map<std::string, std::string>* missing) {
+    const std::string& run_id, int pass, absl::Time deadline,
+    std::map<std::string, std::string>* missing) {
   absl::MutexLock lock(&mu_);
   absl::Time probe_at = absl::Now() + kProbeEvery;
   for (;;) {
     Run* run = Find(run_id);
     if (run == nullptr) return {};
+    const std::map<std::string, v1::RankTimings>& in = run->timings[pass];
     std::vector<std::string> waiting;
     for (const std::string& d : run->daemons) {
-      if (d != self_ && !run->timings.count(d) && !run->lost.count(d)) waiting.push_back(d);
+      if (d != self_ && !in.count(d) && !run->lost.count(d)) waiting.push_back(d);
     }
     const absl::Time now = absl::Now();
     if (waiting.empty() || now >= deadline) {
       missing->clear();
       for (const std::string& d : run->daemons) {
-        if (d == self_ || run->timings.count(d)) continue;
+        if (d == self_ || in.count(d)) continue;
         auto lost = run->lost.find(d);
         (*missing)[d] = lost != run->lost.end()
                             ? absl::StrCat("lost: ", lost->second)
                             : std::string("no timings by the run's deadline");
       }
-      return run->timings;
+      return in;
     }
     if (now >= probe_at) {
       Probe(run_id, waiting);
       probe_at = absl::Now() + kProbeEvery;
       continue;
     }
-    const size_t before = run->timings.size();
+    const size_t before = in.size();
     auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       Run* r = Find(run_id);
-      return r == nullptr || r->timings.size() != before;
+      return r == nullptr || r->timings[pass].size() != before;
     };
     mu_.AwaitWithDeadline(absl::Condition(&changed), std::min(deadline, probe_at));
   }
+}
+
+void Hub::Continue(const std::string& run_id, int answered, v1::Decision continuation) {
+  absl::MutexLock lock(&mu_);
+  Run* run = Find(run_id);
+  if (run == nullptr || run->finished) return;
+  run->continued.insert(continuation.go().next().pass());
+  run->replies.emplace(answered, std::move(continuation));
 }
 
 void Hub::Finish(const std::string& run_id, v1::Decision decision) {
@@ -208,17 +223,20 @@ void Hub::Finish(const std::string& run_id, v1::Decision decision) {
   for (auto& [n, step] : run->steps) step.generations.clear();  // no barrier is left
 }
 
-absl::StatusOr<v1::Decision> Hub::WaitDecision(const std::string& run_id, absl::Time deadline) {
+absl::StatusOr<v1::Decision> Hub::WaitDecision(const std::string& run_id, int pass,
+                                               absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Run* r = Find(run_id);
-    return r == nullptr || r->finished;
+    return r == nullptr || r->finished || r->replies.count(pass) > 0;
   };
   mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
   Run* run = Find(run_id);
   if (run == nullptr) {
     return absl::NotFoundError(absl::StrCat("run_id: no cross-daemon run \"", run_id, "\""));
   }
+  auto reply = run->replies.find(pass);
+  if (reply != run->replies.end()) return reply->second;
   if (!run->finished) {
     return absl::DeadlineExceededError(
         absl::StrCat("run \"", run_id, "\": no final decision before the deadline"));

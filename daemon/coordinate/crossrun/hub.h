@@ -1,7 +1,8 @@
 // The leader's side of a cross-daemon run (a GO round whose ranks live on
 // several daemons; proto/peer.proto CrossRun): the meeting point of the
-// daemons' barriers (Exchange), the inbox of their timings (ReduceTimings),
-// and the round's final decision handed back to them. See docs/protocol.md
+// daemons' barriers (Exchange), the inbox of their timings of each pass
+// (ReduceTimings), and what answers them: a continuation (the next pass) or
+// the round's final decision. See docs/protocol.md
 // ("Groups over several daemons") for the protocol.
 //
 // Contract:
@@ -25,11 +26,18 @@
 //    and WaitTimings stops waiting for it. So a daemon killed mid-run ends
 //    the run on the others within about kProbeEvery plus one probe, not at
 //    each candidate's timeout.
-//  - Timings: SubmitTimings stores a daemon's timings (once; a repeat is
-//    ignored). WaitTimings returns once every other daemon submitted or is
-//    lost, or at its deadline, with what came in.
-//  - Finish(run_id, decision) records the final decision; WaitDecision
-//    returns it (at once when recorded, else at the deadline:
+//  - Timings, per pass: SubmitTimings stores a daemon's timings of the
+//    fixed passes (RankTimings.pass 0) or of a continuation the leader
+//    handed out (Continue), once per daemon and pass (a repeat is ignored;
+//    another pass is INVALID_ARGUMENT naming `pass`). WaitTimings of a pass
+//    returns once every other daemon submitted it or is lost, or at its
+//    deadline, with what came in.
+//  - Continue(run_id, answered, continuation) records the answer to the
+//    timings of pass `answered` (0: the fixed passes): the next pass,
+//    continuation.go().next(). Finish(run_id, decision) records the final
+//    decision. WaitDecision(run_id, pass) returns the answer to the
+//    timings of `pass`: its continuation if one was recorded, else the
+//    final decision (at once when recorded, else at the deadline:
 //    DEADLINE_EXCEEDED). Runs are forgotten kKeep after they were opened.
 //
 // Thread-safety: every method may be called concurrently.
@@ -82,16 +90,18 @@ class Hub {
 
   absl::Status SubmitTimings(const std::string& run_id, const std::string& from,
                              v1::RankTimings timings) ABSL_LOCKS_EXCLUDED(mu_);
-  // Every other daemon's timings that came in by `deadline`; `missing` gets
-  // the daemons without (each with why: "lost: ..." or "no timings by the
-  // run's deadline").
+  // Every other daemon's timings of `pass` that came in by `deadline`;
+  // `missing` gets the daemons without (each with why: "lost: ..." or "no
+  // timings by the run's deadline").
   std::map<std::string, v1::RankTimings> WaitTimings(
-      const std::string& run_id, absl::Time deadline,
+      const std::string& run_id, int pass, absl::Time deadline,
       std::map<std::string, std::string>* missing) ABSL_LOCKS_EXCLUDED(mu_);
 
-  void Finish(const std::string& run_id, v1::Decision decision) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<v1::Decision> WaitDecision(const std::string& run_id, absl::Time deadline)
+  void Continue(const std::string& run_id, int answered, v1::Decision continuation)
       ABSL_LOCKS_EXCLUDED(mu_);
+  void Finish(const std::string& run_id, v1::Decision decision) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<v1::Decision> WaitDecision(const std::string& run_id, int pass,
+                                            absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Runs known now (tests).
   int runs() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -107,7 +117,12 @@ class Hub {
     absl::Time opened;
     std::map<std::string, std::string> lost;  // daemon -> why
     std::map<int64_t, Step> steps;
-    std::map<std::string, v1::RankTimings> timings;
+    // Per pass (0: the fixed passes), per daemon.
+    std::map<int, std::map<std::string, v1::RankTimings>> timings;
+    // The continuations: the passes handed out, and the answer to each
+    // pass's timings (by the pass answered).
+    std::set<int> continued;
+    std::map<int, v1::Decision> replies;
     bool finished = false;
     v1::Decision decision;
   };

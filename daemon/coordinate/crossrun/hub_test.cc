@@ -135,18 +135,18 @@ TEST_CASE("a daemon that stops answering is lost: waits end within a probe, the 
   t.set_run_id("r");
   REQUIRE(hub.SubmitTimings("r", "b", t).ok());
   std::map<std::string, std::string> missing;
-  auto timings = hub.WaitTimings("r", absl::Now() + absl::Seconds(30), &missing);
+  auto timings = hub.WaitTimings("r", 0, absl::Now() + absl::Seconds(30), &missing);
   CHECK(timings.size() == 1);
   CHECK(timings.count("b") == 1);
   REQUIRE(missing.count("c") == 1);
   CHECK_THAT(missing["c"], Catch::StartsWith("lost"));
 
-  CHECK(hub.WaitDecision("r", absl::Now() + absl::Milliseconds(50)).status().code() ==
+  CHECK(hub.WaitDecision("r", 0, absl::Now() + absl::Milliseconds(50)).status().code() ==
         absl::StatusCode::kDeadlineExceeded);
   v1::Decision d;
   d.set_verdict(v1::ANSWERED);
   hub.Finish("r", d);
-  auto final_decision = hub.WaitDecision("r", absl::Now() + absl::Seconds(1));
+  auto final_decision = hub.WaitDecision("r", 0, absl::Now() + absl::Seconds(1));
   REQUIRE(final_decision.ok());
   CHECK(final_decision->verdict() == v1::ANSWERED);
 }
@@ -155,10 +155,57 @@ TEST_CASE("a daemon slower than the deadline: WaitTimings returns what came in")
   Hub hub("a", nullptr);
   hub.Open("r", kDaemons);
   std::map<std::string, std::string> missing;
-  auto timings = hub.WaitTimings("r", absl::Now() + absl::Milliseconds(100), &missing);
+  auto timings = hub.WaitTimings("r", 0, absl::Now() + absl::Milliseconds(100), &missing);
   CHECK(timings.empty());
   CHECK(missing.size() == 2);
   CHECK(missing["b"] == "no timings by the run's deadline");
+}
+
+TEST_CASE("continuations: each pass's timings apart, each answered with the next pass, "
+          "the last with the final decision; a pass not handed out is refused") {
+  Hub hub("a", nullptr);
+  hub.Open("r", kDaemons);
+  v1::RankTimings t;
+  t.set_run_id("r");
+  t.set_pass(8);
+  absl::Status early = hub.SubmitTimings("r", "b", t);
+  CHECK(early.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(early.message()), Catch::StartsWith("pass: 8"));
+
+  t.set_pass(0);
+  REQUIRE(hub.SubmitTimings("r", "b", t).ok());
+  REQUIRE(hub.SubmitTimings("r", "c", t).ok());
+  std::map<std::string, std::string> missing;
+  CHECK(hub.WaitTimings("r", 0, absl::Now() + absl::Seconds(30), &missing).size() == 2);
+  CHECK(missing.empty());
+
+  v1::Decision next;
+  next.set_verdict(v1::GO);
+  next.mutable_go()->mutable_next()->set_pass(8);
+  hub.Continue("r", 0, next);
+  auto answer = hub.WaitDecision("r", 0, absl::Now() + absl::Seconds(1));
+  REQUIRE(answer.ok());
+  CHECK(answer->verdict() == v1::GO);
+  CHECK(answer->go().next().pass() == 8);
+  // Pass 8's timings are waited for on their own: none is in yet.
+  CHECK(hub.WaitTimings("r", 8, absl::Now() + absl::Milliseconds(50), &missing).empty());
+  CHECK(missing.size() == 2);
+  CHECK(hub.WaitDecision("r", 8, absl::Now() + absl::Milliseconds(50)).status().code() ==
+        absl::StatusCode::kDeadlineExceeded);
+
+  t.set_pass(8);
+  REQUIRE(hub.SubmitTimings("r", "b", t).ok());
+  auto some = hub.WaitTimings("r", 8, absl::Now() + absl::Milliseconds(50), &missing);
+  CHECK(some.count("b") == 1);
+  CHECK(missing.count("c") == 1);
+  v1::Decision d;
+  d.set_verdict(v1::ANSWERED);
+  hub.Finish("r", d);
+  auto final_decision = hub.WaitDecision("r", 8, absl::Now() + absl::Seconds(1));
+  REQUIRE(final_decision.ok());
+  CHECK(final_decision->verdict() == v1::ANSWERED);
+  // The fixed passes' timings keep their own answer.
+  CHECK(hub.WaitDecision("r", 0, absl::Now())->verdict() == v1::GO);
 }
 
 // Three sim backends of 2 GPUs each run ranks {0,1}, {2,3}, {4,5} of one group.

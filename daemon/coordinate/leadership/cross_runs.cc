@@ -5,16 +5,19 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <utility>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "daemon/common/grpc_status.h"
 #include "daemon/coordinate/crossrun/transport.h"
+#include "daemon/coordinate/leadership/cross_passes.h"
 #include "daemon/coordinate/leadership/wire.h"
 
 namespace autotuned::leadership {
@@ -74,7 +77,8 @@ std::vector<std::vector<RankOutcome>> AllRanks(
 
 void LogRun(const ValidRequest& request, const rendezvous::Arrival& arrival,
             const v1::CrossRun& run, const rendezvous::Decision& decision, size_t daemons,
-            const std::map<std::string, std::string>& missing, absl::Time go_at) {
+            const std::map<std::string, std::string>& missing, absl::Time go_at,
+            int continued) {
   if (decision.response == nullptr) {
     spdlog::warn("round group={} run={}: every rank gets {}", request.group_id, run.run_id(),
                  decision.error.ToString());
@@ -89,9 +93,9 @@ void LogRun(const ValidRequest& request, const rendezvous::Arrival& arrival,
   }
   spdlog::info(
       "round={} group={} seq={} world={} across {} daemons run={} measured={} "
-      "ms={:.1f} winners=[{}]{}",
+      "continuations={} ms={:.1f} winners=[{}]{}",
       decision.response->round_id(), request.group_id, arrival.sequence, request.world_size,
-      daemons, run.run_id(), run.problems_size(),
+      daemons, run.run_id(), run.problems_size(), continued,
       absl::ToDoubleMilliseconds(absl::Now() - go_at), absl::StrJoin(winners, "; "),
       lost.empty() ? "" : absl::StrCat(" missing: ", absl::StrJoin(lost, "; ")));
 }
@@ -136,56 +140,161 @@ rendezvous::Decision CrossRuns::Run(const ValidRequest& request,
   const std::string& run_id = run.run_id();
   const absl::Time go_at = absl::Now();
   const std::vector<int> local = request.local_ranks();
+  const int64_t total = *RunCandidates(request, run);  // its own problems
+  // Where each problem's candidates' steps start (CrossStep's base).
+  std::vector<int64_t> bases;
+  int64_t base = 0;
+  for (int index : run.problems()) {
+    bases.push_back(base);
+    base += static_cast<int64_t>(request.problems[index].candidates.size());
+  }
 
   // This daemon's ranks, step after step, in lockstep with the followers.
   Outcomes mine;
-  const int64_t total = *RunCandidates(request, run);  // its own problems
-  int64_t step = 0;
-  for (int index : run.problems()) {
-    const ValidProblem& p = request.problems[index];
+  for (int m = 0; m < run.problems_size(); ++m) {
+    const ValidProblem& p = request.problems[run.problems(m)];
     mine.push_back(engine_->MeasurePart(
         p.spec, p.candidates, request.engine, local, run.backend_token(), run.passes(),
         [&](int c, int pass) -> std::shared_ptr<RunTransport> {
           return std::make_shared<crossrun::LeaderTransport>(
-              &hub_, run_id, crossrun::CrossStep(step, c, pass, total));
+              &hub_, run_id, crossrun::CrossStep(bases[m], c, pass, total));
         }));
-    step += static_cast<int64_t>(p.candidates.size());
   }
 
   // The followers' timings: all of them, or those in by the bound.
   std::map<std::string, std::string> missing;
   const absl::Duration bound = RoundRunBound(request);
   const absl::Time wait_until = start + bound - std::min(absl::Seconds(2), bound / 4);
-  const std::map<std::string, v1::RankTimings> theirs =
-      hub_.WaitTimings(run_id, std::max(wait_until, absl::Now()), &missing);
+  std::map<std::string, v1::RankTimings> theirs =
+      hub_.WaitTimings(run_id, 0, std::max(wait_until, absl::Now()), &missing);
+
+  // Every rank's samples, per problem of the run, per candidate.
+  std::vector<std::vector<PassSamples>> samples(run.problems_size());
+  std::vector<int> pass_sizes;
+  std::vector<int> pass_ids;
+  for (int pass = 0; pass < std::max(1, run.passes()); ++pass) {
+    pass_sizes.push_back(PassIterations(request.engine, pass));
+    pass_ids.push_back(pass);
+  }
+  for (int m = 0; m < run.problems_size(); ++m) {
+    const ValidProblem& p = request.problems[run.problems(m)];
+    std::vector<std::vector<RankOutcome>> all =
+        AllRanks(request, p.candidates.size(), bases[m], local, mine[m], theirs, missing);
+    for (std::vector<RankOutcome>& ranks : all) {
+      samples[m].push_back(PassSamples{std::move(ranks), pass_sizes, pass_ids});
+    }
+  }
+  auto ranking = [&](int m) {
+    const ValidProblem& p = request.problems[run.problems(m)];
+    std::vector<CandidateOutcome> outcomes;
+    for (size_t c = 0; c < p.candidates.size(); ++c) {
+      outcomes.push_back(OutcomeOf(static_cast<int>(c), p.candidates[c], samples[m][c]));
+    }
+    return Rank(std::move(outcomes), request.engine.rule);
+  };
+  // Every daemon's timings came in and said it runs continuations.
+  auto everyone = [&](const std::map<std::string, v1::RankTimings>& in) {
+    return missing.empty() && std::all_of(in.begin(), in.end(), [](const auto& t) {
+             return t.second.continues();
+           });
+  };
+
+  // The adaptive passes (docs/protocol.md, "Continuations across daemons").
+  RunState state;
+  state.pass = std::max(1, run.passes());
+  state.everyone = everyone(theirs);
+  state.problems = run.problems_size();
+  int answered = 0;  // the pass whose timings the next continuation answers
+  int continued = 0;
+  absl::Time continued_at = absl::InfiniteFuture();
+  for (;;) {
+    std::vector<std::vector<CandidateOutcome>> ranked;
+    for (int m = 0; m < run.problems_size(); ++m) ranked.push_back(ranking(m));
+    const absl::Time now = absl::Now();
+    state.spent = continued_at == absl::InfiniteFuture() ? absl::ZeroDuration()
+                                                         : now - continued_at;
+    state.left = wait_until - now;
+    const std::optional<v1::CrossPass> next = NextCrossPass(ranked, request.engine, state);
+    if (!next) break;
+    if (continued_at == absl::InfiniteFuture()) continued_at = now;
+    v1::Decision continuation;
+    continuation.mutable_round()->set_group_id(request.group_id);
+    continuation.set_verdict(v1::GO);
+    *continuation.mutable_go() = run;
+    *continuation.mutable_go()->mutable_next() = *next;
+    hub_.Continue(run_id, answered, std::move(continuation));
+    ++continued;
+    spdlog::info("run={} group={} continued: pass {}, {} steps", run_id,
+                 absl::CEscape(request.group_id), next->pass(),
+                 std::accumulate(next->problems().begin(), next->problems().end(), 0,
+                                 [](int n, const v1::CrossPassProblem& p) {
+                                   return n + p.candidates_size();
+                                 }));
+    const ScheduleOptions schedule = CrossPassSchedule(request.engine, *next);
+    Outcomes pass_mine;
+    for (int m = 0; m < run.problems_size(); ++m) {
+      const ValidProblem& p = request.problems[run.problems(m)];
+      const std::vector<int> order(next->problems(m).candidates().begin(),
+                                   next->problems(m).candidates().end());
+      std::vector<std::vector<RankOutcome>> by_order = engine_->MeasurePartPass(
+          p.spec, p.candidates, request.engine, local, run.backend_token(), next->pass(),
+          order, schedule, [&](int c, int pass) -> std::shared_ptr<RunTransport> {
+            return std::make_shared<crossrun::LeaderTransport>(
+                &hub_, run_id, crossrun::CrossStep(bases[m], c, pass, total));
+          });
+      pass_mine.emplace_back(p.candidates.size());
+      for (size_t i = 0; i < order.size(); ++i) pass_mine[m][order[i]] = std::move(by_order[i]);
+    }
+    theirs = hub_.WaitTimings(run_id, next->pass(), std::max(wait_until, absl::Now()), &missing);
+    // A daemon lost or late in a continuation ends the run as in the fixed
+    // passes: its ranks' candidates are ruled out below.
+    if (!missing.empty()) break;
+    for (int m = 0; m < run.problems_size(); ++m) {
+      const ValidProblem& p = request.problems[run.problems(m)];
+      std::vector<std::vector<RankOutcome>> all = AllRanks(
+          request, p.candidates.size(), bases[m], local, pass_mine[m], theirs, missing);
+      for (int c : next->problems(m).candidates()) {
+        JoinPass(&samples[m][c], std::move(all[c]), next->pass(), next->iterations());
+      }
+    }
+    state.everyone = everyone(theirs);
+    answered = next->pass();
+    state.pass = next->pass() + 1;
+  }
+  if (!missing.empty()) {
+    // As when a daemon's timings of the fixed passes are missing: every
+    // candidate of the run fails on that daemon's ranks.
+    for (std::vector<PassSamples>& problem : samples) {
+      for (PassSamples& s : problem) {
+        for (int r = 0; r < static_cast<int>(s.ranks.size()) && r < request.world_size; ++r) {
+          auto why = missing.find(request.rank_daemons[r]);
+          if (why == missing.end()) continue;
+          s.ranks[r] = RankOutcome{
+              absl::UnavailableError(absl::StrCat("daemon ", why->first, " sent no timings (",
+                                                  why->second, ")")),
+              {}};
+        }
+      }
+    }
+  }
 
   v1::TuneResponse measured = solver_->NewResponse(solver_->NextRoundId());
   for (const std::optional<v1::ProblemResult>& hit : plan.cached) {
     *measured.add_results() = hit ? *hit : v1::ProblemResult();
   }
-  std::vector<int> pass_sizes;
-  for (int pass = 0; pass < run.passes(); ++pass) {
-    pass_sizes.push_back(PassIterations(request.engine, pass));
-  }
-  step = 0;
   for (int m = 0; m < run.problems_size(); ++m) {
     const int index = run.problems(m);
-    const ValidProblem& p = request.problems[index];
-    const std::vector<std::vector<RankOutcome>> all =
-        AllRanks(request, p.candidates.size(), step, local, mine[m], theirs, missing);
-    std::vector<CandidateOutcome> ranked =
-        RankRanks(p.candidates, all, request.engine.rule, pass_sizes);
-    for (CandidateOutcome& o : ranked) o.passes = o.ok ? run.passes() : 0;
-    *measured.mutable_results(index) =
-        solver_->Measured(p, request, ranked, /*may_store=*/missing.empty());
-    step += static_cast<int64_t>(p.candidates.size());
+    *measured.mutable_results(index) = solver_->Measured(request.problems[index], request,
+                                                         ranking(m),
+                                                         /*may_store=*/missing.empty());
   }
 
   rendezvous::Decision decision = publish(std::move(measured));
   v1::RoundKey key;
   key.set_group_id(request.group_id);
   hub_.Finish(run_id, DecisionToWire(decision, key));
-  LogRun(request, arrival, run, decision, theirs.size() + missing.size() + 1, missing, go_at);
+  LogRun(request, arrival, run, decision, theirs.size() + missing.size() + 1, missing, go_at,
+         continued);
   return decision;
 }
 
@@ -194,7 +303,7 @@ absl::StatusOr<v1::Decision> CrossRuns::Reduce(const v1::RankTimings& timings,
   if (timings.run_id().empty()) return absl::InvalidArgumentError("run_id: required");
   absl::Status in = hub_.SubmitTimings(timings.run_id(), timings.from_daemon(), timings);
   if (!in.ok()) return in;
-  return hub_.WaitDecision(timings.run_id(), deadline);
+  return hub_.WaitDecision(timings.run_id(), timings.pass(), deadline);
 }
 
 absl::StatusOr<v1::ExchangeReply> CrossRuns::Exchange(const v1::ExchangeRequest& request,

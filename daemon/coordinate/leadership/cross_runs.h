@@ -36,16 +36,22 @@ class CrossRuns : public rounds::CrossRunner {
   CrossRuns& operator=(const CrossRuns&) = delete;
 
   // rounds::CrossRunner. PlanRun opens the run in the hub for every daemon
-  // of the group. Run stores TUNED results only when every daemon sent its
-  // timings; a daemon lost or silent rules its ranks' candidates out.
+  // of the group. Run measures this daemon's ranks in the fixed passes,
+  // then, while a pass is worth running (cross_passes.h NextCrossPass),
+  // hands every follower the next one as the answer to its timings (a
+  // continuation), runs it here too and joins every daemon's timings of
+  // it; then decides. It stores TUNED results only when every daemon sent
+  // its timings of every pass; a daemon lost or silent, in any pass, rules
+  // its ranks' candidates out.
   std::optional<Plan> PlanRun(const ValidRequest& request,
                               const rendezvous::Arrival& arrival) override;
   rendezvous::Decision Run(const ValidRequest& request, const rendezvous::Arrival& arrival,
                            const Plan& plan, absl::Time start,
                            const PublishFn& publish) override;
 
-  // Peer.ReduceTimings: a follower's timings, answered with the round's
-  // final decision by `deadline`. Peer.Exchange: one barrier's all-gather,
+  // Peer.ReduceTimings: a follower's timings of a pass (RankTimings.pass),
+  // answered with the next continuation or the round's final decision by
+  // `deadline`. Peer.Exchange: one barrier's all-gather,
   // or an abort (answered at once). INVALID_ARGUMENT "run_id: required";
   // otherwise the hub's statuses (NOT_FOUND, PERMISSION_DENIED,
   // DEADLINE_EXCEEDED, a step's abort reason).

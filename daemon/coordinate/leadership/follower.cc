@@ -6,10 +6,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "daemon/coordinate/crossrun/transport.h"
+#include "daemon/coordinate/leadership/cross_passes.h"
 #include "daemon/coordinate/leadership/wire.h"
 #include "daemon/coordinate/request/labels.h"
 #include "daemon/coordinate/rounds/rank_rounds.h"
@@ -17,9 +19,6 @@
 
 namespace autotuned::leadership {
 namespace {
-
-// The most passes a leader's go may ask for (config's bound on max_passes).
-constexpr int kMaxCrossPasses = 1000;
 
 // The answer of an ANSWERED decision with this rank's labels, the error of a
 // REJECTED one; UNAVAILABLE for another verdict (`what`: what was asked).
@@ -325,7 +324,83 @@ absl::StatusOr<v1::Decision> Follower::RunPart(const ValidRequest& request,
                absl::StrJoin(request.local_ranks(), ","), failed,
                absl::ToDoubleMilliseconds(absl::Now() - started), request.leader);
   *timings_deadline = absl::Now() + RoundRunBound(request) + absl::Seconds(5);
-  return client_->ReduceTimings(request.leader, *std::move(timings), *timings_deadline);
+  // Each continuation's pass is after the last; at most kMaxCrossPasses.
+  int last = std::max(1, go.passes()) - 1;
+  for (;;) {
+    absl::StatusOr<v1::Decision> reply =
+        client_->ReduceTimings(request.leader, *std::move(timings), *timings_deadline);
+    if (!reply.ok() || reply->verdict() != v1::GO) return reply;
+    timings = MeasureContinuation(request, go, reply->go(), &last);
+  }
+}
+
+v1::RankTimings Follower::MeasureContinuation(const ValidRequest& request,
+                                              const v1::CrossRun& go, const v1::CrossRun& next,
+                                              int* last) {
+  const std::vector<int> local = request.local_ranks();
+  EngineOptions options = request.engine;
+  if (go.candidate_timeout_ms() > 0) {
+    options.timeout = absl::Milliseconds(go.candidate_timeout_ms());
+  }
+  const int64_t total = *RunCandidates(request, go);  // checked by MeasurePart
+  std::vector<int> sizes;
+  for (int index : go.problems()) {
+    sizes.push_back(static_cast<int>(request.problems[index].candidates.size()));
+  }
+  const v1::CrossPass& pass = next.next();
+  absl::Status refused = next.run_id() == go.run_id()
+                             ? CheckCrossPass(pass, *last, sizes)
+                             : absl::InvalidArgumentError(absl::StrCat(
+                                   "go.run_id: \"", absl::CEscape(next.run_id().substr(0, 128)),
+                                   "\" is not the run ", go.run_id()));
+  v1::RankTimings timings;
+  timings.mutable_round()->set_group_id(request.group_id);
+  timings.set_run_id(go.run_id());
+  timings.set_continues(true);
+  timings.set_pass(pass.pass());
+  const bool numbered = pass.pass() > 0 && pass.pass() < kMaxCrossPasses;
+  int64_t base = 0;
+  for (int m = 0; m < go.problems_size(); ++m) {
+    const ValidProblem& p = request.problems[go.problems(m)];
+    auto transport = [&](int c, int n) -> std::shared_ptr<RunTransport> {
+      return std::make_shared<crossrun::FollowerTransport>(
+          client_, request.leader, go.run_id(), crossrun::CrossStep(base, c, n, total));
+    };
+    std::vector<std::vector<RankOutcome>> outcomes(p.candidates.size());
+    if (refused.ok()) {
+      const std::vector<int> order(pass.problems(m).candidates().begin(),
+                                   pass.problems(m).candidates().end());
+      std::vector<std::vector<RankOutcome>> by_order = engine_->MeasurePartPass(
+          p.spec, p.candidates, options, local, go.backend_token(), pass.pass(), order,
+          CrossPassSchedule(options, pass), transport);
+      for (size_t i = 0; i < order.size(); ++i) outcomes[order[i]] = std::move(by_order[i]);
+    } else {
+      // Every candidate fails on this daemon's ranks; the steps it can name
+      // end at once on the other daemons.
+      for (size_t c = 0; c < p.candidates.size(); ++c) {
+        if (numbered && m < pass.problems_size() &&
+            std::find(pass.problems(m).candidates().begin(), pass.problems(m).candidates().end(),
+                      static_cast<int>(c)) != pass.problems(m).candidates().end()) {
+          transport(static_cast<int>(c), pass.pass())->Abort(refused);
+        }
+        outcomes[c].assign(local.size(), RankOutcome{refused, {}});
+      }
+    }
+    for (const std::vector<RankOutcome>& ranks : outcomes) {
+      v1::StepTimings* s = timings.add_steps();
+      for (size_t i = 0; i < ranks.size() && i < local.size(); ++i) {
+        RankOutcomeToWire(local[i], ranks[i], s->add_ranks());
+      }
+    }
+    base += static_cast<int64_t>(p.candidates.size());
+  }
+  if (refused.ok()) {
+    *last = pass.pass();
+  } else {
+    spdlog::warn("run={} group={}: the leader's continuation is refused: {}", go.run_id(),
+                 absl::CEscape(request.group_id), refused.ToString());
+  }
+  return timings;
 }
 
 absl::StatusOr<v1::RankTimings> Follower::MeasurePart(const ValidRequest& request,
@@ -350,6 +425,7 @@ absl::StatusOr<v1::RankTimings> Follower::MeasurePart(const ValidRequest& reques
   v1::RankTimings timings;
   timings.mutable_round()->set_group_id(request.group_id);
   timings.set_run_id(go.run_id());
+  timings.set_continues(true);
   const absl::StatusOr<int64_t> total = RunCandidates(request, go);
   if (!total.ok()) return total.status();
   int64_t step = 0;

@@ -2,7 +2,9 @@
 // another daemon: each local rank's ask is forwarded to the leader
 // (Peer.Ready) and the leader's answer or error handed to that rank as is;
 // when the leader says GO, this daemon measures its own ranks' part of the
-// run once for all of them and sends the timings to the leader. A follower
+// run once for all of them and sends the timings to the leader, then runs
+// each continuation the leader answers them with (one more pass of the
+// candidates it names) and sends its timings the same way. A follower
 // never decides: when a call to the leader fails (the leader lost), it looks
 // for the leader's decision of that run or round among what its own ranks
 // received and what the other followers received (Peer.RunOutcome, served
@@ -136,11 +138,18 @@ class Follower {
                                                 absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // This daemon's ranks measured, their timings sent to the leader by
-  // `*timings_deadline` (set here): its final decision.
+  // `*timings_deadline` (set here), and each continuation the leader hands
+  // out run and sent by the same deadline: its final decision.
   absl::StatusOr<v1::Decision> RunPart(const ValidRequest& request, const v1::CrossRun& go,
                                        absl::Time* timings_deadline);
   absl::StatusOr<v1::RankTimings> MeasurePart(const ValidRequest& request,
                                               const v1::CrossRun& go);
+  // This daemon's ranks' part of the continuation `next` of run `go`
+  // (next.next(): a pass after `*last`, which it sets), as its timings.
+  // A continuation that CheckCrossPass refuses fails every candidate on
+  // this daemon's ranks with that status (and aborts the steps it names).
+  v1::RankTimings MeasureContinuation(const ValidRequest& request, const v1::CrossRun& go,
+                                      const v1::CrossRun& next, int* last);
 
   // Constant after construction.
   PeerClient* const client_;

@@ -114,6 +114,18 @@ std::vector<int> PassOrder(const std::vector<int>& positions, int pass) {
   return order;
 }
 
+std::vector<int> NextPass(const std::vector<CandidateOutcome>& ranked,
+                          const EngineOptions& options) {
+  std::vector<int> next = Contenders(ranked, options.rule);
+  for (const CandidateOutcome& o : ranked) {
+    const bool contends = std::find(next.begin(), next.end(), o.index) != next.end();
+    if (contends && o.iterations + options.passes.iterations > options.passes.max_iterations) {
+      return {};
+    }
+  }
+  return next;
+}
+
 absl::Duration MeasureBound(const EngineOptions& options, int candidates) {
   const PassOptions& passes = options.passes;
   const int fixed = FixedPasses(options);
@@ -194,14 +206,8 @@ std::vector<CandidateOutcome> Engine::Measure(
   const absl::Time adaptive_start = absl::Now();
   for (int pass = fixed; pass < options.passes.max_passes && !stop(); ++pass) {
     if (absl::Now() - adaptive_start >= options.passes.budget) break;
-    const std::vector<CandidateOutcome> ranked = ranking();
-    const std::vector<int> next = Contenders(ranked, options.rule);
-    bool room = !next.empty();
-    for (const CandidateOutcome& o : ranked) {
-      const bool contends = std::find(next.begin(), next.end(), o.index) != next.end();
-      room &= !contends || o.iterations + options.passes.iterations <= options.passes.max_iterations;
-    }
-    if (!room) break;
+    const std::vector<int> next = NextPass(ranking(), options);
+    if (next.empty()) break;
     run_pass(next, pass);
   }
   if (own.ok() && !abandoned) Record(absl::Now() - measuring_from);
@@ -261,6 +267,35 @@ std::vector<std::vector<RankOutcome>> Engine::MeasurePart(
   std::vector<std::vector<RankOutcome>> out;
   out.reserve(runs.size());
   for (Runs& r : runs) out.push_back(std::move(r.ranks));
+  return out;
+}
+
+std::vector<std::vector<RankOutcome>> Engine::MeasurePartPass(
+    const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
+    const EngineOptions& options, const std::vector<int>& local_ranks,
+    const std::string& backend_token, int pass, const std::vector<int>& order,
+    const ScheduleOptions& schedule, const PartTransportFn& transport) {
+  std::vector<std::vector<RankOutcome>> out;
+  out.reserve(order.size());
+  absl::StatusOr<DeviceLease::Token> lease = lease_.Acquire(options.lease_deadline);
+  for (int c : order) {
+    PartialRun part;
+    part.local_ranks = local_ranks;
+    part.transport = transport(c, pass);
+    part.backend_token = backend_token;
+    if (!lease.ok() || c < 0 || c >= static_cast<int>(candidates.size())) {
+      const absl::Status why =
+          !lease.ok() ? lease.status()
+                      : absl::InvalidArgumentError(absl::StrCat("candidate ", c, " is not one of the ",
+                                                                candidates.size()));
+      if (part.transport != nullptr) part.transport->Abort(why);
+      out.emplace_back(std::max<size_t>(local_ranks.size(), 1), RankOutcome{why, {}});
+      continue;
+    }
+    const absl::Time start = absl::Now();
+    out.push_back(
+        backend_->RunPartial(problem, candidates[c], schedule, part, start + options.timeout));
+  }
   return out;
 }
 

@@ -14,10 +14,13 @@
 // Across daemons (a group whose ranks live on several daemons): each daemon
 // runs, for its own ranks only (MeasurePart, through Backend::RunPartial),
 // the same fixed interleaved passes as the first passes of Measure, every
-// candidate in every pass (no adaptive later passes: every daemon runs the
-// schedule the GO fixed); the leader gathers every rank's outcomes and
-// ranks them with RankRanks, which is Summarize and Rank as for one daemon:
-// the same max over ranks, the same order.
+// candidate in every pass; the leader gathers every rank's outcomes and
+// ranks them by Summarize and Rank as for one daemon: the same max over
+// ranks, the same order. Then, as Measure does, the leader takes the
+// adaptive later passes that NextPass finds worth running, and every daemon
+// runs each of them for its own ranks (MeasurePartPass) as the leader
+// handed it out (daemon/coordinate/leadership, docs/protocol.md
+// "Continuations across daemons").
 //
 // Candidates the ranks run (CandidateSpec::client) are never run here: the
 // engine measures a problem's catalogue candidates, and the run of the
@@ -111,6 +114,17 @@ ScheduleOptions PassSchedule(const EngineOptions& options, int pass);
 // on every rank and every daemon.
 std::vector<int> PassOrder(const std::vector<int>& positions, int pass);
 
+// The candidates of the adaptive pass after `ranked` (from Rank with
+// options.rule, over every pass so far): the Contenders (the winner and at
+// least one candidate that could still take its place), request positions
+// ascending, when none of them would pass options.passes.max_iterations
+// timed iterations with options.passes.iterations more; else empty: no pass
+// is worth running. The pass's other limits (max_passes, the budget) are
+// the caller's. Pure; Measure and the leader of a cross-daemon run decide
+// by it alike.
+std::vector<int> NextPass(const std::vector<CandidateOutcome>& ranked,
+                          const EngineOptions& options);
+
 // The longest Measure measures (after the lease): the first min_passes
 // passes, the budget of the later ones, and the pass under way when the
 // budget ends.
@@ -157,6 +171,19 @@ class Engine {
       const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
       const EngineOptions& options, const std::vector<int>& local_ranks,
       const std::string& backend_token, int passes, const PartTransportFn& transport);
+
+  // One adaptive pass of a cross-daemon measurement on this daemon's part:
+  // the candidates at `order` (request positions, run in that order), each
+  // with `schedule` (the caller's: no verify) and its own deadline, on
+  // `local_ranks` through Backend::RunPartial with transport(c, pass).
+  // Takes the lease until options.lease_deadline (past it, every candidate
+  // fails with the lease's status and its transport is aborted). Returns
+  // per entry of `order` one outcome per local rank.
+  std::vector<std::vector<RankOutcome>> MeasurePartPass(
+      const ProblemSpec& problem, const std::vector<CandidateSpec>& candidates,
+      const EngineOptions& options, const std::vector<int>& local_ranks,
+      const std::string& backend_token, int pass, const std::vector<int>& order,
+      const ScheduleOptions& schedule, const PartTransportFn& transport);
 
   // The devices' lease: held by each measurement, and by runs of the ranks.
   DeviceLease& lease() { return lease_; }

@@ -1,6 +1,8 @@
 #include "daemon/measure/backend/sim/faults.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -19,7 +21,9 @@ std::string Effect(const Fault& f) {
     case Fault::FAIL: return "fails with \"injected failure\"";
     case Fault::WRONG_RESULT: return "corrupts one output element";
     case Fault::SLOW_RANK:
-      return absl::StrCat("sleeps ", f.delay_us(), " us in every iteration");
+      return f.calls() > 0 ? absl::StrCat("sleeps ", f.delay_us(), " us in each of its first ",
+                                          f.calls(), " calls")
+                           : absl::StrCat("sleeps ", f.delay_us(), " us in every iteration");
     default: return "does nothing";
   }
 }
@@ -48,8 +52,13 @@ RankFn Wrap(RankFn base, const Fault& fault) {
       };
     case Fault::SLOW_RANK: {
       const absl::Duration delay = absl::Microseconds(fault.delay_us());
-      return [base, target, delay](Group& g, int rank, const CandidateSpec& c) {
-        if (rank == target) AT_RETURN_IF_ERROR(g.Sleep(delay));
+      const int calls = fault.calls();
+      // The calls on `rank` so far, shared by every run of the entry.
+      auto made = std::make_shared<std::atomic<int64_t>>(0);
+      return [base, target, delay, calls, made](Group& g, int rank, const CandidateSpec& c) {
+        if (rank == target && (calls == 0 || made->fetch_add(1) < calls)) {
+          AT_RETURN_IF_ERROR(g.Sleep(delay));
+        }
         return base(g, rank, c);
       };
     }
@@ -96,6 +105,7 @@ absl::Status AddFaults(const config::SimConfig& config,
     if (f.kind() == Fault::SLOW_RANK && f.delay_us() < 0) {
       return Invalid(i, "delay_us", absl::StrCat(f.delay_us(), " is negative"));
     }
+    if (f.calls() < 0) return Invalid(i, "calls", absl::StrCat(f.calls(), " is negative"));
     Algorithm wrapped = *base;
     wrapped.info.name = f.name();
     wrapped.info.description =

@@ -12,7 +12,9 @@
 //                output element 0: verification fails with DATA_LOSS. A rank
 //                with an empty output has nothing to corrupt.
 //  SLOW_RANK     on `rank`, every call first sleeps delay_us (an abortable
-//                wait), inside the timed window of Run.
+//                wait), inside the timed window of Run; with `calls` set,
+//                only the first `calls` calls on `rank` since the backend
+//                was made (every run of the entry counted together).
 //
 // A fault whose rank is not in the group (rank >= world size) has no effect.
 //
@@ -32,7 +34,7 @@ namespace autotuned::sim {
 // `algorithms`, in order; a base may be a built-in or an earlier fault.
 // INVALID_ARGUMENT naming "sim.faults[i].<field>" for an empty or duplicate
 // name, an unknown base, an unspecified kind, a rank outside
-// [0, config.gpus()) or a negative delay_us; nothing is appended then.
+// [0, config.gpus()), a negative delay_us or calls; nothing is appended then.
 absl::Status AddFaults(const config::SimConfig& config,
                        std::vector<Algorithm>* algorithms);
 

@@ -127,6 +127,34 @@ TEST_CASE("SLOW_RANK sleeps in every timed iteration of its rank") {
   for (double us : out[1].iteration_us) CHECK(us >= 20000.0);
 }
 
+TEST_CASE("SLOW_RANK with calls: only the first calls of its rank sleep, over every run") {
+  config::SimConfig c;
+  c.set_gpus(4);
+  constexpr int64_t kDelayUs = 200000;
+  AddFault(&c, "all_reduce/burst", "all_reduce/ring", config::Fault::SLOW_RANK, 1, kDelayUs);
+  c.mutable_faults(0)->set_calls(4);
+  auto backend = MakeBackend(c);
+  CHECK_THAT(backend->catalogue().Find("all_reduce/burst")->description,
+             Catch::Contains("each of its first 4 calls"));
+  ScheduleOptions timed_only;
+  timed_only.verify = false;
+  timed_only.warmup = 0;
+  timed_only.iterations = 3;
+  // The first run's 3 calls sleep, then the second run's first one only.
+  for (int expect_slow : {3, 1}) {
+    std::vector<RankOutcome> out = backend->RunCandidate(
+        Problem(Collective::kAllReduce, 4, 1000), {"all_reduce/burst", {}}, timed_only,
+        absl::Now() + absl::Seconds(20));
+    REQUIRE(out.size() == 4);
+    REQUIRE(out[1].status.ok());
+    REQUIRE(out[1].iteration_us.size() == 3);
+    for (int i = 0; i < 3; ++i) {
+      INFO("iteration " << i);
+      CHECK((out[1].iteration_us[i] >= kDelayUs) == (i < expect_slow));
+    }
+  }
+}
+
 TEST_CASE("a fault on a rank outside the group does nothing") {
   auto backend = FaultyBackend();
   ProblemSpec p = Problem(Collective::kAllReduce, 2, 100);
@@ -183,6 +211,11 @@ TEST_CASE("bad faults are rejected with the field named") {
   c.Clear();
   AddFault(&c, "all_reduce/x", "all_reduce/ring", config::Fault::SLOW_RANK, 0, -5);
   CHECK_THAT(err(c), Catch::StartsWith("sim.faults[0].delay_us:"));
+
+  c.Clear();
+  AddFault(&c, "all_reduce/x", "all_reduce/ring", config::Fault::SLOW_RANK, 0);
+  c.mutable_faults(0)->set_calls(-1);
+  CHECK_THAT(err(c), Catch::StartsWith("sim.faults[0].calls:"));
 }
 
 TEST_CASE("a fault may wrap an earlier fault") {
