@@ -270,9 +270,11 @@ def test_a_burst_on_one_pass_ties_the_fixed_passes_and_continuations_resolve_it(
     # runs and by rankrun_unit_test.
     # The 8 fixed passes: the burst's pass is in the 99 % interval (the range
     # of 8 ratios), a tie, whatever the others say.
+    # Which of the tied two is the best estimate depends on the other
+    # passes' noise (a loaded machine turned it once): only the tie is asked.
     ((s, verdict, passes),) = _ten_percent(fixed_daemon.target, "burst-fixed", 1, None)
     assert verdict == "WITHIN_NOISE" and passes == {0: 8, 1: 8}, (verdict, passes)
-    assert s[1][0][0] == "default", s
+    assert s[1][0][0] in ("default", "slower"), s
     # Continued: from 12 pairs on, the interval leaves one pass out.
     ((s, verdict, passes),) = _ten_percent(daemon.target, "burst-adaptive", 1, None)
     assert verdict == "DECISIVE" and passes[0] == passes[1] > 8, (verdict, passes)
