@@ -131,9 +131,19 @@ TEST_CASE("all_reduce 1 MiB, 3 candidates, 4 sim GPUs: ranked, cached, restarted
     CHECK(c.busbw_gbps() > 0);
   }
   // The winner first (kept within noise or below the margin although
-  // slower by median, never when decisive), then the others by median.
+  // slower by median, never when decisive), then the others by their paired
+  // estimate (ranking.h's Estimates, not the raw median: on a loaded machine
+  // the two orders differ, as ranking_test shows), each with its ratio to
+  // the winner and that ratio's interval.
   if (r.ranked(0).median_us() > r.ranked(1).median_us()) CHECK(r.confidence() != v1::DECISIVE);
-  CHECK(r.ranked(1).median_us() <= r.ranked(2).median_us());
+  for (int i = 1; i < r.ranked_size(); ++i) {
+    INFO(r.ranked(i).ShortDebugString());
+    CHECK(r.ranked(i).vs_winner_low() <= r.ranked(i).vs_winner());
+    CHECK(r.ranked(i).vs_winner() <= r.ranked(i).vs_winner_high());
+    if (r.confidence() == v1::DECISIVE && r.ranked(i).paired() > 0) {
+      CHECK(r.ranked(i).vs_winner_low() > 1.0);
+    }
+  }
   CHECK(r.winner() == r.ranked(0).candidate().impl());
 
   auto second = client->Tune(req);
