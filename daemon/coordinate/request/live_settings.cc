@@ -2,10 +2,14 @@
 
 #include <utility>
 
+#include "daemon/coordinate/request/key_text.h"
+#include "daemon/state/cache/key.h"
+
 namespace autotuned {
 
 LiveSettings::LiveSettings(const Backend* backend, const config::DaemonConfig& config, bool peers)
     : backend_(backend),
+      fingerprint_(NodeFingerprint(backend->node(), backend->catalogue().Version())),
       self_daemon_(config.peer_advertise()),
       peers_(peers),
       allowed_peers_(config.peers().begin(), config.peers().end()),
@@ -31,6 +35,10 @@ ValidationContext LiveSettings::Validation(const Values& values) const {
   const Backend* backend = backend_;
   context.memory_need = [backend](const ProblemSpec& p, const CandidateSpec& c) {
     return backend->MemoryNeed(p, c);
+  };
+  context.key_text = [backend, fingerprint = fingerprint_](const ValidProblem& p,
+                                                           const ValidRequest& r) {
+    return ProblemKeyText(fingerprint, backend->node(), p, r);
   };
   context.max_world_size = backend_->max_world_size();
   context.backend_name = backend_->node().backend;

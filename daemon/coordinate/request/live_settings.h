@@ -58,6 +58,7 @@ class LiveSettings {
  private:
   // Constant after construction.
   const Backend* const backend_;
+  const std::string fingerprint_;  // NodeFingerprint, for the key texts
   const std::string self_daemon_;
   const bool peers_;
   const std::vector<std::string> allowed_peers_;

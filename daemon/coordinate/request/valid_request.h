@@ -23,6 +23,10 @@ struct ValidProblem {
   ProblemSpec spec;
   std::vector<CandidateSpec> candidates;  // canonical: every param present
   v1::Problem canonical;                  // the wire form of the above
+  // Its cache key text on this node (key_text.h, ProblemKeyText), set by
+  // ValidateTune when its context keys; "" otherwise (Solver::KeyText then
+  // computes it).
+  std::string key_text;
   // Whether some candidate is one the ranks run.
   bool has_client() const {
     for (const CandidateSpec& c : candidates) {

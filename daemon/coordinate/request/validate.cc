@@ -95,6 +95,9 @@ absl::StatusOr<ValidRequest> ValidateTune(const v1::TuneRequest& request,
     out.problems.push_back(std::move(p));
   }
   AT_RETURN_IF_ERROR(CheckClientCandidatesServed(request, out));
+  if (ctx.key_text) {
+    for (ValidProblem& p : out.problems) p.key_text = ctx.key_text(p, out);
+  }
   if (!out.leader.empty()) {
     *out.wire.mutable_group() = request.group();
     *out.wire.mutable_options() = request.options();

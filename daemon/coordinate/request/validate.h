@@ -78,6 +78,10 @@ struct ValidationContext {
   // a member on any other daemon is PERMISSION_DENIED, before anything is
   // dialed.
   std::vector<std::string> allowed_peers;
+  // The cache key text of a validated problem of a request on this node
+  // (key_text.h, ProblemKeyText), stored in ValidProblem::key_text once
+  // the request is whole; null: none stored.
+  std::function<std::string(const ValidProblem&, const ValidRequest&)> key_text;
   // The daemon the asking rank must be on: "" = this one; the leader
   // validating a forwarded ask sets the follower's name (ReadyRequest).
   std::string asking_daemon;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "daemon/coordinate/request/key_text.h"
 #include "daemon/coordinate/solver/result.h"
 #include "daemon/state/cache/key.h"
 
@@ -67,10 +68,8 @@ v1::TuneResponse Solver::NewResponse(const std::string& round_id) const {
 }
 
 std::string Solver::KeyText(const ValidProblem& problem, const ValidRequest& request) const {
-  const std::vector<int>& devices = request.engine.schedule.devices;
-  const int ranks_here = devices.empty() ? request.world_size : static_cast<int>(devices.size());
-  return CacheKeyText(fingerprint_, request.world_size, request.world_size, problem.canonical,
-                      request.timing_mode(), PlacementText(backend_->node(), devices, ranks_here));
+  if (!problem.key_text.empty()) return problem.key_text;
+  return ProblemKeyText(fingerprint_, backend_->node(), problem, request);
 }
 
 std::optional<v1::ProblemResult> Solver::Cached(const ValidProblem& problem,

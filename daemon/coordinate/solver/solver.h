@@ -75,6 +75,8 @@ class Solver {
 
   // The cache key text of `problem` of `request` on this node: its shape,
   // timing mode and the links between its ranks' GPUs (PlacementText).
+  // The one computed at validation (ValidProblem::key_text) when there is
+  // one, else ProblemKeyText's.
   std::string KeyText(const ValidProblem& problem, const ValidRequest& request) const;
   // The cached answer, CACHED (without labels: the cache keeps none), or none:
   // no cache, request.refresh, or a miss in every tier asked. Counts the

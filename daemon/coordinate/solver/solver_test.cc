@@ -9,8 +9,11 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/coordinate/request/key_text.h"
+#include "daemon/coordinate/request/validate_testing.h"
 #include "daemon/coordinate/solver/result.h"
 #include "daemon/coordinate/solver/solver_testing.h"
+#include "daemon/state/cache/key.h"
 #include "daemon/testing/scripted_node.h"
 
 namespace autotuned {
@@ -165,6 +168,29 @@ TEST_CASE("the key text names the placement: alike links share a key") {
   CHECK(on(0, 1) == on(3, 2));
   CHECK(on(0, 1) != on(1, 2));
   CHECK_THAT(on(1, 2), Catch::Contains("SYS"));
+}
+
+TEST_CASE("the key text is computed once, at validation, as the solver would") {
+  ScriptedSolver f("keyonce");
+  const v1::TuneRequest wire = testing::RankRequest("pair", 0, 2);
+  const ValidRequest plain = f.Valid(wire);  // a context that does not key
+  REQUIRE(plain.problems[0].key_text.empty());
+  ValidationContext context = f.Context();
+  int calls = 0;
+  context.key_text = [&](const ValidProblem& p, const ValidRequest& r) {
+    ++calls;
+    return ProblemKeyText(f.solver().fingerprint(), f.backend().node(), p, r);
+  };
+  const ValidRequest keyed = testing::MustValidate(wire, context);
+  CHECK(calls == 1);
+  CHECK(keyed.problems[0].key_text == f.solver().KeyText(plain.problems[0], plain));
+  // The solver takes the stored text, and the round's answers carry its key.
+  ValidRequest marked = keyed;
+  marked.problems[0].key_text = "stored";
+  CHECK(f.solver().KeyText(marked.problems[0], marked) == "stored");
+  const v1::TuneResponse r = f.solver().RunRound(keyed).value();
+  REQUIRE(r.results_size() == 1);
+  CHECK(r.results(0).cache_key() == CacheKeyDigest(keyed.problems[0].key_text));
 }
 
 TEST_CASE("the run bound and the fallback answer") {
