@@ -15,8 +15,9 @@ bool AllOk(const std::vector<RankOutcome>& ranks) {
                                        [](const RankOutcome& r) { return r.status.ok(); });
 }
 
-// `r`, or its malformed samples as its failure.
-RankOutcome Checked(RankOutcome r, int iterations) {
+}  // namespace
+
+RankOutcome CheckedSamples(RankOutcome r, int iterations) {
   if (!r.status.ok()) return r;
   if (static_cast<int>(r.iteration_us.size()) != iterations) {
     return RankOutcome{absl::InvalidArgumentError(absl::StrCat(
@@ -34,10 +35,8 @@ RankOutcome Checked(RankOutcome r, int iterations) {
   return r;
 }
 
-}  // namespace
-
 void JoinPass(PassSamples* samples, std::vector<RankOutcome> pass, int pass_id, int iterations) {
-  for (RankOutcome& r : pass) r = Checked(std::move(r), iterations);
+  for (RankOutcome& r : pass) r = CheckedSamples(std::move(r), iterations);
   if (!samples->ranks.empty() && !AllOk(samples->ranks)) return;  // ruled out before
   if (samples->ranks.empty() || !AllOk(pass) || samples->ranks.size() != pass.size()) {
     samples->ranks = std::move(pass);

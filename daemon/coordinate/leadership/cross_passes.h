@@ -34,13 +34,17 @@ struct PassSamples {
   std::vector<int> pass_ids;    // the run's number of each
 };
 
+// `r`, or, when it is ok but does not hold `iterations` finite,
+// non-negative samples, its failure: INVALID_ARGUMENT "iteration_us: ...".
+// What a rank's timings from another daemon must hold, in the fixed passes
+// (their iterations summed) as in each continuation.
+RankOutcome CheckedSamples(RankOutcome r, int iterations);
+
 // Joins pass `pass_id` (`pass`: every rank's outcome, `iterations` timed
 // iterations expected of each) into `samples`: appended when every rank ran
 // it and none failed before; otherwise the candidate is ruled out: the
 // pass's outcomes replace the samples (a candidate ruled out earlier keeps
-// its failure). An ok outcome with another count of samples, or a sample
-// that is not finite and non-negative, counts as that rank's failure:
-// INVALID_ARGUMENT "iteration_us: ...".
+// its failure). Each outcome goes through CheckedSamples first.
 void JoinPass(PassSamples* samples, std::vector<RankOutcome> pass, int pass_id, int iterations);
 
 // Summarize of `samples` as candidate `index`, with `passes` the passes it

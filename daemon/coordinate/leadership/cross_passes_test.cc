@@ -193,6 +193,21 @@ TEST_CASE("joining a pass: samples add up; a failed or malformed pass rules the 
   }
 }
 
+TEST_CASE("a rank's samples as the fixed passes must have made them, or its failure") {
+  const RankOutcome ok{absl::OkStatus(), {5, 6, 7}};
+  CHECK(CheckedSamples(ok, 3).status.ok());
+  CHECK(CheckedSamples(ok, 3).iteration_us == ok.iteration_us);
+  CHECK_THAT(std::string(CheckedSamples(ok, 4).status.message()),
+             Catch::Contains("iteration_us: 3 samples where the pass times 4"));
+  const RankOutcome negative{absl::OkStatus(), {5, -1, 7}};
+  CHECK(CheckedSamples(negative, 3).status.code() == absl::StatusCode::kInvalidArgument);
+  const RankOutcome nan{absl::OkStatus(), {5, std::nan(""), 7}};
+  CHECK_FALSE(CheckedSamples(nan, 3).status.ok());
+  // A failure stays the failure it was.
+  const RankOutcome failed{absl::UnavailableError("gone"), {}};
+  CHECK(CheckedSamples(failed, 3).status.code() == absl::StatusCode::kUnavailable);
+}
+
 TEST_CASE("what a follower refuses of a continuation, naming the field") {
   v1::CrossPass pass;
   pass.set_pass(8);

@@ -176,11 +176,15 @@ rendezvous::Decision CrossRuns::Run(const ValidRequest& request,
     pass_sizes.push_back(PassIterations(request.engine, pass));
     pass_ids.push_back(pass);
   }
+  // Samples another daemon sent that the fixed passes cannot have made
+  // rule its rank out, as in a continuation (JoinPass).
+  const int fixed_iterations = std::accumulate(pass_sizes.begin(), pass_sizes.end(), 0);
   for (int m = 0; m < run.problems_size(); ++m) {
     const ValidProblem& p = request.problems[run.problems(m)];
     std::vector<std::vector<RankOutcome>> all =
         AllRanks(request, p.candidates.size(), bases[m], local, mine[m], theirs, missing);
     for (std::vector<RankOutcome>& ranks : all) {
+      for (RankOutcome& r : ranks) r = CheckedSamples(std::move(r), fixed_iterations);
       samples[m].push_back(PassSamples{std::move(ranks), pass_sizes, pass_ids});
     }
   }
