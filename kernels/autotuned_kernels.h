@@ -70,7 +70,7 @@ extern "C" {
 /* Version of this ABI: major * 10000 + minor * 100 + patch. A change of major
  * means an incompatible change of a struct or signature; a change of minor,
  * an addition (an algo, a function). */
-#define AT_KERNELS_VERSION 20200
+#define AT_KERNELS_VERSION 20300
 int at_kernels_version(void);
 
 /* Return codes: 0 or a cudaError_t value. */
@@ -203,7 +203,26 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * the root (peer_inputs[p], p != root, may be NULL). Scratch: 6 chunks'
    * worth. chunk_elems: a positive multiple of the vector width. In place
    * allowed (output == own input). op ignored. Since ABI 2.2. */
-#define AT_ALGO_LAST AT_ALGO_BROADCAST_PUSH_PIPELINED
+#define AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT 13
+  /* Two-shot in which the data moves by copy engine both ways: the message
+   * is cut into `world` slices of whole vectors, each slice into chunks of
+   * `chunk_elems`. After a start barrier, each rank's copy engine copies
+   * chunk c of every slice q != rank of its input into slot `rank` of rank
+   * q's scratch (then an 8-byte flag); a kernel on `stream` reduces chunk c
+   * of slice `rank` (own input and the peers' slots) into the output and
+   * into slot `rank` of its own scratch, and flags it to the peers; a
+   * second copy-engine stream pulls chunk c of each slice q from slot q of
+   * rank q's scratch into the output once rank q flagged it. The two copy
+   * streams (kept by the library per device and caller stream, forked from
+   * and joined back to `stream`, so CUDA graphs capture them) and the
+   * reduce overlap across chunks; every byte crosses NVLink once each way,
+   * as a copy-engine transfer. For large messages on any world size. Reads
+   * only this rank's own input (peer_inputs[p], p != rank, may be NULL).
+   * Scratch: `world` slices (at_p2p_scratch_bytes). chunk_elems: a positive
+   * multiple of the vector width, at most 1024 chunks per slice. In place
+   * allowed. Its blocks plus one more must fit on the GPU at once for the
+   * gather to overlap the reduce. Since ABI 2.3. */
+#define AT_ALGO_LAST AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */
 const char* at_p2p_algo_name(int algo);
@@ -291,6 +310,7 @@ int at_p2p_all_to_all(const at_p2p_args* args, void* stream);
 int at_p2p_broadcast(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_push_pipelined(const at_p2p_args* args, void* stream);
 int at_p2p_broadcast_push_pipelined(const at_p2p_args* args, void* stream);
+int at_p2p_all_reduce_copy_engine_two_shot(const at_p2p_args* args, void* stream);
 
 /* ---- Signal buffers -------------------------------------------------------
  * Protocol: per block b, each rank keeps its own launch counter (epoch) in its
