@@ -6,7 +6,8 @@ the implementations).
     y = run(x)                       # the table's winner for x's size
 
 nearest_winner is the table's size -> winner rule; parse_spec reads a
-candidate spec ("impl:blocks=16,threads=256") into the ops' arguments.
+candidate spec ("impl:blocks=16,threads=256") into the ops' arguments;
+nccl_runner(collective) is a Dispatcher of "<collective>/nccl" alone.
 Importing this module imports neither torch nor autotuned.vllm.
 """
 from __future__ import annotations
@@ -194,6 +195,32 @@ class Dispatcher:
     def __call__(self, x: Any) -> Any:
         i = self.pick_index(x)
         return self._fallback(x) if self._too_large(x, i) else self._runs[i](x)
+
+
+def nccl_runner(collective: str, *, op: str = "sum", process_group: Any = None) -> Dispatcher:
+    """x -> what a table's runner() runs where its pick is "<collective>/nccl":
+    a Dispatcher whose one candidate is that (torch.distributed's collective
+    on `process_group`, through torch.ops.autotuned, in this process).
+    autotuned.vllm times a table's plain NCCL entry with it, in the ranks.
+    KernelsError for a collective whose NCCL no Dispatcher runs (only
+    all_reduce, all_gather and reduce_scatter). close() releases its group."""
+    return Dispatcher(_Single(collective, f"{collective}/nccl"), None, op=op,
+                      process_group=process_group)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Single:
+    """The table of one candidate, picked at every size."""
+
+    collective: str
+    spec: str
+
+    @property
+    def candidates(self) -> list[str]:
+        return [self.spec]
+
+    def pick_index(self, x: Any) -> int:
+        return 0
 
 
 class _NcclOnly:

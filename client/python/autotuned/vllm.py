@@ -23,7 +23,8 @@ from the worker's own implementations (and, if wanted, the daemon's).
     made there, outside the timing); `key` says what the code is
     (autotuned.rankrun.content_key): a changed key is measured again;
   * a catalogue implementation ("all_reduce/one_shot", "impl:name=int,...")
-    that the daemon runs itself (autotuned.kernels runs its kernels here).
+    that the daemon runs itself (autotuned.kernels runs its kernels here;
+    the plain "<collective>/nccl" is timed by the ranks: NCCL below).
     One named without parameters is measured at each of its parameter
     shapes (autotuned.shapes: the launch shapes and chunk sizes that
     bench/gpu_run.sh sweeps, the default first; at most `max_candidates`
@@ -32,6 +33,31 @@ from the worker's own implementations (and, if wanted, the daemon's).
     and its runner runs it. One given with parameters is measured as given.
 A callable's own key is a digest of its name, its source and the names of
 the functions it closes over: editing it measures it again.
+
+NCCL: the table's runner() runs "<collective>/nccl" in the caller's
+process, through torch.distributed, once per rank process; the daemon's
+GPU worker drives every GPU from one process, and a multi-process NCCL job
+pays NCCL's graph-mixing support (about 5 us per small collective, on by
+default) where the daemon does not (docs/gpu.md). So "<collective>/nccl"
+given without parameters (all_reduce, all_gather, reduce_scatter: the
+collectives whose NCCL autotuned.dispatch runs) is timed by the ranks, as
+a candidate they run: autotuned.dispatch.nccl_runner, the very Dispatcher
+code runner() runs for it, under the same timing mode as the caller's
+callables. It keeps its name, so pick(), runner() and max_sizes() say
+"all_reduce/nccl" as before, and the table lists it in `timed_in_ranks`
+(format() says so; in write_jsonl() its answers name it as a candidate the
+ranks ran, `client`). This holds for a table of the daemon's
+implementations only too: its runner() runs NCCL here just the same (the
+P2P kernels are the daemon's code wherever they run, and stay timed by the
+daemon). all_to_all's and broadcast's NCCL, which no runner() runs, stay
+the daemon's. NCCL given with parameters is the daemon's own, timed in the
+daemon: NCCL's algorithm, protocol or channels ("all_reduce/nccl:algo=2,
+proto=3") are applied by the daemon's NCCL tuner plugin inside the daemon,
+and runner() cannot run them (autotuned.dispatch.parse_spec refuses them),
+so beside candidates the ranks time they are refused (InvalidArgument
+naming the entry); "all_reduce/nccl:algo=0,channels=0,proto=0" (NCCL's own
+choice, stated) stays the daemon's single-process figure, ranked as such:
+for comparing the two (bench/regret_gpu.py), not a table to run.
 
 Every size is a problem of ONE per-rank Tune (autotuned.rankrun.tune_rank):
 the ranks run their callables as the daemon's schedule says, the daemon
@@ -73,9 +99,10 @@ from autotuned.client import (
     dtype_enum,
     problem,
 )
-from autotuned.dispatch import Dispatcher, nearest_winner
+from autotuned.dispatch import Dispatcher, nccl_runner, nearest_winner
 from autotuned.errors import AutotunedError, InvalidArgument, Unavailable
 from autotuned.group import GroupDescription, describe_group
+from autotuned.kernels_lib import IMPLEMENTATIONS
 from autotuned.merge import table_picks
 from autotuned.rankrun import RankCandidate, RankProblem, client_candidate, content_key, tune_rank
 from autotuned.shapes import DEFAULT_MAX_CANDIDATES, DEFAULT_MAX_SHAPES, expand
@@ -130,6 +157,10 @@ class DispatchTable:
     # parameters is measured as its shapes); empty: `candidates` as given.
     given: list[str] = dataclasses.field(default_factory=list)
     origin: list[int] = dataclasses.field(default_factory=list)
+    # The daemon's implementations among `candidates` that the ranks timed,
+    # as runner() runs them, instead of the daemon (the plain
+    # "<collective>/nccl": torch.distributed's collective in this process).
+    timed_in_ranks: list[str] = dataclasses.field(default_factory=list)
     # The caller's callables by candidate name (the (name, callable(x))
     # entries; x itself when one returns None), which runner() runs; left
     # out of comparisons.
@@ -265,6 +296,9 @@ class DispatchTable:
         if self.fallback:
             head += f" FALLBACK ({self.reason})"
         lines = [head]
+        if self.timed_in_ranks:
+            lines.append(f"  timed in the ranks as runner() runs it: "
+                         f"{', '.join(self.timed_in_ranks)}")
         for r in self.ranges:
             us = ", ".join(f"{t:.1f}" for t in r.winner_us)
             lines.append(f"  {_human(r.min_bytes)}..{_human(r.max_bytes)} -> {r.winner}"
@@ -355,6 +389,11 @@ class _Own:
     key: str
     fn: Optional[Callable[[Any], Any]] = None              # fn(x) -> output or None
     make: Optional[Callable[[Any], Callable[[], Any]]] = None   # make(x) -> run()
+    # Made ready before the Tune is sent (RankCandidate.prepare).
+    prepare: Optional[Callable[[], None]] = None
+    # A daemon implementation (its spec is `name`) that the ranks time as
+    # runner() runs it, not a callable of the caller's.
+    implementation: bool = False
 
 
 def _code_key(name: str, fn: Callable[..., Any]) -> str:
@@ -395,6 +434,88 @@ def _entries(candidates: Union[Mapping[str, Callable[[Any], Any]], Sequence[Entr
                                   f"(name, key, make(x)), got {type(e).__name__}")
     if not out:
         raise InvalidArgument("candidates: at least one is required")
+    return out
+
+
+# NCCL's parameters: applied by the daemon's NCCL tuner plugin inside the
+# daemon (docs/nccl_tuner.md); torch.distributed's collective in the caller's
+# process runs NCCL's own choice (autotuned.dispatch.parse_spec).
+_NCCL_PARAMS = ("algo", "proto", "channels")
+
+
+class _RanksNccl:
+    """The plain "<collective>/nccl" of a table as the ranks time it: the
+    Dispatcher of that candidate alone (autotuned.dispatch.nccl_runner), so
+    that what is timed is what runner() runs for it. One for every size;
+    made ready before the Tune (what it raises is the candidate's failure on
+    this rank); close() releases its group."""
+
+    def __init__(self, collective: str, op: Optional[str], process_group: Any) -> None:
+        self.collective, self.process_group = collective, process_group
+        self.op = (op or "sum").lower()
+        self.run: Optional[Dispatcher] = None
+
+    def prepare(self) -> None:
+        if self.run is None:
+            self.run = nccl_runner(self.collective, op=self.op,
+                                   process_group=self.process_group)
+
+    def make(self, x: Any) -> Callable[[], Any]:
+        self.prepare()
+        run = self.run
+        assert run is not None
+        return lambda: run(x)
+
+    def close(self) -> None:
+        if self.run is not None:
+            self.run.close()
+
+
+def _nccl_key(collective: str, op: Optional[str], backend: str) -> str:
+    """What the ranks' "<collective>/nccl" runs: torch.distributed's backend
+    and versions (NCCL's where it is the backend) and this package's."""
+    import torch
+
+    from autotuned import _version
+
+    nccl = ""
+    if backend == "nccl":
+        try:
+            nccl = str(torch.cuda.nccl.version())
+        except Exception:  # noqa: BLE001 - a torch without NCCL: the backend says it
+            nccl = "?"
+    return content_key("ranks", f"{collective}/nccl", (op or "sum").lower(), backend,
+                       torch.__version__, nccl, _version.__version__)
+
+
+def _nccl_in_ranks(entries: list[Union[pb.Candidate, _Own]], collective: str,
+                   ranks_nccl: Optional[_RanksNccl], key: str
+                   ) -> list[Union[pb.Candidate, _Own]]:
+    """`entries` with the plain "<collective>/nccl" (no parameters) a
+    candidate the ranks run (`ranks_nccl`, under `key`), under the same name;
+    unchanged where no Dispatcher runs that collective's NCCL
+    (`ranks_nccl` None). InvalidArgument naming the entry for NCCL with
+    NCCL's algorithm, protocol or channels set beside candidates the ranks
+    time: the caller's process cannot run it as the daemon measured it."""
+    nccl = f"{collective}/nccl"
+    out: list[Union[pb.Candidate, _Own]] = []
+    for e in entries:
+        if ranks_nccl is not None and isinstance(e, pb.Candidate) and \
+                not e.HasField("client") and e.impl == nccl and not e.params:
+            out.append(_Own(nccl, key, make=ranks_nccl.make, prepare=ranks_nccl.prepare,
+                            implementation=True))
+        else:
+            out.append(e)
+    if any(isinstance(e, _Own) for e in out):
+        for i, e in enumerate(out):
+            if isinstance(e, pb.Candidate) and e.impl == nccl and \
+                    any(e.params.get(k, 0) for k in _NCCL_PARAMS):
+                raise InvalidArgument(
+                    f"candidates[{i}]: {candidate_spec(e)!r} sets NCCL's algorithm, protocol "
+                    "or channels, which the daemon's NCCL tuner plugin applies in the daemon; "
+                    "beside candidates the ranks time it would rank a figure of code that "
+                    f"runner() does not run (give {nccl!r}: NCCL's own choice, timed in "
+                    "the ranks)")
     return out
 
 
@@ -468,6 +589,13 @@ def tune_dispatch(process_group: Any = None, *,
     given_entries = _entries(candidates)
     given = [e.name if isinstance(e, _Own) else candidate_spec(e) for e in given_entries]
     world = dist.get_world_size(process_group)
+    backend = str(dist.get_backend(process_group))
+    # runner() runs "<collective>/nccl" here, through torch.distributed: the
+    # ranks time it so (module docstring, "NCCL").
+    ranks_nccl = _RanksNccl(collective, op, process_group) \
+        if f"{collective}/nccl" in IMPLEMENTATIONS else None
+    given_entries = _nccl_in_ranks(given_entries, collective, ranks_nccl,
+                                   _nccl_key(collective, op, backend))
     desc = desc or describe_group(process_group)
     entries, origin = list(given_entries), list(range(len(given_entries)))
     listing = _listing(desc.target, kind, timeout) if shapes and any(
@@ -482,9 +610,8 @@ def tune_dispatch(process_group: Any = None, *,
         origin = [i for i, cs in enumerate(grown) for _ in cs]
     names = [e.name if isinstance(e, _Own) else candidate_spec(e) for e in entries]
     if device is None:
-        nccl = dist.get_backend(process_group) == "nccl"
-        device = torch.device("cuda", torch.cuda.current_device()) if nccl else \
-            torch.device("cpu")
+        device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" \
+            else torch.device("cpu")
     torch_dtype = getattr(torch, pb.DType.Name(dtype_enum(dtype)).lower())
     elem = dtype_bytes(dtype)
     div = world if collective in ("reduce_scatter", "all_to_all") else 1
@@ -507,7 +634,11 @@ def tune_dispatch(process_group: Any = None, *,
             graph.CopyFrom(options)
         graph.timing_mode = pb.CUDA_GRAPH
         options = graph
-    decision = tune_rank(desc, problems, options=options, timeout=timeout)
+    try:
+        decision = tune_rank(desc, problems, options=options, timeout=timeout)
+    finally:
+        if ranks_nccl is not None:
+            ranks_nccl.close()
     if decision.fallback and on_unavailable == "raise":
         raise Unavailable(decision.reason, target=desc.target)
     callables = {e.name: _returning(e.fn) for e in entries
@@ -520,6 +651,8 @@ def tune_dispatch(process_group: Any = None, *,
         table.fallback, table.reason = True, decision.reason
     else:
         table = _table(collective, dtype, world, names, decision.results, given, origin)
+        table.timed_in_ranks = [e.name for e in entries
+                                if isinstance(e, _Own) and e.implementation]
     table.callables = callables
     return table
 
@@ -547,4 +680,4 @@ def _returning(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 def _rank_candidate(own: _Own, make_input: Callable[[], Any]) -> RankCandidate:
     call = _Call(own, make_input)
-    return RankCandidate(run=call.run, output=call.output)
+    return RankCandidate(run=call.run, output=call.output, prepare=own.prepare)

@@ -12,7 +12,9 @@
   * errors inside compilation (ranks that ask for different candidates:
     the daemon's INVALID_ARGUMENT; a dtype the daemon does not take; the
     integration's own code raising on one rank) end in the op's default on
-    every rank with a warning, and the compile succeeds.
+    every rank with a warning, and the compile succeeds;
+  * impls with a parameter the ops do not take (NCCL's algo) are refused
+    by enable().
 
 Each compile lowers its graph afresh, the kernels shared (relowering.py).
 The default tier's four cases run in one launch of 2 ranks, one case after
@@ -419,6 +421,21 @@ def test_errors_inside_compilation_end_in_the_default(launch):
     broken = [{d[0]: d for d in r[0]["decisions"]}["broken"] for r in results]
     assert "window" in broken[0][4], broken
     assert "display_name broke on rank 1" in broken[1][4], broken
+
+
+def test_impls_with_parameters_the_ops_do_not_take_are_refused():
+    # NCCL's algorithm and protocol are the daemon's tuner plugin's: a choice
+    # named after them would run NCCL's own choice in this process.
+    import autotuned.inductor as ai
+    from autotuned import InvalidArgument
+
+    before = ai._state
+    for impls, why in (({"ns::op": "all_reduce/nccl:algo=2,proto=3"}, "NCCL's algorithm"),
+                       ({"ns::op": ["all_reduce/one_shot", "all_reduce/one_shot:root=1"]},
+                        "unknown parameters")):
+        with pytest.raises(InvalidArgument, match=r"impls\['ns::op'\]: .*" + why):
+            ai.enable(impls=impls)
+    assert ai._state is before   # nothing enabled
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ Every rank must end with the same answer, within a stated bound, whatever
 fails: a rank that never reports, a rank that dies mid-schedule, a candidate
 that raises on one rank or returns other data, a report for an unknown run,
 the daemon restarted mid-run, the daemon absent; and the round after a
-fault is served normally. A busy wait of a set length on one rank is
-reported as that length, the max over ranks. A 10 % difference tied by a
+fault is served normally. autotuned.vllm's plain "all_reduce/nccl" is run
+and timed by the ranks (the Dispatcher's code), under its own name. A busy
+wait of a set length on one rank is reported as that length, the max over
+ranks. A 10 % difference tied by a
 burst on one of the 8 fixed passes is resolved by the continuations of the
 run. The long tier
 (//client/python:rankrun_long_test, AUTOTUNED_LONG=1) adds 4 ranks, a
@@ -609,6 +611,140 @@ def test_tune_dispatch_with_callables_same_table_on_every_rank(daemon):
     assert max(v[2] for v in a["max_sizes"].values()) == 65536
     assert json.loads(a["json"]) == {k: {"0.0": {"2": v[2]}} for k, v in a["max_sizes"].items()}
     assert a["y"] == 2.0
+
+
+def nccl_in_ranks(rank, world, target):
+    import torch
+    import torch.distributed as dist
+
+    from autotuned import dispatch
+    from autotuned.group import describe_from_env
+    from autotuned.vllm import tune_dispatch
+
+    # A spy on the code runner() runs for "all_reduce/nccl": counts its
+    # calls, and with `fail` raises on rank 1 once the collective ran.
+    calls, fail = [0], [False]
+    original = dispatch.Dispatcher.__call__
+
+    def spy(self, x):
+        calls[0] += 1
+        out = original(self, x)
+        if fail[0] and rank == 1:
+            raise RuntimeError("the ranks' NCCL fails on rank 1")
+        return out
+    dispatch.Dispatcher.__call__ = spy
+
+    def slow_copy(x):
+        y = x.clone()
+        dist.all_reduce(y)
+        busy(10000)
+        return y
+
+    def where(table):
+        """Per size: (candidate, timed by the ranks, ok, reason) by index."""
+        return [sorted((table.candidates[c.index], c.candidate.HasField("client"), c.ok,
+                        c.reason) for c in r.ranked) for r in table.results]
+
+    desc = describe_from_env(target)
+    sizes = [4096, 65536]
+    out = {}
+
+    def options():
+        # A step's bound well above a descheduled rank's delay on a loaded
+        # machine: no fault here is a slow rank.
+        o = _options(3)
+        o.timeout_ms = 10000
+        return o
+    mixed = tune_dispatch(candidates=[("slow_copy", slow_copy), "all_reduce/nccl"],
+                          dtype=torch.float32, desc=desc, sizes_bytes=sizes,
+                          options=options())
+    out["mixed"] = (mixed.fallback, mixed.reason, mixed.candidates, mixed.timed_in_ranks,
+                    [s.status for s in mixed.sizes], where(mixed), mixed.max_sizes(),
+                    mixed.pick(1024), mixed.pick(torch.ones(16384)))
+    out["mixed_calls"] = calls[0]
+    out["mixed_text"] = mixed.format()
+    out["y"] = float(mixed.runner()(torch.ones(1024))[0])
+
+    before = calls[0]
+    only = tune_dispatch(candidates=["all_reduce/nccl", "all_reduce/one_shot"], shapes=False,
+                         dtype=torch.float32, desc=desc, sizes_bytes=sizes, options=options())
+    out["only"] = (only.fallback, only.reason, only.candidates, only.timed_in_ranks,
+                   [s.status for s in only.sizes], where(only))
+    out["only_calls"] = calls[0] - before
+
+    before = calls[0]
+    cast = tune_dispatch(collective="broadcast", candidates=["broadcast/nccl"], shapes=False,
+                         dtype=torch.float32, desc=desc, sizes_bytes=[4096],
+                         options=options())
+    out["broadcast"] = (cast.fallback, cast.reason, cast.candidates, cast.timed_in_ranks,
+                        where(cast))
+    out["broadcast_calls"] = calls[0] - before
+
+    fail[0] = True
+    again = options()
+    again.refresh = True
+    failing = tune_dispatch(candidates=[("slow_copy", slow_copy), "all_reduce/nccl"],
+                            dtype=torch.float32, desc=desc, sizes_bytes=sizes, options=again)
+    out["failing"] = (failing.fallback, failing.reason, failing.candidates,
+                      [s.status for s in failing.sizes], where(failing),
+                      [s.median_us for s in failing.sizes], failing.pick(1024))
+    return out
+
+
+def test_tune_dispatch_times_nccl_in_the_ranks(daemon):
+    a, b = run_ranks(nccl_in_ranks, world=2, args=(daemon.target,), env=_env(2))
+    assert not isinstance(a, RankError), a
+    assert not isinstance(b, RankError), b
+    print(a["mixed_text"])
+    for k in ("mixed", "only", "broadcast", "failing"):
+        assert a[k] == b[k], (k, a[k], b[k])
+    fallback, reason, cands, in_ranks, status, where, max_sizes, small, large = a["mixed"]
+    assert not fallback, reason
+    assert status == ["TUNED", "TUNED"]
+    # The plain NCCL keeps its name and is a candidate the ranks ran: the
+    # Dispatcher's code that runner() runs for it, on every rank.
+    assert cands == ["slow_copy", "all_reduce/nccl"] and in_ranks == ["all_reduce/nccl"]
+    for size in where:
+        assert [(n, client, ok) for n, client, ok, _ in size] == \
+            [("all_reduce/nccl", True, True), ("slow_copy", True, True)], size
+    assert a["mixed_calls"] > 0 and b["mixed_calls"] > 0
+    assert "timed in the ranks as runner() runs it: all_reduce/nccl" in a["mixed_text"]
+    # slow_copy waits 10 ms a call: NCCL (gloo here) wins every size, and
+    # pick(), max_sizes() and runner() say and run "all_reduce/nccl".
+    assert small == large == "all_reduce/nccl"
+    assert max_sizes == {"slow_copy": {2: 0}, "all_reduce/nccl": {2: 65536}}, max_sizes
+    assert a["y"] == b["y"] == 2.0
+
+    # Only the daemon's implementations: runner() runs NCCL here all the
+    # same, so the ranks time it; the daemon times one_shot.
+    fallback, reason, cands, in_ranks, status, where = a["only"]
+    assert not fallback, reason
+    assert status == ["TUNED", "TUNED"]
+    assert cands == ["all_reduce/nccl", "all_reduce/one_shot"]
+    assert in_ranks == ["all_reduce/nccl"]
+    for size in where:
+        assert [(n, client, ok) for n, client, ok, _ in size] == \
+            [("all_reduce/nccl", True, True), ("all_reduce/one_shot", False, True)], size
+    assert a["only_calls"] > 0 and b["only_calls"] > 0
+
+    # broadcast's NCCL, which no runner() runs: the daemon's, as before.
+    fallback, reason, cands, in_ranks, where = a["broadcast"]
+    assert not fallback, reason
+    assert cands == ["broadcast/nccl"] and in_ranks == []
+    assert [(n, client, ok) for n, client, ok, _ in where[0]] == [("broadcast/nccl", False, True)]
+    assert a["broadcast_calls"] == b["broadcast_calls"] == 0
+
+    # The ranks' NCCL raising on rank 1: ruled out at every size on every
+    # rank with the reason, the other candidate's table; no fallback.
+    fallback, reason, cands, status, where, medians, pick = a["failing"]
+    assert not fallback, reason
+    assert status == ["TUNED", "TUNED"] and pick == "slow_copy"
+    for size, med in zip(where, medians):
+        nccl = [s for s in size if s[0] == "all_reduce/nccl"]
+        assert len(nccl) == 1 and not nccl[0][2], size
+        assert "rank 1" in nccl[0][3], nccl
+        assert "raised RuntimeError: the ranks' NCCL fails on rank 1" in nccl[0][3], nccl
+        assert med["all_reduce/nccl"] == float("inf") and med["slow_copy"] < float("inf")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """autotuned.vllm's table without a daemon: which candidate each size uses
 (autotuned.merge.table_picks) over synthetic answers, the parameter shapes
 an implementation is measured at (autotuned.shapes), and what the table
-reports of them. The daemon's side is tests/torch_group_test.py and
+reports of them; the plain NCCL as a candidate the ranks run, and NCCL's
+parameters beside it refused. The daemon's side is tests/torch_group_test.py and
 tests/rankrun_test.py.
 """
 from __future__ import annotations
@@ -259,6 +260,54 @@ def test_table_reports_the_winning_shape(tmp_path):
     assert [(r.winner, r.winner_index) for r in lines[-1].table.ranges] == [(specs[2], 2)]
     assert json.loads(path.read_text().splitlines()[-1])["done"] == 4
     assert not any(math.isinf(t) for t in table.sizes[0].median_us.values())
+
+
+def test_plain_nccl_is_timed_in_the_ranks_and_nccl_parameters_beside_it_refused():
+    from autotuned import InvalidArgument
+    from autotuned.vllm import _entries, _nccl_in_ranks, _Own, _RanksNccl, _table
+
+    def mine(x):
+        return x
+
+    ranks = _RanksNccl("all_reduce", None, None)
+    got = _nccl_in_ranks(_entries([("mine", mine), "all_reduce/nccl", "all_reduce/one_shot",
+                                   "all_reduce/nccl:algo=0,channels=0,proto=0"]),
+                         "all_reduce", ranks, "k1")
+    # The plain NCCL becomes a candidate the ranks run, under its own name,
+    # made by the Dispatcher holder; NCCL's own choice stated as parameters
+    # and the P2P kernel stay the daemon's.
+    own = got[1]
+    assert isinstance(own, _Own) and own.implementation
+    assert (own.name, own.key, own.fn) == ("all_reduce/nccl", "k1", None)
+    assert own.make == ranks.make and own.prepare == ranks.prepare
+    assert isinstance(got[0], _Own) and not got[0].implementation
+    assert [(c.impl, dict(c.params)) for c in got[2:]] == [
+        ("all_reduce/one_shot", {}), ("all_reduce/nccl", {"algo": 0, "channels": 0, "proto": 0})]
+    # A daemon-only table: the same.
+    only = _nccl_in_ranks(_entries(["all_reduce/nccl", "all_reduce/one_shot"]), "all_reduce",
+                          ranks, "k1")
+    assert isinstance(only[0], _Own) and only[0].implementation
+    # NCCL's parameters beside candidates the ranks time: refused, naming
+    # the entry (the caller's process cannot run them as measured).
+    for given in ([("mine", mine), "all_reduce/nccl:algo=2,proto=3"],
+                  ["all_reduce/nccl", "all_reduce/nccl:channels=4"]):
+        with pytest.raises(InvalidArgument, match=r"candidates\[1\]: 'all_reduce/nccl:"):
+            _nccl_in_ranks(_entries(given), "all_reduce", ranks, "k1")
+    # Without any: a table of the daemon's NCCL algorithms, as before.
+    algos = _entries(["all_reduce/nccl:algo=1,proto=1", "all_reduce/nccl:algo=2,proto=1"])
+    assert _nccl_in_ranks(algos, "all_reduce", ranks, "k1") == algos
+    # A collective whose NCCL no runner() runs (no holder): unchanged.
+    a2a = _entries(["all_to_all/nccl", ("mine", mine)])
+    assert _nccl_in_ranks(a2a, "all_to_all", None, "k1") == a2a
+
+    specs = ["mine", "all_reduce/nccl"]
+    table = _table("all_reduce", "float32", 2, specs,
+                   [size(1024, 1, {0: (9.0, 8.9, 9.1), 1: (5.0, 4.9, 5.1)})])
+    assert "timed in the ranks" not in table.format()
+    table.timed_in_ranks = ["all_reduce/nccl"]
+    assert table.format().splitlines()[1] == \
+        "  timed in the ranks as runner() runs it: all_reduce/nccl"
+    assert table.pick(1024) == "all_reduce/nccl"
 
 
 if __name__ == "__main__":

@@ -50,8 +50,11 @@ from typing import Any, Callable, Optional, Union
 
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.client import candidate, default_target, normalize_target
+from autotuned.dispatch import parse_spec
+from autotuned.errors import InvalidArgument
 from autotuned.group import GroupDescription
 from autotuned.inductor import _caches, _functional, _lowering, _ranges, _select
+from autotuned.kernels_lib import KernelsError
 
 SUPPORTED_TORCH = "2.11."
 # A step of the round only runs its choice (verify, warmup, timed
@@ -151,7 +154,11 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
     $AUTOTUNED_SOCKET). `impls` maps a custom op (its CustomOpDef, OpOverload
     or "ns::name") or one of its decompositions (the function or its
     __name__) to daemon implementations ("all_reduce/one_shot", or a list)
-    added as extra choices run through torch.ops.autotuned. `deferred`: one
+    added as extra choices run through torch.ops.autotuned, timed by the
+    ranks as every choice ("all_reduce/nccl" too: torch.distributed's
+    collective in this process); InvalidArgument for parameters those ops
+    do not take (NCCL's algo, proto and channels: the daemon's tuner
+    plugin applies them, in the daemon). `deferred`: one
     Tune per graph at scheduling time (functional collectives are asked
     for while lowering, one Tune each). `options`, `timeout`: the Tune's
     (options.timeout_ms defaults to DEFAULT_CANDIDATE_TIMEOUT_MS,
@@ -166,6 +173,12 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
         table[key] = [specs] if isinstance(specs, str) else list(specs)
         for spec in table[key]:
             candidate(spec)
+            try:
+                parse_spec(spec)
+            except KernelsError as e:
+                # NCCL's parameters are the daemon's tuner plugin's: a choice
+                # named after them would run NCCL's own choice here.
+                raise InvalidArgument(f"impls[{key!r}]: {e}") from None
     opts = pb.Options()
     if options is not None:
         opts.CopyFrom(options)
