@@ -6,8 +6,10 @@
 //
 //   nvlink_ceiling [MiB=256] [iterations=20]
 //
-// Per transfer: copy engine (cudaMemcpyPeerAsync; also in 2 MiB chunks, each
-// followed by an 8-byte copy, as all_reduce/copy_engine moves data) and SM
+// Per transfer: copy engine (cudaMemcpyPeerAsync issued by the writer; also in
+// 2 MiB chunks, each followed by an 8-byte copy, as all_reduce/copy_engine
+// moves data; and issued by the reader, a pull, as all_reduce/ce_two_shot
+// gathers) and SM
 // kernels (16-byte loads from the peer's memory into local memory, or stores
 // into the peer's, plain or volatile as all_reduce/one_shot_push's), one way
 // (GPU 0 -> GPU 1) and both ways at once; GB/s per direction, from CUDA
@@ -53,6 +55,7 @@ struct Gpu {
 enum class Kind {
   kCopyEngine,
   kCopyEngineChunks,
+  kCopyEnginePull,
   kRemoteRead,
   kRemoteWrite,
   kRemoteWriteVolatile,
@@ -67,6 +70,9 @@ void Launch(Kind kind, Gpu* gpus, int g, size_t bytes, int blocks, int threads) 
   switch (kind) {
     case Kind::kCopyEngine:
       AT_CUDA_CHECK(cudaMemcpyPeerAsync(peer.inbox, 1 - g, me.mine, g, bytes, me.stream));
+      break;
+    case Kind::kCopyEnginePull:  // issued by the reader: its copy engine reads the peer
+      AT_CUDA_CHECK(cudaMemcpyPeerAsync(me.out, g, peer.mine, 1 - g, bytes, me.stream));
       break;
     case Kind::kRemoteRead:
       Copy16<<<blocks, threads, 0, me.stream>>>(static_cast<const int4*>(peer.mine),
@@ -165,12 +171,14 @@ int main(int argc, char** argv) {
     Kind kind;
   } kinds[] = {{"copy engine (cudaMemcpyPeerAsync)", Kind::kCopyEngine},
                {"copy engine, 2 MiB chunks + flags", Kind::kCopyEngineChunks},
+               {"copy engine, pull (reader's engine)", Kind::kCopyEnginePull},
                {"SM kernel, 16 B loads from peer", Kind::kRemoteRead},
                {"SM kernel, 16 B stores to peer", Kind::kRemoteWrite},
                {"SM kernel, 16 B volatile stores", Kind::kRemoteWriteVolatile}};
   for (const auto& k : kinds) {
     const int shapes[][2] = {{sms, 512}, {2 * sms, 512}, {4 * sms, 256}};
-    const bool copy = k.kind == Kind::kCopyEngine || k.kind == Kind::kCopyEngineChunks;
+    const bool copy = k.kind == Kind::kCopyEngine || k.kind == Kind::kCopyEngineChunks ||
+                      k.kind == Kind::kCopyEnginePull;
     const int n_shapes = copy ? 1 : 3;  // a copy has no shape
     for (int i = 0; i < n_shapes; ++i) {
       const int* s = shapes[i];

@@ -208,20 +208,20 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * is cut into `world` slices of whole vectors, each slice into chunks of
    * `chunk_elems`. After a start barrier, each rank's copy engine copies
    * chunk c of every slice q != rank of its input into slot `rank` of rank
-   * q's scratch (then an 8-byte flag); a kernel on `stream` reduces chunk c
+   * q's scratch (then an 8-byte flag); kernels on `stream` reduce chunk c
    * of slice `rank` (own input and the peers' slots) into the output and
-   * into slot `rank` of its own scratch, and flags it to the peers; a
-   * second copy-engine stream pulls chunk c of each slice q from slot q of
-   * rank q's scratch into the output once rank q flagged it. The two copy
-   * streams (kept by the library per device and caller stream, forked from
-   * and joined back to `stream`, so CUDA graphs capture them) and the
-   * reduce overlap across chunks; every byte crosses NVLink once each way,
-   * as a copy-engine transfer. For large messages on any world size. Reads
-   * only this rank's own input (peer_inputs[p], p != rank, may be NULL).
-   * Scratch: `world` slices (at_p2p_scratch_bytes). chunk_elems: a positive
-   * multiple of the vector width, at most 1024 chunks per slice. In place
-   * allowed. Its blocks plus one more must fit on the GPU at once for the
-   * gather to overlap the reduce. Since ABI 2.3. */
+   * into slot `rank` of its own scratch, flag it to the peers and wait for
+   * theirs; a second copy-engine stream then pulls chunk c of each slice q
+   * from slot q of rank q's scratch into the output. The two copy streams
+   * (kept by the library per device and caller stream with their events,
+   * forked from and joined back to `stream`, so CUDA graphs capture them;
+   * only `stream` waits for peers) and the reduce overlap across chunks;
+   * every byte crosses NVLink once each way, as a copy-engine transfer.
+   * For large messages on any world size: the launch makes about
+   * 2 x world host calls per chunk. Reads only this rank's own input
+   * (peer_inputs[p], p != rank, may be NULL). Scratch: `world` slices
+   * (at_p2p_scratch_bytes). chunk_elems: a positive multiple of the vector
+   * width, at most 1024 chunks per slice. In place allowed. Since ABI 2.3. */
 #define AT_ALGO_LAST AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */

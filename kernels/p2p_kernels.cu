@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "kernels/autotuned_kernels.h"
 #include "kernels/copy_engine.cuh"
@@ -685,12 +686,16 @@ struct Side {
   cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr;
   cudaEvent_t join = nullptr;
-  // The copy-engine two-shot's second side stream (its gather).
+  // The copy-engine two-shot's second side stream (its gather) and its
+  // per-chunk events (2 per chunk, made as launches need more).
   cudaStream_t stream2 = nullptr;
   cudaEvent_t join2 = nullptr;
+  std::vector<cudaEvent_t> chunk_events;
 };
 
-cudaError_t SideFor(cudaStream_t main, Side* out) {
+// `*out` stays valid (and is used by one launch at a time: launches on a
+// stream are serialized) for the life of the process.
+cudaError_t SideFor(cudaStream_t main, size_t chunk_events, const Side** out) {
   static std::mutex* mu = new std::mutex;
   static auto* sides = new std::map<std::pair<int, cudaStream_t>, Side>;
   int device = 0;
@@ -708,16 +713,24 @@ cudaError_t SideFor(cudaStream_t main, Side* out) {
     if (e != cudaSuccess) return e;
     it = sides->emplace(std::make_pair(device, main), s).first;
   }
-  *out = it->second;
+  std::vector<cudaEvent_t>& events = it->second.chunk_events;
+  while (events.size() < chunk_events) {
+    cudaEvent_t ev = nullptr;
+    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess) return e;
+    events.push_back(ev);
+  }
+  *out = &it->second;
   return cudaSuccess;
 }
 
 // See copy_engine.cuh. `k` is complete; the copies use `args`' pointers.
 int LaunchCopyEngine(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn reduce,
                      cudaStream_t main) {
-  Side side;
-  cudaError_t e = SideFor(main, &side);
+  const Side* sp = nullptr;
+  cudaError_t e = SideFor(main, 0, &sp);
   if (e != cudaSuccess) return static_cast<int>(e);
+  const Side& side = *sp;
   CePrologueKernel<<<1, 32, 0, main>>>(k);
   e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaEventRecord(side.fork, main);
@@ -754,11 +767,16 @@ int LaunchCopyEngine(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn r
 }
 
 // See copy_engine.cuh (the copy-engine two-shot). `k` is complete.
-int LaunchCeTwoShot(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn reduce,
+int LaunchCeTwoShot(P2pKernelArgs k, const at_p2p_args& args, KernelFn reduce,
                     cudaStream_t main) {
-  Side side;
-  cudaError_t e = SideFor(main, &side);
+  const int64_t slice = k.slot_elems, chunk = k.chunk_elems;
+  const int64_t chunks = (slice + chunk - 1) / chunk;
+  const Side* sp = nullptr;
+  cudaError_t e = SideFor(main, static_cast<size_t>(2 * chunks), &sp);
   if (e != cudaSuccess) return static_cast<int>(e);
+  const Side& side = *sp;
+  cudaEvent_t const* scattered = side.chunk_events.data();
+  cudaEvent_t const* reduced = scattered + chunks;
   CePrologueKernel<<<1, 32, 0, main>>>(k);
   e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaEventRecord(side.fork, main);
@@ -766,13 +784,11 @@ int LaunchCeTwoShot(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn re
   if (e == cudaSuccess) e = cudaStreamWaitEvent(side.stream2, side.fork, 0);
   if (e != cudaSuccess) return static_cast<int>(e);
   const int64_t esize = ElemBytes(args.dtype);
-  const int64_t slice = k.slot_elems, chunk = k.chunk_elems;
-  const int64_t chunks = (slice + chunk - 1) / chunk;
   const int me = args.rank;
   const char* in = static_cast<const char*>(args.peer_inputs[me]);
   char* out = static_cast<char*>(args.output);
   Signal* own = static_cast<Signal*>(args.peer_signals[me]);
-  // D1: the scatter.
+  // D1: the scatter, an event after each chunk.
   for (int64_t c = 0; c < chunks && e == cudaSuccess; ++c) {
     for (int q = 0; q < args.world && e == cudaSuccess; ++q) {
       const int64_t len = CeTwoShotChunkLen(args.count, slice, chunk, q, c);
@@ -787,15 +803,18 @@ int LaunchCeTwoShot(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn re
       e = cudaMemcpyAsync(&peer->ce_arrived.from[me], &own->ce_source[c], sizeof(uint64_t),
                           cudaMemcpyDefault, side.stream);
     }
+    if (e == cudaSuccess) e = cudaEventRecord(scattered[c], side.stream);
   }
-  // The reduce on S, then D2: the gather.
-  if (e == cudaSuccess) {
-    reduce<<<args.blocks, args.threads, 0, main>>>(k);
-    e = cudaGetLastError();
-  }
+  // S: per chunk, the reduce and the wait for the peers'; D2: the gather.
   for (int64_t c = 0; c < chunks && e == cudaSuccess; ++c) {
-    CePullWaitKernel<<<1, 256, 0, side.stream2>>>(k, args.blocks, c);
+    k.chunk_index = c;
+    e = cudaStreamWaitEvent(main, scattered[c], 0);
+    if (e != cudaSuccess) break;
+    reduce<<<args.blocks, args.threads, 0, main>>>(k);
+    CeReducedWaitKernel<<<1, 256, 0, main>>>(k, args.blocks);
     e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaEventRecord(reduced[c], main);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(side.stream2, reduced[c], 0);
     for (int q = 0; q < args.world && e == cudaSuccess; ++q) {
       const int64_t len = CeTwoShotChunkLen(args.count, slice, chunk, q, c);
       if (q == me || len == 0) continue;

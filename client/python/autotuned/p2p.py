@@ -11,8 +11,9 @@ two-shot scratch, the push one-shot's buffer for messages up to
 `push_max_bytes` (3 x world slots; prepared with at_p2p_scratch_init) and a
 staging input buffer of `max_bytes`; with `ce_max_bytes` > 0 (off by
 default) the scratch also holds the copy engine's world copies of a message
-of that size (enough for the copy-engine two-shot's world slices too); exports it with cudaIpcGetMemHandle, exchanges the handles
-with dist.all_gather_object and opens the peers' with cudaIpcOpenMemHandle
+of that size (enough for the copy-engine two-shot's world slices too);
+exports it with cudaIpcGetMemHandle, exchanges the handles with
+dist.all_gather_object and opens the peers' with cudaIpcOpenMemHandle
 (cudaIpcMemLazyEnablePeerAccess). cudart is the libcudart that torch loaded.
 The group registers itself (autotuned.ops.register_group) under its name and
 as the default; close() unregisters it. The ops launch through launch()
