@@ -47,7 +47,7 @@
  * the fast path moves 16 bytes (uint4) per load/store and counts that are not
  * a multiple of the 16-byte vector are finished by a scalar tail. The only
  * non-vectorized case is reduce_scatter (and the copy unit of all_gather,
- * all_to_all and broadcast), see at_p2p_is_vectorized.
+ * all_to_all, all_to_all_v and broadcast), see at_p2p_is_vectorized.
  *
  * Shapes (`count` as in proto/autotuned.proto's Problem, per rank):
  *   all_reduce:      inputs `count`, output `count`.
@@ -56,6 +56,9 @@
  *   all_to_all:      inputs `world * count`, output `world * count` (even
  *                    splits: `count` elements from every rank to every rank).
  *   broadcast:       input `count` (read on `root` only), output `count`.
+ *   all_to_all_v:    uneven splits, a world x world matrix instead of
+ *                    `count`: rank r's input is its row's sum, its output
+ *                    its column's (at_p2p_all_to_all_v).
  */
 #ifndef AUTOTUNED_KERNELS_AUTOTUNED_KERNELS_H_
 #define AUTOTUNED_KERNELS_AUTOTUNED_KERNELS_H_
@@ -222,7 +225,23 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * (peer_inputs[p], p != rank, may be NULL). Scratch: `world` slices
    * (at_p2p_scratch_bytes). chunk_elems: a positive multiple of the vector
    * width, at most 1024 chunks per slice. In place allowed. Since ABI 2.3. */
-#define AT_ALGO_LAST AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT
+#define AT_ALGO_ALL_TO_ALL_V 14
+  /* Uneven splits: split_counts[s * world + d] elements go from rank s to
+   * rank d (world x world, row-major, as Problem.split_counts in
+   * proto/autotuned.proto; the same matrix on every rank). Rank s's input
+   * is its row: the pieces for d = 0..world-1 one after the other (piece d
+   * at the sum of the row's entries before d); rank d's output is its
+   * column: the pieces from s = 0..world-1 one after the other (piece s at
+   * the sum of the column's entries before s). Rank d copies every piece
+   * of its column from rank s's input into its output (loads over NVLink),
+   * in 16-byte vectors where the piece's source and destination offsets
+   * are 16-byte aligned alike (otherwise in the largest unit, 8, 4 or 2
+   * bytes, in which they are), a scalar head and tail by element. Start
+   * barrier, copy, end barrier. Not in place. No scratch. Takes the
+   * matrix, so it has functions of its own (at_p2p_all_to_all_v,
+   * at_p2p_check_all_to_all_v): at_p2p_launch and at_p2p_check_args reject
+   * this algo. Since ABI 2.3. */
+#define AT_ALGO_LAST AT_ALGO_ALL_TO_ALL_V
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */
 const char* at_p2p_algo_name(int algo);
@@ -256,7 +275,8 @@ size_t at_p2p_args_size(void);
  * truncated to reason_len; reason may be NULL). Checks the algo, world, rank,
  * dtype, op, count, launch shape, chunk, spin limit, non-NULL and aligned
  * pointers, scratch capacity, the overlap / in-place rules. Every launch
- * function runs this first. */
+ * function runs this first. AT_ALGO_ALL_TO_ALL_V is rejected: its check is
+ * at_p2p_check_all_to_all_v. */
 int at_p2p_check_args(int algo, const at_p2p_args* args, char* reason,
                       size_t reason_len);
 
@@ -293,7 +313,8 @@ int at_p2p_group_sizes_for(int world, int64_t max_bytes, int64_t chunk_bytes,
  * not a multiple of the vector width goes element by element on the ranks
  * whose block is misaligned; all_gather, all_to_all and broadcast then copy
  * 8, 4 or 2-byte units),
- * -1 for invalid arguments. */
+ * -1 for invalid arguments (and for AT_ALGO_ALL_TO_ALL_V, whose unit is
+ * chosen per piece). */
 int at_p2p_is_vectorized(int algo, const at_p2p_args* args);
 
 /* Launch `algo`; the named functions are the same with algo fixed. */
@@ -311,6 +332,30 @@ int at_p2p_broadcast(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_push_pipelined(const at_p2p_args* args, void* stream);
 int at_p2p_broadcast_push_pipelined(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_copy_engine_two_shot(const at_p2p_args* args, void* stream);
+
+/* All-to-all with uneven splits (AT_ALGO_ALL_TO_ALL_V). split_counts:
+ * world * world element counts (see the algo), read during the call only:
+ * the matrix travels to the kernel by value, as the pointers do, so a
+ * CUDA graph captures it. From `args`: world, rank, dtype, peer_inputs (an
+ * array of world pointers; entry s may be NULL when this rank receives
+ * nothing from s and, for s == rank, sends nothing), output (may be NULL
+ * when this rank receives nothing), peer_signals, blocks, threads,
+ * spin_limit; count, op, chunk_elems, root and the scratch are ignored. A
+ * matrix of zeros is a no-op on every rank; any other matrix is a
+ * collective call on every rank, a rank that sends and receives nothing
+ * included (the barriers wait for every rank). Returns as at_p2p_launch.
+ * Since ABI 2.3. */
+int at_p2p_all_to_all_v(const at_p2p_args* args, const int64_t* split_counts, void* stream);
+
+/* The host validation of at_p2p_all_to_all_v, as at_p2p_check_args (which
+ * it runs for the fields they share): AT_OK, or AT_ERR_INVALID_VALUE with
+ * a reason: NULL args or split_counts, a negative entry, an entry or a
+ * row or column sum beyond 2^44 elements, a NULL or misaligned pointer
+ * that the call uses, an output that overlaps this rank's input. That
+ * every rank passes the same matrix is the caller's to keep. Since ABI
+ * 2.3. */
+int at_p2p_check_all_to_all_v(const at_p2p_args* args, const int64_t* split_counts,
+                              char* reason, size_t reason_len);
 
 /* ---- Signal buffers -------------------------------------------------------
  * Protocol: per block b, each rank keeps its own launch counter (epoch) in its

@@ -21,6 +21,13 @@ int main(void) {
   args.blocks = 0;
   rc = at_p2p_check_args(AT_ALGO_ALL_REDUCE_ONE_SHOT, &args, reason, sizeof(reason));
   if (rc != AT_ERR_INVALID_VALUE || strlen(reason) == 0) return 4;
+  args.dtype = AT_DTYPE_FLOAT32;
+  args.blocks = 1;
+  args.threads = 32;
+  args.peer_signals = NULL;
+  rc = at_p2p_check_all_to_all_v(&args, NULL, reason, sizeof(reason));
+  if (rc != AT_ERR_INVALID_VALUE || strstr(reason, "peer_signals") == NULL) return 5;
+  if (strcmp(at_p2p_algo_name(AT_ALGO_ALL_TO_ALL_V), "all_to_all_v") != 0) return 6;
   printf("C ABI ok: version %d, signal %lld bytes, rejected: %s\n", at_kernels_version(),
          (long long)at_p2p_signal_bytes(), reason);
   return 0;

@@ -46,9 +46,7 @@ int Fail(char* reason, size_t reason_len, const char* fmt, ...) {
   return AT_ERR_INVALID_VALUE;
 }
 
-bool ValidAlgo(int algo) {
-  return algo >= AT_ALGO_ALL_REDUCE_ONE_SHOT && algo <= AT_ALGO_LAST;
-}
+bool ValidAlgo(int algo) { return at_p2p_algo_name(algo) != nullptr; }
 bool ValidDtype(int dtype) {
   return dtype == AT_DTYPE_FLOAT32 || dtype == AT_DTYPE_BFLOAT16 ||
          dtype == AT_DTYPE_FLOAT16;
@@ -160,6 +158,7 @@ const char* at_p2p_algo_name(int algo) {
     case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED: return "all_reduce_push_pipelined";
     case AT_ALGO_BROADCAST_PUSH_PIPELINED: return "broadcast_push_pipelined";
     case AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT: return "all_reduce_copy_engine_two_shot";
+    case AT_ALGO_ALL_TO_ALL_V: return "all_to_all_v";
     default: return nullptr;
   }
 }
@@ -223,6 +222,10 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   char* r = reason;
   const size_t n = reason_len;
   if (!ValidAlgo(algo)) return Fail(r, n, "unknown algo %d", algo);
+  if (algo == AT_ALGO_ALL_TO_ALL_V) {
+    return Fail(r, n, "all_to_all_v takes a split matrix: check it with "
+                "at_p2p_check_all_to_all_v, launch it with at_p2p_all_to_all_v");
+  }
   if (a == nullptr) return Fail(r, n, "args is NULL");
   if (a->world < kMinWorld || a->world > kMaxWorld) {
     return Fail(r, n, "world %d outside [%d, %d]", a->world, kMinWorld, kMaxWorld);

@@ -58,7 +58,9 @@ constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SH
                           AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST,
                           AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, AT_ALGO_BROADCAST_PUSH_PIPELINED,
                           AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT};
-constexpr int kLastAlgo = AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT;
+// kAlgos: every algo at_p2p_launch takes; the all-to-all with uneven splits
+// has functions of its own (its test below).
+constexpr int kLastAlgo = AT_ALGO_ALL_TO_ALL_V;
 static_assert(kLastAlgo == AT_ALGO_LAST, "every algo listed");
 
 TEST_CASE("version, names, limits and struct size") {
@@ -79,6 +81,7 @@ TEST_CASE("version, names, limits and struct size") {
         "broadcast_push_pipelined");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT)) ==
         "all_reduce_copy_engine_two_shot");
+  CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_TO_ALL_V)) == "all_to_all_v");
   for (int algo : kAlgos) CHECK(at_p2p_algo_name(algo) != nullptr);
   CHECK(at_p2p_algo_name(0) == nullptr);
   CHECK(at_p2p_algo_name(kLastAlgo + 1) == nullptr);
@@ -530,6 +533,143 @@ TEST_CASE("all_to_all: world segments in and out, never in place; no op") {
   s.args.count = 7;
   CHECK(Reason(AT_ALGO_ALL_TO_ALL, s.args) == "OK");
   CHECK(at_p2p_is_vectorized(AT_ALGO_ALL_TO_ALL, &s.args) == 0);
+}
+
+std::string ReasonV(const at_p2p_args& args, const int64_t* splits) {
+  char buf[256];
+  buf[0] = 'x';
+  const int rc = at_p2p_check_all_to_all_v(&args, splits, buf, sizeof(buf));
+  return rc == AT_OK ? std::string("OK") : std::string(buf);
+}
+
+TEST_CASE("all_to_all_v: a split matrix instead of count, only the pointers it uses") {
+  Setup s(4, 1);  // bf16: 2 bytes an element
+  s.args.op = 0;  // ignored, as count, chunk_elems, root and the scratch are
+  // Rank 1 receives 3 + 0 + 7 + 0 = 10 elements (nothing from ranks 1 and 3)
+  // and sends 5 + 0 + 9 + 1 = 15.
+  int64_t splits[16] = {1, 3, 2, 0,   //
+                        5, 0, 9, 1,   //
+                        0, 7, 0, 4,   //
+                        2, 0, 6, 8};
+  CHECK(ReasonV(s.args, splits) == "OK");
+  for (int64_t count : {int64_t{-1}, int64_t{0}, int64_t{1} << 50}) {
+    s.args.count = count;
+    CHECK(ReasonV(s.args, splits) == "OK");
+  }
+  s.args.scratch_bytes = -7;
+  s.args.peer_scratch = nullptr;
+  s.args.chunk_elems = 3;
+  s.args.root = 99;
+  CHECK(ReasonV(s.args, splits) == "OK");
+  // Not through at_p2p_check_args / at_p2p_launch (no matrix there); no
+  // scratch; its copy unit is per piece.
+  CHECK_THAT(Reason(AT_ALGO_ALL_TO_ALL_V, s.args),
+             Catch::Contains("at_p2p_check_all_to_all_v") &&
+                 Catch::Contains("at_p2p_all_to_all_v"));
+  CHECK(at_p2p_scratch_bytes(AT_ALGO_ALL_TO_ALL_V, AT_DTYPE_BFLOAT16, 4, 1000, 0) == 0);
+  CHECK(at_p2p_is_vectorized(AT_ALGO_ALL_TO_ALL_V, &s.args) == -1);
+
+  // NULLs.
+  CHECK(at_p2p_check_all_to_all_v(nullptr, splits, nullptr, 0) == AT_ERR_INVALID_VALUE);
+  CHECK_THAT(ReasonV(s.args, nullptr), Catch::Contains("split_counts is NULL"));
+  char none[1] = {'x'};
+  CHECK(at_p2p_check_all_to_all_v(nullptr, splits, none, sizeof(none)) == AT_ERR_INVALID_VALUE);
+  CHECK(none[0] == '\0');
+  // The fields it shares with the other algos, checked as theirs.
+  s.args.world = 9;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("world 9"));
+  s.args.world = 4;
+  s.args.rank = 4;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("rank 4"));
+  s.args.rank = 1;
+  s.args.dtype = 0;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("unknown dtype 0"));
+  s.args.dtype = AT_DTYPE_BFLOAT16;
+  s.args.blocks = 0;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("blocks 0"));
+  s.args.blocks = 8;
+  s.args.threads = 48;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("threads 48"));
+  s.args.threads = 512;
+  s.args.spin_limit = -1;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("spin_limit"));
+  s.args.spin_limit = 0;
+  s.signals[2] = nullptr;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("peer_signals[2] is NULL"));
+  s.signals[2] = Fake(0x38000000u);
+  CHECK(ReasonV(s.args, splits) == "OK");
+
+  // Entries: not negative, each and every row and column sum at most 2^44.
+  splits[6] = -3;
+  CHECK_THAT(ReasonV(s.args, splits),
+             Catch::Contains("split_counts[6] (rank 1 to rank 2) is negative: -3"));
+  splits[6] = (int64_t{1} << 44) + 1;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("split_counts[6] (rank 1 to rank 2) is "
+                                                      "17592186044417, beyond 2^44"));
+  splits[6] = int64_t{1} << 43;
+  splits[7] = int64_t{1} << 43;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("rank 1 sends 17592186044421 elements"));
+  splits[7] = 1;
+  splits[14] = int64_t{1} << 43;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("rank 2 receives 17592186044418 elements"));
+  splits[6] = 9;
+  splits[14] = 6;
+  CHECK(ReasonV(s.args, splits) == "OK");
+  // A column too large with every row within bounds: rank 0 receives
+  // 4 x 2^42 + 1 elements.
+  {
+    int64_t big[16] = {};
+    for (int src = 0; src < 4; ++src) big[src * 4] = int64_t{1} << 42;
+    big[4] = (int64_t{1} << 42) + 1;
+    CHECK_THAT(ReasonV(s.args, big), Catch::Contains("rank 0 receives 17592186044417 elements"));
+  }
+
+  // Pointers: rank 1 reads ranks 0 and 2; its own input is read by its peers.
+  s.inputs[1] = nullptr;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("peer_inputs[1] is NULL"));
+  s.inputs[1] = Fake(0x20000000u);
+  s.inputs[3] = nullptr;  // rank 3 sends rank 1 nothing
+  CHECK(ReasonV(s.args, splits) == "OK");
+  s.inputs[2] = nullptr;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("peer_inputs[2] is NULL"));
+  s.inputs[2] = Fake(0x30000008u);
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("peer_inputs[2] not 16-byte aligned"));
+  s.inputs[2] = Fake(0x30000000u);
+  s.args.peer_inputs = nullptr;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("peer_inputs is NULL"));
+  s.args.peer_inputs = s.inputs;
+  s.args.output = nullptr;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("output is NULL"));
+  s.args.output = Fake(0x90000004u);
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("output not 16-byte aligned"));
+  // The output may not overlap this rank's input (15 elements, 30 bytes).
+  char* in = static_cast<char*>(Fake(0x20000000u));
+  s.args.output = in + 32;
+  CHECK(ReasonV(s.args, splits) == "OK");
+  s.args.output = in + 16;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("all_to_all_v cannot run in place"));
+  s.args.output = in;
+  CHECK_THAT(ReasonV(s.args, splits), Catch::Contains("all_to_all_v cannot run in place"));
+
+  // A rank that receives nothing needs no output; one that sends nothing
+  // needs no input of its own; a matrix of zeros needs no data at all.
+  int64_t quiet[16] = {1, 0, 2, 0,   //
+                       0, 0, 0, 0,   //
+                       3, 0, 4, 0,   //
+                       0, 0, 0, 5};
+  s.args.output = nullptr;
+  s.inputs[1] = nullptr;
+  CHECK(ReasonV(s.args, quiet) == "OK");
+  const int64_t zeros[16] = {};
+  s.args.peer_inputs = nullptr;
+  CHECK(ReasonV(s.args, zeros) == "OK");
+  CHECK_THAT(ReasonV(s.args, quiet), Catch::Contains("peer_inputs is NULL"));
+  // An output that overlaps an input of zero elements is no overlap.
+  s.args.peer_inputs = s.inputs;
+  s.inputs[1] = Fake(0x20000000u);
+  s.args.output = Fake(0x20000000u);
+  quiet[1] = 6;  // rank 1 receives 6 from rank 0, sends nothing
+  CHECK(ReasonV(s.args, quiet) == "OK");
 }
 
 TEST_CASE("broadcast: a root in the group, its input alone read, in place allowed") {

@@ -270,14 +270,16 @@ Layout MakeLayout(const Env& env, const Case& c) {
   return l;
 }
 
-// Pattern input (or, with garbage, other values) into rank r's input.
+// Pattern input (or, with garbage, other values) into rank r's input. The
+// garbage is rank r + 1's pattern: InputValue differs from rank r's by 5
+// (mod 16) at every element, so an overwrite that a kernel still reads is
+// seen.
 int Fill(Env& env, const Case& c, const Layout& l, int r, bool garbage = false) {
   FillPatternArgs f;
   f.data = const_cast<void*>(l.inputs[r]);
   f.dtype = static_cast<DType>(c.dtype);
   f.count = l.in_count;
-  f.rank = garbage ? r + 3 : r;
-  f.offset = garbage ? 7 : 0;
+  f.rank = garbage ? r + 1 : r;
   return LaunchFillPattern(f, env.stream[r]);
 }
 
@@ -507,6 +509,315 @@ TEST_CASE("p2p collectives under CUDA graph capture and replay", "[gpu]") {
       REQUIRE_CUDA(cudaGraphExecDestroy(exec[r]));
     }
   }
+}
+
+// ---- all_to_all_v: uneven splits ------------------------------------------
+// Piece (s -> d) of rank s's input holds the pattern of rank Tag(s, d), so
+// the check of each piece of rank d's output (a broadcast's expectation:
+// InputValue(root, i), root = Tag(s, d)) tells whose piece landed where.
+// Entries stay below 1e6 elements: a row of 8 of them in fp32 fits the
+// Env's buffers (8 x 2^20 elements) with room for the guard after it.
+
+using Splits = std::vector<int64_t>;
+
+int Tag(int src, int dst) { return src * AT_P2P_MAX_WORLD + dst; }
+// Elements after rank r's column that the kernel must leave alone.
+constexpr int64_t kGuard = 64;
+constexpr int kGuardTag = 99;
+
+int64_t ColumnSum(const Splits& s, int w, int r) {
+  int64_t n = 0;
+  for (int src = 0; src < w; ++src) n += s[src * w + r];
+  return n;
+}
+// Offset of piece (src -> dst) in src's input, and in dst's output.
+int64_t InOffset(const Splits& s, int w, int src, int dst) {
+  int64_t n = 0;
+  for (int q = 0; q < dst; ++q) n += s[src * w + q];
+  return n;
+}
+int64_t OutOffset(const Splits& s, int w, int dst, int src) {
+  int64_t n = 0;
+  for (int q = 0; q < src; ++q) n += s[q * w + dst];
+  return n;
+}
+
+// Deterministic matrices (an LCG: the same on every run).
+struct Lcg {
+  uint64_t x;
+  int64_t Below(int64_t n) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>((x >> 33) % static_cast<uint64_t>(n));
+  }
+};
+
+// Entries in [0, max_entry], about a quarter of them 0.
+Splits RandomSplits(int w, int64_t max_entry, uint64_t seed) {
+  Lcg g{seed};
+  Splits s(static_cast<size_t>(w) * w);
+  for (int64_t& c : s) c = g.Below(4) == 0 ? 0 : g.Below(max_entry + 1);
+  return s;
+}
+
+struct VCase {
+  std::string what;
+  int dtype = AT_DTYPE_FLOAT32;
+  Splits splits;
+  std::string Name() const { return what + " dtype " + std::to_string(dtype); }
+};
+
+// The matrices every dtype runs: random ones with zeros, small to large;
+// a rank that sends nothing and one that receives nothing; odd lengths
+// (misaligned pieces, 2, 4 and 8-byte units, scalar heads and tails); even
+// splits; a single piece.
+std::vector<VCase> VCases(int w) {
+  std::vector<Splits> m;
+  m.push_back(RandomSplits(w, 40, 1));
+  m.push_back(RandomSplits(w, 5000, 2));
+  m.push_back(RandomSplits(w, 999999, 3));
+  Splits quiet = RandomSplits(w, 3000, 4);
+  for (int d = 0; d < w; ++d) quiet[d] = 0;                  // rank 0 sends nothing
+  for (int s = 0; s < w; ++s) quiet[s * w + (w - 1)] = 0;   // the last receives nothing
+  quiet[1 * w + 0] = 4097;
+  m.push_back(quiet);
+  Splits odd(static_cast<size_t>(w) * w);
+  for (int i = 0; i < w * w; ++i) odd[i] = (i * 37 + 11) % 29 * 2 + 1 + (i % 3 == 0 ? 4096 : 0);
+  m.push_back(odd);
+  m.push_back(Splits(static_cast<size_t>(w) * w, 1000));
+  Splits one(static_cast<size_t>(w) * w, 0);
+  one[(w - 1) * w + 0] = 12345;
+  m.push_back(one);
+  const char* what[] = {"random <= 40", "random <= 5000", "random <= 999999",
+                        "rank 0 sends nothing, the last receives nothing", "odd lengths",
+                        "even 1000", "one piece"};
+  std::vector<VCase> cases;
+  for (int dtype : kDtypes) {
+    for (size_t i = 0; i < m.size(); ++i) cases.push_back(VCase{what[i], dtype, m[i]});
+  }
+  return cases;
+}
+
+char* At(void* base, int64_t elems, int dtype) {
+  return static_cast<char*>(base) + elems * ElemBytes(dtype);
+}
+
+// Rank r's input, piece by piece (with `garbage`, other values), and, unless
+// garbage, the guard after its output's column.
+int FillV(Env& env, const VCase& c, int r, bool garbage = false) {
+  const int w = env.world;
+  for (int d = 0; d < w; ++d) {
+    FillPatternArgs f;
+    f.data = At(env.in[r], InOffset(c.splits, w, r, d), c.dtype);
+    f.dtype = static_cast<DType>(c.dtype);
+    f.count = c.splits[r * w + d];
+    f.rank = Tag(r, d) + (garbage ? 1 : 0);  // another rank: 5 apart mod 16, never equal
+    if (f.count == 0) continue;
+    const int rc = LaunchFillPattern(f, env.stream[r]);
+    if (rc != 0) return rc;
+  }
+  if (garbage) return 0;
+  FillPatternArgs g;
+  g.data = At(env.out[r], ColumnSum(c.splits, w, r), c.dtype);
+  g.dtype = static_cast<DType>(c.dtype);
+  g.count = kGuard;
+  g.rank = kGuardTag;
+  return LaunchFillPattern(g, env.stream[r]);
+}
+
+// Rank r's output, piece by piece, and the guard after it.
+int CheckV(Env& env, const VCase& c, int r) {
+  const int w = env.world;
+  for (int s = 0; s <= w; ++s) {
+    CheckPatternArgs k;
+    k.dtype = static_cast<DType>(c.dtype);
+    k.expect.collective = Collective::kBroadcast;
+    if (s < w) {
+      k.data = At(env.out[r], OutOffset(c.splits, w, r, s), c.dtype);
+      k.count = c.splits[s * w + r];
+      k.expect.root = Tag(s, r);
+    } else {
+      k.data = At(env.out[r], ColumnSum(c.splits, w, r), c.dtype);
+      k.count = kGuard;
+      k.expect.root = kGuardTag;
+    }
+    if (k.count == 0) continue;
+    k.mismatches = env.bad[r];
+    k.first_bad = env.first[r];
+    const int rc = LaunchCheckPattern(k, env.stream[r]);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+at_p2p_args VArgs(Env& env, int dtype, int r, Shape shape, int64_t spin_limit = kSpinLimit) {
+  at_p2p_args a = {};
+  at_p2p_group_init_args(env.group, r, &a);
+  a.dtype = dtype;
+  a.count = -1;  // ignored
+  a.peer_inputs = env.in.data();
+  a.output = env.out[r];
+  shape = env.Fit(shape);
+  a.blocks = shape.blocks;
+  a.threads = shape.threads;
+  a.spin_limit = spin_limit;
+  return a;
+}
+
+int LaunchV(Env& env, const VCase& c, int r, Shape shape) {
+  const at_p2p_args a = VArgs(env, c.dtype, r, shape);
+  return at_p2p_all_to_all_v(&a, c.splits.data(), env.stream[r]);
+}
+
+// Output garbage, fill, all_to_all_v, check, on every rank.
+void RunOnceV(Env& env, const VCase& c, Shape shape) {
+  for (int r = 0; r < env.world; ++r) {
+    REQUIRE_CUDA(cudaSetDevice(env.dev[r]));
+    REQUIRE_CUDA(cudaMemsetAsync(env.out[r], 0xff,
+                                 ColumnSum(c.splits, env.world, r) * ElemBytes(c.dtype),
+                                 env.stream[r]));
+    REQUIRE_CUDA(FillV(env, c, r));
+    REQUIRE_CUDA(LaunchV(env, c, r, shape));
+    REQUIRE_CUDA(CheckV(env, c, r));
+  }
+}
+
+TEST_CASE("all_to_all_v moves every uneven piece to its place", "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  for (const VCase& c : VCases(env->world)) {
+    for (int s = 0; s < kNumShapes; ++s) {
+      INFO(c.Name() << " shape " << kShapes[s].blocks << "x" << kShapes[s].threads);
+      env->ResetCounters();
+      RunOnceV(*env, c, kShapes[s]);
+      env->ExpectClean();
+    }
+  }
+}
+
+// Back to back, alone and between the other collectives (which share the
+// signal buffer's epochs): each rank overwrites its input right after its
+// launch completes, so a peer still reading it shows up as a mismatch.
+TEST_CASE("all_to_all_v back to back, and between other collectives", "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  for (const VCase& c : VCases(env->world)) {
+    INFO(c.Name());
+    env->ResetCounters();
+    for (int r = 0; r < env->world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
+      REQUIRE_CUDA(FillV(*env, c, r));
+    }
+    for (int i = 0; i < 100; ++i) {
+      for (int r = 0; r < env->world; ++r) {
+        REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
+        REQUIRE_CUDA(LaunchV(*env, c, r, kShapes[i % kNumShapes]));
+      }
+    }
+    for (int r = 0; r < env->world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
+      REQUIRE_CUDA(CheckV(*env, c, r));
+    }
+    for (int i = 0; i < 30; ++i) {
+      for (int r = 0; r < env->world; ++r) {
+        REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
+        REQUIRE_CUDA(FillV(*env, c, r));
+        REQUIRE_CUDA(LaunchV(*env, c, r, kShapes[i % kNumShapes]));
+        REQUIRE_CUDA(CheckV(*env, c, r));
+        REQUIRE_CUDA(FillV(*env, c, r, /*garbage=*/true));
+      }
+      if (i % 3 != 2) continue;
+      Case other;  // another collective on the same signals
+      other.algo = i % 2 == 0 ? AT_ALGO_ALL_TO_ALL : AT_ALGO_ALL_REDUCE_TWO_SHOT;
+      other.dtype = c.dtype;
+      other.count = 4096 + 3;
+      RunOnce(*env, other, kShapes[(i + 1) % kNumShapes]);
+    }
+    env->ExpectClean();
+  }
+}
+
+TEST_CASE("all_to_all_v under CUDA graph capture and replay", "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  for (const VCase& c : VCases(env->world)) {
+    INFO(c.Name());
+    env->ResetCounters();
+    std::vector<cudaGraphExec_t> exec(env->world, nullptr);
+    for (int r = 0; r < env->world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
+      REQUIRE_CUDA(cudaStreamBeginCapture(env->stream[r], cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < 10; ++i) {
+        REQUIRE_CUDA(FillV(*env, c, r));
+        REQUIRE_CUDA(LaunchV(*env, c, r, kShapes[i % kNumShapes]));
+        REQUIRE_CUDA(CheckV(*env, c, r));
+        REQUIRE_CUDA(FillV(*env, c, r, /*garbage=*/true));
+      }
+      cudaGraph_t graph = nullptr;
+      REQUIRE_CUDA(cudaStreamEndCapture(env->stream[r], &graph));
+      REQUIRE_CUDA(cudaGraphInstantiate(&exec[r], graph, 0));
+      REQUIRE_CUDA(cudaGraphDestroy(graph));
+    }
+    for (int replay = 0; replay < 20; ++replay) {
+      for (int r = 0; r < env->world; ++r) {
+        REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
+        REQUIRE_CUDA(cudaGraphLaunch(exec[r], env->stream[r]));
+      }
+    }
+    env->ExpectClean();
+    // Eager launches after the replays still agree on the sequence numbers.
+    RunOnceV(*env, c, kShapes[2]);
+    env->ExpectClean();
+    for (int r = 0; r < env->world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
+      REQUIRE_CUDA(cudaGraphExecDestroy(exec[r]));
+    }
+  }
+}
+
+TEST_CASE("all_to_all_v: zeros launch nothing, bad arguments nothing, a rank alone gives up",
+          "[gpu]") {
+  std::unique_ptr<Env> env = Env::Create();
+  if (!env) return;
+  const int w = env->world;
+  REQUIRE_CUDA(cudaSetDevice(env->dev[0]));
+  // A matrix of zeros: no launch, so rank 0 alone neither waits nor fails.
+  const Splits zeros(static_cast<size_t>(w) * w, 0);
+  at_p2p_args a = VArgs(*env, AT_DTYPE_BFLOAT16, 0, kShapes[0], /*spin_limit=*/1 << 16);
+  REQUIRE_CUDA(at_p2p_all_to_all_v(&a, zeros.data(), env->stream[0]));
+  // Rejected arguments: nothing launched.
+  const Splits splits = RandomSplits(w, 5000, 5);
+  a.blocks = 0;
+  CHECK(at_p2p_all_to_all_v(&a, splits.data(), env->stream[0]) ==
+        static_cast<int>(cudaErrorInvalidValue));
+  CHECK(at_p2p_all_to_all_v(&a, nullptr, env->stream[0]) ==
+        static_cast<int>(cudaErrorInvalidValue));
+  a.blocks = 4;
+  CHECK(at_p2p_launch(AT_ALGO_ALL_TO_ALL_V, &a, env->stream[0]) ==
+        static_cast<int>(cudaErrorInvalidValue));
+  CHECK(cudaGetLastError() == cudaSuccess);
+  REQUIRE_CUDA(cudaStreamSynchronize(env->stream[0]));
+  uint32_t error = 0;
+  REQUIRE_CUDA(at_p2p_group_error(env->group, 0, &error));
+  CHECK(error == 0);
+  // Any other matrix is a collective: rank 0 launched alone waits at the
+  // start barrier for the others, then gives up.
+  a.threads = 128;
+  REQUIRE_CUDA(at_p2p_all_to_all_v(&a, splits.data(), env->stream[0]));
+  REQUIRE_CUDA(cudaStreamSynchronize(env->stream[0]));  // returns: no hang
+  REQUIRE_CUDA(at_p2p_group_error(env->group, 0, &error));
+  CHECK((error & 0xffu) == AT_SIGNAL_ERR_TIMEOUT);
+  CHECK(((error >> 8) & 0xffu) == 1u);  // the start barrier
+  const uint32_t peer = (error >> 16) & 0xffu;
+  CHECK(peer >= 1);
+  CHECK(peer < static_cast<uint32_t>(w));
+  // Reset, then the group works again, all_to_all_v and the others.
+  REQUIRE_CUDA(at_p2p_group_reset(env->group));
+  env->ResetCounters();
+  RunOnceV(*env, VCase{"random <= 5000", AT_DTYPE_BFLOAT16, splits}, kShapes[0]);
+  Case c;
+  c.count = 1000;
+  RunOnce(*env, c, kShapes[0]);
+  env->ExpectClean();
 }
 
 // -0.0 is the push one-shot's empty marker: an input of -0.0 must still

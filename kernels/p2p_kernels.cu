@@ -1,6 +1,7 @@
 // P2P collective kernels (all-reduce one-shot / two-shot / chunked two-shot /
 // push two-shot, all-gather, reduce-scatter; the push one-shot is in
-// one_shot_push.cuh, the copy-engine all-reduce in copy_engine.cuh) and their
+// one_shot_push.cuh, the copy-engine all-reduce in copy_engine.cuh, the
+// all-to-all with uneven splits in all_to_all_v.cuh) and their
 // launch functions. Contract and protocol: autotuned_kernels.h and
 // p2p_layout.h. Kernels only: validation is at_p2p_check_args (p2p_args.cc),
 // setup is p2p_group.cc.
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/all_to_all_v.cuh"
 #include "kernels/autotuned_kernels.h"
 #include "kernels/copy_engine.cuh"
 #include "kernels/one_shot_push.cuh"
@@ -928,11 +930,18 @@ int at_p2p_all_reduce_push_pipelined(const at_p2p_args* args, void* stream) {
 int at_p2p_broadcast_push_pipelined(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_BROADCAST_PUSH_PIPELINED, args, stream);
 }
+int at_p2p_all_to_all_v(const at_p2p_args* args, const int64_t* split_counts, void* stream) {
+  return autotuned::kernels::p2p::LaunchAllToAllV(args, split_counts,
+                                                  static_cast<cudaStream_t>(stream));
+}
 
 int at_p2p_preload_kernels(void) {
   namespace p2p = autotuned::kernels::p2p;
   cudaFuncAttributes attr;
   for (int algo = AT_ALGO_ALL_REDUCE_ONE_SHOT; algo <= AT_ALGO_LAST; ++algo) {
+    // The all-to-all with uneven splits has kernels of its own (below);
+    // a number that names no algo has none.
+    if (algo == AT_ALGO_ALL_TO_ALL_V || at_p2p_algo_name(algo) == nullptr) continue;
     for (int world : {2, 4, p2p::kMaxWorld}) {
       for (int dtype : {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16}) {
         for (int op : {AT_OP_SUM, AT_OP_MAX, AT_OP_MIN}) {
@@ -957,7 +966,8 @@ int at_p2p_preload_kernels(void) {
       }
     }
   }
-  const cudaError_t e = cudaFuncGetAttributes(&attr, p2p::PushFillKernel);
+  cudaError_t e = cudaFuncGetAttributes(&attr, p2p::PushFillKernel);
+  if (e == cudaSuccess) e = p2p::PreloadAllToAllV();
   if (e != cudaSuccess) return static_cast<int>(e);
   return static_cast<int>(cudaFuncGetAttributes(&attr, p2p::CePrologueKernel));
 }

@@ -17,6 +17,7 @@ import ctypes
 import dataclasses
 import os
 import threading
+from collections.abc import Sequence
 from typing import Optional
 
 ABI_MAJOR = 2  # AT_KERNELS_VERSION // 10000 this module was written against
@@ -39,6 +40,8 @@ ALGO_BROADCAST = 10                # since ABI 2.0 (at_p2p_args.root)
 ALGO_ALL_REDUCE_PUSH_PIPELINED = 11  # since ABI 2.2 (reads its own input only)
 ALGO_BROADCAST_PUSH_PIPELINED = 12   # since ABI 2.2
 ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT = 13  # since ABI 2.3 (reads its own input only)
+ALGO_ALL_TO_ALL_V = 14  # since ABI 2.3 (uneven splits: Library.all_to_all_v, not launch)
+ALL_TO_ALL_V_VERSION = 20300  # the first AT_KERNELS_VERSION with it
 
 VOIDPP = ctypes.POINTER(ctypes.c_void_p)
 
@@ -168,6 +171,18 @@ def _declare(lib: ctypes.CDLL) -> None:
             raise KernelsError(f"{lib._name}: no symbol {name}: not the autotuned kernels "
                                "library, or an older one") from None
         fn.restype, fn.argtypes = restype, argtypes
+    # Since ABI 2.3; an older library of the same major has none (Library
+    # says so when they are called).
+    splits_p = ctypes.POINTER(c_i64)
+    since_23 = {
+        "at_p2p_all_to_all_v": (c_int, [args_p, splits_p, c_vp]),
+        "at_p2p_check_all_to_all_v": (c_int, [args_p, splits_p, ctypes.c_char_p,
+                                              ctypes.c_size_t]),
+    }
+    for name, (restype, argtypes) in since_23.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype, fn.argtypes = restype, argtypes
 
 
 class Library:
@@ -214,6 +229,38 @@ class Library:
                                f"chunk_bytes {chunk_bytes}, ce_max_bytes {ce_max_bytes}, "
                                f"push_max_bytes {push_max_bytes}): {self.error_string(rc)}")
         return int(out.scratch_bytes), int(out.push_bytes)
+
+    def _splits(self, args: AtP2PArgs, split_counts: Sequence[int]) -> ctypes.Array:
+        """split_counts as the C array the all_to_all_v functions read (world *
+        world entries); KernelsError for a library older than ABI 2.3 or a
+        matrix of another size."""
+        if self.version < ALL_TO_ALL_V_VERSION:
+            raise KernelsError(f"{self.path}: ABI version {self.version} has no all_to_all_v "
+                               f"(since {ALL_TO_ALL_V_VERSION})")
+        n = args.world * args.world
+        if len(split_counts) != n:
+            raise KernelsError(f"split_counts has {len(split_counts)} entries, world "
+                               f"{args.world} needs {n}")
+        return (ctypes.c_int64 * n)(*split_counts)
+
+    def check_all_to_all_v(self, args: AtP2PArgs, split_counts: Sequence[int]) -> Optional[str]:
+        """None when at_p2p_all_to_all_v would accept `args` and the split
+        matrix (row-major, split_counts[src * world + dst]), else the
+        library's reason."""
+        buf = ctypes.create_string_buffer(256)
+        rc = self.lib.at_p2p_check_all_to_all_v(ctypes.byref(args),
+                                                self._splits(args, split_counts), buf,
+                                                len(buf))
+        return None if rc == AT_OK else (buf.value.decode() or self.error_string(rc))
+
+    def all_to_all_v(self, args: AtP2PArgs, split_counts: Sequence[int], stream: int) -> None:
+        """at_p2p_all_to_all_v: the all_to_all of uneven splits (args.count
+        is ignored); KernelsError with the reason when it is rejected."""
+        rc = self.lib.at_p2p_all_to_all_v(ctypes.byref(args), self._splits(args, split_counts),
+                                          ctypes.c_void_p(stream or None))
+        if rc != AT_OK:
+            reason = self.check_all_to_all_v(args, split_counts) if rc == 1 else None
+            raise KernelsError(f"at_p2p_all_to_all_v: {reason or self.error_string(rc)}")
 
     def launch(self, algo: int, args: AtP2PArgs, stream: int) -> None:
         rc = self.lib.at_p2p_launch(algo, ctypes.byref(args), ctypes.c_void_p(stream or None))

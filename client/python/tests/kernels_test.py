@@ -175,6 +175,34 @@ def test_launch_of_rejected_arguments_raises_with_the_reason(lib):
         lib.launch(K.ALGO_ALL_REDUCE_ONE_SHOT, _args(lib, blocks=0), 0)
 
 
+def test_all_to_all_v_checks_through_the_mirror(lib):
+    if lib.version < K.ALL_TO_ALL_V_VERSION:
+        pytest.skip(f"library ABI {lib.version}: no all_to_all_v")
+    assert lib.algo_name(K.ALGO_ALL_TO_ALL_V) == "all_to_all_v"
+    # Rank 1 of 2 receives 3 from rank 0 and nothing from itself; it sends 4
+    # to rank 0. count is ignored.
+    splits = [0, 3, 4, 0]
+    assert lib.check_all_to_all_v(_args(lib, count=-1), splits) is None
+    reason = lib.check_all_to_all_v(_args(lib), [0, 3, -4, 0])
+    assert reason and "split_counts[2] (rank 1 to rank 0) is negative: -4" in reason
+    reason = lib.check_all_to_all_v(_args(lib, threads=100), splits)
+    assert reason and "threads 100" in reason
+    reason = lib.check_all_to_all_v(_args(lib, in0=0x10000004), splits)
+    assert reason and "peer_inputs[0] not 16-byte aligned" in reason
+    # The output may not overlap this rank's input (4 fp32 elements at 0x20000000).
+    reason = lib.check_all_to_all_v(_args(lib, output=0x20000000), splits)
+    assert reason and "cannot run in place" in reason
+    # A matrix of zeros needs no pointer; the matrix must be world x world.
+    assert lib.check_all_to_all_v(_args(lib, output=0x20000000), [0] * 4) is None
+    with pytest.raises(K.KernelsError, match="split_counts has 3 entries, world 2 needs 4"):
+        lib.check_all_to_all_v(_args(lib), [1, 2, 3])
+    # Rejected before any CUDA call; at_p2p_launch takes no matrix.
+    with pytest.raises(K.KernelsError, match="blocks 0"):
+        lib.all_to_all_v(_args(lib, blocks=0), splits, 0)
+    with pytest.raises(K.KernelsError, match="at_p2p_all_to_all_v"):
+        lib.launch(K.ALGO_ALL_TO_ALL_V, _args(lib), 0)
+
+
 def test_abi_mismatch_is_a_clear_error():
     with pytest.raises(K.KernelsError, match=r"sizeof\(at_p2p_args\) is 88 in the library but 96"):
         K.check_abi(20000, 88, "lib.so")

@@ -106,6 +106,37 @@ TEST_CASE("the push one-shot is ruled out for float32, the copy engine takes a c
   CHECK_FALSE(c.Canonicalize(p, {"all_reduce/copy_engine", {{"chunk_kib", 1}}}, "f").ok());
 }
 
+TEST_CASE("an uneven all_to_all lists, validates and runs the P2P candidate") {
+  auto b = CudaBackend::Create(Options());
+  REQUIRE(b.ok());
+  const Catalogue& c = (*b)->catalogue();
+  ProblemSpec p;
+  p.collective = Collective::kAllToAll;
+  p.dtype = DType::kBFloat16;
+  p.world_size = 2;
+  p.split_counts = {0, 300, 7, 50};  // rank 0 sends nothing to itself, 300 to rank 1
+  const Collective a2a = Collective::kAllToAll;
+  std::vector<std::string> names;
+  for (const ImplInfo* info : c.List(&a2a)) names.push_back(info->name);
+  CHECK(names == std::vector<std::string>{"all_to_all/nccl", "all_to_all/p2p"});
+  const ImplInfo* p2p = c.Find("all_to_all/p2p");
+  REQUIRE(p2p != nullptr);
+  CHECK_THAT(p2p->description, Catch::Contains("uneven"));
+  CHECK(c.Supports(p, "all_to_all/p2p", "problems[0].candidates[1]").ok());
+  absl::StatusOr<CandidateSpec> cand = c.Canonicalize(p, {"all_to_all/p2p", {}}, "f");
+  REQUIRE(cand.ok());
+  CHECK(cand->Param("blocks", 0) == 32);
+  // The worker gets the matrix and answers every rank.
+  auto out = (*b)->RunCandidate(p, *cand, Quick(), absl::Now() + absl::Seconds(10));
+  REQUIRE(out.size() == 2);
+  for (const RankOutcome& o : out) {
+    CHECK(o.status.ok());
+    CHECK(o.iteration_us.size() == 4);
+  }
+  // Rank 1's buffers: 57 elements in, 350 out.
+  CHECK((*b)->MemoryNeed(p, {"all_to_all/nccl", {}}) == (57 + 350) * 2 + 32);
+}
+
 TEST_CASE("a worker stuck in a kernel is killed at the deadline and replaced") {
   auto b = CudaBackend::Create(Options());
   REQUIRE(b.ok());

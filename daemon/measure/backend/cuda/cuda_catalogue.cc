@@ -125,8 +125,8 @@ Catalogue CudaCatalogue(bool test_faults) {
   c.Add(Nccl(Collective::kAllToAll, "all_to_all/nccl",
              "grouped ncclSend/ncclRecv, uneven splits"));
   c.Add(P2p(Collective::kAllToAll, "all_to_all/p2p",
-            "each rank copies its segment of every peer's input over NVLink "
-            "(even splits only)",
+            "each rank copies its piece of every peer's input over NVLink, "
+            "even or uneven splits",
             32, 512));
   c.Add(NcclTuned(Collective::kBroadcast, "broadcast/nccl", "ncclBroadcast", 2));
   c.Add(P2p(Collective::kBroadcast, "broadcast/p2p",

@@ -1,6 +1,7 @@
 #include "daemon/measure/backend/cuda/cuda_memory.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/autotuned_kernels.h"
 
@@ -39,6 +40,14 @@ int P2pAlgo(const std::string& impl) {
   return 0;
 }
 
+int P2pAlgoFor(const ProblemSpec& problem, const std::string& impl) {
+  const int algo = P2pAlgo(impl);
+  const std::vector<int64_t>& s = problem.split_counts;
+  if (algo != AT_ALGO_ALL_TO_ALL || s.empty()) return algo;
+  const bool even = std::all_of(s.begin(), s.end(), [&](int64_t c) { return c == s[0]; });
+  return even ? algo : AT_ALGO_ALL_TO_ALL_V;
+}
+
 int64_t ChunkElems(const ProblemSpec& p, const CandidateSpec& c) {
   const int64_t vec = AT_P2P_ALIGNMENT / DTypeSize(p.dtype);
   const int64_t elems = c.Param("chunk_kib", 0) * 1024 / DTypeSize(p.dtype);
@@ -51,7 +60,7 @@ int64_t CudaMemoryNeed(const ProblemSpec& p, const CandidateSpec& c) {
     buffers = std::max(buffers, (p.InputCount(r) + p.OutputCount(r)) * DTypeSize(p.dtype));
   }
   buffers += 16 + 16;  // the check's counters, the cross-daemon barrier word
-  const int algo = P2pAlgo(c.impl);
+  const int algo = P2pAlgoFor(p, c.impl);
   if (algo == 0) return buffers;
   const int64_t scratch = std::max<int64_t>(
       at_p2p_scratch_bytes(algo, static_cast<int>(p.dtype), p.world_size, p.count,

@@ -21,6 +21,12 @@ int64_t ScratchCapacity(int64_t needed);
 // NCCL ones and names it does not know.
 int P2pAlgo(const std::string& impl);
 
+// The AT_ALGO_* that runs `impl` on `problem`: P2pAlgo's, but for
+// "all_to_all/p2p" on an uneven split matrix (entries that differ),
+// AT_ALGO_ALL_TO_ALL_V (at_p2p_all_to_all_v). Even splits, given as a
+// count or as a matrix of equal entries, keep AT_ALGO_ALL_TO_ALL.
+int P2pAlgoFor(const ProblemSpec& problem, const std::string& impl);
+
 // chunk_kib of the chunked two-shot and the copy engine as elements: a
 // whole number of 16-byte vectors, at least one.
 int64_t ChunkElems(const ProblemSpec& problem, const CandidateSpec& candidate);

@@ -69,6 +69,34 @@ TEST_CASE("every catalogue entry of the P2P kernels has its algo") {
   }
 }
 
+TEST_CASE("all_to_all/p2p runs an uneven split matrix through all_to_all_v") {
+  const Catalogue catalogue = CudaCatalogue(false);
+  ProblemSpec p;
+  p.collective = Collective::kAllToAll;
+  p.dtype = DType::kFloat32;
+  p.world_size = 3;
+  p.count = 100;
+  // Even splits, as a count or as a matrix of equal entries: the even kernel.
+  CHECK(P2pAlgoFor(p, "all_to_all/p2p") == AT_ALGO_ALL_TO_ALL);
+  p.split_counts.assign(9, 100);
+  CHECK(P2pAlgoFor(p, "all_to_all/p2p") == AT_ALGO_ALL_TO_ALL);
+  // Uneven, zeros included: rank 0 sends nothing, rank 2 receives 5 + 0.
+  p.split_counts = {0, 0, 0,  //
+                    7, 1000, 5,  //
+                    3, 2, 0};
+  CHECK(P2pAlgoFor(p, "all_to_all/p2p") == AT_ALGO_ALL_TO_ALL_V);
+  CHECK(P2pAlgoFor(p, "all_to_all/nccl") == 0);
+  CHECK(P2pAlgoFor(p, "all_reduce/one_shot") == AT_ALGO_ALL_REDUCE_ONE_SHOT);
+  // The catalogue takes it, and its memory need is the largest row and
+  // column of one rank (rank 1: sends 1012, receives 1002), the signal
+  // buffer and the group's smallest scratch (all_to_all_v uses none).
+  CHECK(catalogue.Supports(p, "all_to_all/p2p", "c").ok());
+  const int64_t rank1 = (1012 + 1002) * 4 + 32;
+  CHECK(CudaMemoryNeed(p, Canonical(catalogue, p, "all_to_all/p2p")) ==
+        rank1 + at_p2p_signal_bytes() + kMinScratchBytes);
+  CHECK(CudaMemoryNeed(p, Canonical(catalogue, p, "all_to_all/nccl")) == rank1);
+}
+
 // A fake node of eight GPUs of 80 GB with 79 GB free each: the default cap
 // (config.proto's Limits) holds every all_reduce candidate at 256 MiB on
 // 4 and on 8 of them.

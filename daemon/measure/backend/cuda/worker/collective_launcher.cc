@@ -122,15 +122,15 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CollectiveLauncher::Create(
   if (l->resources_.group == nullptr || l->resources_.group->world() != world) {
     return absl::InternalError("launcher: no P2P group for this world");
   }
-  // The P2P all_to_all moves the same count between every pair of ranks.
+  // all_to_all/p2p: even splits (a count, or a matrix of equal entries)
+  // through AT_ALGO_ALL_TO_ALL with that count, uneven ones through
+  // at_p2p_all_to_all_v with the matrix.
   int64_t count = problem.count;
-  if (problem.collective == Collective::kAllToAll && !problem.split_counts.empty()) {
-    const std::vector<int64_t>& s = problem.split_counts;
-    if (std::any_of(s.begin(), s.end(), [&](int64_t c) { return c != s[0]; })) {
-      return absl::InvalidArgumentError(
-          "all_to_all/p2p takes even splits only: split_counts differ");
-    }
-    count = s[0];
+  if (method.kind == Method::kP2p &&
+      P2pAlgoFor(problem, candidate.impl) == AT_ALGO_ALL_TO_ALL_V) {
+    l->split_counts_ = problem.split_counts;
+  } else if (problem.collective == Collective::kAllToAll && !problem.split_counts.empty()) {
+    count = problem.split_counts[0];
   }
   l->peer_inputs_.assign(l->resources_.inputs.begin(), l->resources_.inputs.end());
   l->p2p_args_.resize(world);
@@ -149,7 +149,11 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CollectiveLauncher::Create(
     a.chunk_elems = ChunkElems(problem, candidate);
     a.spin_limit = method.kind == Method::kHangTest ? 0 : l->resources_.spin_limit;
     char reason[256];
-    if (at_p2p_check_args(method.algo, &a, reason, sizeof(reason)) != AT_OK) {
+    const int rc = l->split_counts_.empty()
+                       ? at_p2p_check_args(method.algo, &a, reason, sizeof(reason))
+                       : at_p2p_check_all_to_all_v(&a, l->split_counts_.data(), reason,
+                                                   sizeof(reason));
+    if (rc != AT_OK) {
       return absl::InvalidArgumentError(
           absl::StrCat("P2P kernel arguments rejected for rank ", r, ": ", reason));
     }
@@ -173,6 +177,10 @@ const NcclComms* CollectiveLauncher::nccl_comms() const {
 absl::Status CollectiveLauncher::Launch(int rank, cudaStream_t stream) const {
   if (!Participates(rank)) return absl::OkStatus();
   if (method_.nccl()) return LaunchNccl(rank, stream);
+  if (!split_counts_.empty()) {
+    return CudaToStatus(at_p2p_all_to_all_v(&p2p_args_[rank], split_counts_.data(), stream),
+                        "at_p2p_all_to_all_v");
+  }
   return CudaToStatus(at_p2p_launch(method_.algo, &p2p_args_[rank], stream),
                       "at_p2p_launch");
 }

@@ -1,7 +1,8 @@
 // What one GpuNode run launches on each rank: the catalogue entry resolved to
 // an NCCL call (with the candidate's algorithm, protocol and channels forced
 // through the tuner plugin, nccl_tuner_link.h) or a P2P kernel
-// (kernels/autotuned_kernels.h), with every argument fixed before any rank
+// (kernels/autotuned_kernels.h; all_to_all/p2p on an uneven split matrix:
+// at_p2p_all_to_all_v), with every argument fixed before any rank
 // starts. The P2P kernels read their peers'
 // inputs directly, so the launcher is made once all ranks' buffers exist and
 // holds every rank's input pointer.
@@ -63,7 +64,8 @@ class CollectiveLauncher {
     absl::Time deadline = absl::InfiniteFuture();
   };
 
-  // P2P: checks every rank's arguments (at_p2p_check_args); INVALID_ARGUMENT
+  // P2P: checks every rank's arguments (at_p2p_check_args, or
+  // at_p2p_check_all_to_all_v for an uneven all_to_all); INVALID_ARGUMENT
   // with the kernels' reason when any is rejected.
   static absl::StatusOr<std::unique_ptr<CollectiveLauncher>> Create(
       const ProblemSpec& problem, const CandidateSpec& candidate, Method method,
@@ -91,6 +93,9 @@ class CollectiveLauncher {
   NcclChoice nccl_choice_;  // NCCL: the candidate's algo, proto, channels
   std::vector<const void*> peer_inputs_;  // what p2p_args_[r].peer_inputs points to
   std::vector<at_p2p_args> p2p_args_;     // [rank]
+  // An uneven all_to_all/p2p: the split matrix at_p2p_all_to_all_v takes;
+  // empty for everything else.
+  std::vector<int64_t> split_counts_;
 };
 
 }  // namespace autotuned::cuda

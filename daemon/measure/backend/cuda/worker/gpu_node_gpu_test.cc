@@ -277,10 +277,11 @@ TEST_CASE("all_to_all with uneven splits", "[gpu]") {
     }
     if (w >= 2) p.split_counts[1] = 0;  // rank 0 sends nothing to rank 1
     ExpectRuns(*node, p, "all_to_all/nccl", graph);
+    if (w >= 2 && w <= 8) ExpectRuns(*node, p, "all_to_all/p2p", graph);
   }
 }
 
-TEST_CASE("all_to_all/p2p: an even split matrix runs, an uneven one is ruled out", "[gpu]") {
+TEST_CASE("all_to_all/p2p runs even and uneven split matrices", "[gpu]") {
   std::unique_ptr<GpuNode> node = MakeNode();
   if (!node) return;
   const Catalogue catalogue = CudaCatalogue(false);
@@ -288,24 +289,26 @@ TEST_CASE("all_to_all/p2p: an even split matrix runs, an uneven one is ruled out
   REQUIRE(impl != nullptr);
   const int w = WorldFor(*node, *impl);
   if (w == 0) return;
-  ProblemSpec p;
-  p.collective = Collective::kAllToAll;
-  p.dtype = DType::kBFloat16;
-  p.world_size = w;
-  p.split_counts.assign(static_cast<size_t>(w) * w, 1000 + 3);
-  ExpectRuns(*node, p, impl->name);
-  p.split_counts[1] = 7;
-  absl::StatusOr<CandidateSpec> c = catalogue.Canonicalize(p, {impl->name, {}}, "test");
-  REQUIRE(c.ok());
-  const std::vector<RankOutcome> out = node->Run(p, *c, Schedule(), Deadline());
-  REQUIRE(static_cast<int>(out.size()) == w);
-  for (const RankOutcome& o : out) {
-    INFO(o.status.ToString());
-    CHECK(o.status.code() == absl::StatusCode::kInvalidArgument);
-    CHECK(absl::StrContains(o.status.message(), "even splits only"));
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    ProblemSpec p;
+    p.collective = Collective::kAllToAll;
+    p.dtype = dtype;
+    p.world_size = w;
+    p.split_counts.assign(static_cast<size_t>(w) * w, 1000 + 3);  // even
+    ExpectRuns(*node, p, impl->name);
+    p.split_counts[1] = 7;  // uneven: at_p2p_all_to_all_v
+    for (bool graph : {false, true}) ExpectRuns(*node, p, impl->name, graph);
+    // Rank 0 sends nothing, the last rank receives nothing, odd lengths
+    // (pieces that are not 16-byte aligned alike).
+    for (int s = 0; s < w; ++s) {
+      for (int d = 0; d < w; ++d) {
+        p.split_counts[s * w + d] = s == 0 || d == w - 1 ? 0 : (s * 5 + d * 3) % 7 * 4099 + 1;
+      }
+    }
+    ExpectRuns(*node, p, impl->name);
+    // The NCCL candidate alongside, on the same buffers.
+    ExpectRuns(*node, p, "all_to_all/nccl");
   }
-  // The node keeps serving.
-  ExpectRuns(*node, p, "all_to_all/nccl");
 }
 
 TEST_CASE("a launch shape the kernels reject is ruled out", "[gpu]") {
