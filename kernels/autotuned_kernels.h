@@ -211,7 +211,7 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * is cut into `world` slices of whole vectors, each slice into chunks of
    * `chunk_elems`. After a start barrier, each rank's copy engine copies
    * chunk c of every slice q != rank of its input into slot `rank` of rank
-   * q's scratch (then an 8-byte flag); kernels on `stream` reduce chunk c
+   * q's scratch; kernels on `stream` (a barrier per chunk) reduce chunk c
    * of slice `rank` (own input and the peers' slots) into the output and
    * into slot `rank` of its own scratch, flag it to the peers and wait for
    * theirs; a second copy-engine stream then pulls chunk c of each slice q

@@ -99,24 +99,25 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 //   S: CePrologueKernel (start barrier; the flag values)
 //   S -> D1 (event)
 //   D1: for each chunk c: copy chunk c of every slice q != rank of this
-//       rank's input into slot `rank` of rank q's scratch, then the flag
-//       ce_source[c] into every peer's ce_arrived.from[rank]; event E1[c]
-//   S: for each chunk c: wait for E1[c]; CeTwoShotReduceKernel (waits for
-//       the peers' flags, reduces chunk c of slice `rank` (own input and
+//       rank's input into slot `rank` of rank q's scratch; event E1[c]
+//   S: for each chunk c: wait for E1[c]; CeTwoShotReduceKernel (block b:
+//       barrier with block b of every peer, arrive[b] = Flag(e, c + 2): the
+//       peers' copies of chunk c are done, as their reduce of it started
+//       after them; then reduces chunk c of slice `rank` (own input and
 //       scratch slots p) into the output and into scratch slot `rank`, posts
-//       reduced[b] = Flag(e, c + 1) from every block b to every rank);
-//       CeReducedWaitKernel (every peer's blocks reduced chunk c); event
-//       E2[c]
+//       reduced[b] = Flag(e, c + 1) to every rank); CeReducedWaitKernel
+//       (every peer's blocks reduced chunk c); event E2[c]
 //   D2: for each chunk c: wait for E2[c], then copy chunk c of slice q from
 //       slot q of rank q's scratch into the output, for every q != rank (the
 //       copy engine reads over NVLink)
 //   D1, D2 -> S (events): the launch ends when all three have.
 // Every byte crosses NVLink once each way as a copy-engine transfer, and the
 // gather of chunk c overlaps the scatter and reduce of the next chunks. Only
-// kernels on S wait for peers, and each waits for work that a peer orders
-// before its own wait of the same kind (its copies of chunk c need only its
-// prologue; its reduce of chunk c its copies of chunk c), so no order in
-// which a CUDA graph runs the three branches can deadlock.
+// kernels on S wait for peers, for work that each peer orders before its own
+// wait of the same kind (its reduce of chunk c waits for its copies of chunk
+// c, which need only its prologue), so no order in which a CUDA graph runs
+// the three branches can deadlock. The signals are SM stores: the copy
+// engines move data only.
 // No end barrier: a peer reads slot `rank` of this rank's scratch until its
 // D2 is done, and this rank writes that slot again only after the next
 // launch's start barrier, which the peer passes only after its D2 has joined
@@ -144,8 +145,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   if (*reinterpret_cast<volatile uint32_t*>(&own->error) != 0) return;
   const uint32_t e = own->epoch[0];  // stored by the prologue, this launch's
   const int64_t c = a.chunk_index;
+  // Point 1 of arrive[0] is the prologue's barrier.
+  if (!Barrier(a, Flag(e, static_cast<uint32_t>(c + 2)))) return;
   const uint64_t flag = Flag(e, static_cast<uint32_t>(c + 1));
-  if (!WaitRow(a, &own->ce_arrived, flag, kCeChunkWait, false)) return;
   const int64_t slice = a.slot_elems;
   const int64_t gid = GlobalThread(), grid = GridThreads();
   const int64_t base = a.rank * slice + c * a.chunk_elems;  // in the message
@@ -198,7 +200,7 @@ __global__ void __launch_bounds__(256)
     int64_t spins = 0;
     while (static_cast<int64_t>(LoadAcquire(flag) - want) < 0) {
       if (a.spin_limit > 0 && ++spins >= a.spin_limit) {
-        RecordTimeout(a, kCeChunkWait, static_cast<unsigned int>(p));
+        RecordTimeout(a, kReduced, static_cast<unsigned int>(p));
         break;
       }
     }

@@ -5,7 +5,8 @@
 // pipelined push at each --chunk_elems, the chunked two-shot at each one
 // below the message) over each launch shape of --shapes, for sizes from
 // --min_bytes to --max_bytes; --columns names the P2P columns to time (the
-// others print "-"). Per size it prints each column's
+// others print "-"); --spin_limit makes a P2P wait give up after that many
+// polls (its column is then left out as a wrong output) instead of hanging. Per size it prints each column's
 // fastest correct figure with its shape, the busbw of the fastest column,
 // and the winner.
 //
@@ -79,6 +80,8 @@ struct Flags {
   // The P2P columns to time (their names in the table's header, without
   // "_us"); empty: all of them.
   std::vector<std::string> columns;
+  // The P2P kernels' spin limit (at_p2p_args.spin_limit; 0 = wait forever).
+  int64_t spin_limit = 0;
   std::vector<Shape> shapes = {{8, 512}, {16, 512}, {32, 512}, {64, 512}, {64, 1024}, {132, 1024}};
   std::vector<int64_t> chunks = {int64_t{1} << 17, int64_t{1} << 20};
 };
@@ -87,7 +90,8 @@ struct Flags {
   std::fprintf(stderr,
                "bad flag: %s\nusage: p2p_bench [--min_bytes=N] [--max_bytes=N] [--step=2|4] "
                "[--iters=N] [--warmup=N] [--graph] [--graph_iters=N] [--nccl_threads] [--shapes=BxT,...] "
-               "[--chunk_elems=N,...] [--nccl_only] [--columns=one_shot,ce_two_shot,...]\n",
+               "[--chunk_elems=N,...] [--nccl_only] [--columns=one_shot,ce_two_shot,...] "
+               "[--spin_limit=N]\n",
                bad);
   std::exit(2);
 }
@@ -147,6 +151,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.nccl_threads = value == "1";
     } else if (name == "nccl_only") {
       f.nccl_only = value == "1";
+    } else if (name == "spin_limit") {
+      f.spin_limit = ParseInt(value, argv[i]);
     } else if (name == "columns") {
       f.columns = Split(value);
     } else if (name == "min_bytes") {
@@ -380,7 +386,7 @@ class Bench {
   bool Check(int64_t count, const std::vector<void*>* outs = nullptr) {
     const std::vector<void*>& out = outs != nullptr ? *outs : out_;
     static const long long kNone = INT64_MAX;
-    bool ok = true;
+    bool ok = true, failed_wait = false;
     for (int r = 0; r < world_; ++r) {
       AT_CUDA_CHECK(cudaSetDevice(r));
       AT_CUDA_CHECK(cudaMemsetAsync(bad_[r], 0, sizeof(unsigned long long), stream_[r]));
@@ -402,7 +408,13 @@ class Bench {
       uint32_t error = 0;
       AT_CUDA_CHECK(at_p2p_group_error(group_, r, &error));
       ok = ok && n == 0 && error == 0;
+      if (error != 0) {
+        std::printf("# rank %d: error word 0x%08x (a wait gave up: --spin_limit)\n", r, error);
+        failed_wait = true;
+      }
     }
+    // A wait that gave up leaves stale flags: the next candidate starts clean.
+    if (failed_wait) AT_CUDA_CHECK(at_p2p_group_reset(group_));
     // Garbage in the outputs, so the next candidate cannot pass on stale data.
     for (int r = 0; r < world_; ++r) {
       AT_CUDA_CHECK(cudaSetDevice(r));
@@ -491,7 +503,7 @@ class Bench {
       a.blocks = shape.blocks;
       a.threads = shape.threads;
       a.chunk_elems = chunk;
-      a.spin_limit = 0;
+      a.spin_limit = flags_.spin_limit;
       if (at_p2p_check_args(algo, &a, nullptr, 0) != AT_OK) return -1;
     }
     auto iteration = [&] {

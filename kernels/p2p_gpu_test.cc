@@ -4,7 +4,10 @@
 // LaunchCheckPattern. With one GPU, two ranks share it (each its own stream
 // and buffers, launch shapes capped so that both ranks' blocks fit at once):
 // the protocols and the data are checked, NVLink is not. Without a GPU it
-// reports that it skipped and passes.
+// reports that it skipped and passes. To look into one algo:
+// AT_P2P_TEST_ALGO=<algo number> keeps the cases of that algo only, and
+// AT_P2P_TEST_SPIN_LIMIT=<polls> replaces the spin limit (a wait that runs
+// out then fails its case with the error word instead of hanging).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -52,7 +55,10 @@ constexpr Shape kShapes[] = {{8, 256}, {1, 32}, {64, 1024}, {3, 96}, {128, 1024}
 constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
 // Generous: a wait that is this long is a bug, and the test fails (error
 // word set) instead of hanging.
-constexpr int64_t kSpinLimit = int64_t{1} << 24;
+const int64_t kSpinLimit = [] {
+  const char* v = std::getenv("AT_P2P_TEST_SPIN_LIMIT");
+  return v != nullptr ? std::strtoll(v, nullptr, 10) : int64_t{1} << 24;
+}();
 // Scratch per rank: the copy engine's world copies of kMaxCount fp32
 // elements.
 constexpr int64_t kScratchBytes = AT_P2P_MAX_WORLD * kMaxCount * 4;
@@ -335,7 +341,9 @@ void RunOnce(Env& env, const Case& c, Shape shape) {
 
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
+  const char* only = std::getenv("AT_P2P_TEST_ALGO");
   for (int algo : kAlgos) {
+    if (only != nullptr && algo != std::atoi(only)) continue;
     for (int dtype : kDtypes) {
       if (!Runs(algo, dtype)) continue;
       for (int64_t count : kCounts) {

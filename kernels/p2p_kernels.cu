@@ -789,7 +789,6 @@ int LaunchCeTwoShot(P2pKernelArgs k, const at_p2p_args& args, KernelFn reduce,
   const int me = args.rank;
   const char* in = static_cast<const char*>(args.peer_inputs[me]);
   char* out = static_cast<char*>(args.output);
-  Signal* own = static_cast<Signal*>(args.peer_signals[me]);
   // D1: the scatter, an event after each chunk.
   for (int64_t c = 0; c < chunks && e == cudaSuccess; ++c) {
     for (int q = 0; q < args.world && e == cudaSuccess; ++q) {
@@ -798,12 +797,6 @@ int LaunchCeTwoShot(P2pKernelArgs k, const at_p2p_args& args, KernelFn reduce,
       const int64_t at = (q * slice + c * chunk) * esize;
       char* dst = static_cast<char*>(args.peer_scratch[q]) + (me * slice + c * chunk) * esize;
       e = cudaMemcpyAsync(dst, in + at, len * esize, cudaMemcpyDefault, side.stream);
-    }
-    for (int q = 0; q < args.world && e == cudaSuccess; ++q) {
-      if (q == me) continue;
-      Signal* peer = static_cast<Signal*>(args.peer_signals[q]);
-      e = cudaMemcpyAsync(&peer->ce_arrived.from[me], &own->ce_source[c], sizeof(uint64_t),
-                          cudaMemcpyDefault, side.stream);
     }
     if (e == cudaSuccess) e = cudaEventRecord(scattered[c], side.stream);
   }
