@@ -8,8 +8,7 @@
 //
 // Per transfer: copy engine (cudaMemcpyPeerAsync issued by the writer; also in
 // 2 MiB chunks, each followed by an 8-byte copy, as all_reduce/copy_engine
-// moves data; and issued by the reader, a pull, as all_reduce/ce_two_shot
-// gathers) and SM
+// moves data; and issued by the reader, a pull) and SM
 // kernels (16-byte loads from the peer's memory into local memory, or stores
 // into the peer's, plain or volatile as all_reduce/one_shot_push's), one way
 // (GPU 0 -> GPU 1) and both ways at once; GB/s per direction, from CUDA

@@ -206,26 +206,7 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * the root (peer_inputs[p], p != root, may be NULL). Scratch: 6 chunks'
    * worth. chunk_elems: a positive multiple of the vector width. In place
    * allowed (output == own input). op ignored. Since ABI 2.2. */
-#define AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT 13
-  /* Two-shot in which the data moves by copy engine both ways: the message
-   * is cut into `world` slices of whole vectors, each slice into chunks of
-   * `chunk_elems`. After a start barrier, each rank's copy engine copies
-   * chunk c of every slice q != rank of its input into slot `rank` of rank
-   * q's scratch; kernels on `stream` (a barrier per chunk) reduce chunk c
-   * of slice `rank` (own input and the peers' slots) into the output and
-   * into slot `rank` of its own scratch, flag it to the peers and wait for
-   * theirs; a second copy-engine stream then pulls chunk c of each slice q
-   * from slot q of rank q's scratch into the output. The two copy streams
-   * (kept by the library per device and caller stream with their events,
-   * forked from and joined back to `stream`, so CUDA graphs capture them;
-   * only `stream` waits for peers) and the reduce overlap across chunks;
-   * every byte crosses NVLink once each way, as a copy-engine transfer.
-   * For large messages on any world size: the launch makes about
-   * 2 x world host calls per chunk. Reads only this rank's own input
-   * (peer_inputs[p], p != rank, may be NULL). Scratch: `world` slices
-   * (at_p2p_scratch_bytes). chunk_elems: a positive multiple of the vector
-   * width, at most 1024 chunks per slice. In place allowed. Since ABI 2.3. */
-#define AT_ALGO_ALL_TO_ALL_V 14
+#define AT_ALGO_ALL_TO_ALL_V 13
   /* Uneven splits: split_counts[s * world + d] elements go from rank s to
    * rank d (world x world, row-major, as Problem.split_counts in
    * proto/autotuned.proto; the same matrix on every rank). Rank s's input
@@ -331,7 +312,6 @@ int at_p2p_all_to_all(const at_p2p_args* args, void* stream);
 int at_p2p_broadcast(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_push_pipelined(const at_p2p_args* args, void* stream);
 int at_p2p_broadcast_push_pipelined(const at_p2p_args* args, void* stream);
-int at_p2p_all_reduce_copy_engine_two_shot(const at_p2p_args* args, void* stream);
 
 /* All-to-all with uneven splits (AT_ALGO_ALL_TO_ALL_V). split_counts:
  * world * world element counts (see the algo), read during the call only:

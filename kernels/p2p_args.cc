@@ -70,17 +70,14 @@ bool IsTwoShot(int algo) {
 }
 bool IsOneShotPush(int algo) { return algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH; }
 bool IsCopyEngine(int algo) { return algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE; }
-bool IsCeTwoShot(int algo) { return algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT; }
 bool UsesScratch(int algo) {
-  return IsTwoShot(algo) || IsOneShotPush(algo) || IsCopyEngine(algo) || IsCeTwoShot(algo) ||
-         IsPipelined(algo);
+  return IsTwoShot(algo) || IsOneShotPush(algo) || IsCopyEngine(algo) || IsPipelined(algo);
 }
 // Whether the launch on `a.rank` reads rank p's input: the push one-shot,
-// the copy engines and the pipelined push all-reduce read their own only,
+// the copy engine and the pipelined push all-reduce read their own only,
 // broadcast the root's only (the pipelined one: the root alone, its own).
 bool ReadsInput(int algo, const at_p2p_args& a, int p) {
-  if (IsOneShotPush(algo) || IsCopyEngine(algo) || IsCeTwoShot(algo) ||
-      algo == AT_ALGO_ALL_REDUCE_PUSH_PIPELINED) {
+  if (IsOneShotPush(algo) || IsCopyEngine(algo) || algo == AT_ALGO_ALL_REDUCE_PUSH_PIPELINED) {
     return p == a.rank;
   }
   if (algo == AT_ALGO_BROADCAST) return p == a.root;
@@ -109,7 +106,6 @@ int64_t ScratchBytes(int algo, int dtype, int world, int64_t count,
                      int64_t chunk_elems) {
   if (IsOneShotPush(algo)) return PushBufferBytes(count, world, dtype);
   if (IsCopyEngine(algo)) return world * CeSlotElems(count, dtype) * ElemBytes(dtype);
-  if (IsCeTwoShot(algo)) return world * SliceElems(count, world, VecElems(dtype)) * ElemBytes(dtype);
   if (IsPipelined(algo)) {
     const int parts = algo == AT_ALGO_BROADCAST_PUSH_PIPELINED ? world - 1 : world;
     return PipeScratchElems(PipeLayout(count, parts, dtype, chunk_elems)) * ElemBytes(dtype);
@@ -157,7 +153,6 @@ const char* at_p2p_algo_name(int algo) {
     case AT_ALGO_BROADCAST: return "broadcast";
     case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED: return "all_reduce_push_pipelined";
     case AT_ALGO_BROADCAST_PUSH_PIPELINED: return "broadcast_push_pipelined";
-    case AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT: return "all_reduce_copy_engine_two_shot";
     case AT_ALGO_ALL_TO_ALL_V: return "all_to_all_v";
     default: return nullptr;
   }
@@ -256,18 +251,14 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
   }
   if (a->spin_limit < 0) return Fail(r, n, "spin_limit must be >= 0");
   const int64_t vec = VecElems(a->dtype);
-  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED || IsCopyEngine(algo) || IsCeTwoShot(algo) ||
-      IsPipelined(algo)) {
+  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED || IsCopyEngine(algo) || IsPipelined(algo)) {
     if (a->chunk_elems <= 0 || a->chunk_elems % vec != 0) {
       return Fail(r, n, "chunk_elems %lld must be a positive multiple of %lld "
                   "elements (16 bytes)",
                   static_cast<long long>(a->chunk_elems), static_cast<long long>(vec));
     }
-    const int64_t most = IsCopyEngine(algo) || IsCeTwoShot(algo) ? kMaxCeChunks : kMaxChunks;
-    // The copy-engine two-shot chunks each rank's slice, not the message.
-    const int64_t chunked =
-        IsCeTwoShot(algo) ? SliceElems(a->count, a->world, vec) : a->count;
-    if ((chunked + a->chunk_elems - 1) / a->chunk_elems > most) {
+    const int64_t most = IsCopyEngine(algo) ? kMaxCeChunks : kMaxChunks;
+    if ((a->count + a->chunk_elems - 1) / a->chunk_elems > most) {
       return Fail(r, n, "more than %lld chunks: chunk_elems too small",
                   static_cast<long long>(most));
     }
@@ -315,8 +306,6 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
     case AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH:
     // Pipelined push: see its kernel (p2p_kernels.cu); peers never read it.
     case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED:
-    // Copy-engine two-shot: see copy_engine.cuh.
-    case AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT:
       in_place_ok = in == a->output;
       break;
     case AT_ALGO_ALL_GATHER:

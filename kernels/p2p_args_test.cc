@@ -56,8 +56,7 @@ constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SH
                           AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
                           AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE,
                           AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST,
-                          AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, AT_ALGO_BROADCAST_PUSH_PIPELINED,
-                          AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT};
+                          AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, AT_ALGO_BROADCAST_PUSH_PIPELINED};
 // kAlgos: every algo at_p2p_launch takes; the all-to-all with uneven splits
 // has functions of its own (its test below).
 constexpr int kLastAlgo = AT_ALGO_ALL_TO_ALL_V;
@@ -79,8 +78,6 @@ TEST_CASE("version, names, limits and struct size") {
         "all_reduce_push_pipelined");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_BROADCAST_PUSH_PIPELINED)) ==
         "broadcast_push_pipelined");
-  CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT)) ==
-        "all_reduce_copy_engine_two_shot");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_TO_ALL_V)) == "all_to_all_v");
   for (int algo : kAlgos) CHECK(at_p2p_algo_name(algo) != nullptr);
   CHECK(at_p2p_algo_name(0) == nullptr);
@@ -420,41 +417,6 @@ TEST_CASE("copy engine: own input only, world slots of the message, at most 1024
   CHECK(Reason(kCe, s.args) == "OK");
   s.args.output = const_cast<void*>(s.inputs[0]);
   CHECK_THAT(Reason(kCe, s.args), Catch::Contains("copy_engine cannot run in place"));
-}
-
-TEST_CASE("copy-engine two-shot: own input only, world slices, 1024 chunks a slice, in place") {
-  constexpr int kCe2 = AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT;
-  // world slices of whole vectors: 1000 bf16 on 2 ranks = 2 x 504; any chunk.
-  CHECK(at_p2p_scratch_bytes(kCe2, AT_DTYPE_BFLOAT16, 2, 1000, 0) == 2 * 504 * 2);
-  CHECK(at_p2p_scratch_bytes(kCe2, AT_DTYPE_FLOAT32, 8, 4099, 256) == 8 * 516 * 4);
-  CHECK(at_p2p_scratch_bytes(kCe2, AT_DTYPE_FLOAT32, 9, 4099, 0) == -1);
-
-  Setup s;  // bf16, 1000 elements, chunks of 256, 2 ranks
-  s.args.scratch_bytes = 2 * 504 * 2;
-  CHECK(Reason(kCe2, s.args) == "OK");
-  s.args.scratch_bytes = 2 * 504 * 2 - 1;
-  CHECK_THAT(Reason(kCe2, s.args), Catch::Contains("scratch_bytes 2015 < 2016 needed"));
-  s.args.scratch_bytes = 4000;
-  s.args.chunk_elems = 12;
-  CHECK_THAT(Reason(kCe2, s.args), Catch::Contains("positive multiple of 8"));
-  // At most 1024 chunks of a slice, not of the message: 2 x 8192 bf16 in
-  // chunks of 8 is 1024 a slice.
-  s.args.count = 2 * 8192;
-  s.args.chunk_elems = 8;
-  s.args.scratch_bytes = 2 * 8192 * 2;
-  CHECK(Reason(kCe2, s.args) == "OK");
-  s.args.count = 2 * 8192 + 16;
-  s.args.scratch_bytes = 2 * 8200 * 2;
-  CHECK_THAT(Reason(kCe2, s.args), Catch::Contains("more than 1024 chunks"));
-  s.args.count = 1000;
-  s.args.chunk_elems = 256;
-  // Peers' inputs are never read; in place is allowed, other overlaps not.
-  s.inputs[1] = nullptr;
-  CHECK(Reason(kCe2, s.args) == "OK");
-  s.args.output = const_cast<void*>(s.inputs[0]);
-  CHECK(Reason(kCe2, s.args) == "OK");
-  s.args.output = static_cast<char*>(const_cast<void*>(s.inputs[0])) + 16;
-  CHECK_THAT(Reason(kCe2, s.args), Catch::Contains("output overlaps"));
 }
 
 TEST_CASE("chunk must be a positive multiple of the vector width") {

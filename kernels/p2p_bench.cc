@@ -1,8 +1,8 @@
 // p2p_bench: one process drives every visible GPU (2..8) and times bf16
 // all-reduce with NCCL and with each P2P all-reduce of autotuned_kernels.h
 // (one-shot, push one-shot, two-shot, push two-shot, chunked two-shot, copy
-// engine, pipelined push and copy-engine two-shot; the copy engines and the
-// pipelined push at each --chunk_elems, the chunked two-shot at each one
+// engine and pipelined push; the copy engine and the pipelined push at each
+// --chunk_elems, the chunked two-shot at each one
 // below the message) over each launch shape of --shapes, for sizes from
 // --min_bytes to --max_bytes; --columns names the P2P columns to time (the
 // others print "-"); --spin_limit makes a P2P wait give up after that many
@@ -28,7 +28,7 @@
 //   p2p_bench [--min_bytes=1024] [--max_bytes=268435456] [--step=2]
 //             [--iters=20] [--warmup=5] [--graph] [--graph_iters=10] [--nccl_threads]
 //             [--shapes=8x512,16x512,32x512,64x512,64x1024,132x1024]
-//             [--chunk_elems=131072,1048576] [--nccl_only] [--columns=two_shot,ce_two_shot]
+//             [--chunk_elems=131072,1048576] [--nccl_only] [--columns=two_shot,push_pipelined]
 //
 // --nccl_only times NCCL alone (the P2P columns print "-"): the quick
 // independent NCCL measurement that bench/gpu_run.sh repeats.
@@ -90,7 +90,7 @@ struct Flags {
   std::fprintf(stderr,
                "bad flag: %s\nusage: p2p_bench [--min_bytes=N] [--max_bytes=N] [--step=2|4] "
                "[--iters=N] [--warmup=N] [--graph] [--graph_iters=N] [--nccl_threads] [--shapes=BxT,...] "
-               "[--chunk_elems=N,...] [--nccl_only] [--columns=one_shot,ce_two_shot,...] "
+               "[--chunk_elems=N,...] [--nccl_only] [--columns=one_shot,two_shot,...] "
                "[--spin_limit=N]\n",
                bad);
   std::exit(2);
@@ -125,7 +125,6 @@ const char* Column(int algo) {
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED: return "two_shot_chunked";
     case AT_ALGO_ALL_REDUCE_COPY_ENGINE: return "copy_engine";
     case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED: return "push_pipelined";
-    case AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT: return "ce_two_shot";
     default: return "";
   }
 }
@@ -571,10 +570,10 @@ int Main(int argc, char** argv) {
   Bench bench(flags, world);
   bench.Setup();
   const bool symm = !flags.nccl_only && bench.SetupSymmetric();
-  std::printf("%12s %14s %14s %26s %26s %26s %26s %34s %34s %34s %34s %12s %s\n", "bytes",
-              "nccl_us", "nccl_symm_us", "one_shot_us", "one_shot_push_us", "two_shot_us",
-              "two_shot_push_us", "two_shot_chunked_us", "copy_engine_us", "push_pipelined_us",
-              "ce_two_shot_us", "busbw_GB/s", "winner");
+  std::printf("%12s %14s %14s %26s %26s %26s %26s %34s %34s %34s %12s %s\n", "bytes", "nccl_us",
+              "nccl_symm_us", "one_shot_us", "one_shot_push_us", "two_shot_us", "two_shot_push_us",
+              "two_shot_chunked_us", "copy_engine_us", "push_pipelined_us", "busbw_GB/s",
+              "winner");
   const auto wanted = [&](const char* column) {
     return flags.columns.empty() ||
            std::find(flags.columns.begin(), flags.columns.end(), column) != flags.columns.end();
@@ -582,7 +581,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> bad;  // candidates whose output was wrong
   for (int64_t bytes = flags.min_bytes; bytes <= flags.max_bytes; bytes *= flags.step) {
     const int64_t count = bytes / 2;
-    Best nccl, one, one_push, two, push, chunked, ce, pipe, ce2;
+    Best nccl, one, one_push, two, push, chunked, ce, pipe;
     nccl.how = "nccl";
     nccl.us = bench.Nccl(count, &nccl.ok);
     Best nsym;
@@ -616,8 +615,6 @@ int Main(int argc, char** argv) {
             std::string(how) + " c" + std::to_string(chunk), &ce);
         run(AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, chunk,
             std::string(how) + " c" + std::to_string(chunk), &pipe);
-        run(AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT, chunk,
-            std::string(how) + " c" + std::to_string(chunk), &ce2);
       }
     }
     const Best* winner = &nccl;
@@ -625,7 +622,7 @@ int Main(int argc, char** argv) {
     const std::pair<const Best*, const char*> candidates[] = {
         {&nsym, "nccl_symm"}, {&one, "one_shot"}, {&one_push, "one_shot_push"}, {&two, "two_shot"},
         {&push, "two_shot_push"}, {&ce, "copy_engine"},
-        {&chunked, "two_shot_chunked"}, {&pipe, "push_pipelined"}, {&ce2, "ce_two_shot"}};
+        {&chunked, "two_shot_chunked"}, {&pipe, "push_pipelined"}};
     for (const auto& c : candidates) {
       if (c.first->us >= 0 && c.first->ok && (!winner->ok || c.first->us < winner->us)) {
         winner = c.first;
@@ -639,11 +636,11 @@ int Main(int argc, char** argv) {
     if (nsym.us >= 0) {
       std::snprintf(symm_cell, sizeof(symm_cell), "%.2f%s", nsym.us, nsym.ok ? "" : "_BAD");
     }
-    std::printf("%12lld %14s %14s %26s %26s %26s %26s %34s %34s %34s %34s %12.1f %s\n",
+    std::printf("%12lld %14s %14s %26s %26s %26s %26s %34s %34s %34s %12.1f %s\n",
                 static_cast<long long>(bytes), nccl_cell, symm_cell, Cell(one).c_str(),
                 Cell(one_push).c_str(), Cell(two).c_str(), Cell(push).c_str(),
-                Cell(chunked).c_str(), Cell(ce).c_str(), Cell(pipe).c_str(), Cell(ce2).c_str(),
-                busbw, winner_name);
+                Cell(chunked).c_str(), Cell(ce).c_str(), Cell(pipe).c_str(), busbw,
+                winner_name);
     std::fflush(stdout);
     if (!nccl.ok) bad.push_back(std::to_string(bytes) + " nccl");
     if (nsym.us >= 0 && !nsym.ok) bad.push_back(std::to_string(bytes) + " nccl_symm");

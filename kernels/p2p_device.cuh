@@ -30,7 +30,6 @@ struct P2pKernelArgs {
   int world;
   int rank;
   int root;  // broadcast
-  int64_t chunk_index;  // the copy-engine two-shot: the chunk a launch reduces
 };
 
 // ---- Element types: raw bits in registers, arithmetic in fp32 -------------

@@ -11,7 +11,6 @@
 #include <map>
 #include <mutex>
 #include <utility>
-#include <vector>
 
 #include "kernels/all_to_all_v.cuh"
 #include "kernels/autotuned_kernels.h"
@@ -613,7 +612,6 @@ template <int W, int DT, int OP> KernelFn PickAlgo(int algo, bool narrow) {
         return OneShotPushKernel<W, DT, OP>;
       }
     case AT_ALGO_ALL_REDUCE_COPY_ENGINE: return CeReduceKernel<W, DT, OP>;
-    case AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT: return CeTwoShotReduceKernel<W, DT, OP>;
     case AT_ALGO_REDUCE_SCATTER: return ReduceScatterKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return TwoShotPushKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED:
@@ -681,23 +679,16 @@ KernelFn Pick(int algo, int world, int dtype, int op, int64_t* count_units, int 
   return PickW<kMaxWorld>(algo, dtype, op, count_units, narrow);
 }
 
-// The copy-engine all-reduces' side streams and fork/join events, one set per
+// The copy-engine all-reduce's side stream and fork/join events, one set per
 // (device, caller stream), made at the first launch there and kept for the
 // life of the process (a caller uses few streams).
 struct Side {
   cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr;
   cudaEvent_t join = nullptr;
-  // The copy-engine two-shot's second side stream (its gather) and its
-  // per-chunk events (2 per chunk, made as launches need more).
-  cudaStream_t stream2 = nullptr;
-  cudaEvent_t join2 = nullptr;
-  std::vector<cudaEvent_t> chunk_events;
 };
 
-// `*out` stays valid (and is used by one launch at a time: launches on a
-// stream are serialized) for the life of the process.
-cudaError_t SideFor(cudaStream_t main, size_t chunk_events, const Side** out) {
+cudaError_t SideFor(cudaStream_t main, Side* out) {
   static std::mutex* mu = new std::mutex;
   static auto* sides = new std::map<std::pair<int, cudaStream_t>, Side>;
   int device = 0;
@@ -710,29 +701,19 @@ cudaError_t SideFor(cudaStream_t main, size_t chunk_events, const Side** out) {
     e = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&s.stream2, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.join2, cudaEventDisableTiming);
     if (e != cudaSuccess) return e;
     it = sides->emplace(std::make_pair(device, main), s).first;
   }
-  std::vector<cudaEvent_t>& events = it->second.chunk_events;
-  while (events.size() < chunk_events) {
-    cudaEvent_t ev = nullptr;
-    e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    if (e != cudaSuccess) return e;
-    events.push_back(ev);
-  }
-  *out = &it->second;
+  *out = it->second;
   return cudaSuccess;
 }
 
 // See copy_engine.cuh. `k` is complete; the copies use `args`' pointers.
 int LaunchCopyEngine(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn reduce,
                      cudaStream_t main) {
-  const Side* sp = nullptr;
-  cudaError_t e = SideFor(main, 0, &sp);
+  Side side;
+  cudaError_t e = SideFor(main, &side);
   if (e != cudaSuccess) return static_cast<int>(e);
-  const Side& side = *sp;
   CePrologueKernel<<<1, 32, 0, main>>>(k);
   e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaEventRecord(side.fork, main);
@@ -766,67 +747,6 @@ int LaunchCopyEngine(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn r
   }
   const cudaError_t wait = join == cudaSuccess ? cudaStreamWaitEvent(main, side.join, 0) : join;
   return static_cast<int>(e != cudaSuccess ? e : wait);
-}
-
-// See copy_engine.cuh (the copy-engine two-shot). `k` is complete.
-int LaunchCeTwoShot(P2pKernelArgs k, const at_p2p_args& args, KernelFn reduce,
-                    cudaStream_t main) {
-  const int64_t slice = k.slot_elems, chunk = k.chunk_elems;
-  const int64_t chunks = (slice + chunk - 1) / chunk;
-  const Side* sp = nullptr;
-  cudaError_t e = SideFor(main, static_cast<size_t>(2 * chunks), &sp);
-  if (e != cudaSuccess) return static_cast<int>(e);
-  const Side& side = *sp;
-  cudaEvent_t const* scattered = side.chunk_events.data();
-  cudaEvent_t const* reduced = scattered + chunks;
-  CePrologueKernel<<<1, 32, 0, main>>>(k);
-  e = cudaGetLastError();
-  if (e == cudaSuccess) e = cudaEventRecord(side.fork, main);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(side.stream, side.fork, 0);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(side.stream2, side.fork, 0);
-  if (e != cudaSuccess) return static_cast<int>(e);
-  const int64_t esize = ElemBytes(args.dtype);
-  const int me = args.rank;
-  const char* in = static_cast<const char*>(args.peer_inputs[me]);
-  char* out = static_cast<char*>(args.output);
-  // D1: the scatter, an event after each chunk.
-  for (int64_t c = 0; c < chunks && e == cudaSuccess; ++c) {
-    for (int q = 0; q < args.world && e == cudaSuccess; ++q) {
-      const int64_t len = CeTwoShotChunkLen(args.count, slice, chunk, q, c);
-      if (q == me || len == 0) continue;
-      const int64_t at = (q * slice + c * chunk) * esize;
-      char* dst = static_cast<char*>(args.peer_scratch[q]) + (me * slice + c * chunk) * esize;
-      e = cudaMemcpyAsync(dst, in + at, len * esize, cudaMemcpyDefault, side.stream);
-    }
-    if (e == cudaSuccess) e = cudaEventRecord(scattered[c], side.stream);
-  }
-  // S: per chunk, the reduce and the wait for the peers'; D2: the gather.
-  for (int64_t c = 0; c < chunks && e == cudaSuccess; ++c) {
-    k.chunk_index = c;
-    e = cudaStreamWaitEvent(main, scattered[c], 0);
-    if (e != cudaSuccess) break;
-    reduce<<<args.blocks, args.threads, 0, main>>>(k);
-    CeReducedWaitKernel<<<1, 256, 0, main>>>(k, args.blocks);
-    e = cudaGetLastError();
-    if (e == cudaSuccess) e = cudaEventRecord(reduced[c], main);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(side.stream2, reduced[c], 0);
-    for (int q = 0; q < args.world && e == cudaSuccess; ++q) {
-      const int64_t len = CeTwoShotChunkLen(args.count, slice, chunk, q, c);
-      if (q == me || len == 0) continue;
-      const int64_t at = (q * slice + c * chunk) * esize;
-      e = cudaMemcpyAsync(out + at, static_cast<const char*>(args.peer_scratch[q]) + at,
-                          len * esize, cudaMemcpyDefault, side.stream2);
-    }
-  }
-  // Both joins are recorded and waited for even after a failure, so that the
-  // caller's stream (or its capture) is never left forked.
-  const cudaError_t join = cudaEventRecord(side.join, side.stream);
-  const cudaError_t join2 = cudaEventRecord(side.join2, side.stream2);
-  const cudaError_t wait = join == cudaSuccess ? cudaStreamWaitEvent(main, side.join, 0) : join;
-  const cudaError_t wait2 =
-      join2 == cudaSuccess ? cudaStreamWaitEvent(main, side.join2, 0) : join2;
-  if (e != cudaSuccess) return static_cast<int>(e);
-  return static_cast<int>(wait != cudaSuccess ? wait : wait2);
 }
 
 }  // namespace
@@ -875,11 +795,6 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
     k.slot_elems = p2p::CeSlotElems(args->count, args->dtype);
     return p2p::LaunchCopyEngine(k, *args, fn, static_cast<cudaStream_t>(stream));
   }
-  if (algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT) {
-    k.chunk_elems = args->chunk_elems;
-    k.slot_elems = p2p::SliceElems(args->count, args->world, p2p::VecElems(args->dtype));
-    return p2p::LaunchCeTwoShot(k, *args, fn, static_cast<cudaStream_t>(stream));
-  }
   fn<<<args->blocks, args->threads, 0, static_cast<cudaStream_t>(stream)>>>(k);
   return static_cast<int>(cudaGetLastError());
 }
@@ -901,9 +816,6 @@ int at_p2p_all_reduce_one_shot_push(const at_p2p_args* args, void* stream) {
 }
 int at_p2p_all_reduce_copy_engine(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_ALL_REDUCE_COPY_ENGINE, args, stream);
-}
-int at_p2p_all_reduce_copy_engine_two_shot(const at_p2p_args* args, void* stream) {
-  return at_p2p_launch(AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT, args, stream);
 }
 int at_p2p_all_gather(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_ALL_GATHER, args, stream);

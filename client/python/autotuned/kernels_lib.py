@@ -39,8 +39,7 @@ ALGO_ALL_TO_ALL = 9                # since ABI 2.0 (even splits)
 ALGO_BROADCAST = 10                # since ABI 2.0 (at_p2p_args.root)
 ALGO_ALL_REDUCE_PUSH_PIPELINED = 11  # since ABI 2.2 (reads its own input only)
 ALGO_BROADCAST_PUSH_PIPELINED = 12   # since ABI 2.2
-ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT = 13  # since ABI 2.3 (reads its own input only)
-ALGO_ALL_TO_ALL_V = 14  # since ABI 2.3 (uneven splits: Library.all_to_all_v, not launch)
+ALGO_ALL_TO_ALL_V = 13  # since ABI 2.3 (uneven splits: Library.all_to_all_v, not launch)
 ALL_TO_ALL_V_VERSION = 20300  # the first AT_KERNELS_VERSION with it
 
 VOIDPP = ctypes.POINTER(ctypes.c_void_p)
@@ -118,8 +117,6 @@ IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (
                    32, 512, max_bytes_attr="push_max_bytes"),
     Implementation("all_reduce/copy_engine", "all_reduce", ALGO_ALL_REDUCE_COPY_ENGINE,
                    64, 1024, 8192, max_bytes_attr="ce_max_bytes"),
-    Implementation("all_reduce/ce_two_shot", "all_reduce", ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT,
-                   32, 1024, 8192, max_bytes_attr="ce_max_bytes"),
     Implementation("all_reduce/two_shot_chunked", "all_reduce",
                    ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, 64, 1024, 2048),
     Implementation("all_reduce/push_pipelined", "all_reduce", ALGO_ALL_REDUCE_PUSH_PIPELINED,

@@ -11,9 +11,8 @@ two-shot scratch, the push one-shot's buffer for messages up to
 `push_max_bytes` (3 x world slots; prepared with at_p2p_scratch_init) and a
 staging input buffer of `max_bytes`; with `ce_max_bytes` > 0 (off by
 default) the scratch also holds the copy engine's world copies of a message
-of that size (enough for the copy-engine two-shot's world slices too);
-exports it with cudaIpcGetMemHandle, exchanges the handles with
-dist.all_gather_object and opens the peers' with cudaIpcOpenMemHandle
+of that size; exports it with cudaIpcGetMemHandle, exchanges the handles
+with dist.all_gather_object and opens the peers' with cudaIpcOpenMemHandle
 (cudaIpcMemLazyEnablePeerAccess). cudart is the libcudart that torch loaded.
 The group registers itself (autotuned.ops.register_group) under its name and
 as the default; close() unregisters it. The ops launch through launch()
@@ -36,7 +35,6 @@ from typing import Any, Optional
 
 from autotuned.kernels_lib import (
     ALGO_ALL_REDUCE_COPY_ENGINE,
-    ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT,
     ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
     ALGO_ALL_REDUCE_PUSH_PIPELINED,
     ALGO_ALL_REDUCE_TWO_SHOT,
@@ -68,13 +66,13 @@ _OPS = {"sum": OP_SUM, "max": OP_MAX, "min": OP_MIN}
 # Implementations that read only the calling rank's input: x itself is passed
 # (when 16-byte aligned), not a staged copy.
 _READS_OWN_INPUT = (ALGO_ALL_REDUCE_ONE_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE,
-                    ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT)
+                    ALGO_ALL_REDUCE_PUSH_PIPELINED)
 # Those that use the group's scratch, and those given chunk_elems.
 _USES_SCRATCH = (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                  ALGO_ALL_REDUCE_TWO_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE,
-                 ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT)
+                 ALGO_ALL_REDUCE_PUSH_PIPELINED)
 _CHUNKED = (ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, ALGO_ALL_REDUCE_COPY_ENGINE,
-            ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT)
+            ALGO_ALL_REDUCE_PUSH_PIPELINED)
 # The same, as the C++ torch ops take them (client/torch_ops/groups.h, Impl::flags).
 _FLAG_READS_OWN_INPUT, _FLAG_USES_SCRATCH, _FLAG_USES_PUSH, _FLAG_CHUNKED = 1, 2, 4, 8
 

@@ -131,12 +131,6 @@ def test_scratch_bytes(lib):
     assert lib.scratch_bytes(K.ALGO_ALL_REDUCE_TWO_SHOT, K.DTYPE_FLOAT32, 9, 1000) == -1
     assert lib.scratch_bytes(K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH, K.DTYPE_BFLOAT16, 4, 1 << 20) == \
         4 * (1 << 18) * 2
-    # The copy-engine two-shot: world slices, within the copy engine's world copies.
-    assert lib.scratch_bytes(K.ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT, K.DTYPE_BFLOAT16, 4,
-                             1000) == 4 * 256 * 2
-    assert lib.scratch_bytes(K.ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT, K.DTYPE_BFLOAT16, 4,
-                             1 << 20) <= lib.scratch_bytes(K.ALGO_ALL_REDUCE_COPY_ENGINE,
-                                                           K.DTYPE_BFLOAT16, 4, 1 << 20)
 
 
 def test_group_sizes(lib):
@@ -247,9 +241,6 @@ def test_specs_and_implementations():
     push = K.implementation("all_reduce/two_shot_push", "all_reduce")
     assert (push.algo, push.blocks, push.threads) == (K.ALGO_ALL_REDUCE_TWO_SHOT_PUSH, 32, 512)
     assert K.implementation("all_reduce/one_shot_push").algo == K.ALGO_ALL_REDUCE_ONE_SHOT_PUSH
-    ce2 = K.implementation("all_reduce/ce_two_shot")
-    assert (ce2.algo, ce2.max_bytes_attr) == (K.ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT,
-                                              "ce_max_bytes")
     assert K.implementation("reduce_scatter/p2p", "reduce_scatter").algo == K.ALGO_REDUCE_SCATTER
     with pytest.raises(K.KernelsError, match="does not run in-process"):
         K.implementation("all_reduce/ring")

@@ -101,15 +101,6 @@ Catalogue CudaCatalogue(bool test_faults) {
   ce.params.push_back({"chunk_kib", 8192, 64, 1 << 20,
                        "copy chunk per rank, KiB (at most 1024 chunks)"});
   c.Add(ce);
-  ImplInfo ce2 = P2p(Collective::kAllReduce, "all_reduce/ce_two_shot",
-                     "two-shot whose data moves by copy engine both ways: each "
-                     "rank's slices go into their owners' scratch, the SMs "
-                     "reduce, the reduced slices are pulled back, chunk by "
-                     "chunk (for large messages)",
-                     32, 1024);
-  ce2.params.push_back({"chunk_kib", 8192, 64, 1 << 20,
-                        "copy chunk of a rank's slice, KiB (at most 1024 chunks)"});
-  c.Add(ce2);
   c.Add(Pipelined(Collective::kAllReduce, "all_reduce/push_pipelined",
                   "two-shot in which every byte crosses NVLink as a store into a "
                   "peer's scratch, pipelined in chunks; reads only the rank's own "

@@ -12,13 +12,13 @@ namespace autotuned::cuda {
 // Names: "all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
 // "all_reduce/two_shot_push", "all_reduce/one_shot_push" (bfloat16 and float16
 // only), "all_reduce/two_shot_chunked", "all_reduce/copy_engine",
-// "all_reduce/ce_two_shot", "all_reduce/push_pipelined",
+// "all_reduce/push_pipelined",
 // "all_gather/nccl", "all_gather/p2p", "reduce_scatter/nccl",
 // "reduce_scatter/p2p", "all_to_all/nccl", "all_to_all/p2p" (even splits, and
 // uneven ones through at_p2p_all_to_all_v), "broadcast/nccl", "broadcast/p2p",
 // "broadcast/push_pipelined". P2P
 // entries take "blocks" and "threads" (and "chunk_kib" for the chunked
-// two-shot, the copy engine ones and the pipelined push ones), run on 2..8
+// two-shot, the copy engine and the pipelined push ones), run on 2..8
 // ranks and need P2P. The NCCL entries but all_to_all
 // take "algo", "proto" (given together) and "channels": NCCL's own choices,
 // 0 = NCCL's (docs/nccl_tuner.md).

@@ -24,7 +24,6 @@ int P2pAlgo(const std::string& impl) {
       {"all_reduce/two_shot_push", AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH},
       {"all_reduce/one_shot_push", AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH},
       {"all_reduce/copy_engine", AT_ALGO_ALL_REDUCE_COPY_ENGINE},
-      {"all_reduce/ce_two_shot", AT_ALGO_ALL_REDUCE_COPY_ENGINE_TWO_SHOT},
       {"all_reduce/two_shot_chunked", AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED},
       {"all_reduce/push_pipelined", AT_ALGO_ALL_REDUCE_PUSH_PIPELINED},
       {"all_gather/p2p", AT_ALGO_ALL_GATHER},

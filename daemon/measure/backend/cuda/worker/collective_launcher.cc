@@ -28,7 +28,6 @@ constexpr Entry kEntries[] = {
     {"all_reduce/two_shot_push", Collective::kAllReduce, Method::kP2p, false},
     {"all_reduce/one_shot_push", Collective::kAllReduce, Method::kP2p, false},
     {"all_reduce/copy_engine", Collective::kAllReduce, Method::kP2p, false},
-    {"all_reduce/ce_two_shot", Collective::kAllReduce, Method::kP2p, false},
     {"all_reduce/two_shot_chunked", Collective::kAllReduce, Method::kP2p, false},
     {"all_reduce/push_pipelined", Collective::kAllReduce, Method::kP2p, false},
     {"all_gather/nccl", Collective::kAllGather, Method::kNccl, false},
