@@ -1,0 +1,52 @@
+"""The vLLM helper's table (examples/vllm_worker.py --save PREFIX) beside
+bench/torch_collectives.py's figures of the same run: per size, the table's
+all_reduce/nccl (timed in the ranks) against torch's NCCL, and the table's
+winner against the best of torch's NCCL and symm-mem one-shot / two-shot.
+
+    python3 bench/vllm_table_report.py PREFIX.jsonl torch_graph.json
+"""
+import json
+import sys
+
+
+def main() -> int:
+    table, torch_file = sys.argv[1], sys.argv[2]
+    nccl: dict[int, tuple[float, str]] = {}
+    winner: dict[int, tuple[float, str]] = {}
+    with open(table) as f:
+        for line in f:
+            answer = json.loads(line) if line.strip() else {}
+            size = answer.get("size_result")
+            if not size or not size.get("ranked"):
+                continue
+            nbytes = int(size["problem"]["count"]) * 2  # bf16
+            for r in size["ranked"]:
+                client = r["candidate"].get("client", {})
+                if client.get("name") == "all_reduce/nccl" and r.get("ok"):
+                    nccl[nbytes] = (r["median_us"], r.get("timed_by", ""))
+            top = size["ranked"][0]
+            name = top["candidate"].get("impl") or top["candidate"]["client"]["name"]
+            winner[nbytes] = (top["median_us"], name)
+    with open(torch_file) as f:
+        results = json.load(f)["results"]
+    torch: dict[str, dict[int, float]] = {}
+    for r in results:
+        if r["ok"]:
+            torch.setdefault(r["op"], {})[r["bytes"]] = r["us"]
+    print("| bytes | table's all_reduce/nccl us (timed by) | torch NCCL us | ratio "
+          "| table winner us | torch best us | winner / torch best |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for b in sorted(winner):
+        peers = [torch[op][b] for op in ("all_reduce/nccl", "all_reduce/symm_one_shot",
+                                         "all_reduce/symm_two_shot") if b in torch.get(op, {})]
+        t_nccl = torch.get("all_reduce/nccl", {}).get(b)
+        n, how = nccl.get(b, (float("nan"), "-"))
+        ratio = f"{n / t_nccl:.3f}" if t_nccl else "-"
+        best = min(peers) if peers else float("nan")
+        print(f"| {b} | {n:.1f} ({how}) | {t_nccl if t_nccl is None else round(t_nccl, 1)} "
+              f"| {ratio} | {winner[b][0]:.1f} | {best:.1f} | {winner[b][0] / best:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
