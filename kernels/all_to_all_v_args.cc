@@ -1,10 +1,9 @@
 // Pure host part of the all-to-all with uneven splits (AT_ALGO_ALL_TO_ALL_V):
 // at_p2p_check_all_to_all_v. No CUDA call and no CUDA header, like
 // p2p_args.cc, whose at_p2p_check_args it runs for the fields they share.
-#include <stdarg.h>
 #include <stdint.h>
-#include <stdio.h>
 
+#include "kernels/args_reason.h"
 #include "kernels/autotuned_kernels.h"
 #include "kernels/p2p_layout.h"
 
@@ -14,21 +13,6 @@ namespace {
 // Entries and sums beyond this are rejected: at_p2p_check_args' count limit,
 // so that no byte offset of a row or a column comes near overflow.
 constexpr int64_t kMaxElems = int64_t{1} << 44;
-
-int Fail(char* reason, size_t reason_len, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-int Fail(char* reason, size_t reason_len, const char* fmt, ...) {
-  if (reason != nullptr && reason_len > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(reason, reason_len, fmt, ap);
-    va_end(ap);
-  }
-  return AT_ERR_INVALID_VALUE;
-}
-
-uintptr_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 }  // namespace
 }  // namespace autotuned::kernels::p2p
@@ -94,20 +78,17 @@ extern "C" int at_p2p_check_all_to_all_v(const at_p2p_args* a, const int64_t* sp
     const bool used = split_counts[s * w + me] > 0 || (s == me && in_elems > 0);
     if (!used) continue;
     if (a->peer_inputs[s] == nullptr) return Fail(r, n, "peer_inputs[%d] is NULL", s);
-    if (Addr(a->peer_inputs[s]) % kVecBytes != 0) {
+    if (!Aligned(a->peer_inputs[s], kVecBytes)) {
       return Fail(r, n, "peer_inputs[%d] not %d-byte aligned", s, kVecBytes);
     }
   }
   if (out_elems == 0) return AT_OK;  // this rank writes nothing
   if (a->output == nullptr) return Fail(r, n, "output is NULL");
-  if (Addr(a->output) % kVecBytes != 0) {
+  if (!Aligned(a->output, kVecBytes)) {
     return Fail(r, n, "output not %d-byte aligned", kVecBytes);
   }
   if (in_elems > 0) {
-    const uintptr_t in = Addr(a->peer_inputs[me]), out = Addr(a->output);
-    const uintptr_t in_bytes = static_cast<uintptr_t>(in_elems * esize);
-    const uintptr_t out_bytes = static_cast<uintptr_t>(out_elems * esize);
-    if (in < out + out_bytes && out < in + in_bytes) {
+    if (Overlap(a->peer_inputs[me], in_elems * esize, a->output, out_elems * esize)) {
       return Fail(r, n, "output overlaps this rank's input (all_to_all_v cannot run in place)");
     }
   }

@@ -1,12 +1,11 @@
 // Pure host part of the C ABI: version, limits, argument validation, scratch,
 // group buffer and signal sizes. No CUDA call and no CUDA header, so that it runs (and is
 // tested) anywhere.
-#include <stdarg.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include <algorithm>
 
+#include "kernels/args_reason.h"
 #include "kernels/autotuned_kernels.h"
 #include "kernels/p2p_layout.h"
 #include "kernels/types.h"
@@ -32,19 +31,6 @@ static_assert(AT_P2P_MIN_WORLD == kMinWorld && AT_P2P_MAX_WORLD == kMaxWorld &&
 constexpr int64_t kMaxCount = int64_t{1} << 44;
 // Flag points hold a chunk index in 32 bits.
 constexpr int64_t kMaxChunks = int64_t{1} << 30;
-
-int Fail(char* reason, size_t reason_len, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-int Fail(char* reason, size_t reason_len, const char* fmt, ...) {
-  if (reason != nullptr && reason_len > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(reason, reason_len, fmt, ap);
-    va_end(ap);
-  }
-  return AT_ERR_INVALID_VALUE;
-}
 
 bool ValidAlgo(int algo) { return at_p2p_algo_name(algo) != nullptr; }
 bool ValidDtype(int dtype) {
@@ -83,13 +69,6 @@ bool ReadsInput(int algo, const at_p2p_args& a, int p) {
   if (algo == AT_ALGO_BROADCAST) return p == a.root;
   if (algo == AT_ALGO_BROADCAST_PUSH_PIPELINED) return p == a.root && p == a.rank;
   return true;
-}
-
-uintptr_t Addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-bool Aligned(const void* p, uintptr_t a) { return Addr(p) % a == 0; }
-bool Overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
-  return Addr(a) < Addr(b) + static_cast<uintptr_t>(b_bytes) &&
-         Addr(b) < Addr(a) + static_cast<uintptr_t>(a_bytes);
 }
 
 // Element counts of one rank's input and output.

@@ -478,6 +478,38 @@ TEST_CASE("p2p all-reduces interleaved back to back", "[gpu]") {
   }
 }
 
+// Captures, per rank, ten iterations of `step(r, i)` (fill, launch with
+// shape i, check, garbage) into one CUDA graph, replays every rank's graph 20
+// times, checks that no counter or error word is set, then runs `eager()`
+// (one eager launch on every rank: the sequence numbers still agree after the
+// replays) and checks again.
+template <typename Step, typename Eager>
+void ReplayCaptured(Env& env, const Step& step, const Eager& eager) {
+  std::vector<cudaGraphExec_t> exec(env.world, nullptr);
+  for (int r = 0; r < env.world; ++r) {
+    REQUIRE_CUDA(cudaSetDevice(env.dev[r]));
+    REQUIRE_CUDA(cudaStreamBeginCapture(env.stream[r], cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < 10; ++i) step(r, i);
+    cudaGraph_t graph = nullptr;
+    REQUIRE_CUDA(cudaStreamEndCapture(env.stream[r], &graph));
+    REQUIRE_CUDA(cudaGraphInstantiate(&exec[r], graph, 0));
+    REQUIRE_CUDA(cudaGraphDestroy(graph));
+  }
+  for (int replay = 0; replay < 20; ++replay) {
+    for (int r = 0; r < env.world; ++r) {
+      REQUIRE_CUDA(cudaSetDevice(env.dev[r]));
+      REQUIRE_CUDA(cudaGraphLaunch(exec[r], env.stream[r]));
+    }
+  }
+  env.ExpectClean();
+  eager();
+  env.ExpectClean();
+  for (int r = 0; r < env.world; ++r) {
+    REQUIRE_CUDA(cudaSetDevice(env.dev[r]));
+    REQUIRE_CUDA(cudaGraphExecDestroy(exec[r]));
+  }
+}
+
 TEST_CASE("p2p collectives under CUDA graph capture and replay", "[gpu]") {
   std::unique_ptr<Env> env = Env::Create();
   if (!env) return;
@@ -485,35 +517,15 @@ TEST_CASE("p2p collectives under CUDA graph capture and replay", "[gpu]") {
     INFO(c.Name());
     const Layout l = MakeLayout(*env, c);
     env->ResetCounters();
-    std::vector<cudaGraphExec_t> exec(env->world, nullptr);
-    for (int r = 0; r < env->world; ++r) {
-      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
-      REQUIRE_CUDA(cudaStreamBeginCapture(env->stream[r], cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < 10; ++i) {
-        REQUIRE_CUDA(Fill(*env, c, l, r));
-        REQUIRE_CUDA(Launch(*env, c, l, r, kShapes[i % kNumShapes]));
-        REQUIRE_CUDA(Check(*env, c, l, r));
-        REQUIRE_CUDA(Fill(*env, c, l, r, /*garbage=*/true));
-      }
-      cudaGraph_t graph = nullptr;
-      REQUIRE_CUDA(cudaStreamEndCapture(env->stream[r], &graph));
-      REQUIRE_CUDA(cudaGraphInstantiate(&exec[r], graph, 0));
-      REQUIRE_CUDA(cudaGraphDestroy(graph));
-    }
-    for (int replay = 0; replay < 20; ++replay) {
-      for (int r = 0; r < env->world; ++r) {
-        REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
-        REQUIRE_CUDA(cudaGraphLaunch(exec[r], env->stream[r]));
-      }
-    }
-    env->ExpectClean();
-    // Eager launches after the replays still agree on the sequence numbers.
-    RunOnce(*env, c, kShapes[2]);
-    env->ExpectClean();
-    for (int r = 0; r < env->world; ++r) {
-      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
-      REQUIRE_CUDA(cudaGraphExecDestroy(exec[r]));
-    }
+    ReplayCaptured(
+        *env,
+        [&](int r, int i) {
+          REQUIRE_CUDA(Fill(*env, c, l, r));
+          REQUIRE_CUDA(Launch(*env, c, l, r, kShapes[i % kNumShapes]));
+          REQUIRE_CUDA(Check(*env, c, l, r));
+          REQUIRE_CUDA(Fill(*env, c, l, r, /*garbage=*/true));
+        },
+        [&] { RunOnce(*env, c, kShapes[2]); });
   }
 }
 
@@ -748,35 +760,15 @@ TEST_CASE("all_to_all_v under CUDA graph capture and replay", "[gpu]") {
   for (const VCase& c : VCases(env->world)) {
     INFO(c.Name());
     env->ResetCounters();
-    std::vector<cudaGraphExec_t> exec(env->world, nullptr);
-    for (int r = 0; r < env->world; ++r) {
-      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
-      REQUIRE_CUDA(cudaStreamBeginCapture(env->stream[r], cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < 10; ++i) {
-        REQUIRE_CUDA(FillV(*env, c, r));
-        REQUIRE_CUDA(LaunchV(*env, c, r, kShapes[i % kNumShapes]));
-        REQUIRE_CUDA(CheckV(*env, c, r));
-        REQUIRE_CUDA(FillV(*env, c, r, /*garbage=*/true));
-      }
-      cudaGraph_t graph = nullptr;
-      REQUIRE_CUDA(cudaStreamEndCapture(env->stream[r], &graph));
-      REQUIRE_CUDA(cudaGraphInstantiate(&exec[r], graph, 0));
-      REQUIRE_CUDA(cudaGraphDestroy(graph));
-    }
-    for (int replay = 0; replay < 20; ++replay) {
-      for (int r = 0; r < env->world; ++r) {
-        REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
-        REQUIRE_CUDA(cudaGraphLaunch(exec[r], env->stream[r]));
-      }
-    }
-    env->ExpectClean();
-    // Eager launches after the replays still agree on the sequence numbers.
-    RunOnceV(*env, c, kShapes[2]);
-    env->ExpectClean();
-    for (int r = 0; r < env->world; ++r) {
-      REQUIRE_CUDA(cudaSetDevice(env->dev[r]));
-      REQUIRE_CUDA(cudaGraphExecDestroy(exec[r]));
-    }
+    ReplayCaptured(
+        *env,
+        [&](int r, int i) {
+          REQUIRE_CUDA(FillV(*env, c, r));
+          REQUIRE_CUDA(LaunchV(*env, c, r, kShapes[i % kNumShapes]));
+          REQUIRE_CUDA(CheckV(*env, c, r));
+          REQUIRE_CUDA(FillV(*env, c, r, /*garbage=*/true));
+        },
+        [&] { RunOnceV(*env, c, kShapes[2]); });
   }
 }
 
