@@ -14,6 +14,8 @@
 #   w4, w8   bench/gpu_run.sh on GPUs 0-3 / 0-7 (CUDA_VISIBLE_DEVICES): the
 #            daemon's sweeps, NCCL measured independently, PyTorch NCCL and
 #            symm-mem side by side, gpu_report.md
+#   a2av     bench/a2av_gpu.sh on every GPU: the uneven all_to_all, P2P
+#            against NCCL (a2av/report.md)
 #   cross    tests/cross_daemon_test.sh: one group over several daemons,
 #            each owning a share of the GPUs: 2 x 4 and 4 x 2 on 8 GPUs,
 #            2 x 2 on 4; every rank's answer identical
@@ -23,7 +25,7 @@
 # OUT_DIR receives env.txt, steps.log and one file or folder per part.
 set -u
 if [ $# -lt 3 ]; then
-  echo "usage: bash bench/gpu_scale.sh BIN_DIR PY_DIR OUT_DIR [tests|w4|w8|cross|compile|regret ...]" >&2
+  echo "usage: bash bench/gpu_scale.sh BIN_DIR PY_DIR OUT_DIR [tests|w4|w8|a2av|cross|compile|regret ...]" >&2
   exit 2
 fi
 # shellcheck source=bench/steps.sh
@@ -37,7 +39,7 @@ if [ ${#PARTS[@]} -eq 0 ]; then
   PARTS=(tests)
   [ "$GPUS" -ge 4 ] && PARTS+=(w4)
   [ "$GPUS" -ge 8 ] && PARTS+=(w8)
-  PARTS+=(cross compile regret)
+  PARTS+=(a2av cross compile regret)
 fi
 { date -u; nvidia-smi -L; nvidia-smi topo -m; "$PYTHON" -c 'import torch; print("torch", torch.__version__)'
   echo "parts: ${PARTS[*]}"; } >> "$OUT/env.txt" 2>&1
@@ -59,6 +61,9 @@ for part in "${PARTS[@]}"; do
       fi
       step "gpu_run_$part" 540 "$OUT/gpu_run_$part.log" env CUDA_VISIBLE_DEVICES="$(upto "$n")" \
         PYTHON="$PYTHON" AT_SOCK="/tmp/at-$part.sock" bash bench/gpu_run.sh "$BIN" "$OUT/$part"
+      ;;
+    a2av)
+      step a2av 240 "$OUT/a2av.log" bash bench/a2av_gpu.sh "$BIN" "$OUT/a2av" "$PYTHON"
       ;;
     cross)
       if [ "$GPUS" -lt 2 ]; then
