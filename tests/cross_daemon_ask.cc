@@ -31,6 +31,7 @@ ABSL_FLAG(int64_t, count, 524288, "elements (524288 bf16 = 1 MiB)");
 ABSL_FLAG(int64_t, timeout_ms, 20000, "per candidate");
 ABSL_FLAG(std::string, expect, "TUNED", "the status every rank's answer must carry");
 ABSL_FLAG(int, ranks_per_daemon, 1, "ranks on each daemon (on its GPUs 0..K-1)");
+ABSL_FLAG(std::string, timing, "", "event_loop or cuda_graph (empty: the daemon's default)");
 
 namespace v1 = autotuned::v1;
 
@@ -46,8 +47,9 @@ std::string Describe(const v1::TuneResponse& resp) {
       if (c.ok()) {
         char buf[256];
         snprintf(buf, sizeof(buf),
-                 "    %-24s median %9.2f us  mean %9.2f us  busbw %7.2f GB/s  ranks:",
-                 c.candidate().impl().c_str(), c.median_us(), c.mean_us(), c.busbw_gbps());
+                 "    %-24s median %9.2f us  mean %9.2f us  busbw %7.2f GB/s  timed by %s  ranks:",
+                 c.candidate().impl().c_str(), c.median_us(), c.mean_us(), c.busbw_gbps(),
+                 v1::TimingMode_Name(c.timed_by()).c_str());
         absl::StrAppend(&out, buf);
         for (double us : c.rank_mean_us()) absl::StrAppend(&out, " ", us);
         absl::StrAppend(&out, "\n");
@@ -77,6 +79,16 @@ int main(int argc, char** argv) {
             "--ranks_per_daemon >= 1\n");
     return 2;
   }
+  const std::string timing_flag = absl::GetFlag(FLAGS_timing);
+  v1::TimingMode timing = v1::TIMING_MODE_UNSPECIFIED;
+  if (timing_flag == "event_loop") {
+    timing = v1::EVENT_LOOP;
+  } else if (timing_flag == "cuda_graph") {
+    timing = v1::CUDA_GRAPH;
+  } else if (!timing_flag.empty()) {
+    fprintf(stderr, "cross_daemon_ask: --timing is event_loop or cuda_graph\n");
+    return 2;
+  }
   std::vector<v1::TuneRequest> asks(world);
   for (int r = 0; r < world; ++r) {
     v1::Group* g = asks[r].mutable_group();
@@ -97,6 +109,7 @@ int main(int argc, char** argv) {
     for (const std::string& c : candidates) p->add_candidates()->set_impl(c);
     asks[r].mutable_options()->set_timeout_ms(absl::GetFlag(FLAGS_timeout_ms));
     asks[r].mutable_options()->set_presync_window_us(10000000);
+    asks[r].mutable_options()->set_timing_mode(timing);
   }
   std::vector<grpc::Status> status(world);
   std::vector<v1::TuneResponse> resp(world);
@@ -126,9 +139,9 @@ int main(int argc, char** argv) {
       continue;
     }
     const std::string d = Describe(resp[r]);
-    printf("rank %d (%s, backend %s, answered in %.0f ms):\n%s", r,
-           sockets[r / per_daemon].c_str(),
-           resp[r].backend().c_str(), ms[r], d.c_str());
+    printf("rank %d (%s, backend %s, count %lld, answered in %.0f ms):\n%s", r,
+           sockets[r / per_daemon].c_str(), resp[r].backend().c_str(),
+           static_cast<long long>(absl::GetFlag(FLAGS_count)), ms[r], d.c_str());
     if (r == 0) first = d;
     if (d != first) {
       printf("FAIL: rank %d's answer differs from rank 0's\n", r);

@@ -16,6 +16,10 @@
 # PASS when the first round is TUNED and identical on every rank, a second
 # round of the same asks answers CACHED, and a round of another size (on
 # GPUs: a new NCCL unique id, new communicators) is TUNED again.
+# TIMING (event_loop or cuda_graph; default: the daemons') is every round's
+# timing mode; EXTRA_COUNTS (element counts, space separated) adds one
+# round per count after those checks, each expected TUNED, its answers
+# printed (bench/nccl_agreement_gpu.sh reads them).
 # Usage: cross_daemon_test.sh [DAEMON CLI ASK]  (defaults: Bazel runfiles)
 # On 8 GPUs: DAEMONS=2 RANKS_PER_DAEMON=4, or DAEMONS=4 RANKS_PER_DAEMON=2.
 set -u
@@ -80,7 +84,7 @@ check() { if ! grep -q -- "$2" <<<"$1"; then echo "FAIL: expected '$2' in:"; ech
 join() { local IFS=,; echo "$*"; }
 args=(--sockets="$(join "${sockets[@]}")" --peers="$(join "${peers[@]}")"
       --ranks_per_daemon="$per" --group="xd-$$"
-      --candidates="$candidates" --dtype="$dtype")
+      --candidates="$candidates" --dtype="$dtype" ${TIMING:+--timing="$TIMING"})
 
 start=$(date +%s%N)
 out=$("$ask" "${args[@]}" --count="$count" --expect=TUNED 2>&1); rc=$?
@@ -99,6 +103,13 @@ else
 fi
 check "$out" "$winner"
 check "$out" "rank $((daemons * per - 1)) "
+# Every measured candidate says how it was timed: the round's mode (with no
+# TIMING, the daemons' default, one of the two).
+if [ -n "${TIMING:-}" ]; then
+  check "$out" "timed by ${TIMING^^}"
+else
+  check "$out" "timed by \(EVENT_LOOP\|CUDA_GRAPH\)"
+fi
 
 start=$(date +%s%N)
 out=$("$ask" "${args[@]}" --count="$count" --expect=CACHED 2>&1); rc=$?
@@ -114,6 +125,12 @@ out=$("$ask" "${args[@]}" --count="$count2" --expect=TUNED 2>&1); rc=$?
 echo "$out"
 [ $rc -eq 0 ] || { echo "FAIL: the round of $count2 elements (exit $rc)"; fail=1; }
 check "$out" "$winner"
+
+for extra in ${EXTRA_COUNTS:-}; do
+  out=$("$ask" "${args[@]}" --count="$extra" --expect=TUNED 2>&1); rc=$?
+  echo "$out"
+  [ $rc -eq 0 ] || { echo "FAIL: the round of $extra elements (exit $rc)"; fail=1; }
+done
 
 for d in $(seq 0 $last); do
   echo "--- daemon $d log (last lines) ---"

@@ -1,0 +1,71 @@
+"""Report of bench/nccl_agreement_gpu.sh: per size, NCCL's bf16 all_reduce
+under CUDA graphs as the daemon times it in one process (one.jsonl), across
+two daemons of one GPU each (cross.txt, rank 0's answers) and as two torch
+rank processes run it (torch_graph.json), with each daemon figure's ratio to
+the ranks'.
+
+    python3 bench/nccl_agreement_report.py OUT
+"""
+import json
+import pathlib
+import re
+import sys
+
+ROUND = re.compile(r"^rank 0 \(.*count (\d+),")
+NCCL = re.compile(r"^\s+all_reduce/nccl\s+median\s+([0-9.]+) us")
+
+
+def one_process(path: pathlib.Path) -> dict[int, float]:
+    """{bytes: median us} of all_reduce/nccl in the one-daemon sweep."""
+    out: dict[int, float] = {}
+    for line in path.read_text().splitlines():
+        size = json.loads(line).get("size_result") if line.strip() else None
+        if not size:
+            continue
+        for r in size.get("ranked", []):
+            if r.get("ok") and r["candidate"].get("impl") == "all_reduce/nccl":
+                out[int(size["problem"]["count"]) * 2] = r["median_us"]
+    return out
+
+
+def two_daemons(path: pathlib.Path) -> dict[int, float]:
+    """{bytes: median us} of all_reduce/nccl in rank 0's cross-daemon answers
+    (the last answer of a count wins: the CACHED repeat is the same)."""
+    out: dict[int, float] = {}
+    count = None
+    for line in path.read_text().splitlines():
+        m = ROUND.match(line)
+        if m:
+            count = int(m.group(1))
+            continue
+        m = NCCL.match(line)
+        if m and count is not None:
+            out[count * 2] = float(m.group(1))
+            count = None
+    return out
+
+
+def ranks(path: pathlib.Path) -> dict[int, float]:
+    results = json.loads(path.read_text())["results"]
+    return {r["bytes"]: r["us"] for r in results if r["op"] == "all_reduce/nccl" and r["ok"]}
+
+
+def main() -> int:
+    out = pathlib.Path(sys.argv[1])
+    one = one_process(out / "one.jsonl") if (out / "one.jsonl").exists() else {}
+    cross = two_daemons(out / "cross.txt") if (out / "cross.txt").exists() else {}
+    torch = ranks(out / "torch_graph.json") if (out / "torch_graph.json").exists() else {}
+    print("# NCCL all_reduce bf16 under CUDA graphs on 2 GPUs: the daemon's against the ranks'\n")
+    print("| bytes | one daemon, one process (us) | two daemons, one GPU each (us) "
+          "| torch ranks (us) | one / ranks | two / ranks |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    for b in sorted(set(one) | set(cross) | set(torch)):
+        t = torch.get(b)
+        cells = [f"{d[b]:.1f}" if b in d else "-" for d in (one, cross, torch)]
+        ratios = [f"{d[b] / t:.3f}" if b in d and t else "-" for d in (one, cross)]
+        print(f"| {b} | {' | '.join(cells)} | {' | '.join(ratios)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
