@@ -20,7 +20,7 @@
 #            each owning a share of the GPUs: 2 x 4 and 4 x 2 on 8 GPUs,
 #            2 x 2 on 4; every rank's answer identical
 #   compile  gpu_compile_acceptance.py on 4 ranks against one daemon
-#   regret   bench/regret_gpu.sh on 2 and 4 GPUs: each tuner's decisions
+#   regret   bench/regret_gpu.sh on 2 and 4 GPUs (and 8): each tuner's decisions
 #            against every choice timed alone (regret/report.md)
 # OUT_DIR receives env.txt, steps.log and one file or folder per part.
 set -u
@@ -98,10 +98,13 @@ for part in "${PARTS[@]}"; do
       ;;
     regret)
       # The decisions' regret against each choice timed alone, on 2 and 4
-      # GPUs (bench/regret_gpu.sh: Inductor immediate and deferred, PyTorch's
-      # own, the vLLM helper, the daemon's sweep, the output check).
+      # GPUs, and 8 where there are 8 (bench/regret_gpu.sh: Inductor
+      # immediate and deferred, PyTorch's own, the vLLM helper, the daemon's
+      # sweep, the output check).
+      worlds=()
+      [ "$GPUS" -ge 8 ] && worlds=(2 4 8)
       step regret 560 "$OUT/regret.log" env PYTHON="$PYTHON" \
-        bash bench/regret_gpu.sh "$BIN" "$PY_DIR" "$OUT/regret"
+        bash bench/regret_gpu.sh "$BIN" "$PY_DIR" "$OUT/regret" "${worlds[@]}"
       ;;
     *) echo "unknown part $part" | tee -a "$STEPS_LOG"; STEPS_FAILED=$((STEPS_FAILED + 1)) ;;
   esac
