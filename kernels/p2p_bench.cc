@@ -2,13 +2,13 @@
 // all-reduce with NCCL and with each P2P all-reduce of autotuned_kernels.h
 // (one-shot, push one-shot, two-shot, push two-shot, chunked two-shot, copy
 // engine and pipelined push; the copy engine and the pipelined push at each
-// --chunk_elems, the chunked two-shot at each one
-// below the message) over each launch shape of --shapes, for sizes from
-// --min_bytes to --max_bytes; --columns names the P2P columns to time (the
-// others print "-"); --spin_limit makes a P2P wait give up after that many
-// polls (its column is then left out as a wrong output) instead of hanging. Per size it prints each column's
-// fastest correct figure with its shape, the busbw of the fastest column,
-// and the winner.
+// --chunk_elems, the chunked two-shot at each one below the message) over
+// each launch shape of --shapes, for sizes from --min_bytes to --max_bytes.
+// Per size it prints each column's fastest correct figure with its shape,
+// the busbw of the fastest column, and the winner. --columns names the P2P
+// columns to time (the others print "-"); --spin_limit makes a P2P wait give
+// up after that many polls instead of hanging: the error word is printed,
+// the group reset, and the candidate left out as a wrong output.
 //
 // Timing: barrier (cudaDeviceSynchronize on every GPU), --warmup
 // iterations, then CUDA events around a loop of --iters iterations on every
@@ -29,6 +29,7 @@
 //             [--iters=20] [--warmup=5] [--graph] [--graph_iters=10] [--nccl_threads]
 //             [--shapes=8x512,16x512,32x512,64x512,64x1024,132x1024]
 //             [--chunk_elems=131072,1048576] [--nccl_only] [--columns=two_shot,push_pipelined]
+//             [--spin_limit=0]
 //
 // --nccl_only times NCCL alone (the P2P columns print "-"): the quick
 // independent NCCL measurement that bench/gpu_run.sh repeats.
