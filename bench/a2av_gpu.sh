@@ -2,7 +2,9 @@
 # The all_to_all with uneven splits on GPUs: the daemon's P2P kernel
 # (all_to_all/p2p, at_p2p_all_to_all_v) beside NCCL's grouped send/recv
 # (all_to_all/nccl), for a few split patterns and sizes, eagerly (event loop)
-# and under CUDA graphs, in one daemon on every visible GPU.
+# and under CUDA graphs, in one daemon on every visible GPU. P2P shapes:
+# 8 x 256 (fewer blocks to pass the barriers: small pieces), the default
+# 32 x 512, and 132 x 1024.
 #
 #   bash bench/a2av_gpu.sh BIN OUT [PYTHON]
 #
@@ -43,7 +45,7 @@ for base in 512 65536 4194304; do
     for timing in event_loop cuda_graph; do
       timeout 120 "${CTL[@]}" --json tune --collective=all_to_all --dtype=bfloat16 \
         --world="$N" --splits="$(splits "$pattern" "$base")" --timing="$timing" \
-        --candidates=all_to_all/nccl,all_to_all/p2p,all_to_all/p2p:blocks=132,threads=1024 \
+        --candidates=all_to_all/nccl,all_to_all/p2p:blocks=8,threads=256,all_to_all/p2p,all_to_all/p2p:blocks=132,threads=1024 \
         > "$OUT/${pattern}_${base}_${timing}.json" 2> "$OUT/${pattern}_${base}_${timing}.err"
       echo "$pattern $base $timing rc=$?"
     done
