@@ -193,9 +193,7 @@ rendezvous::Decision CrossRuns::Run(const ValidRequest& request,
     std::vector<CandidateOutcome> outcomes;
     for (size_t c = 0; c < p.candidates.size(); ++c) {
       outcomes.push_back(OutcomeOf(static_cast<int>(c), p.candidates[c], samples[m][c]));
-      // As the engine says of its own rounds (engine.cc).
-      outcomes.back().timed_by =
-          request.engine.schedule.cuda_graph ? v1::CUDA_GRAPH : v1::EVENT_LOOP;
+      outcomes.back().timed_by = TimedBy(request.engine);
     }
     return Rank(std::move(outcomes), request.engine.rule);
   };

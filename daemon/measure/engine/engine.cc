@@ -114,6 +114,10 @@ std::vector<int> PassOrder(const std::vector<int>& positions, int pass) {
   return order;
 }
 
+int TimedBy(const EngineOptions& options) {
+  return options.schedule.cuda_graph ? v1::CUDA_GRAPH : v1::EVENT_LOOP;
+}
+
 std::vector<int> NextPass(const std::vector<CandidateOutcome>& ranked,
                           const EngineOptions& options) {
   std::vector<int> next = Contenders(ranked, options.rule);
@@ -199,7 +203,7 @@ std::vector<CandidateOutcome> Engine::Measure(
                                    runs[i].pass_ids));
       outcomes.back().passes = runs[i].passes;
       outcomes.back().measuring_us = absl::ToDoubleMicroseconds(runs[i].spent);
-      outcomes.back().timed_by = options.schedule.cuda_graph ? v1::CUDA_GRAPH : v1::EVENT_LOOP;
+      outcomes.back().timed_by = TimedBy(options);
     }
     return Rank(std::move(outcomes), options.rule);
   };

@@ -125,6 +125,11 @@ std::vector<int> PassOrder(const std::vector<int>& positions, int pass);
 std::vector<int> NextPass(const std::vector<CandidateOutcome>& ranked,
                           const EngineOptions& options);
 
+// CandidateOutcome::timed_by of what the daemons' ranks measured under
+// `options`: v1::CUDA_GRAPH or v1::EVENT_LOOP. Measure and the leader of a
+// cross-daemon run say it alike.
+int TimedBy(const EngineOptions& options);
+
 // The longest Measure measures (after the lease): the first min_passes
 // passes, the budget of the later ones, and the pass under way when the
 // budget ends.
