@@ -53,6 +53,12 @@ class Choice:
     threads: int = 0
     chunk_kib: int = 0
 
+# NCCL's own algorithm, protocol and channels (0: NCCL's choice): the
+# daemon's to force, through its NCCL tuner plugin; torch.distributed's NCCL
+# in this process runs NCCL's choice, or the tuner plugin's
+# (NCCL_TUNER_PLUGIN, docs/nccl_tuner.md).
+NCCL_PARAMS = ("algo", "proto", "channels")
+
 
 def parse_spec(spec: str) -> Choice:
     """A Choice from a candidate spec as the daemon and autotuned.vllm write it."""
@@ -63,10 +69,7 @@ def parse_spec(spec: str) -> Choice:
         if not eq:
             raise KernelsError(f"candidate {spec!r}: parameter {piece!r} is not name=int")
         params[k.strip()] = int(v)
-    # NCCL's own algorithm, protocol and channels (0: NCCL's choice) are the
-    # daemon's to force; torch.distributed's NCCL runs NCCL's choice, or the
-    # tuner plugin's (NCCL_TUNER_PLUGIN, docs/nccl_tuner.md).
-    nccl = {k: params.pop(k) for k in ("algo", "proto", "channels") if k in params}
+    nccl = {k: params.pop(k) for k in NCCL_PARAMS if k in params}
     if any(nccl.values()):
         raise KernelsError(f"candidate {spec!r}: NCCL's algorithm, protocol and channels are "
                            "applied by the NCCL tuner plugin (docs/nccl_tuner.md), not here")

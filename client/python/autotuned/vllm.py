@@ -99,7 +99,7 @@ from autotuned.client import (
     dtype_enum,
     problem,
 )
-from autotuned.dispatch import Dispatcher, nccl_runner, nearest_winner
+from autotuned.dispatch import NCCL_PARAMS, Dispatcher, nccl_runner, nearest_winner
 from autotuned.errors import AutotunedError, InvalidArgument, Unavailable
 from autotuned.group import GroupDescription, describe_group
 from autotuned.kernels_lib import IMPLEMENTATIONS
@@ -437,12 +437,6 @@ def _entries(candidates: Union[Mapping[str, Callable[[Any], Any]], Sequence[Entr
     return out
 
 
-# NCCL's parameters: applied by the daemon's NCCL tuner plugin inside the
-# daemon (docs/nccl_tuner.md); torch.distributed's collective in the caller's
-# process runs NCCL's own choice (autotuned.dispatch.parse_spec).
-_NCCL_PARAMS = ("algo", "proto", "channels")
-
-
 class _RanksNccl:
     """The plain "<collective>/nccl" of a table as the ranks time it: the
     Dispatcher of that candidate alone (autotuned.dispatch.nccl_runner), so
@@ -509,7 +503,7 @@ def _nccl_in_ranks(entries: list[Union[pb.Candidate, _Own]], collective: str,
     if any(isinstance(e, _Own) for e in out):
         for i, e in enumerate(out):
             if isinstance(e, pb.Candidate) and e.impl == nccl and \
-                    any(e.params.get(k, 0) for k in _NCCL_PARAMS):
+                    any(e.params.get(k, 0) for k in NCCL_PARAMS):
                 raise InvalidArgument(
                     f"candidates[{i}]: {candidate_spec(e)!r} sets NCCL's algorithm, protocol "
                     "or channels, which the daemon's NCCL tuner plugin applies in the daemon; "
