@@ -844,9 +844,8 @@ int at_p2p_preload_kernels(void) {
   namespace p2p = autotuned::kernels::p2p;
   cudaFuncAttributes attr;
   for (int algo = AT_ALGO_ALL_REDUCE_ONE_SHOT; algo <= AT_ALGO_LAST; ++algo) {
-    // The all-to-all with uneven splits has kernels of its own (below);
-    // a number that names no algo has none.
-    if (algo == AT_ALGO_ALL_TO_ALL_V || at_p2p_algo_name(algo) == nullptr) continue;
+    // The all-to-all with uneven splits has kernels of its own (below).
+    if (algo == AT_ALGO_ALL_TO_ALL_V) continue;
     for (int world : {2, 4, p2p::kMaxWorld}) {
       for (int dtype : {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16}) {
         for (int op : {AT_OP_SUM, AT_OP_MAX, AT_OP_MIN}) {
