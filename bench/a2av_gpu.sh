@@ -16,17 +16,16 @@
 #   hot     rank 0 sends 4 * base to everyone, the others base / 4
 #   sparse  base where (s + 2 * d) % 3 != 0, else 0 (zeros in every row)
 set -u
-BIN=$1 OUT=$2 PY=${3:-python3}
+# shellcheck source=bench/steps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
+BIN=$(cd "$1" && pwd) OUT=$2 PY=${3:-python3}
 mkdir -p "$OUT"
 N=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$N" -ge 2 ] || { echo "a2av_gpu: needs 2 or more GPUs, found $N" | tee "$OUT/report.md"; exit 0; }
 SOCK=/tmp/at-a2av.sock
 CTL=("$BIN/autotunectl" "--socket=$SOCK" --connect_timeout=3s)
-rm -f "$SOCK"
-"$BIN/autotuned" --backend=cuda "--socket=$SOCK" --no_cache --log_level=info > "$OUT/daemon.log" 2>&1 &
-DPID=$!
-trap 'kill -TERM $DPID 2>/dev/null; wait $DPID 2>/dev/null' EXIT
-for _ in $(seq 60); do timeout 5 "${CTL[@]}" info > /dev/null 2>&1 && break; sleep 1; done
+trap daemon_stop EXIT
+daemon_start "$OUT/daemon.log" --backend=cuda --no_cache --log_level=info
 splits() {  # PATTERN BASE: world * world counts, row-major
   "$PY" - "$1" "$2" "$N" <<'PYEOF'
 import sys

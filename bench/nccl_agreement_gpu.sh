@@ -15,21 +15,21 @@
 # BIN: autotuned, autotunectl, cross_daemon_ask (static builds); run from the
 # repository root on a host with 2 or more GPUs (GPUs 0 and 1 are used).
 set -u
-BIN=$1 OUT=$2 PY=${3:-python3}
+# shellcheck source=bench/steps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
+BIN=$(cd "$1" && pwd) OUT=$2 PY=${3:-python3}
 mkdir -p "$OUT"
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1} NCCL_NVLS_ENABLE=0
 # bf16 element counts: 8 KiB to 64 MiB.
 COUNTS="4096 32768 262144 524288 2097152 16777216 33554432"
 SOCK=/tmp/at-agree.sock
-rm -f "$SOCK"
-"$BIN/autotuned" --backend=cuda "--socket=$SOCK" --no_cache --log_level=info > "$OUT/one_daemon.log" 2>&1 &
-DPID=$!
-for _ in $(seq 60); do timeout 5 "$BIN/autotunectl" "--socket=$SOCK" info > /dev/null 2>&1 && break; sleep 1; done
+trap daemon_stop EXIT
+daemon_start "$OUT/one_daemon.log" --backend=cuda --no_cache --log_level=info
 timeout 200 "$BIN/autotunectl" "--socket=$SOCK" --json sweep --collective=all_reduce --dtype=bf16 \
   --candidates=all_reduce/nccl --from=8KiB --to=64MiB --factor=2 --timing=cuda_graph \
   > "$OUT/one.jsonl" 2> "$OUT/one.err"
 echo "one rc=$?"
-kill -TERM "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null
+daemon_stop
 TIMING=cuda_graph EXTRA_COUNTS="$COUNTS" timeout 300 bash tests/cross_daemon_test.sh \
   "$BIN/autotuned" "$BIN/autotunectl" "$BIN/cross_daemon_ask" > "$OUT/cross.txt" 2>&1
 echo "cross rc=$?"
