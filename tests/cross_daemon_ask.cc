@@ -19,6 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/cli/enums.h"
 #include "proto/autotuned.grpc.pb.h"
 
 ABSL_FLAG(std::string, sockets, "", "comma-separated Unix sockets, one per rank");
@@ -79,15 +80,15 @@ int main(int argc, char** argv) {
             "--ranks_per_daemon >= 1\n");
     return 2;
   }
-  const std::string timing_flag = absl::GetFlag(FLAGS_timing);
   v1::TimingMode timing = v1::TIMING_MODE_UNSPECIFIED;
-  if (timing_flag == "event_loop") {
-    timing = v1::EVENT_LOOP;
-  } else if (timing_flag == "cuda_graph") {
-    timing = v1::CUDA_GRAPH;
-  } else if (!timing_flag.empty()) {
-    fprintf(stderr, "cross_daemon_ask: --timing is event_loop or cuda_graph\n");
-    return 2;
+  if (!absl::GetFlag(FLAGS_timing).empty()) {
+    absl::StatusOr<v1::TimingMode> mode =
+        autotuned::cli::ParseTimingMode(absl::GetFlag(FLAGS_timing));
+    if (!mode.ok()) {
+      fprintf(stderr, "cross_daemon_ask: --timing: %s\n", mode.status().ToString().c_str());
+      return 2;
+    }
+    timing = *mode;
   }
   std::vector<v1::TuneRequest> asks(world);
   for (int r = 0; r < world; ++r) {
