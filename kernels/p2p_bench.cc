@@ -116,18 +116,12 @@ std::vector<std::string> Split(const std::string& s) {
   return out;
 }
 
-// The table column of a P2P algo.
-const char* Column(int algo) {
-  switch (algo) {
-    case AT_ALGO_ALL_REDUCE_ONE_SHOT: return "one_shot";
-    case AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH: return "one_shot_push";
-    case AT_ALGO_ALL_REDUCE_TWO_SHOT: return "two_shot";
-    case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return "two_shot_push";
-    case AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED: return "two_shot_chunked";
-    case AT_ALGO_ALL_REDUCE_COPY_ENGINE: return "copy_engine";
-    case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED: return "push_pipelined";
-    default: return "";
-  }
+// The table column of a P2P all-reduce: its ABI name without
+// "all_reduce_" ("one_shot", "two_shot_chunked", ...).
+std::string Column(int algo) {
+  const std::string name = at_p2p_algo_name(algo);
+  const std::string prefix = "all_reduce_";
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
 }
 
 Flags ParseFlags(int argc, char** argv) {
@@ -575,7 +569,7 @@ int Main(int argc, char** argv) {
               "nccl_symm_us", "one_shot_us", "one_shot_push_us", "two_shot_us", "two_shot_push_us",
               "two_shot_chunked_us", "copy_engine_us", "push_pipelined_us", "busbw_GB/s",
               "winner");
-  const auto wanted = [&](const char* column) {
+  const auto wanted = [&](const std::string& column) {
     return flags.columns.empty() ||
            std::find(flags.columns.begin(), flags.columns.end(), column) != flags.columns.end();
   };
