@@ -11,20 +11,20 @@ import pathlib
 import re
 import sys
 
+from combine_gpu import parse_daemon_lines, parse_torch
+
 ROUND = re.compile(r"^rank 0 \(.*count (\d+),")
 NCCL = re.compile(r"^\s+all_reduce/nccl\s+median\s+([0-9.]+) us")
 
 
 def one_process(path: pathlib.Path) -> dict[int, float]:
     """{bytes: median us} of all_reduce/nccl in the one-daemon sweep."""
+    sizes = parse_daemon_lines(path.read_text().splitlines())["sizes"].get("all_reduce", {})
     out: dict[int, float] = {}
-    for line in path.read_text().splitlines():
-        size = json.loads(line).get("size_result") if line.strip() else None
-        if not size:
-            continue
-        for r in size.get("ranked", []):
-            if r.get("ok") and r["candidate"].get("impl") == "all_reduce/nccl":
-                out[int(size["problem"]["count"]) * 2] = r["median_us"]
+    for nbytes, entry in sizes.items():
+        for label, c in entry["candidates"].items():
+            if label.split(":")[0] == "nccl" and c["ok"]:
+                out[nbytes] = c["median_us"]
     return out
 
 
@@ -46,8 +46,8 @@ def two_daemons(path: pathlib.Path) -> dict[int, float]:
 
 
 def ranks(path: pathlib.Path) -> dict[int, float]:
-    results = json.loads(path.read_text())["results"]
-    return {r["bytes"]: r["us"] for r in results if r["op"] == "all_reduce/nccl" and r["ok"]}
+    ops = parse_torch(json.loads(path.read_text()))["ops"]
+    return {b: r["us"] for b, r in ops.get("all_reduce/nccl", {}).items() if r["ok"]}
 
 
 def main() -> int:

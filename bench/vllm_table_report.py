@@ -8,6 +8,8 @@ winner against the best of torch's NCCL and symm-mem one-shot / two-shot.
 import json
 import sys
 
+from combine_gpu import parse_torch
+
 
 def main() -> int:
     table, torch_file = sys.argv[1], sys.argv[2]
@@ -28,11 +30,8 @@ def main() -> int:
             name = top["candidate"].get("impl") or top["candidate"]["client"]["name"]
             winner[nbytes] = (top["median_us"], name)
     with open(torch_file) as f:
-        results = json.load(f)["results"]
-    torch: dict[str, dict[int, float]] = {}
-    for r in results:
-        if r["ok"]:
-            torch.setdefault(r["op"], {})[r["bytes"]] = r["us"]
+        ops = parse_torch(json.load(f))["ops"]
+    torch = {op: {b: r["us"] for b, r in sizes.items() if r["ok"]} for op, sizes in ops.items()}
     print("| bytes | table's all_reduce/nccl us (timed by) | torch NCCL us | ratio "
           "| table winner us | torch best us | winner / torch best |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
