@@ -1,8 +1,9 @@
 """Report of bench/nccl_agreement_gpu.sh: per size, NCCL's bf16 all_reduce
 under CUDA graphs as the daemon times it in one process (one.jsonl), across
-two daemons of one GPU each (cross.txt, rank 0's answers) and as two torch
-rank processes run it (torch_graph.json), with each daemon figure's ratio to
-the ranks'.
+two daemons of one GPU each (cross.txt, rank 0's answers), as the rank
+processes time it as a caller candidate (the vLLM helper's table,
+vllm.jsonl) and as torch_collectives.py times it (torch_graph.json), with
+each daemon figure's ratio to the caller candidate's.
 
     python3 bench/nccl_agreement_report.py OUT
 """
@@ -12,6 +13,7 @@ import re
 import sys
 
 from combine_gpu import parse_daemon_lines, parse_torch
+from vllm_table_report import read_table
 
 ROUND = re.compile(r"^rank 0 \(.*count (\d+),")
 NCCL = re.compile(r"^\s+all_reduce/nccl\s+median\s+([0-9.]+) us")
@@ -54,15 +56,19 @@ def main() -> int:
     out = pathlib.Path(sys.argv[1])
     one = one_process(out / "one.jsonl") if (out / "one.jsonl").exists() else {}
     cross = two_daemons(out / "cross.txt") if (out / "cross.txt").exists() else {}
+    caller = ({b: us for b, (us, _) in read_table(str(out / "vllm.jsonl"))[0].items()}
+              if (out / "vllm.jsonl").exists() else {})
     torch = ranks(out / "torch_graph.json") if (out / "torch_graph.json").exists() else {}
-    print("# NCCL all_reduce bf16 under CUDA graphs on 2 GPUs: the daemon's against the ranks'\n")
+    print("# NCCL all_reduce bf16 under CUDA graphs on 2 GPUs: the daemon's against "
+          "the caller candidate's\n")
     print("| bytes | one daemon, one process (us) | two daemons, one GPU each (us) "
-          "| torch ranks (us) | one / ranks | two / ranks |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-    for b in sorted(set(one) | set(cross) | set(torch)):
-        t = torch.get(b)
-        cells = [f"{d[b]:.1f}" if b in d else "-" for d in (one, cross, torch)]
-        ratios = [f"{d[b] / t:.3f}" if b in d and t else "-" for d in (one, cross)]
+          "| caller candidate, timed in the ranks (us) | torch_collectives.py (us) "
+          "| one / caller | two / caller |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for b in sorted(set(one) | set(cross) | set(caller) | set(torch)):
+        c = caller.get(b)
+        cells = [f"{d[b]:.1f}" if b in d else "-" for d in (one, cross, caller, torch)]
+        ratios = [f"{d[b] / c:.3f}" if b in d and c else "-" for d in (one, cross)]
         print(f"| {b} | {' | '.join(cells)} | {' | '.join(ratios)} |")
     return 0
 

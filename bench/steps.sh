@@ -1,7 +1,7 @@
 # Sourced by the GPU scripts (bench/gpu_all.sh, bench/gpu_scale.sh,
-# bench/regret_gpu.sh, bench/nccl_tuner_gpu.sh, bench/tp_layers_gpu.sh,
-# bench/tp_dynamic_gpu.sh; bench/a2av_gpu.sh and bench/nccl_agreement_gpu.sh
-# for the daemon's start and stop): their common setup, a daemon started and
+# bench/regret_gpu.sh, bench/nccl_tuner_gpu.sh, bench/nccl_agreement_gpu.sh,
+# bench/tp_layers_gpu.sh, bench/tp_dynamic_gpu.sh; bench/a2av_gpu.sh for the
+# daemon's start and stop): their common setup, a daemon started and
 # stopped, and one helper that runs a step under `timeout`, sends its output
 # to a file and logs its outcome, so that a failing step is recorded and the
 # next one runs.

@@ -11,8 +11,9 @@ import sys
 from combine_gpu import parse_torch
 
 
-def main() -> int:
-    table, torch_file = sys.argv[1], sys.argv[2]
+def read_table(table: str) -> tuple[dict[int, tuple[float, str]], dict[int, tuple[float, str]]]:
+    """({bytes: (all_reduce/nccl's median us, timed_by)}, {bytes: (the
+    winner's median us, its name)}) from the helper's saved answers."""
     nccl: dict[int, tuple[float, str]] = {}
     winner: dict[int, tuple[float, str]] = {}
     with open(table) as f:
@@ -29,6 +30,12 @@ def main() -> int:
             top = size["ranked"][0]
             name = top["candidate"].get("impl") or top["candidate"]["client"]["name"]
             winner[nbytes] = (top["median_us"], name)
+    return nccl, winner
+
+
+def main() -> int:
+    table, torch_file = sys.argv[1], sys.argv[2]
+    nccl, winner = read_table(table)
     with open(torch_file) as f:
         ops = parse_torch(json.load(f))["ops"]
     torch = {op: {b: r["us"] for b, r in sizes.items() if r["ok"]} for op, sizes in ops.items()}

@@ -14,8 +14,9 @@
 // iterations, then CUDA events around a loop of --iters iterations on every
 // GPU's stream; time = max over GPUs of elapsed / iters. With --graph,
 // --graph_iters iterations (at most --iters) are captured into one CUDA
-// graph per GPU, and the graph is replayed back to back until at least
-// --iters iterations ran; time = elapsed / iterations run. (A graph of every
+// graph per GPU, and the graph is replayed back to back on the GPU's legacy
+// default stream (where a PyTorch rank replays its graphs; docs/gpu.md#timing)
+// until at least --iters iterations ran; time = elapsed / iterations run. (A graph of every
 // iteration was thousands of nodes for the chunked kernels at large sizes:
 // its instantiation, not the collectives, took the minutes.) With
 // --nccl_threads (eager only), NCCL is timed with one host thread per GPU,
@@ -346,15 +347,18 @@ class Bench {
       }
       SyncAll();
     }
+    // Graphs are replayed on each GPU's legacy default stream, as a PyTorch
+    // rank replays them (and the daemon's worker: cuda_rank_run.h).
+    auto timed = [&](int r) { return flags_.graph ? cudaStreamLegacy : stream_[r]; };
     for (int r = 0; r < world_; ++r) {
       AT_CUDA_CHECK(cudaSetDevice(r));
-      AT_CUDA_CHECK(cudaEventRecord(start_[r], stream_[r]));
+      AT_CUDA_CHECK(cudaEventRecord(start_[r], timed(r)));
     }
     if (flags_.graph) {
       for (int k = 0; k < replays; ++k) {
         for (int r = 0; r < world_; ++r) {
           AT_CUDA_CHECK(cudaSetDevice(r));
-          AT_CUDA_CHECK(cudaGraphLaunch(exec[r], stream_[r]));
+          AT_CUDA_CHECK(cudaGraphLaunch(exec[r], timed(r)));
         }
       }
     } else {
@@ -362,7 +366,7 @@ class Bench {
     }
     for (int r = 0; r < world_; ++r) {
       AT_CUDA_CHECK(cudaSetDevice(r));
-      AT_CUDA_CHECK(cudaEventRecord(stop_[r], stream_[r]));
+      AT_CUDA_CHECK(cudaEventRecord(stop_[r], timed(r)));
     }
     SyncAll();
     double worst = 0;

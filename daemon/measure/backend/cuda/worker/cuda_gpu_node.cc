@@ -350,16 +350,19 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CudaGpuNode::Prepare(
 bool CudaGpuNode::DrainStreams(const std::vector<int>& devices, absl::Time deadline) {
   for (int d : devices) {
     ScopedDevice scoped(d);
-    const cudaStream_t stream = gpus_[d].stream.get();
-    const absl::Status s = PollUntil(
-        [&]() -> absl::StatusOr<bool> {
-          const cudaError_t q = cudaStreamQuery(stream);
-          if (q == cudaErrorNotReady) return false;
-          if (q != cudaSuccess) return CudaToStatus(q, "cudaStreamQuery");
-          return true;
-        },
-        deadline, "stream");
-    if (!s.ok()) return false;
+    // The GPU's stream, and the legacy stream its graphs are replayed on
+    // (cuda_rank_run.h).
+    for (const cudaStream_t stream : {gpus_[d].stream.get(), cudaStreamLegacy}) {
+      const absl::Status s = PollUntil(
+          [&]() -> absl::StatusOr<bool> {
+            const cudaError_t q = cudaStreamQuery(stream);
+            if (q == cudaErrorNotReady) return false;
+            if (q != cudaSuccess) return CudaToStatus(q, "cudaStreamQuery");
+            return true;
+          },
+          deadline, "stream");
+      if (!s.ok()) return false;
+    }
   }
   return true;
 }

@@ -111,11 +111,11 @@ absl::Status CudaRankRun::CheckOnHost() {
   return CheckHostOutput(shared_.problem, rank_, host.data());
 }
 
-absl::Status CudaRankRun::WaitStream() {
+absl::Status CudaRankRun::WaitStream(cudaStream_t stream) {
   const NcclComms* comms = shared_.launcher->nccl_comms();
   return PollUntil(
       [&]() -> absl::StatusOr<bool> {
-        const cudaError_t q = cudaStreamQuery(stream_);
+        const cudaError_t q = cudaStreamQuery(stream);
         if (q == cudaSuccess) return true;
         if (q != cudaErrorNotReady) return CudaToStatus(q, "cudaStreamQuery");
         if (comms != nullptr) AT_RETURN_IF_ERROR(comms->AsyncError(rank_));
@@ -223,20 +223,27 @@ absl::Status CudaRankRun::RunGraph(int iterations, std::vector<double>* iteratio
     return launched.ok() ? ended : launched;
   }
   AT_ASSIGN_OR_RETURN(GraphExec exec, GraphExec::Instantiate(gpu_->device, graph));
+  // Replayed where a PyTorch rank replays (cuda_rank_run.h). The rank's
+  // stream is non-blocking, so nothing orders it with the legacy stream:
+  // each switch between the two waits for the one left on the host.
+  const cudaStream_t replay = cudaStreamLegacy;
+  AT_RETURN_IF_ERROR(WaitStream());
   // Every rank holds its graph before any replays (a collective needs all).
   AT_RETURN_IF_ERROR(WaitForAll());
-  AT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec.get(), stream_));  // untimed: uploads it
+  AT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec.get(), replay));  // untimed: uploads it
+  AT_RETURN_IF_ERROR(WaitStream(replay));
   AT_RETURN_IF_ERROR(Sync());
   AT_RETURN_IF_ERROR(WaitForAll());
   // The replays queue behind the spin, so that no event waits on the host's
   // launch of the replay after it.
-  AT_CUDA_RETURN_IF_ERROR(kernels::LaunchSpin(kSpinCycles, stream_));
+  AT_CUDA_RETURN_IF_ERROR(kernels::LaunchSpin(kSpinCycles, replay));
   std::vector<CudaEvent>& ev = gpu_->events;
-  AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[0].get(), stream_));
+  AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[0].get(), replay));
   for (int i = 0; i < iterations; ++i) {
-    AT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec.get(), stream_));
-    AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[i + 1].get(), stream_));
+    AT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec.get(), replay));
+    AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[i + 1].get(), replay));
   }
+  AT_RETURN_IF_ERROR(WaitStream(replay));
   AT_RETURN_IF_ERROR(Sync());
   for (int i = 0; i < iterations; ++i) {
     float ms = 0;

@@ -19,11 +19,16 @@
 // event between batches, and every iteration of a batch reports the batch's
 // mean (so medians and spreads describe batches). Run, CUDA graph
 // (timed calls only; warmup stays eager): GraphCalls(problem) launches
-// (schedule.h, the same on every rank) are captured as a graph, all ranks
-// instantiate it, replay it once untimed and meet at the barrier; then,
-// behind a spin kernel, each timed iteration is one replay between two
-// events, reported as the replay's time divided by the calls in the graph:
-// as the clients' rank runs time the caller's candidates (docs/gpu.md#timing).
+// (schedule.h, the same on every rank) are captured as a graph on the
+// rank's stream, all ranks instantiate it, replay it once untimed and meet
+// at the barrier; then, behind a spin kernel, each timed iteration is one
+// replay between two events, reported as the replay's time divided by the
+// calls in the graph: as the clients' rank runs time the caller's
+// candidates (docs/gpu.md#timing). The timed replays, the spin and the
+// events go to the GPU's legacy default stream (cudaStreamLegacy), where a
+// PyTorch rank's graph.replay() goes unless the caller set another stream:
+// NCCL's graph-mixing support costs a graph replayed there more than one
+// replayed on a non-blocking stream (docs/gpu.md#timing).
 // For P2P kernels, each synchronization is followed by a look at the rank's
 // signal error word: a kernel that gave up at its spin limit is reported as
 // ABORTED naming the peer it waited for, even in untimed steps.
@@ -90,9 +95,11 @@ class CudaRankRun : public RankRun {
   absl::Status CheckOnHost();
   // Waits for the stream (bounded), then reads the P2P error word (if P2P).
   absl::Status Sync();
-  // Waits until the stream is idle or the run's deadline passes; NCCL: fails
-  // early on the communicator's asynchronous error.
-  absl::Status WaitStream();
+  // Waits until `stream` (by default the rank's) is idle or the run's
+  // deadline passes; NCCL: fails early on the communicator's asynchronous
+  // error.
+  absl::Status WaitStream(cudaStream_t stream);
+  absl::Status WaitStream() { return WaitStream(stream_); }
   absl::Status EnsureEvents(size_t n);
   // Every rank of the run reaches this point (RunBarrier, or across daemons
   // the device-side barrier).

@@ -1,0 +1,189 @@
+"""Where NCCL's cost under CUDA graphs comes from in a rank process: the same
+bf16 ncclAllReduce captured and replayed several ways in each of the ranks
+(torchrun), to set beside the daemon's worker (bench/nccl_agreement_gpu.sh).
+
+  torch      torch.distributed.all_reduce captured by torch.cuda.graph on a
+             side stream (as autotuned.rankrun captures a caller's callable)
+  direct     ncclAllReduce through ctypes on a communicator of its own (the
+             same libnccl as torch's), captured by torch.cuda.graph
+  raw        the same call captured as the daemon's worker captures it:
+             cudart's cudaStreamBeginCapture (thread-local) on a stream of
+             its own, cudaGraphInstantiate with no flags, cudaGraphLaunch
+
+Every way: `calls` collectives per graph, 3 untimed replays, then 20 replays
+with an event after each; the figure is the median replay over `calls`, the
+max over ranks. One line per way and size on rank 0.
+
+    torchrun --nproc_per_node=2 bench/nccl_graph_probe.py [--calls 1,16,64] [--bytes 8192,1048576]
+"""
+import argparse
+import ctypes
+import os
+import statistics
+
+import torch
+import torch.distributed as dist
+
+REPLAYS = 20
+
+
+def libs():
+    import nvidia.nccl
+    nccl = ctypes.CDLL(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))
+    cudart = None
+    for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+        try:
+            cudart = ctypes.CDLL(name)
+            break
+        except OSError:
+            pass
+    if cudart is None:
+        import nvidia.cuda_runtime
+        cudart = ctypes.CDLL(os.path.join(nvidia.cuda_runtime.__path__[0], "lib",
+                                          "libcudart.so.13"))
+    return nccl, cudart
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
+def check(rc, what):
+    if rc != 0:
+        raise RuntimeError(f"{what}: {rc}")
+
+
+def own_comm(nccl, rank, world):
+    uid = UniqueId()
+    if rank == 0:
+        check(nccl.ncclGetUniqueId(ctypes.byref(uid)), "ncclGetUniqueId")
+    box = [ctypes.string_at(ctypes.addressof(uid), 128) if rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    uid = UniqueId.from_buffer_copy(box[0])
+    comm = ctypes.c_void_p()
+    check(nccl.ncclCommInitRank(ctypes.byref(comm), world, uid, rank), "ncclCommInitRank")
+    return comm
+
+
+def time_replays(launch, sync):
+    for _ in range(3):
+        launch()
+    sync()
+    evs = [torch.cuda.Event(enable_timing=True) for _ in range(REPLAYS + 1)]
+    return evs
+
+
+def median_per_call(evs, calls):
+    times = [evs[i].elapsed_time(evs[i + 1]) * 1000.0 / calls for i in range(1, REPLAYS)]
+    return statistics.median(times)
+
+
+def way_torch(x, calls, replay_on_side=False):
+    g = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.graph(g, stream=side):
+        for _ in range(calls):
+            dist.all_reduce(x)
+    torch.cuda.synchronize()
+    if replay_on_side:
+        with torch.cuda.stream(side):
+            return torch_timed(g.replay, calls)
+    return torch_timed(g.replay, calls)
+
+
+def torch_timed(replay, calls):
+    for _ in range(3):
+        replay()
+    torch.cuda.synchronize()
+    evs = [torch.cuda.Event(enable_timing=True) for _ in range(REPLAYS + 1)]
+    evs[0].record()
+    for i in range(REPLAYS):
+        replay()
+        evs[i + 1].record()
+    torch.cuda.synchronize()
+    return median_per_call(evs, calls)
+
+
+def way_direct(nccl, comm, x, calls):
+    g = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.graph(g, stream=side):
+        s = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        for _ in range(calls):
+            check(nccl.ncclAllReduce(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(x.data_ptr()),
+                                     ctypes.c_size_t(x.numel()), 9, 0, comm, s), "ncclAllReduce")
+    torch.cuda.synchronize()
+    return torch_timed(g.replay, calls)
+
+
+def way_raw(nccl, cudart, comm, x, calls, mode=1, flags=0, legacy=False):
+    stream = ctypes.c_void_p()
+    check(cudart.cudaStreamCreateWithFlags(ctypes.byref(stream), 1), "cudaStreamCreateWithFlags")
+    check(cudart.cudaStreamBeginCapture(stream, mode), "cudaStreamBeginCapture")
+    for _ in range(calls):
+        check(nccl.ncclAllReduce(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(x.data_ptr()),
+                                 ctypes.c_size_t(x.numel()), 9, 0, comm, stream), "ncclAllReduce")
+    graph = ctypes.c_void_p()
+    check(cudart.cudaStreamEndCapture(stream, ctypes.byref(graph)), "cudaStreamEndCapture")
+    exe = ctypes.c_void_p()
+    check(cudart.cudaGraphInstantiate(ctypes.byref(exe), graph, ctypes.c_ulonglong(flags)),
+          "cudaGraphInstantiate")
+    ext = torch.cuda.ExternalStream(stream.value)
+    if legacy:  # replays on the legacy default stream
+        stream = ctypes.c_void_p(0)
+        ext = torch.cuda.default_stream()
+
+    def replay():
+        check(cudart.cudaGraphLaunch(exe, stream), "cudaGraphLaunch")
+
+    with torch.cuda.stream(ext):
+        for _ in range(3):
+            replay()
+        torch.cuda.synchronize()
+        evs = [torch.cuda.Event(enable_timing=True) for _ in range(REPLAYS + 1)]
+        evs[0].record(ext)
+        for i in range(REPLAYS):
+            replay()
+            evs[i + 1].record(ext)
+        torch.cuda.synchronize()
+    return median_per_call(evs, calls)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--calls", default="1,16,64")
+    p.add_argument("--bytes", default="8192,1048576")
+    a = p.parse_args()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
+    nccl, cudart = libs()
+    comm = own_comm(nccl, rank, world)
+    for nbytes in [int(b) for b in a.bytes.split(",")]:
+        x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
+        dist.all_reduce(x)  # connect
+        torch.cuda.synchronize()
+        for calls in [int(c) for c in a.calls.split(",")]:
+            for name, fn in (("torch", lambda: way_torch(x, calls)),
+                             ("direct", lambda: way_direct(nccl, comm, x, calls)),
+                             ("raw", lambda: way_raw(nccl, cudart, comm, x, calls)),
+                             ("torch_side", lambda: way_torch(x, calls, replay_on_side=True)),
+                             ("raw_legacy", lambda: way_raw(nccl, cudart, comm, x, calls,
+                                                            legacy=True))):
+                try:
+                    us = fn()
+                except Exception as e:  # noqa: BLE001 - reported, the next way runs
+                    us = float("nan")
+                    print(f"rank {rank} {name}: {e}", flush=True)
+                t = torch.tensor([us], device="cuda")
+                dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                if rank == 0:
+                    print(f"{name:12s} bytes {nbytes:9d} calls {calls:3d}  {t.item():8.2f} us",
+                          flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
