@@ -6,9 +6,10 @@
 #   cross    two daemons, one GPU each (NCCL across two processes):
 #            tests/cross_daemon_test.sh with TIMING=cuda_graph and
 #            EXTRA_COUNTS
-#   caller   NCCL as a caller candidate: the vLLM helper's table
-#            (client/python/examples/vllm_worker.py against the one daemon),
-#            whose all_reduce/nccl the two rank processes run and time
+#   caller   NCCL as a caller candidate: bench/nccl_caller.py's table (the
+#            vLLM helper against the one daemon) of torch.distributed's
+#            all_reduce in place and the table's all_reduce/nccl (a copy,
+#            then the same call), which the two rank processes run and time
 #            (autotuned.rankrun)
 #   torch    torch.distributed's all_reduce in two rank processes, one graph
 #            of back-to-back calls (bench/torch_collectives.py --graph)
@@ -34,8 +35,8 @@ daemon_start "$OUT/one_daemon.log" --backend=cuda --no_cache --log_level=info
 step one 200 "$OUT/one.jsonl" "$BIN/autotunectl" "--socket=$SOCK" --json sweep \
   --collective=all_reduce --dtype=bf16 --candidates=all_reduce/nccl --from=8KiB --to=64MiB \
   --factor=2 --timing=cuda_graph
-step caller 120 "$OUT/vllm.log" "$PYTHON" -m torch.distributed.run --standalone \
-  --nproc_per_node=2 "$PY_DIR/examples/vllm_worker.py" --socket "$SOCK" --save "$OUT/vllm"
+step caller 120 "$OUT/caller.log" "$PYTHON" -m torch.distributed.run --standalone \
+  --nproc_per_node=2 "$(dirname "$0")/nccl_caller.py" --socket "$SOCK" --save "$OUT/caller"
 daemon_stop
 step cross 300 "$OUT/cross.txt" env TIMING=cuda_graph EXTRA_COUNTS="$COUNTS" bash tests/cross_daemon_test.sh \
   "$BIN/autotuned" "$BIN/autotunectl" "$BIN/cross_daemon_ask"

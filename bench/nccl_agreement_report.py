@@ -1,9 +1,11 @@
 """Report of bench/nccl_agreement_gpu.sh: per size, NCCL's bf16 all_reduce
 under CUDA graphs as the daemon times it in one process (one.jsonl), across
 two daemons of one GPU each (cross.txt, rank 0's answers), as the rank
-processes time it as a caller candidate (the vLLM helper's table,
-vllm.jsonl) and as torch_collectives.py times it (torch_graph.json), with
-each daemon figure's ratio to the caller candidate's.
+processes time it as a caller candidate (bench/nccl_caller.py's table,
+caller.jsonl: torch.distributed's all_reduce in place, and the table's
+all_reduce/nccl, a copy then the same call) and as torch_collectives.py
+times it (torch_graph.json), with each daemon figure's ratio to the caller
+candidate's in place.
 
     python3 bench/nccl_agreement_report.py OUT
 """
@@ -56,18 +58,20 @@ def main() -> int:
     out = pathlib.Path(sys.argv[1])
     one = one_process(out / "one.jsonl") if (out / "one.jsonl").exists() else {}
     cross = two_daemons(out / "cross.txt") if (out / "cross.txt").exists() else {}
-    caller = ({b: us for b, (us, _) in read_table(str(out / "vllm.jsonl"))[0].items()}
-              if (out / "vllm.jsonl").exists() else {})
+    table = read_table(str(out / "caller.jsonl"))[0] if (out / "caller.jsonl").exists() else {}
+    caller, copied = ({b: us for b, (us, _) in table.get(name, {}).items()}
+                      for name in ("nccl_in_place", "all_reduce/nccl"))
     torch = ranks(out / "torch_graph.json") if (out / "torch_graph.json").exists() else {}
     print("# NCCL all_reduce bf16 under CUDA graphs on 2 GPUs: the daemon's against "
           "the caller candidate's\n")
     print("| bytes | one daemon, one process (us) | two daemons, one GPU each (us) "
-          "| caller candidate, timed in the ranks (us) | torch_collectives.py (us) "
+          "| caller candidate in place, timed in the ranks (us) "
+          "| the table's all_reduce/nccl, copy + call (us) | torch_collectives.py (us) "
           "| one / caller | two / caller |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for b in sorted(set(one) | set(cross) | set(caller) | set(torch)):
         c = caller.get(b)
-        cells = [f"{d[b]:.1f}" if b in d else "-" for d in (one, cross, caller, torch)]
+        cells = [f"{d[b]:.1f}" if b in d else "-" for d in (one, cross, caller, copied, torch)]
         ratios = [f"{d[b] / c:.3f}" if b in d and c else "-" for d in (one, cross)]
         print(f"| {b} | {' | '.join(cells)} | {' | '.join(ratios)} |")
     return 0

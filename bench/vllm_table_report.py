@@ -11,10 +11,12 @@ import sys
 from combine_gpu import parse_torch
 
 
-def read_table(table: str) -> tuple[dict[int, tuple[float, str]], dict[int, tuple[float, str]]]:
-    """({bytes: (all_reduce/nccl's median us, timed_by)}, {bytes: (the
-    winner's median us, its name)}) from the helper's saved answers."""
-    nccl: dict[int, tuple[float, str]] = {}
+def read_table(table: str) -> tuple[dict[str, dict[int, tuple[float, str]]],
+                                    dict[int, tuple[float, str]]]:
+    """({candidate: {bytes: (median us, timed_by)}} of the candidates that
+    ran, a caller's by its name, the daemon's by its spec; {bytes: (the
+    winner's median us, its name)}) from the helper's saved answers (bf16)."""
+    figures: dict[str, dict[int, tuple[float, str]]] = {}
     winner: dict[int, tuple[float, str]] = {}
     with open(table) as f:
         for line in f:
@@ -24,18 +26,20 @@ def read_table(table: str) -> tuple[dict[int, tuple[float, str]], dict[int, tupl
                 continue
             nbytes = int(size["problem"]["count"]) * 2  # bf16
             for r in size["ranked"]:
-                client = r["candidate"].get("client", {})
-                if client.get("name") == "all_reduce/nccl" and r.get("ok"):
-                    nccl[nbytes] = (r["median_us"], r.get("timed_by", ""))
+                c = r["candidate"]
+                name = c.get("client", {}).get("name") or c.get("impl")
+                if name and r.get("ok"):
+                    figures.setdefault(name, {})[nbytes] = (r["median_us"], r.get("timed_by", ""))
             top = size["ranked"][0]
             name = top["candidate"].get("impl") or top["candidate"]["client"]["name"]
             winner[nbytes] = (top["median_us"], name)
-    return nccl, winner
+    return figures, winner
 
 
 def main() -> int:
     table, torch_file = sys.argv[1], sys.argv[2]
-    nccl, winner = read_table(table)
+    figures, winner = read_table(table)
+    nccl = figures.get("all_reduce/nccl", {})
     with open(torch_file) as f:
         ops = parse_torch(json.load(f))["ops"]
     torch = {op: {b: r["us"] for b, r in sizes.items() if r["ok"]} for op, sizes in ops.items()}
