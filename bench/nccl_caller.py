@@ -8,9 +8,11 @@ bf16:
   all_reduce/nccl   the table's own NCCL entry, as runner() runs it: a copy
                     of the tensor, then the same call (functional semantics)
 
-Rank 0 writes the table as PREFIX.jsonl (DispatchTable.write_jsonl).
+each in a table of its own (--only), or both in one (their passes then
+interleave). Rank 0 writes the table as PREFIX.jsonl (DispatchTable.write_jsonl).
 
-    torchrun --nproc_per_node=2 bench/nccl_caller.py --socket SOCK --save PREFIX [--cpu]
+    torchrun --nproc_per_node=2 bench/nccl_caller.py --socket SOCK --save PREFIX \
+        [--only nccl_in_place | all_reduce/nccl] [--cpu]
 """
 import argparse
 import datetime
@@ -30,6 +32,8 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--socket", required=True)
     p.add_argument("--save", required=True, metavar="PREFIX")
+    p.add_argument("--only", choices=["nccl_in_place", "all_reduce/nccl"],
+                   help="that candidate alone")
     p.add_argument("--cpu", action="store_true", help="gloo and fp32 (a dry run)")
     a = p.parse_args()
     if a.cpu:
@@ -43,11 +47,12 @@ def main() -> int:
         dist.all_reduce(x)
         return x
 
+    candidates = [("nccl_in_place", nccl_in_place), "all_reduce/nccl"]
+    if a.only:
+        candidates = [c for c in candidates if (c if isinstance(c, str) else c[0]) == a.only]
     table = tune_dispatch(None, desc=describe_group(None, target=a.socket),
                           collective="all_reduce", dtype="float32" if a.cpu else "bfloat16",
-                          sizes_bytes=SIZES,
-                          candidates=[("nccl_in_place", nccl_in_place), "all_reduce/nccl"],
-                          on_unavailable="raise")
+                          sizes_bytes=SIZES, candidates=candidates, on_unavailable="raise")
     if dist.get_rank() == 0:
         print(table.format(), flush=True)
         table.write_jsonl(a.save + ".jsonl")

@@ -10,8 +10,10 @@ bf16 ncclAllReduce captured and replayed several ways in each of the ranks
              cudart's cudaStreamBeginCapture (thread-local) on a stream of
              its own, cudaGraphInstantiate with no flags, cudaGraphLaunch
 
-Every way: `calls` collectives per graph, 3 untimed replays, then 20 replays
-with an event after each; the figure is the median replay over `calls`, the
+Every way (also: replayed on the capture's stream, `_side`; on the legacy
+default stream, `_legacy`; out of place, `_oop`): `calls` collectives per
+graph, 3 untimed replays, then a spin kernel and 20 replays with an event
+after each; the figure is the median replay over `calls`, the
 max over ranks. One line per way and size on rank 0.
 
     torchrun --nproc_per_node=2 bench/nccl_graph_probe.py [--calls 1,16,64] [--bytes 8192,1048576]
@@ -25,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 REPLAYS = 20
+SPIN_CYCLES = 200_000  # queued ahead of the timed replays, as autotuned.rankrun does
 
 
 def libs():
@@ -65,14 +68,6 @@ def own_comm(nccl, rank, world):
     return comm
 
 
-def time_replays(launch, sync):
-    for _ in range(3):
-        launch()
-    sync()
-    evs = [torch.cuda.Event(enable_timing=True) for _ in range(REPLAYS + 1)]
-    return evs
-
-
 def median_per_call(evs, calls):
     times = [evs[i].elapsed_time(evs[i + 1]) * 1000.0 / calls for i in range(1, REPLAYS)]
     return statistics.median(times)
@@ -97,6 +92,7 @@ def torch_timed(replay, calls):
         replay()
     torch.cuda.synchronize()
     evs = [torch.cuda.Event(enable_timing=True) for _ in range(REPLAYS + 1)]
+    torch.cuda._sleep(SPIN_CYCLES)
     evs[0].record()
     for i in range(REPLAYS):
         replay()
@@ -105,25 +101,27 @@ def torch_timed(replay, calls):
     return median_per_call(evs, calls)
 
 
-def way_direct(nccl, comm, x, calls):
+def way_direct(nccl, comm, x, calls, y=None):
     g = torch.cuda.CUDAGraph()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.graph(g, stream=side):
         s = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         for _ in range(calls):
-            check(nccl.ncclAllReduce(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(x.data_ptr()),
+            check(nccl.ncclAllReduce(ctypes.c_void_p(x.data_ptr()),
+                                     ctypes.c_void_p((x if y is None else y).data_ptr()),
                                      ctypes.c_size_t(x.numel()), 9, 0, comm, s), "ncclAllReduce")
     torch.cuda.synchronize()
     return torch_timed(g.replay, calls)
 
 
-def way_raw(nccl, cudart, comm, x, calls, mode=1, flags=0, legacy=False):
+def way_raw(nccl, cudart, comm, x, calls, mode=1, flags=0, legacy=False, y=None):
     stream = ctypes.c_void_p()
     check(cudart.cudaStreamCreateWithFlags(ctypes.byref(stream), 1), "cudaStreamCreateWithFlags")
     check(cudart.cudaStreamBeginCapture(stream, mode), "cudaStreamBeginCapture")
     for _ in range(calls):
-        check(nccl.ncclAllReduce(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(x.data_ptr()),
+        check(nccl.ncclAllReduce(ctypes.c_void_p(x.data_ptr()),
+                                 ctypes.c_void_p((x if y is None else y).data_ptr()),
                                  ctypes.c_size_t(x.numel()), 9, 0, comm, stream), "ncclAllReduce")
     graph = ctypes.c_void_p()
     check(cudart.cudaStreamEndCapture(stream, ctypes.byref(graph)), "cudaStreamEndCapture")
@@ -143,6 +141,7 @@ def way_raw(nccl, cudart, comm, x, calls, mode=1, flags=0, legacy=False):
             replay()
         torch.cuda.synchronize()
         evs = [torch.cuda.Event(enable_timing=True) for _ in range(REPLAYS + 1)]
+        torch.cuda._sleep(SPIN_CYCLES)
         evs[0].record(ext)
         for i in range(REPLAYS):
             replay()
@@ -163,6 +162,7 @@ def main():
     comm = own_comm(nccl, rank, world)
     for nbytes in [int(b) for b in a.bytes.split(",")]:
         x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
+        y = torch.empty_like(x)
         dist.all_reduce(x)  # connect
         torch.cuda.synchronize()
         for calls in [int(c) for c in a.calls.split(",")]:
@@ -171,7 +171,10 @@ def main():
                              ("raw", lambda: way_raw(nccl, cudart, comm, x, calls)),
                              ("torch_side", lambda: way_torch(x, calls, replay_on_side=True)),
                              ("raw_legacy", lambda: way_raw(nccl, cudart, comm, x, calls,
-                                                            legacy=True))):
+                                                            legacy=True)),
+                             ("direct_oop", lambda: way_direct(nccl, comm, x, calls, y=y)),
+                             ("raw_leg_oop", lambda: way_raw(nccl, cudart, comm, x, calls,
+                                                             legacy=True, y=y))):
                 try:
                     us = fn()
                 except Exception as e:  # noqa: BLE001 - reported, the next way runs
