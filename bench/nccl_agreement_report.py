@@ -1,9 +1,9 @@
 """Report of bench/nccl_agreement_gpu.sh: per size, NCCL's bf16 all_reduce
 under CUDA graphs as the daemon times it in one process (one.jsonl), across
 two daemons of one GPU each (cross.txt, rank 0's answers), as the rank
-processes time it as a caller candidate (bench/nccl_caller.py's table,
-caller.jsonl: torch.distributed's all_reduce in place, and the table's
-all_reduce/nccl, a copy then the same call) and as torch_collectives.py
+processes time it as a caller candidate (bench/nccl_caller.py's tables:
+torch.distributed's all_reduce in place, caller.jsonl, and the table's
+all_reduce/nccl, a copy then the same call, caller_copy.jsonl) and as torch_collectives.py
 times it (torch_graph.json), with each daemon figure's ratio to the caller
 candidate's in place.
 
@@ -58,9 +58,13 @@ def main() -> int:
     out = pathlib.Path(sys.argv[1])
     one = one_process(out / "one.jsonl") if (out / "one.jsonl").exists() else {}
     cross = two_daemons(out / "cross.txt") if (out / "cross.txt").exists() else {}
-    table = read_table(str(out / "caller.jsonl"))[0] if (out / "caller.jsonl").exists() else {}
-    caller, copied = ({b: us for b, (us, _) in table.get(name, {}).items()}
-                      for name in ("nccl_in_place", "all_reduce/nccl"))
+    def caller_figures(name: str, stem: str) -> dict[int, float]:
+        path = out / f"{stem}.jsonl"
+        table = read_table(str(path))[0] if path.exists() else {}
+        return {b: us for b, (us, _) in table.get(name, {}).items()}
+
+    caller = caller_figures("nccl_in_place", "caller")
+    copied = caller_figures("all_reduce/nccl", "caller_copy")
     torch = ranks(out / "torch_graph.json") if (out / "torch_graph.json").exists() else {}
     print("# NCCL all_reduce bf16 under CUDA graphs on 2 GPUs: the daemon's against "
           "the caller candidate's\n")
