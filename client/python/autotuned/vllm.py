@@ -35,10 +35,9 @@ A callable's own key is a digest of its name, its source and the names of
 the functions it closes over: editing it measures it again.
 
 NCCL: the table's runner() runs "<collective>/nccl" in the caller's
-process, through torch.distributed, once per rank process; the daemon's
-GPU worker drives every GPU from one process, and a multi-process NCCL job
-pays NCCL's graph-mixing support (about 5 us per small collective, on by
-default) where the daemon does not (docs/gpu.md). So "<collective>/nccl"
+process, through torch.distributed: a copy of the tensor, then the call,
+which is not the daemon's call alone (with NCCL's graph mixing on, 1-2 us
+less below 256 KiB, 13 % more at 64 MiB; docs/gpu.md). So "<collective>/nccl"
 given without parameters (all_reduce, all_gather, reduce_scatter: the
 collectives whose NCCL autotuned.dispatch runs) is timed by the ranks, as
 a candidate they run: autotuned.dispatch.nccl_runner, the very Dispatcher

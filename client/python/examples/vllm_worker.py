@@ -18,8 +18,8 @@ draws.
 On GPUs the candidates are the cuda backend's all_reduce/nccl and P2P
 kernels (one_shot, two_shot and their push variants), named without
 parameters. all_reduce/nccl is timed by the ranks as the table's runner
-runs it (torch.distributed's all_reduce in this process, not the daemon's
-one-process NCCL); each P2P kernel is measured at each of its launch
+runs it (torch.distributed's all_reduce in this process, behind a copy,
+not the daemon's call alone); each P2P kernel is measured at each of its launch
 shapes (blocks, threads) and the table names the shape that wins
 ("all_reduce/one_shot:blocks=128,threads=1024"); the winner runs in this
 process with that shape: the daemon's own P2P kernels (autotuned.kernels:
