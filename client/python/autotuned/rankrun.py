@@ -29,8 +29,9 @@ its schedule here, step by step:
      run or compared again;
   2. RunStep(VERIFIED): a step some rank failed is skipped by every rank
      (not asked for a candidate verified in an earlier pass);
-  3. `warmup` runs (once its graph is captured: one eager call and one
-     replay), then RunStep(WARMED_UP);
+  3. `warmup` runs (once its graph is captured: one replay, enqueued and
+     not waited for, and an eager call while the host's time has fewer
+     than HOST_SAMPLES samples), then RunStep(WARMED_UP);
   4. `iterations` runs, timed as the daemon times its own candidates (see
      _Timer): time.perf_counter_ns around each run off the GPU; on a "cuda"
      device, in CUDA_GRAPH mode, replays of a CUDA graph of the candidate's
@@ -437,6 +438,9 @@ def graph_calls(message_bytes: int) -> int:
 # Cycles of the spin kernel queued before the first timed event, so that the
 # GPU reaches that event only once the replays behind it are queued.
 _SPIN_CYCLES = 200_000
+# Eager calls timed on the host per candidate (host_us): the first pass's
+# warmup, then one per later pass until there are this many.
+HOST_SAMPLES = 8
 
 
 class _Timer:
@@ -495,15 +499,18 @@ class _Timer:
 
     def warm_up(self, count: int, deadline: float) -> bool:
         """Runs `count` times; False when the deadline passed first. Once a
-        graph is captured (a later pass), one eager call (for host_us) and
-        one replay warm it: what is timed is the replay."""
+        graph is captured (a later pass), one replay warms it (what is timed
+        is the replay), behind one eager call while host_us has fewer than
+        HOST_SAMPLES samples. That replay is not waited for here: it runs
+        while the rank waits at the WARMED_UP barrier (its collectives need
+        every rank's, all enqueued before the barrier), and timed() waits
+        for it before the spin."""
         if self.graph is not None and count > 0:
-            # The graph's own replay, no collective of another shape.
-            t0 = time.perf_counter_ns()
-            self.runner.run()
-            self.host_us.append((time.perf_counter_ns() - t0) / 1000.0)
+            if len(self.host_us) < HOST_SAMPLES:
+                t0 = time.perf_counter_ns()
+                self.runner.run()
+                self.host_us.append((time.perf_counter_ns() - t0) / 1000.0)
             self.graph.replay()
-            self._sync()
             return time.monotonic() <= deadline
         for _ in range(count):
             if time.monotonic() > deadline:
@@ -561,16 +568,24 @@ class _Timer:
         if not self.graph_mode or self.graph is not None or self.capture_error:
             return ""
         # No replay here: a replay runs collectives, only once every rank
-        # has its graph (after the barrier).
+        # has its graph (after the barrier). capture_begin / capture_end as
+        # torch.cuda.graph calls them, without the context manager's
+        # torch.cuda.empty_cache() (and host cache), which would hand the
+        # caching allocator's blocks back to CUDA at every candidate's
+        # capture, for the next allocations to get from cudaMalloc again.
         import torch
         graph = torch.cuda.CUDAGraph()
         side = torch.cuda.Stream()
         torch.cuda.synchronize()
         side.wait_stream(torch.cuda.current_stream())
         try:
-            with torch.cuda.graph(graph, stream=side):
-                for _ in range(self.calls):
-                    self.runner.run()
+            with torch.cuda.stream(side):
+                graph.capture_begin()
+                try:
+                    for _ in range(self.calls):
+                        self.runner.run()
+                finally:
+                    graph.capture_end()
             torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - not capturable: timed by events
