@@ -1,6 +1,7 @@
 """autotuned.inductor's choices against real PyTorch: gloo, CPU, a sim daemon.
 
-  * choices of clearly different costs: the fast one wins every compile;
+  * choices of clearly different costs: the fast one wins every compile (20
+    compiles; 50 in the long tier);
   * a decomposition whose traced code depends on the rank (this rank's
     shard of a reduced tensor) has one key on every rank: TUNED, then CACHED
     in a fresh compile;
@@ -20,8 +21,8 @@ Each compile lowers its graph afresh, the kernels shared (relowering.py).
 The default tier's four cases run in one launch of 2 ranks, one case after
 another in the same processes (`launch`): a launch and its first compile
 cost more than a case's own compiles; each test checks its case's part.
-The long twin (//client/python:inductor_choices_long_test) makes 20
-compiles of the first case (1 in the default tier), the chain on 4 ranks,
+The long twin (//client/python:inductor_choices_long_test) makes 50
+compiles of the first case (20 in the default tier), the chain on 4 ranks,
 and the ask recorded as answered.
 """
 
@@ -316,7 +317,7 @@ def _run(daemon, world, plan, timeout=900):
 # 4 MiB per rank, and enough iterations, that each interleaved pass tells
 # the two apart on a loaded machine, whichever way the ranking breaks ties.
 COST = {"case": "cost", "refresh": True, "count": 1 << 20, "iterations": 24}
-FAST_COMPILES = 20 if LONG else 1
+FAST_COMPILES = 50 if LONG else 20
 # The default tier's cases, in the order `launch` runs them (errors last:
 # rank 0 waits out a window there).
 CASES = {"cost": {**COST, "compiles": FAST_COMPILES},
