@@ -8,8 +8,7 @@
   * an ask recorded as answered that the daemon measures after all: its
     choices compiled before the run's first step (long tier);
   * all_reduce -> all_gather -> reduce_scatter, each with the caller's own
-    choices, compiles and computes the right result on 2 ranks (4 in the
-    long tier);
+    choices, compiles and computes the right result on 2 and on 4 ranks;
   * errors inside compilation (ranks that ask for different candidates:
     the daemon's INVALID_ARGUMENT; a dtype the daemon does not take; the
     integration's own code raising on one rank) end in the op's default on
@@ -21,9 +20,9 @@ Each compile lowers its graph afresh, the kernels shared (relowering.py).
 The default tier's four cases run in one launch of 2 ranks, one case after
 another in the same processes (`launch`): a launch and its first compile
 cost more than a case's own compiles; each test checks its case's part.
-The long twin (//client/python:inductor_choices_long_test) makes 50
-compiles of the first case (20 in the default tier), the chain on 4 ranks,
-and the ask recorded as answered.
+The 4-rank chain is a launch of its own. The long twin
+(//client/python:inductor_choices_long_test) makes 50 compiles of the first
+case (20 in the default tier) and adds the ask recorded as answered.
 """
 
 import logging
@@ -395,8 +394,8 @@ def test_chain_two_ranks(launch):
     _chain(launch["chain"])
 
 
-@long_only("//client/python:inductor_choices_long_test")
 def test_chain_four_ranks(wide_daemon):
+    """The same chain on 4 ranks (a launch of its own)."""
     _chain(_run(wide_daemon, 4, {"case": "chain", "window_us": WIDE_WINDOW_US}))
 
 
