@@ -26,7 +26,10 @@
 #   vllm_table.{txt,jsonl}     the vLLM helper's all_reduce bf16 table on this
 #   vllm_worker.log            host (examples/vllm_worker.py --save)
 #   vllm_worker_symm_mem.log   the same worker with PyTorch's symm-mem ops as
-#                              its one-shot / two-shot (--symm_mem)
+#   vllm_table_symm_mem.{txt,jsonl}  its one-shot / two-shot (--symm_mem)
+#   vllm_ranges.txt            both tables' ranges checked: no range's candidate
+#                              measurably slower than another at a size inside
+#                              it (bench/vllm_table_report.py)
 #   daemon.log                 the daemon serving the last two steps
 #   regret/                    bench/regret_gpu.sh on the 2 GPUs: each tuner's
 #                              decisions against every choice timed alone
@@ -70,7 +73,12 @@ step compile_acceptance 300 "$OUT/compile_acceptance.log" \
 step vllm_worker 240 "$OUT/vllm_worker.log" \
   "${run2[@]}" "$PY_DIR/examples/vllm_worker.py" --socket "$SOCK" --save "$OUT/vllm_table"
 step vllm_worker_symm_mem 240 "$OUT/vllm_worker_symm_mem.log" \
-  "${run2[@]}" "$PY_DIR/examples/vllm_worker.py" --socket "$SOCK" --symm_mem
+  "${run2[@]}" "$PY_DIR/examples/vllm_worker.py" --socket "$SOCK" --symm_mem \
+  --save "$OUT/vllm_table_symm_mem"
+for t in vllm_table vllm_table_symm_mem; do
+  echo "## $t"
+  "$PYTHON" "$(dirname "$0")/vllm_table_report.py" "$OUT/$t.jsonl"
+done > "$OUT/vllm_ranges.txt" 2>&1
 kill -TERM "$DPID" 2>/dev/null
 for _ in $(seq 200); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
 kill -KILL "$DPID" 2>/dev/null

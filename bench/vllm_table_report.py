@@ -1,9 +1,13 @@
 """The vLLM helper's table (examples/vllm_worker.py --save PREFIX) beside
 bench/torch_collectives.py's figures of the same run: per size, the table's
 all_reduce/nccl (timed in the ranks) against torch's NCCL, and the table's
-winner against the best of torch's NCCL and symm-mem one-shot / two-shot.
+winner against the best of torch's NCCL and symm-mem one-shot / two-shot;
+then the table's ranges checked: at every size inside a range, is the
+range's candidate measurably slower than another candidate there (the 99 %
+intervals of the answer, autotuned.merge.slower_picks; needs PYTHONPATH to
+reach client/python)?
 
-    python3 bench/vllm_table_report.py PREFIX.jsonl torch_graph.json
+    python3 bench/vllm_table_report.py PREFIX.jsonl [torch_graph.json]
 """
 import json
 import sys
@@ -36,8 +40,45 @@ def read_table(table: str) -> tuple[dict[str, dict[int, tuple[float, str]]],
     return figures, winner
 
 
+def slower_in_ranges(table: str) -> list[str]:
+    """One line per size whose range's candidate is measurably slower than
+    another candidate at that size; [] when none is."""
+    from google.protobuf import json_format
+
+    from autotuned import merge, pb
+
+    results, ranges = [], []
+    with open(table) as f:
+        for line in f:
+            answer = json.loads(line) if line.strip() else {}
+            if answer.get("size_result"):
+                results.append(json_format.ParseDict(answer["size_result"], pb.ProblemResult(),
+                                                     ignore_unknown_fields=True))
+            ranges = answer.get("table", {}).get("ranges", ranges)
+    picks = []
+    for r in results:
+        count = r.problem.count
+        inside = [g for g in ranges if int(g["min_count"]) <= count <= int(g["max_count"])]
+        picks.append(int(inside[0].get("winner_index", -1)) if inside else -1)
+    return [f"count {results[k].problem.count}: the range's candidate "
+            f"{picks[k]} is measurably slower than another there"
+            for k in merge.slower_picks(results, picks)]
+
+
+def ranges_check(table: str) -> None:
+    slower = slower_in_ranges(table)
+    print(f"\nRanges whose candidate is measurably slower than another at a size "
+          f"inside them: {len(slower) or 'none'}")
+    for line in slower:
+        print(f"- {line}")
+
+
 def main() -> int:
-    table, torch_file = sys.argv[1], sys.argv[2]
+    table = sys.argv[1]
+    if len(sys.argv) < 3:
+        ranges_check(table)
+        return 0
+    torch_file = sys.argv[2]
     figures, winner = read_table(table)
     nccl = figures.get("all_reduce/nccl", {})
     with open(torch_file) as f:
@@ -55,6 +96,7 @@ def main() -> int:
         best = min(peers) if peers else float("nan")
         print(f"| {b} | {n:.1f} ({how}) | {t_nccl if t_nccl is None else round(t_nccl, 1)} "
               f"| {ratio} | {winner[b][0]:.1f} | {best:.1f} | {winner[b][0] / best:.3f} |")
+    ranges_check(table)
     return 0
 
 
