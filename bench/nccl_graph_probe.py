@@ -73,21 +73,21 @@ def median_per_call(evs, calls):
     return statistics.median(times)
 
 
-def way_torch(x, calls, replay_on_side=False):
+def captured(calls_once):
+    """torch.cuda.graph of calls_once() on a side stream (as
+    autotuned.rankrun captured a caller's callable)."""
     g = torch.cuda.CUDAGraph()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.graph(g, stream=side):
-        for _ in range(calls):
-            dist.all_reduce(x)
+        calls_once()
     torch.cuda.synchronize()
-    if replay_on_side:
-        with torch.cuda.stream(side):
-            return torch_timed(g.replay, calls)
-    return torch_timed(g.replay, calls)
+    return g, side
 
 
 def torch_timed(replay, calls):
+    """3 untimed replays, a spin, REPLAYS replays between events, all on the
+    current stream: the median per call (us)."""
     for _ in range(3):
         replay()
     torch.cuda.synchronize()
@@ -101,17 +101,29 @@ def torch_timed(replay, calls):
     return median_per_call(evs, calls)
 
 
+def nccl_all_reduce(nccl, comm, x, y, stream):
+    check(nccl.ncclAllReduce(ctypes.c_void_p(x.data_ptr()),
+                             ctypes.c_void_p((x if y is None else y).data_ptr()),
+                             ctypes.c_size_t(x.numel()), 9, 0, comm, stream), "ncclAllReduce")
+
+
+def way_torch(x, calls, replay_on_side=False):
+    def body():
+        for _ in range(calls):
+            dist.all_reduce(x)
+    g, side = captured(body)
+    if replay_on_side:
+        with torch.cuda.stream(side):
+            return torch_timed(g.replay, calls)
+    return torch_timed(g.replay, calls)
+
+
 def way_direct(nccl, comm, x, calls, y=None):
-    g = torch.cuda.CUDAGraph()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.graph(g, stream=side):
+    def body():
         s = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         for _ in range(calls):
-            check(nccl.ncclAllReduce(ctypes.c_void_p(x.data_ptr()),
-                                     ctypes.c_void_p((x if y is None else y).data_ptr()),
-                                     ctypes.c_size_t(x.numel()), 9, 0, comm, s), "ncclAllReduce")
-    torch.cuda.synchronize()
+            nccl_all_reduce(nccl, comm, x, y, s)
+    g, _ = captured(body)
     return torch_timed(g.replay, calls)
 
 
@@ -120,9 +132,7 @@ def way_raw(nccl, cudart, comm, x, calls, mode=1, flags=0, legacy=False, y=None)
     check(cudart.cudaStreamCreateWithFlags(ctypes.byref(stream), 1), "cudaStreamCreateWithFlags")
     check(cudart.cudaStreamBeginCapture(stream, mode), "cudaStreamBeginCapture")
     for _ in range(calls):
-        check(nccl.ncclAllReduce(ctypes.c_void_p(x.data_ptr()),
-                                 ctypes.c_void_p((x if y is None else y).data_ptr()),
-                                 ctypes.c_size_t(x.numel()), 9, 0, comm, stream), "ncclAllReduce")
+        nccl_all_reduce(nccl, comm, x, y, stream)
     graph = ctypes.c_void_p()
     check(cudart.cudaStreamEndCapture(stream, ctypes.byref(graph)), "cudaStreamEndCapture")
     exe = ctypes.c_void_p()
@@ -137,17 +147,7 @@ def way_raw(nccl, cudart, comm, x, calls, mode=1, flags=0, legacy=False, y=None)
         check(cudart.cudaGraphLaunch(exe, stream), "cudaGraphLaunch")
 
     with torch.cuda.stream(ext):
-        for _ in range(3):
-            replay()
-        torch.cuda.synchronize()
-        evs = [torch.cuda.Event(enable_timing=True) for _ in range(REPLAYS + 1)]
-        torch.cuda._sleep(SPIN_CYCLES)
-        evs[0].record(ext)
-        for i in range(REPLAYS):
-            replay()
-            evs[i + 1].record(ext)
-        torch.cuda.synchronize()
-    return median_per_call(evs, calls)
+        return torch_timed(replay, calls)
 
 
 def main():
