@@ -327,10 +327,12 @@ def test_absent_daemon_found_once_then_every_ask_falls_back_at_once():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("mode", ["EVENT_LOOP", "CUDA_GRAPH"])
-def test_cuda_candidates_timed_by_events_or_graph_replays(daemon, mode):
-    """A kernel of a known length (torch.cuda._sleep) is timed as that length
-    by CUDA events around batches of launches, or by a replay of a graph of
-    every iteration."""
+@pytest.mark.parametrize("nbytes", [8 << 10, 1 << 20, 64 << 20])
+def test_cuda_candidates_timed_by_events_or_graph_replays(daemon, mode, nbytes):
+    """A kernel of a known length (torch.cuda._sleep) is timed as that length,
+    within 5 %, by CUDA events around batches of launches or by replays of a
+    graph of the calls a problem of `nbytes` per rank asks for (25, 16 and 1
+    at 8 KiB, 1 MiB and 64 MiB)."""
     daemon.mode, daemon.iterations = getattr(pb, mode), 20
     x = torch.ones(1 << 20, device="cuda")
     cycles = 2_000_000
@@ -348,19 +350,23 @@ def test_cuda_candidates_timed_by_events_or_graph_replays(daemon, mode):
         torch.cuda._sleep(cycles)
         return x + 1
 
-    p = _problem(2)
+    p = problem("all_reduce", "float32", nbytes // 4,
+                [client_candidate(f"c{i}", content_key(i)) for i in range(2)])
     runners = {0: RankCandidate(sleep_then_add), 1: RankCandidate(lambda: x * 1 + 1)}
     tune_rank(_desc(daemon.target), [RankProblem(p, runners, device=torch.device("cuda"))])
     slow, fast = daemon.reports[0].steps
     assert slow.ok and fast.ok, (slow.reason, fast.reason)
     median = sorted(slow.times_us)[10]
-    print(f"{mode}: kernel of {expected_us:.1f} us timed {median:.1f} us (median of 20); "
-          f"an add of 4 MiB {sorted(fast.times_us)[10]:.1f} us")
-    assert 0.9 * expected_us < median < 1.1 * expected_us, (median, expected_us)
+    print(f"{mode}, {nbytes} B: kernel of {expected_us:.1f} us timed {median:.1f} us "
+          f"(median of 20); an add of 4 MiB {sorted(fast.times_us)[10]:.1f} us")
+    assert 0.95 * expected_us < median < 1.05 * expected_us, (median, expected_us)
     assert max(fast.times_us) < expected_us
-    # Graph mode: the verify run, 2 warmup runs and a capture of the 20
-    # iterations, which the replays run without Python.
-    assert len(launches) == 1 + 2 + 20
+    # The verify run and 2 warmup runs; then the 20 timed iterations, or a
+    # capture of graph_calls(nbytes) calls, which the replays run without
+    # Python.
+    graph = mode == "CUDA_GRAPH"
+    assert slow.timed_by == (pb.CUDA_GRAPH if graph else pb.EVENT_LOOP)
+    assert len(launches) == 1 + 2 + (graph_calls(nbytes) if graph else 20)
 
 
 def test_outputs_compared_exactly_or_within_the_bound_of_a_sum():
