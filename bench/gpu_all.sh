@@ -15,6 +15,8 @@
 #                              tests/cross_daemon_test.sh (two daemons, one GPU each)
 #                              and client/python/tests/gpu_kernels_test.py (the
 #                              kernels as torch ops, 2 processes, against NCCL)
+#                              and rankrun_unit_test.py -k cuda (a rank's timing
+#                              of a kernel of known length)
 #   nvlink_ceiling.txt         what the two GPUs move over NVLink (bench/nvlink_ceiling.cu)
 #   launch_floor.txt           the event loop's launch floor, eager against graph
 #                              (bench/launch_floor.cu)
@@ -68,6 +70,9 @@ run2=("$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2)
 # The kernels as torch ops in the user's processes (CUDA IPC), against NCCL.
 step gpu_kernels_test 240 "$OUT/tests/gpu_kernels_test.txt" \
   "${run2[@]}" "$PY_DIR/tests/gpu_kernels_test.py"
+# A rank's timing of a kernel of known length, both modes, three sizes (1 GPU).
+step rankrun_cuda_test 200 "$OUT/tests/rankrun_cuda_test.txt" env CUDA_VISIBLE_DEVICES=0 \
+  "$PYTHON" -m pytest -q -s -k cuda "$PY_DIR/tests/rankrun_unit_test.py"
 step compile_acceptance 300 "$OUT/compile_acceptance.log" \
   "${run2[@]}" "$PY_DIR/examples/gpu_compile_acceptance.py" --socket "$SOCK"
 step vllm_worker 240 "$OUT/vllm_worker.log" \
