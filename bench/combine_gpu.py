@@ -62,13 +62,16 @@ BUILTIN_ANCHORS = {
     256 * MiB: (889.8, 1453.3, 817.9),
 }
 
-# (label, bytes, kind, limit): kind "max_us" (time at most) or "min_busbw"
-# (GB/s at least).
+# (label, bytes, kind, limit, worlds): kind "max_us" (time at most) or
+# "min_busbw" (GB/s at least); checked for runs of those world sizes only
+# (None: every one). The 1 MiB and 256 MiB figures are 2-GPU targets.
 TARGETS = [
-    ("all_reduce bf16 8 KiB", 8 * KiB, "max_us", 6.0),
-    ("all_reduce bf16 1 MiB", 1 * MiB, "max_us", 10.0),
-    ("all_reduce bf16 256 MiB", 256 * MiB, "min_busbw", 350.0),
+    ("all_reduce bf16 8 KiB", 8 * KiB, "max_us", 6.0, None),
+    ("all_reduce bf16 1 MiB", 1 * MiB, "max_us", 10.0, (2,)),
+    ("all_reduce bf16 256 MiB", 256 * MiB, "min_busbw", 350.0, (2,)),
 ]
+# The world size BUILTIN_ANCHORS were measured at.
+ANCHORS_WORLD = 2
 
 NCCL_TOLERANCE = 0.05  # daemon NCCL vs the independent NCCL figure
 
@@ -526,7 +529,9 @@ def target_checks(rows, world=2):
     """[(label, verdict, figure text)] from rows (allreduce_rows/graph_rows)."""
     by_bytes = {r["bytes"]: r for r in rows}
     out = []
-    for label, nbytes, kind, limit in TARGETS:
+    for label, nbytes, kind, limit, worlds in TARGETS:
+        if worlds is not None and world not in worlds:
+            continue
         r = by_bytes.get(nbytes)
         us = r["winner_us"] if r else None
         if r and r.get("dtype") not in (None, "bfloat16") and finite(us):
@@ -934,9 +939,14 @@ def main(argv=None):
     anchors, why = load_anchors(a.anchors)
     if why:
         inputs.append(why)
-    inputs.append("anchors: %s" % ("built-in (2 x H200, torch NCCL / symm-mem one_shot / "
-                                   "two_shot)" if a.anchors in (None, "", "builtin")
-                                   else a.anchors))
+    builtin = a.anchors in (None, "", "builtin")
+    if builtin and a.world != ANCHORS_WORLD:
+        anchors = {}
+        inputs.append("anchors: none (the built-in ones are %d-GPU figures; this run has %d)"
+                      % (ANCHORS_WORLD, a.world))
+    else:
+        inputs.append("anchors: %s" % ("built-in (2 x H200, torch NCCL / symm-mem one_shot / "
+                                       "two_shot)" if builtin else a.anchors))
 
     notes = ""
     if a.notes:

@@ -250,6 +250,12 @@ class RowsTest(unittest.TestCase):
         self.assertIn("383.5 GB/s", checks[2][2])
         self.assertIn("12.0 us", checks[1][2])
 
+    def test_targets_of_other_worlds(self):
+        # The 1 MiB and 256 MiB figures are 2-GPU targets: a 4-GPU run is
+        # checked at 8 KiB only.
+        checks = cg.target_checks(list(self.rows.values()), world=4)
+        self.assertEqual([c[0] for c in checks], ["all_reduce bf16 8 KiB"])
+
     def test_graph_rows(self):
         g = cg.parse_daemon_lines(daemon_allreduce_lines(scale=0.8))
         rows = cg.graph_rows(g, self.nccl)
@@ -412,6 +418,27 @@ class MainTest(unittest.TestCase):
             self.assertEqual(cg.main(["--torch", tj, "--out", out]), 0)
             with open(out) as f:
                 self.assertIn("not JSON", f.read())
+
+    def test_builtin_anchors_only_for_two_gpus(self):
+        # The built-in anchors are 2 x H200 figures: a 4-GPU report sets
+        # none beside its rows, and says why.
+        daemon_lines = "\n".join(daemon_allreduce_lines()) + "\n"
+        with tempfile.TemporaryDirectory() as d:
+            ar = os.path.join(d, "ar.jsonl")
+            with open(ar, "w") as f:
+                f.write(daemon_lines)
+            mds = {}
+            for world in (2, 4):
+                out = os.path.join(d, f"report{world}.md")
+                self.assertEqual(cg.main(["--daemon", ar, "--world", str(world),
+                                          "--out", out]), 0)
+                with open(out) as f:
+                    mds[world] = f.read()
+        self.assertIn("anchors: built-in (2 x H200", mds[2])
+        self.assertIn("24.9 / 10.2 / 7.8", mds[2])
+        self.assertIn("anchors: none (the built-in ones are 2-GPU figures; this run has 4)",
+                      mds[4])
+        self.assertNotIn("24.9 / 10.2 / 7.8", mds[4])
 
 
 if __name__ == "__main__":

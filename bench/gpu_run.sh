@@ -328,7 +328,6 @@ COMBINE=(bench/combine_gpu.py
   --torch "$OUT/torch.json" --torch_graph "$OUT/torch_graph.json" --nccl_tests "$OUT/nccl_tests.txt" --nccl_repeats "$RDIR"
   --world "$NGPU"
   --notes "$STEPS" --header "$HEADER" --out "$OUT/gpu_report.md")
-[ "$NGPU" -eq 2 ] && COMBINE+=(--anchors)
 if ! step combine 10 "$PY" "${COMBINE[@]}"; then
   [ -x /usr/bin/python3 ] && step combine_again 10 /usr/bin/python3 "${COMBINE[@]}"
 fi
