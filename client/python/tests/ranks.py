@@ -45,6 +45,11 @@ def _main(fn: Callable, rank: int, world: int, store: str, q: Any, args: Sequenc
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=pg_timeout))
+    # Every rank past gloo's connection setup before any runs `fn`: a rank
+    # that finished `fn` and exited while a peer was still connecting left
+    # that peer with "Gloo connectFullMesh failed ... Connection closed by
+    # peer" (seen once in rankrun_test under a full suite).
+    dist.barrier()
     try:
         q.put((rank, fn(rank, world, *args)))
     except BaseException as e:  # noqa: BLE001 - reported to the parent
