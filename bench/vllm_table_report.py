@@ -65,19 +65,21 @@ def slower_in_ranges(table: str) -> list[str]:
             for k in merge.slower_picks(results, picks)]
 
 
-def ranges_check(table: str) -> None:
+def ranges_check(table: str) -> int:
+    """Prints the check; the number of sizes that fail it."""
     slower = slower_in_ranges(table)
     print(f"\nRanges whose candidate is measurably slower than another at a size "
           f"inside them: {len(slower) or 'none'}")
     for line in slower:
         print(f"- {line}")
+    return len(slower)
 
 
 def main() -> int:
+    """Exit status 1 when a range fails the check."""
     table = sys.argv[1]
     if len(sys.argv) < 3:
-        ranges_check(table)
-        return 0
+        return 1 if ranges_check(table) else 0
     torch_file = sys.argv[2]
     figures, winner = read_table(table)
     nccl = figures.get("all_reduce/nccl", {})
@@ -96,8 +98,7 @@ def main() -> int:
         best = min(peers) if peers else float("nan")
         print(f"| {b} | {n:.1f} ({how}) | {t_nccl if t_nccl is None else round(t_nccl, 1)} "
               f"| {ratio} | {winner[b][0]:.1f} | {best:.1f} | {winner[b][0] / best:.3f} |")
-    ranges_check(table)
-    return 0
+    return 1 if ranges_check(table) else 0
 
 
 if __name__ == "__main__":
