@@ -6,6 +6,8 @@ run by the ranks as a caller's candidate, with no process group around it.
 
 The library is the libnccl.so.2 torch has loaded (dlopen by soname finds it).
 """
+from __future__ import annotations
+
 import ctypes
 
 import torch
@@ -49,11 +51,16 @@ class NcclDirect:
         y = self._outputs.get(key)
         if y is None:
             y = self._outputs[key] = torch.empty_like(x)
+        self.call(x, y, torch.cuda.current_stream().cuda_stream)
+        return y
+
+    def call(self, x: torch.Tensor, y: torch.Tensor, stream: int | None) -> None:
+        """ncclAllReduce, sum of x into y (y may be x), on `stream` (a
+        cudaStream_t as an int; 0 or None: the legacy default stream)."""
         self._check(self.lib.ncclAllReduce(
             ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()),
             ctypes.c_size_t(x.numel()), _DTYPES[x.dtype], _NCCL_SUM, self.comm,
-            ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)), "ncclAllReduce")
-        return y
+            ctypes.c_void_p(stream)), "ncclAllReduce")
 
     def close(self) -> None:
         if self.comm:

@@ -3,9 +3,10 @@ bf16 ncclAllReduce captured and replayed several ways in each of the ranks
 (torchrun), to set beside the daemon's worker (bench/nccl_agreement_gpu.sh).
 
   torch      torch.distributed.all_reduce captured by torch.cuda.graph on a
-             side stream (as autotuned.rankrun captures a caller's callable)
-  direct     ncclAllReduce through ctypes on a communicator of its own (the
-             same libnccl as torch's), captured by torch.cuda.graph
+             side stream, as a PyTorch caller captures
+  direct     ncclAllReduce through ctypes on bench/nccl_direct.py's
+             communicator (the libnccl torch loaded), captured by
+             torch.cuda.graph
   raw        the same call captured as the daemon's worker captures it:
              cudart's cudaStreamBeginCapture (thread-local) on a stream of
              its own, cudaGraphInstantiate with no flags, cudaGraphLaunch
@@ -26,46 +27,26 @@ import statistics
 import torch
 import torch.distributed as dist
 
+from nccl_direct import NcclDirect
+
 REPLAYS = 20
 SPIN_CYCLES = 200_000  # queued ahead of the timed replays, as autotuned.rankrun does
 
 
-def libs():
-    import nvidia.nccl
-    nccl = ctypes.CDLL(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))
-    cudart = None
+def cudart():
+    """The libcudart torch loaded (by soname), else the wheel's."""
     for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
         try:
-            cudart = ctypes.CDLL(name)
-            break
+            return ctypes.CDLL(name)
         except OSError:
             pass
-    if cudart is None:
-        import nvidia.cuda_runtime
-        cudart = ctypes.CDLL(os.path.join(nvidia.cuda_runtime.__path__[0], "lib",
-                                          "libcudart.so.13"))
-    return nccl, cudart
-
-
-class UniqueId(ctypes.Structure):
-    _fields_ = [("internal", ctypes.c_char * 128)]
+    import nvidia.cuda_runtime
+    return ctypes.CDLL(os.path.join(nvidia.cuda_runtime.__path__[0], "lib", "libcudart.so.13"))
 
 
 def check(rc, what):
     if rc != 0:
         raise RuntimeError(f"{what}: {rc}")
-
-
-def own_comm(nccl, rank, world):
-    uid = UniqueId()
-    if rank == 0:
-        check(nccl.ncclGetUniqueId(ctypes.byref(uid)), "ncclGetUniqueId")
-    box = [ctypes.string_at(ctypes.addressof(uid), 128) if rank == 0 else None]
-    dist.broadcast_object_list(box, src=0)
-    uid = UniqueId.from_buffer_copy(box[0])
-    comm = ctypes.c_void_p()
-    check(nccl.ncclCommInitRank(ctypes.byref(comm), world, uid, rank), "ncclCommInitRank")
-    return comm
 
 
 def median_per_call(evs, calls):
@@ -74,8 +55,8 @@ def median_per_call(evs, calls):
 
 
 def captured(calls_once):
-    """torch.cuda.graph of calls_once() on a side stream (as
-    autotuned.rankrun captured a caller's callable)."""
+    """torch.cuda.graph of calls_once() on a side stream, as a PyTorch
+    caller captures."""
     g = torch.cuda.CUDAGraph()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -101,12 +82,6 @@ def torch_timed(replay, calls):
     return median_per_call(evs, calls)
 
 
-def nccl_all_reduce(nccl, comm, x, y, stream):
-    check(nccl.ncclAllReduce(ctypes.c_void_p(x.data_ptr()),
-                             ctypes.c_void_p((x if y is None else y).data_ptr()),
-                             ctypes.c_size_t(x.numel()), 9, 0, comm, stream), "ncclAllReduce")
-
-
 def way_torch(x, calls, replay_on_side=False):
     def body():
         for _ in range(calls):
@@ -118,25 +93,25 @@ def way_torch(x, calls, replay_on_side=False):
     return torch_timed(g.replay, calls)
 
 
-def way_direct(nccl, comm, x, calls, y=None):
+def way_direct(direct, x, calls, y=None):
     def body():
-        s = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        s = torch.cuda.current_stream().cuda_stream
         for _ in range(calls):
-            nccl_all_reduce(nccl, comm, x, y, s)
+            direct.call(x, x if y is None else y, s)
     g, _ = captured(body)
     return torch_timed(g.replay, calls)
 
 
-def way_raw(nccl, cudart, comm, x, calls, mode=1, flags=0, legacy=False, y=None):
+def way_raw(direct, rt, x, calls, mode=1, flags=0, legacy=False, y=None):
     stream = ctypes.c_void_p()
-    check(cudart.cudaStreamCreateWithFlags(ctypes.byref(stream), 1), "cudaStreamCreateWithFlags")
-    check(cudart.cudaStreamBeginCapture(stream, mode), "cudaStreamBeginCapture")
+    check(rt.cudaStreamCreateWithFlags(ctypes.byref(stream), 1), "cudaStreamCreateWithFlags")
+    check(rt.cudaStreamBeginCapture(stream, mode), "cudaStreamBeginCapture")
     for _ in range(calls):
-        nccl_all_reduce(nccl, comm, x, y, stream)
+        direct.call(x, x if y is None else y, stream.value)
     graph = ctypes.c_void_p()
-    check(cudart.cudaStreamEndCapture(stream, ctypes.byref(graph)), "cudaStreamEndCapture")
+    check(rt.cudaStreamEndCapture(stream, ctypes.byref(graph)), "cudaStreamEndCapture")
     exe = ctypes.c_void_p()
-    check(cudart.cudaGraphInstantiate(ctypes.byref(exe), graph, ctypes.c_ulonglong(flags)),
+    check(rt.cudaGraphInstantiate(ctypes.byref(exe), graph, ctypes.c_ulonglong(flags)),
           "cudaGraphInstantiate")
     ext = torch.cuda.ExternalStream(stream.value)
     if legacy:  # replays on the legacy default stream
@@ -144,7 +119,7 @@ def way_raw(nccl, cudart, comm, x, calls, mode=1, flags=0, legacy=False, y=None)
         ext = torch.cuda.default_stream()
 
     def replay():
-        check(cudart.cudaGraphLaunch(exe, stream), "cudaGraphLaunch")
+        check(rt.cudaGraphLaunch(exe, stream), "cudaGraphLaunch")
 
     with torch.cuda.stream(ext):
         return torch_timed(replay, calls)
@@ -155,28 +130,26 @@ def main():
     p.add_argument("--calls", default="1,16,64")
     p.add_argument("--bytes", default="8192,1048576")
     a = p.parse_args()
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    rank = int(os.environ["RANK"])
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
-    nccl, cudart = libs()
-    comm = own_comm(nccl, rank, world)
+    direct, rt = NcclDirect(), cudart()
     for nbytes in [int(b) for b in a.bytes.split(",")]:
         x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
         y = torch.empty_like(x)
         dist.all_reduce(x)  # connect
         torch.cuda.synchronize()
         for calls in [int(c) for c in a.calls.split(",")]:
-            for name, fn in (("torch", lambda: way_torch(x, calls)),
-                             ("direct", lambda: way_direct(nccl, comm, x, calls)),
-                             ("raw", lambda: way_raw(nccl, cudart, comm, x, calls)),
-                             ("torch_side", lambda: way_torch(x, calls, replay_on_side=True)),
-                             ("raw_legacy", lambda: way_raw(nccl, cudart, comm, x, calls,
-                                                            legacy=True)),
-                             ("direct_oop", lambda: way_direct(nccl, comm, x, calls, y=y)),
-                             ("raw_leg_oop", lambda: way_raw(nccl, cudart, comm, x, calls,
-                                                             legacy=True, y=y))):
+            ways = (("torch", way_torch, (x, calls), {}),
+                    ("direct", way_direct, (direct, x, calls), {}),
+                    ("raw", way_raw, (direct, rt, x, calls), {}),
+                    ("torch_side", way_torch, (x, calls), {"replay_on_side": True}),
+                    ("raw_legacy", way_raw, (direct, rt, x, calls), {"legacy": True}),
+                    ("direct_oop", way_direct, (direct, x, calls), {"y": y}),
+                    ("raw_leg_oop", way_raw, (direct, rt, x, calls), {"legacy": True, "y": y}))
+            for name, way, args, kwargs in ways:
                 try:
-                    us = fn()
+                    us = way(*args, **kwargs)
                 except Exception as e:  # noqa: BLE001 - reported, the next way runs
                     us = float("nan")
                     print(f"rank {rank} {name}: {e}", flush=True)
@@ -185,6 +158,7 @@ def main():
                 if rank == 0:
                     print(f"{name:12s} bytes {nbytes:9d} calls {calls:3d}  {t.item():8.2f} us",
                           flush=True)
+    direct.close()
     dist.destroy_process_group()
 
 
