@@ -9,13 +9,12 @@ candidate's in place.
 
     python3 bench/nccl_agreement_report.py OUT
 """
-import json
 import pathlib
 import re
 import sys
 
-from combine_gpu import parse_daemon_lines, parse_torch
-from vllm_table_report import read_table
+from combine_gpu import parse_daemon_lines
+from vllm_table_report import read_table, torch_figures
 
 ROUND = re.compile(r"^rank 0 \(.*count (\d+),")
 NCCL = re.compile(r"^\s+all_reduce/nccl\s+median\s+([0-9.]+) us")
@@ -49,11 +48,6 @@ def two_daemons(path: pathlib.Path) -> dict[int, float]:
     return out
 
 
-def ranks(path: pathlib.Path) -> dict[int, float]:
-    ops = parse_torch(json.loads(path.read_text()))["ops"]
-    return {b: r["us"] for b, r in ops.get("all_reduce/nccl", {}).items() if r["ok"]}
-
-
 def main() -> int:
     out = pathlib.Path(sys.argv[1])
     one = one_process(out / "one.jsonl") if (out / "one.jsonl").exists() else {}
@@ -65,7 +59,8 @@ def main() -> int:
 
     caller = caller_figures("nccl_in_place", "caller")
     copied = caller_figures("all_reduce/nccl", "caller_copy")
-    torch = ranks(out / "torch_graph.json") if (out / "torch_graph.json").exists() else {}
+    torch = (torch_figures(str(out / "torch_graph.json")).get("all_reduce/nccl", {})
+             if (out / "torch_graph.json").exists() else {})
     print("# NCCL all_reduce bf16 under CUDA graphs on 2 GPUs: the daemon's against "
           "the caller candidate's\n")
     print("| bytes | one daemon, one process (us) | two daemons, one GPU each (us) "

@@ -40,6 +40,13 @@ def read_table(table: str) -> tuple[dict[str, dict[int, tuple[float, str]]],
     return figures, winner
 
 
+def torch_figures(path: str) -> dict[str, dict[int, float]]:
+    """{op: {bytes: us}} of torch_collectives.py's JSON, the ops that ran."""
+    with open(path) as f:
+        ops = parse_torch(json.load(f))["ops"]
+    return {op: {b: r["us"] for b, r in sizes.items() if r["ok"]} for op, sizes in ops.items()}
+
+
 def slower_in_ranges(table: str) -> list[str]:
     """One line per size whose range's candidate is measurably slower than
     another candidate at that size; [] when none is."""
@@ -83,9 +90,7 @@ def main() -> int:
     torch_file = sys.argv[2]
     figures, winner = read_table(table)
     nccl = figures.get("all_reduce/nccl", {})
-    with open(torch_file) as f:
-        ops = parse_torch(json.load(f))["ops"]
-    torch = {op: {b: r["us"] for b, r in sizes.items() if r["ok"]} for op, sizes in ops.items()}
+    torch = torch_figures(torch_file)
     print("| bytes | table's all_reduce/nccl us (timed by) | torch NCCL us | ratio "
           "| table winner us | torch best us | winner / torch best |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
