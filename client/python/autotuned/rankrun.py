@@ -37,7 +37,7 @@ its schedule here, step by step:
      device, in CUDA_GRAPH mode, replays of a CUDA graph of the candidate's
      calls captured once per run (a candidate that cannot be captured is
      timed by events and says so in StepTimes.timed_by), in EVENT_LOOP mode
-     CUDA events around back-to-back launches in at most 10 batches. The
+     CUDA events around each graph_calls back-to-back eager launches. The
      warmup's calls give the host's time per eager call (StepTimes.host_us).
      A step past candidate_timeout_ms stops and is reported timed_out.
 
@@ -410,12 +410,10 @@ def _is_cuda(device: Any) -> bool:
     return device is not None and str(getattr(device, "type", device)).startswith("cuda")
 
 
-# As the daemon's GPU worker (daemon/measure/backend/cuda/worker/cuda_rank_run.cc):
-# back-to-back launches with an event between at most this many batches.
-TIMED_BATCHES = 10
-# CUDA_GRAPH, as the daemon's worker times (docs/gpu.md#timing): one replay
-# of the captured graph lasts about this long, so that the graph's own
-# launch is a small part of what an event pair measures. The calls per
+# As the daemon's worker times (docs/gpu.md#timing): one timed iteration (a
+# replay of the captured graph, or as many eager calls) lasts about this
+# long, so that a launch is a small part of what an event pair measures,
+# and a mean over as many calls in either mode. The calls per
 # graph come from the problem's size alone (graph_calls), never from a
 # rank's own measurement: every rank must capture, and so launch, the same
 # number of collectives, or a replay waits for a peer forever.
@@ -436,7 +434,7 @@ def graph_calls(message_bytes: int) -> int:
 
 
 # Cycles of the spin kernel queued before the first timed event, so that the
-# GPU reaches that event only once the replays behind it are queued.
+# GPU reaches that event only once the calls or replays behind it are queued.
 _SPIN_CYCLES = 200_000
 # Eager calls timed on the host per candidate (host_us): the first pass's
 # warmup, then one per later pass until there are this many.
@@ -458,9 +456,10 @@ class _Timer:
     barrier and records only; the first replay comes after it. A candidate
     that some rank cannot capture is timed as EVENT_LOOP on every rank (the
     rank says so at the barrier, whose reply tells every rank) and says so
-    (`timed_by`). EVENT_LOOP puts
-    CUDA events around back-to-back launches, cut into at most TIMED_BATCHES
-    batches, each iteration getting its batch's mean. Off the GPU each
+    (`timed_by`). EVENT_LOOP, as the daemon's GPU worker times its own
+    candidates eagerly: each timed iteration is `calls` back-to-back
+    launches between two events, divided by `calls`, the first event behind
+    the same spin as the replays. Off the GPU each
     iteration is timed alone by perf_counter_ns. In every mode the warmup's
     calls measure the host's time per eager call (`host_us`: from the call
     to its return, before the device sync)."""
@@ -535,30 +534,25 @@ class _Timer:
             return out
         if self.graph is not None:
             return self._timed_graph(count)
-        return self._timed_batches(count, deadline)
+        return self._timed_eager(count, deadline)
 
-    def _timed_batches(self, count: int, deadline: float) -> list[float]:
+    def _timed_eager(self, count: int, deadline: float) -> list[float]:
         import torch
-        batches = min(count, TIMED_BATCHES)
-        ends = [count * (b + 1) // batches for b in range(batches)]
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(batches + 1)]
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
         torch.cuda.synchronize()
+        torch.cuda._sleep(_SPIN_CYCLES)
         events[0].record()
-        done, b = 0, 0
+        done = 0
         for i in range(count):
-            self.runner.run()
-            if i + 1 == ends[b]:
-                events[b + 1].record()
-                b += 1
-                done = i + 1
-                if time.monotonic() > deadline:
-                    break
+            for _ in range(self.calls):
+                self.runner.run()
+            events[i + 1].record()
+            done = i + 1
+            if time.monotonic() > deadline:
+                break
         torch.cuda.synchronize()
-        out: list[float] = []
-        for k in range(b):
-            n = ends[k] - (ends[k - 1] if k else 0)
-            out += [events[k].elapsed_time(events[k + 1]) * 1000.0 / n] * n
-        return out[:done]
+        return [events[i].elapsed_time(events[i + 1]) * 1000.0 / self.calls
+                for i in range(done)]
 
     def capture(self) -> str:
         """In CUDA_GRAPH mode, once: captures the calls as one graph (no

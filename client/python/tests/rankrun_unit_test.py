@@ -330,9 +330,9 @@ def test_absent_daemon_found_once_then_every_ask_falls_back_at_once():
 @pytest.mark.parametrize("nbytes", [8 << 10, 1 << 20, 64 << 20])
 def test_cuda_candidates_timed_by_events_or_graph_replays(daemon, mode, nbytes):
     """A kernel of a known length (torch.cuda._sleep) is timed as that length,
-    within 5 %, by CUDA events around batches of launches or by replays of a
-    graph of the calls a problem of `nbytes` per rank asks for (25, 16 and 1
-    at 8 KiB, 1 MiB and 64 MiB)."""
+    within 5 %, by CUDA events around the calls a problem of `nbytes` per
+    rank asks for (25, 16 and 1 at 8 KiB, 1 MiB and 64 MiB), launched
+    eagerly or replayed from a graph of them."""
     daemon.mode, daemon.iterations = getattr(pb, mode), 20
     x = torch.ones(1 << 20, device="cuda")
     cycles = 2_000_000
@@ -361,12 +361,12 @@ def test_cuda_candidates_timed_by_events_or_graph_replays(daemon, mode, nbytes):
           f"(median of 20); an add of 4 MiB {sorted(fast.times_us)[10]:.1f} us")
     assert 0.95 * expected_us < median < 1.05 * expected_us, (median, expected_us)
     assert max(fast.times_us) < expected_us
-    # The verify run and 2 warmup runs; then the 20 timed iterations, or a
-    # capture of graph_calls(nbytes) calls, which the replays run without
-    # Python.
+    # The verify run and 2 warmup runs; then graph_calls(nbytes) calls for
+    # each of the 20 timed iterations, or one capture of them, which the
+    # replays run without Python.
     graph = mode == "CUDA_GRAPH"
     assert slow.timed_by == (pb.CUDA_GRAPH if graph else pb.EVENT_LOOP)
-    assert len(launches) == 1 + 2 + (graph_calls(nbytes) if graph else 20)
+    assert len(launches) == 1 + 2 + graph_calls(nbytes) * (1 if graph else 20)
 
 
 def test_outputs_compared_exactly_or_within_the_bound_of_a_sum():

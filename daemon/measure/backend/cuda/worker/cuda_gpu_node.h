@@ -1,7 +1,7 @@
 // The GpuNode (../gpu_node.h) of the GPU worker process, on CUDA and NCCL.
 //
 // Run verifies with the predictable pattern (kernels/pattern.h) on the
-// device and times with CUDA events around batches of back-to-back launches
+// device and times with CUDA events around back-to-back launches
 // (cuda_rank_run.h). ScheduleOptions::cuda_graph: a graph of GraphCalls
 // (schedule.h) launches is captured per GPU, and each timed iteration is one
 // replay, its time divided by the calls (docs/gpu.md#timing). NCCL

@@ -25,8 +25,8 @@ struct CheckCounters {
 };
 static_assert(sizeof(CheckCounters) == 16, "two 8-byte counters");
 
-// The spin ahead of the timed replays: about 100 us at 2 GHz, as the
-// clients' rank runs spin (autotuned/rankrun.py).
+// The spin ahead of the timed launches or replays: about 100 us at 2 GHz,
+// as the clients' rank runs spin (autotuned/rankrun.py).
 constexpr int64_t kSpinCycles = 200000;
 
 }  // namespace
@@ -172,34 +172,39 @@ absl::Status CudaRankRun::Run(int iterations, std::vector<double>* iteration_us)
 }
 
 absl::Status CudaRankRun::RunEager(int iterations, std::vector<double>* iteration_us) {
-  // Timed as nccl-tests does: CUDA events around back-to-back launches, not
-  // around each launch. The loop is cut into at most kTimedBatches batches
-  // with an event between batches; every iteration of a batch gets the
-  // batch's mean, so the statistics over iterations describe the batches.
-  constexpr int kTimedBatches = 10;
-  const bool timed = iteration_us != nullptr;
-  const int batches = timed ? std::min(iterations, kTimedBatches) : 1;
-  if (timed) AT_RETURN_IF_ERROR(EnsureEvents(static_cast<size_t>(batches) + 1));
-  std::vector<CudaEvent>& ev = gpu_->events;
-  std::vector<int> batch_end(batches);
-  for (int b = 0; b < batches; ++b) {
-    batch_end[b] = static_cast<int>(static_cast<int64_t>(iterations) * (b + 1) / batches);
-  }
-  if (timed) AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[0].get(), stream_));
-  for (int i = 0, b = 0; i < iterations; ++i) {
-    AT_RETURN_IF_ERROR(shared_.launcher->Launch(rank_, stream_));
-    if (timed && i + 1 == batch_end[b]) {
-      AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[b + 1].get(), stream_));
-      ++b;
+  if (iteration_us == nullptr) {  // warmup
+    for (int i = 0; i < iterations; ++i) {
+      AT_RETURN_IF_ERROR(shared_.launcher->Launch(rank_, stream_));
     }
+    return Sync();
+  }
+  // Each timed iteration is GraphCalls(problem) launches back to back
+  // between two events, the calls a graph replay holds in RunGraph, so that
+  // an eager figure and a graph figure are means over as many calls; all of
+  // it behind the spin, so that the first event does not wait for the other
+  // ranks' threads to reach their loops.
+  const int calls = GraphCalls(shared_.problem);
+  AT_RETURN_IF_ERROR(EnsureEvents(static_cast<size_t>(iterations) + 1));
+  std::vector<CudaEvent>& ev = gpu_->events;
+  AT_CUDA_RETURN_IF_ERROR(kernels::LaunchSpin(kSpinCycles, stream_));
+  AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[0].get(), stream_));
+  for (int i = 0; i < iterations; ++i) {
+    for (int c = 0; c < calls; ++c) {
+      AT_RETURN_IF_ERROR(shared_.launcher->Launch(rank_, stream_));
+    }
+    AT_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[i + 1].get(), stream_));
   }
   AT_RETURN_IF_ERROR(Sync());
-  if (!timed) return absl::OkStatus();
-  for (int b = 0; b < batches; ++b) {
+  return ElapsedPerCall(iterations, calls, iteration_us);
+}
+
+absl::Status CudaRankRun::ElapsedPerCall(int iterations, int calls,
+                                         std::vector<double>* iteration_us) {
+  const std::vector<CudaEvent>& ev = gpu_->events;
+  for (int i = 0; i < iterations; ++i) {
     float ms = 0;
-    AT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, ev[b].get(), ev[b + 1].get()));
-    const int len = batch_end[b] - (b == 0 ? 0 : batch_end[b - 1]);
-    iteration_us->insert(iteration_us->end(), static_cast<size_t>(len), 1000.0 * ms / len);
+    AT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, ev[i].get(), ev[i + 1].get()));
+    iteration_us->push_back(1000.0 * ms / calls);
   }
   return absl::OkStatus();
 }
@@ -245,12 +250,7 @@ absl::Status CudaRankRun::RunGraph(int iterations, std::vector<double>* iteratio
   }
   AT_RETURN_IF_ERROR(WaitStream(replay));
   AT_RETURN_IF_ERROR(Sync());
-  for (int i = 0; i < iterations; ++i) {
-    float ms = 0;
-    AT_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, ev[i].get(), ev[i + 1].get()));
-    iteration_us->push_back(1000.0 * ms / calls);
-  }
-  return absl::OkStatus();
+  return ElapsedPerCall(iterations, calls, iteration_us);
 }
 
 }  // namespace autotuned::cuda

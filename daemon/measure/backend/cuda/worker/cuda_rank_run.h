@@ -14,10 +14,10 @@
 // rank fail with DEADLINE_EXCEEDED on time, and the GPU node then decides
 // whether the worker can recover (cuda_gpu_node.h). For NCCL the wait also
 // watches the communicator's asynchronous error.
-// Run, eager: launches back to back on the stream with CUDA events around the
-// loop, as nccl-tests times: the loop is cut into at most 10 batches with an
-// event between batches, and every iteration of a batch reports the batch's
-// mean (so medians and spreads describe batches). Run, CUDA graph
+// Run, eager: each timed iteration is GraphCalls(problem) launches (schedule.h)
+// back to back between two CUDA events on the rank's stream, reported as
+// its time divided by the calls, all behind a spin kernel so that the first
+// event does not wait for the other ranks' threads. Run, CUDA graph
 // (timed calls only; warmup stays eager): GraphCalls(problem) launches
 // (schedule.h, the same on every rank) are captured as a graph on the
 // rank's stream, all ranks instantiate it, replay it once untimed and meet
@@ -106,6 +106,8 @@ class CudaRankRun : public RankRun {
   absl::Status WaitForAll();
   absl::Status RunEager(int iterations, std::vector<double>* iteration_us);
   absl::Status RunGraph(int iterations, std::vector<double>* iteration_us);
+  // The elapsed time between events i and i + 1 over `calls`, i < iterations.
+  absl::Status ElapsedPerCall(int iterations, int calls, std::vector<double>* iteration_us);
 
   const RunShared& shared_;
   const int rank_;
