@@ -680,12 +680,12 @@ KernelFn Pick(int algo, int world, int dtype, int op, int64_t* count_units, int 
   return PickW<kMaxWorld>(algo, dtype, op, count_units, narrow);
 }
 
-// AT_P2P_PDL=1: at_p2p_launch's kernels are launched as programmatic
-// dependents of the kernel ahead of them (AfterPriorGrid, p2p_device.cuh).
+// at_p2p_launch's kernels are launched as programmatic dependents of the
+// kernel ahead of them (AfterPriorGrid, p2p_device.cuh) unless AT_P2P_PDL=0.
 bool ProgrammaticLaunch() {
   static const bool on = [] {
     const char* v = std::getenv("AT_P2P_PDL");
-    return v != nullptr && v[0] == '1';
+    return v == nullptr || v[0] != '0';
   }();
   return on;
 }
