@@ -298,7 +298,13 @@ int at_p2p_group_sizes_for(int world, int64_t max_bytes, int64_t chunk_bytes,
  * chosen per piece). */
 int at_p2p_is_vectorized(int algo, const at_p2p_args* args);
 
-/* Launch `algo`; the named functions are the same with algo fixed. */
+/* Launch `algo`; the named functions are the same with algo fixed. The
+ * kernel (not the copy engine's copies) is launched as a programmatic
+ * dependent of the kernel ahead of it on `stream`: it may be scheduled
+ * before that kernel ends, and waits for it to end and for its memory
+ * operations to be visible before it touches any memory; it lets the
+ * kernel behind it be scheduled the same way at its start. Environment
+ * AT_P2P_PDL=0 launches it plainly. */
 int at_p2p_launch(int algo, const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_one_shot(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_two_shot(const at_p2p_args* args, void* stream);

@@ -131,6 +131,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   using Raw = typename T::Raw;
   static_assert(sizeof(Raw) == 2, "16-bit element types only");
   constexpr int V = kVec<DT>;
+  AfterPriorGrid();
   PushHeader* hdr = static_cast<PushHeader*>(a.scratch[a.rank]);
   const uint32_t n = hdr->launches[blockIdx.x];
   const int phase = static_cast<int>(n % kPushPhases);

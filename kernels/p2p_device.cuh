@@ -102,7 +102,21 @@ __device__ __forceinline__ uint64_t* Slot(Signal* s, int kind, int from) {
   return &Row(s, kind)->from[from];
 }
 
+// The first thing every P2P kernel does. Launched as a programmatic
+// dependent (at_p2p_launch), a kernel may be scheduled before the kernel
+// ahead of it on the stream has finished: wait here until that one has
+// finished and its memory operations are visible, then let the kernel
+// behind this one be scheduled (it waits here in turn). Without that launch
+// attribute both are no-ops.
+__device__ __forceinline__ void AfterPriorGrid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ uint32_t BeginEpoch(const P2pKernelArgs& a) {
+  AfterPriorGrid();
   return a.sig[a.rank]->epoch[blockIdx.x] + 1;
 }
 

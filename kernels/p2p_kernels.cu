@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include <map>
+#include <cstdlib>
 #include <mutex>
 #include <utility>
 
@@ -679,6 +680,16 @@ KernelFn Pick(int algo, int world, int dtype, int op, int64_t* count_units, int 
   return PickW<kMaxWorld>(algo, dtype, op, count_units, narrow);
 }
 
+// at_p2p_launch's kernels are launched as programmatic dependents of the
+// kernel ahead of them (AfterPriorGrid, p2p_device.cuh) unless AT_P2P_PDL=0.
+bool ProgrammaticLaunch() {
+  static const bool on = [] {
+    const char* v = std::getenv("AT_P2P_PDL");
+    return v == nullptr || v[0] != '0';
+  }();
+  return on;
+}
+
 // The copy-engine all-reduce's side stream and fork/join events, one set per
 // (device, caller stream), made at the first launch there and kept for the
 // life of the process (a caller uses few streams).
@@ -795,8 +806,20 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
     k.slot_elems = p2p::CeSlotElems(args->count, args->dtype);
     return p2p::LaunchCopyEngine(k, *args, fn, static_cast<cudaStream_t>(stream));
   }
-  fn<<<args->blocks, args->threads, 0, static_cast<cudaStream_t>(stream)>>>(k);
-  return static_cast<int>(cudaGetLastError());
+  if (!p2p::ProgrammaticLaunch()) {
+    fn<<<args->blocks, args->threads, 0, static_cast<cudaStream_t>(stream)>>>(k);
+    return static_cast<int>(cudaGetLastError());
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(args->blocks));
+  config.blockDim = dim3(static_cast<unsigned>(args->threads));
+  config.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return static_cast<int>(cudaLaunchKernelEx(&config, fn, k));
 }
 
 int at_p2p_all_reduce_one_shot(const at_p2p_args* args, void* stream) {
