@@ -195,7 +195,7 @@ daemon_steps() {
   : > "$OUT/daemon_allreduce_graph.jsonl"
   for part in SMALL LARGE; do
     range="AR_$part[@]"
-    step "sweep_allreduce_${part,,}" 60 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" \
+    step "sweep_allreduce_${part,,}" 90 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" \
       >> "$OUT/daemon_allreduce.jsonl" 2>> "$OUT/daemon_allreduce.err" || why "$OUT/daemon_allreduce.err"
     step "sweep_allreduce_graph_${part,,}" 90 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" --timing=cuda_graph \
       >> "$OUT/daemon_allreduce_graph.jsonl" 2>> "$OUT/daemon_allreduce_graph.err" ||
