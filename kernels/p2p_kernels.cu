@@ -8,8 +8,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include <map>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <utility>
 
@@ -806,19 +806,15 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
     k.slot_elems = p2p::CeSlotElems(args->count, args->dtype);
     return p2p::LaunchCopyEngine(k, *args, fn, static_cast<cudaStream_t>(stream));
   }
-  if (!p2p::ProgrammaticLaunch()) {
-    fn<<<args->blocks, args->threads, 0, static_cast<cudaStream_t>(stream)>>>(k);
-    return static_cast<int>(cudaGetLastError());
-  }
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(args->blocks));
   config.blockDim = dim3(static_cast<unsigned>(args->threads));
   config.stream = static_cast<cudaStream_t>(stream);
-  cudaLaunchAttribute attribute = {};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.numAttrs = p2p::ProgrammaticLaunch() ? 1 : 0;  // 0: a plain launch
   return static_cast<int>(cudaLaunchKernelEx(&config, fn, k));
 }
 

@@ -537,6 +537,17 @@ class _Timer:
         return self._timed_eager(count, deadline)
 
     def _timed_eager(self, count: int, deadline: float) -> list[float]:
+        def calls() -> None:
+            for _ in range(self.calls):
+                self.runner.run()
+        return self._per_call_between_events(count, calls, deadline)
+
+    def _per_call_between_events(self, count: int, step: Callable[[], Any],
+                                 deadline: Optional[float] = None) -> list[float]:
+        """Up to `count` runs of step(), each between two CUDA events, all
+        queued behind a short spin so that no event waits on the host's
+        launch of the step after it: each step's time divided by `calls`.
+        Fewer when `deadline` passed."""
         import torch
         events = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
         torch.cuda.synchronize()
@@ -544,11 +555,10 @@ class _Timer:
         events[0].record()
         done = 0
         for i in range(count):
-            for _ in range(self.calls):
-                self.runner.run()
+            step()
             events[i + 1].record()
             done = i + 1
-            if time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 break
         torch.cuda.synchronize()
         return [events[i].elapsed_time(events[i + 1]) * 1000.0 / self.calls
@@ -601,22 +611,10 @@ class _Timer:
     def _timed_graph(self, count: int) -> list[float]:
         # Every rank replays `count` times whatever its clock says: a rank
         # that stopped early would leave its peers' collectives waiting.
-        import torch
         if not self.replayed:
             self.graph.replay()  # untimed: the first replay uploads the graph
             self.replayed = True
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
-        torch.cuda.synchronize()
-        # Queue the replays behind a short spin so that no event waits on the
-        # host's launch of the replay after it.
-        torch.cuda._sleep(_SPIN_CYCLES)
-        events[0].record()
-        for i in range(count):
-            self.graph.replay()
-            events[i + 1].record()
-        events[-1].synchronize()
-        return [events[i].elapsed_time(events[i + 1]) * 1000.0 / self.calls
-                for i in range(count)]
+        return self._per_call_between_events(count, self.graph.replay)
 
 
 def _detached(out: Any) -> Any:
