@@ -285,9 +285,10 @@ WIDTH = 4
 PROBE = (SPLIT * WIDTH * 4, UPPER * WIDTH * 4)
 # Rows the compiled function is called at: both sides of the split.
 CALLS = (512, SPLIT, SPLIT + 1, 4096, 64)
-# Costs far apart at both sizes: a loaded 2-core machine adds milliseconds
-# to every collective of a choice.
-CHEAP_US, FIXED_US = 1000, 25000
+# Costs far apart at both sizes: on a loaded 2-core machine the gloo
+# all_reduce around a choice's cost takes 10 to 30 ms and varies as much
+# (4 test processes beside it), so a gap of 25 ms could read as a tie.
+CHEAP_US, FIXED_US = 1000, 100000
 
 
 def _dynamic_rank(rank, world, target, markers):
@@ -319,7 +320,7 @@ def _dynamic_rank(rank, world, target, markers):
             op.register_fake(lambda x: torch.empty_like(x))
             return op
 
-        dear = costly("dear", lambda n: 2 * FIXED_US)
+        dear = costly("dear", lambda n: FIXED_US + 20000)
         low_cost = costly("low", lambda n: CHEAP_US if n <= SPLIT else FIXED_US)
         high_cost = costly("high", lambda n: FIXED_US if n <= SPLIT else CHEAP_US)
 
