@@ -320,6 +320,12 @@ TEST_CASE("the CLI tunes, sweeps, lists, shows the node and manages the cache") 
                                   "--world=16", "--candidates=all_reduce/ring"});
   CHECK(too_big.exit_code == 1);
   CHECK_THAT(too_big.err, Catch::Contains("group.world_size: 16 ranks"));
+  // Without candidates: the node's GPUs, not each implementation's ranks.
+  CommandResult too_many = Ctl(n, {"tune", "--collective=all_gather", "--bytes=1MiB",
+                                   "--world=8"});
+  CHECK(too_many.exit_code == 1);
+  CHECK_THAT(too_many.err, Catch::Contains("INVALID_ARGUMENT: --world: 8 ranks, but this "
+                                           "node's sim backend has 4 GPUs"));
 }
 
 TEST_CASE("a sweep past the memory cap measures the sizes that fit and reports the others") {

@@ -146,6 +146,19 @@ absl::StatusOr<Resolved> Resolve(Client& client, const Plan& plan,
                         plan.problem.candidates().end());
     return r;
   }
+  if (plan.world != 0) {
+    // More ranks than the node has GPUs: said as such, not as every
+    // implementation's rank range (the listing clips those to the node).
+    // With candidates given, the daemon's own check says it.
+    absl::StatusOr<v1::NodeInfoResponse> info = client.NodeInfo();
+    if (!info.ok()) return info.status();
+    if (info->gpus_size() > 0 && r.world > info->gpus_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          plan.gpus.empty() ? "--world: " : "--gpus: ", r.world, " ranks, but this node's ",
+          info->backend(), " backend has ", info->gpus_size(),
+          " GPUs (autotunectl info lists them)"));
+    }
+  }
   v1::ListImplementationsRequest request;
   request.set_collective(plan.problem.collective());
   absl::StatusOr<v1::ListImplementationsResponse> catalogue =
