@@ -11,6 +11,9 @@
 # run can be split over several calls:
 #   tests    the Catch2 GPU tests on every GPU (gpu_node_gpu_test runs every
 #            implementation on all of them, and ranks placed in reverse order)
+#   ceiling  bench/nvlink_ceiling on every GPU: a pair's transfers, then every
+#            GPU sending to all the others at once (copy engine and SM
+#            stores): the ceiling of a two-shot's busbw on this host
 #   w4, w8   bench/gpu_run.sh on GPUs 0-3 / 0-7 (CUDA_VISIBLE_DEVICES): the
 #            daemon's sweeps, NCCL measured independently, PyTorch NCCL and
 #            symm-mem side by side, gpu_report.md
@@ -25,7 +28,7 @@
 # OUT_DIR receives env.txt, steps.log and one file or folder per part.
 set -u
 if [ $# -lt 3 ]; then
-  echo "usage: bash bench/gpu_scale.sh BIN_DIR PY_DIR OUT_DIR [tests|w4|w8|a2av|cross|compile|regret ...]" >&2
+  echo "usage: bash bench/gpu_scale.sh BIN_DIR PY_DIR OUT_DIR [tests|ceiling|w4|w8|a2av|cross|compile|regret ...]" >&2
   exit 2
 fi
 # shellcheck source=bench/steps.sh
@@ -36,7 +39,7 @@ shift 3
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 PARTS=("$@")
 if [ ${#PARTS[@]} -eq 0 ]; then
-  PARTS=(tests)
+  PARTS=(tests ceiling)
   [ "$GPUS" -ge 4 ] && PARTS+=(w4)
   [ "$GPUS" -ge 8 ] && PARTS+=(w8)
   PARTS+=(a2av cross compile regret)
@@ -52,6 +55,9 @@ for part in "${PARTS[@]}"; do
       mkdir -p "$OUT/tests"
       step p2p_gpu_test 180 "$OUT/tests/p2p_gpu_test.txt" "$BIN/p2p_gpu_test"
       step gpu_node_gpu_test 400 "$OUT/tests/gpu_node_gpu_test.txt" "$BIN/gpu_node_gpu_test"
+      ;;
+    ceiling)
+      step nvlink_ceiling 180 "$OUT/nvlink_ceiling.txt" "$BIN/nvlink_ceiling" 256 20
       ;;
     w4 | w8)
       n=${part#w}

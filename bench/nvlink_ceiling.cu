@@ -6,6 +6,12 @@
 //
 //   nvlink_ceiling [MiB=256] [iterations=20]
 //
+// With 3 or more GPUs visible, then every GPU at once sends MiB to the others,
+// an equal piece to each (the traffic of a two-shot's reduce-scatter or
+// all-gather phase): by copy engine from one stream, by copy engine from a
+// stream per peer, and by an SM kernel storing to every peer; GB/s out of
+// each GPU (the slowest), the ceiling of a two-shot all_reduce's busbw there.
+//
 // Per transfer: copy engine (cudaMemcpyPeerAsync issued by the writer; also in
 // 2 MiB chunks, each followed by an 8-byte copy, as all_reduce/copy_engine
 // moves data; and issued by the reader, a pull) and SM
@@ -127,6 +133,141 @@ double Measure(Kind kind, Gpu* gpus, bool both, size_t bytes, int iters, int blo
   return static_cast<double>(bytes) * iters / (worst_ms * 1e-3) / 1e9;
 }
 
+// ---- Every GPU to every other, at once (3 GPUs or more) ----
+
+constexpr int kMaxGpus = 8;
+
+struct Peers {
+  int4* dst[kMaxGpus - 1];
+};
+
+// Blocks b, b + peers, ... store piece `n` int4s of src into dst[b % peers].
+__global__ void StoreToPeers(const int4* __restrict__ src, const __grid_constant__ Peers to,
+                             int peers, size_t n) {
+  const int p = static_cast<int>(blockIdx.x) % peers;
+  const size_t lanes = static_cast<size_t>(gridDim.x / peers) * blockDim.x;
+  int4* dst = to.dst[p];
+  const int4* from = src + p * n;
+  for (size_t i = (blockIdx.x / peers) * size_t{blockDim.x} + threadIdx.x; i < n; i += lanes) {
+    dst[i] = from[i];
+  }
+}
+
+enum class Exchange { kCeOneStream, kCeStreamPerPeer, kStores };
+
+struct XGpu {
+  char* mine = nullptr;   // piece q goes to the q-th peer
+  char* inbox = nullptr;  // piece from the q-th peer at q
+  cudaStream_t stream[kMaxGpus] = {};
+  cudaEvent_t start{}, stop{}, fork{};
+  cudaEvent_t join[kMaxGpus] = {};
+};
+
+// The q-th peer of g (q in [0, n - 1)) and g's index among that peer's peers.
+int PeerOf(int g, int q) { return q < g ? q : q + 1; }
+int IndexAt(int g, int peer) { return g < peer ? g : g - 1; }
+
+void LaunchExchange(Exchange kind, XGpu* x, int n, int g, size_t piece, int blocks, int threads) {
+  XGpu& me = x[g];
+  AT_CUDA_CHECK(cudaSetDevice(g));
+  if (kind == Exchange::kStores) {
+    Peers to{};
+    for (int q = 0; q < n - 1; ++q) {
+      const int p = PeerOf(g, q);
+      to.dst[q] = reinterpret_cast<int4*>(x[p].inbox + IndexAt(g, p) * piece);
+    }
+    StoreToPeers<<<blocks, threads, 0, me.stream[0]>>>(reinterpret_cast<const int4*>(me.mine), to,
+                                                       n - 1, piece / sizeof(int4));
+    AT_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  const bool spread = kind == Exchange::kCeStreamPerPeer;
+  if (spread) {
+    AT_CUDA_CHECK(cudaEventRecord(me.fork, me.stream[0]));
+    for (int q = 1; q < n - 1; ++q) AT_CUDA_CHECK(cudaStreamWaitEvent(me.stream[q], me.fork, 0));
+  }
+  for (int q = 0; q < n - 1; ++q) {
+    const int p = PeerOf(g, q);
+    const cudaStream_t s = spread ? me.stream[q] : me.stream[0];
+    AT_CUDA_CHECK(cudaMemcpyPeerAsync(x[p].inbox + IndexAt(g, p) * piece, p, me.mine + q * piece, g,
+                                      piece, s));
+  }
+  if (spread) {
+    for (int q = 1; q < n - 1; ++q) {
+      AT_CUDA_CHECK(cudaEventRecord(me.join[q], me.stream[q]));
+      AT_CUDA_CHECK(cudaStreamWaitEvent(me.stream[0], me.join[q], 0));
+    }
+  }
+}
+
+// GB/s out of each GPU (the slowest): (n - 1) pieces per transfer.
+double MeasureExchange(Exchange kind, XGpu* x, int n, size_t piece, int iters, int blocks,
+                       int threads) {
+  for (int g = 0; g < n; ++g) {
+    for (int i = 0; i < 3; ++i) LaunchExchange(kind, x, n, g, piece, blocks, threads);
+  }
+  for (int g = 0; g < n; ++g) {
+    AT_CUDA_CHECK(cudaSetDevice(g));
+    AT_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  for (int g = 0; g < n; ++g) {
+    AT_CUDA_CHECK(cudaSetDevice(g));
+    AT_CUDA_CHECK(cudaEventRecord(x[g].start, x[g].stream[0]));
+    for (int i = 0; i < iters; ++i) LaunchExchange(kind, x, n, g, piece, blocks, threads);
+    AT_CUDA_CHECK(cudaSetDevice(g));
+    AT_CUDA_CHECK(cudaEventRecord(x[g].stop, x[g].stream[0]));
+  }
+  float worst_ms = 0;
+  for (int g = 0; g < n; ++g) {
+    AT_CUDA_CHECK(cudaSetDevice(g));
+    AT_CUDA_CHECK(cudaEventSynchronize(x[g].stop));
+    float ms = 0;
+    AT_CUDA_CHECK(cudaEventElapsedTime(&ms, x[g].start, x[g].stop));
+    worst_ms = std::max(worst_ms, ms);
+  }
+  return static_cast<double>(piece) * (n - 1) * iters / (worst_ms * 1e-3) / 1e9;
+}
+
+void ExchangeAll(int n, size_t bytes, int iters, int sms) {
+  const size_t piece = bytes / (n - 1) / sizeof(int4) * sizeof(int4);
+  XGpu x[kMaxGpus];
+  for (int g = 0; g < n; ++g) {
+    AT_CUDA_CHECK(cudaSetDevice(g));
+    for (int p = 0; p < n; ++p) {
+      if (p == g) continue;
+      const cudaError_t e = cudaDeviceEnablePeerAccess(p, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();
+      } else {
+        AT_CUDA_CHECK(e);
+      }
+    }
+    AT_CUDA_CHECK(cudaMalloc(&x[g].mine, piece * (n - 1)));
+    AT_CUDA_CHECK(cudaMalloc(&x[g].inbox, piece * (n - 1)));
+    AT_CUDA_CHECK(cudaMemset(x[g].mine, 1 + g, piece * (n - 1)));
+    for (int q = 0; q < n - 1; ++q) {
+      AT_CUDA_CHECK(cudaStreamCreateWithFlags(&x[g].stream[q], cudaStreamNonBlocking));
+      AT_CUDA_CHECK(cudaEventCreateWithFlags(&x[g].join[q], cudaEventDisableTiming));
+    }
+    AT_CUDA_CHECK(cudaEventCreate(&x[g].start));
+    AT_CUDA_CHECK(cudaEventCreate(&x[g].stop));
+    AT_CUDA_CHECK(cudaEventCreateWithFlags(&x[g].fork, cudaEventDisableTiming));
+  }
+  std::printf("# every GPU to the %d others at once, %zu MiB out of each\n", n - 1,
+              piece * (n - 1) >> 20);
+  std::printf("%-34s %8s %8s %14s\n", "exchange", "blocks", "threads", "out GB/s");
+  std::printf("%-34s %8s %8s %14.1f\n", "copy engine, one stream", "-", "-",
+              MeasureExchange(Exchange::kCeOneStream, x, n, piece, iters, 0, 0));
+  std::printf("%-34s %8s %8s %14.1f\n", "copy engine, a stream per peer", "-", "-",
+              MeasureExchange(Exchange::kCeStreamPerPeer, x, n, piece, iters, 0, 0));
+  const int per = sms / (n - 1) > 0 ? sms / (n - 1) : 1;  // blocks per peer
+  const int shapes[][2] = {{per * (n - 1), 512}, {per * (n - 1), 1024}, {2 * per * (n - 1), 512}};
+  for (const auto& s : shapes) {
+    std::printf("%-34s %8d %8d %14.1f\n", "SM kernel, 16 B stores to peers", s[0], s[1],
+                MeasureExchange(Exchange::kStores, x, n, piece, iters, s[0], s[1]));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,5 +331,6 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (count >= 3) ExchangeAll(std::min(count, kMaxGpus), bytes, iters, sms);
   return 0;
 }
