@@ -22,6 +22,7 @@ for the life of the process; the package's helpers ask through it.
 """
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, Optional, Union
@@ -70,6 +71,18 @@ def normalize_target(target: str) -> str:
             raise InvalidArgument(f"target: unix socket path longer than 107 bytes: {target}")
         return "unix:" + target
     return target
+
+
+def check_timeout(field: str, seconds: Any) -> float:
+    """`seconds` as a deadline: a finite number above 0 (an int or float, not
+    a bool), else InvalidArgument naming `field`. 0 would be no wait at all
+    (or, read as "unset", the default), a negative or NaN one a call that
+    fails at once, an infinite one a wait without a deadline."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or \
+            not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidArgument(f"{field}: must be a finite number of seconds above 0, "
+                              f"got {seconds!r}")
+    return float(seconds)
 
 
 def collective_enum(name: Union[str, int]) -> pb.Collective.ValueType:
@@ -188,13 +201,18 @@ class Client:
 
         With `connect_timeout` (seconds) the constructor waits that long for
         the channel to connect and raises Unavailable naming the target when
-        it did not; None connects lazily, at the first call.
+        it did not; None connects lazily, at the first call. Every timeout,
+        here and a call's `timeout` (None: measure_timeout or
+        query_timeout), is a finite number of seconds above 0, else
+        InvalidArgument naming it.
         `channel_options` are gRPC channel arguments (autotuned.channels
         bounds the reconnect backoff with them).
         """
         self.target = normalize_target(target) if target else default_target()
-        self.measure_timeout = measure_timeout
-        self.query_timeout = query_timeout
+        self.measure_timeout = check_timeout("measure_timeout", measure_timeout)
+        self.query_timeout = check_timeout("query_timeout", query_timeout)
+        if connect_timeout is not None:
+            check_timeout("connect_timeout", connect_timeout)
         self._channel = grpc.insecure_channel(self.target, options=list(channel_options))
         self._stub = pb_grpc.AutotuneStub(self._channel)
         if connect_timeout is not None and not self.ready(connect_timeout):
@@ -219,7 +237,12 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _deadline(self, timeout: Optional[float], default: float) -> float:
+        """A call's `timeout`, or `default` when None (0 is no default)."""
+        return default if timeout is None else check_timeout("timeout", timeout)
+
     def _call(self, method: Callable[..., Any], request: Any, timeout: float) -> Any:
+        timeout = check_timeout("timeout", timeout)
         try:
             return method(request, timeout=timeout)
         except grpc.RpcError as e:
@@ -238,7 +261,8 @@ class Client:
         else:
             request = pb.TuneRequest(group=group or whole_node_group(2),
                                      problems=list(problems), options=options)
-        return self._call(self._stub.Tune, request, timeout or self.measure_timeout)
+        return self._call(self._stub.Tune, request,
+                          self._deadline(timeout, self.measure_timeout))
 
     def run_step(self, request: pb.StepRequest, *, timeout: float) -> pb.StepReply:
         """A rank at a barrier of a run (docs/protocol.md, "Candidates the
@@ -256,8 +280,9 @@ class Client:
         The deadline covers the whole stream. Errors raise when the stream
         reaches them, from the iteration.
         """
+        deadline = self._deadline(timeout, self.measure_timeout)
         try:
-            stream = self._stub.Sweep(request, timeout=timeout or self.measure_timeout)
+            stream = self._stub.Sweep(request, timeout=deadline)
             for update in stream:  # noqa: UP028 - `yield from` would also close() the stream
                 yield update
         except grpc.RpcError as e:
@@ -282,15 +307,17 @@ class Client:
                              *, timeout: Optional[float] = None) -> pb.ListImplementationsResponse:
         kind = pb.COLLECTIVE_UNSPECIFIED if collective is None else collective_enum(collective)
         request = pb.ListImplementationsRequest(collective=kind)
-        return self._call(self._stub.ListImplementations, request, timeout or self.query_timeout)
+        return self._call(self._stub.ListImplementations, request,
+                          self._deadline(timeout, self.query_timeout))
 
     def node_info(self, *, timeout: Optional[float] = None) -> pb.NodeInfoResponse:
-        return self._call(self._stub.NodeInfo, pb.NodeInfoRequest(), timeout or self.query_timeout)
+        return self._call(self._stub.NodeInfo, pb.NodeInfoRequest(),
+                          self._deadline(timeout, self.query_timeout))
 
     def list_cache(self, *, timeout: Optional[float] = None) -> pb.ListCacheResponse:
         return self._call(self._stub.ListCache, pb.ListCacheRequest(),
-                          timeout or self.query_timeout)
+                          self._deadline(timeout, self.query_timeout))
 
     def clear_cache(self, *, timeout: Optional[float] = None) -> pb.ClearCacheResponse:
         return self._call(self._stub.ClearCache, pb.ClearCacheRequest(),
-                          timeout or self.query_timeout)
+                          self._deadline(timeout, self.query_timeout))

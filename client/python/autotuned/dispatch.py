@@ -127,7 +127,7 @@ class Dispatcher:
         sizes = list(getattr(table, "sizes", None) or [])
         # Candidates that win no size (e.g. the P2P kernels on one rank, ruled
         # out) need not be runnable here: calling one says why it cannot run.
-        winners = {s.winner_index for s in sizes} if sizes else None
+        winners = {max(0, s.winner_index) for s in sizes} if sizes else None
         self._runs: list[Callable[[Any], Any]] = [
             self._make(s) if winners is None or i in winners else self._make_or_refuse(s)
             for i, s in enumerate(table.candidates)]
@@ -140,7 +140,9 @@ class Dispatcher:
                 impl = None if s in self.others else IMPLEMENTATIONS.get(s.split(":", 1)[0])
                 self._limits[i] = int(getattr(p2p, impl.max_bytes_attr if impl else "max_bytes"))
         self._counts = tuple(s.count for s in sizes)
-        self._winners = tuple(s.winner_index for s in sizes)
+        # A size without a winner (FAILED, -1) runs the first candidate, as
+        # the table's pick_index says (not candidates[-1]).
+        self._winners = tuple(max(0, s.winner_index) for s in sizes)
 
     def close(self) -> None:
         """Releases the group an NCCL-only Dispatcher registered (garbage

@@ -39,8 +39,8 @@ from typing import Any, Optional
 
 from autotuned import channels
 from autotuned._proto import autotuned_pb2 as pb
-from autotuned.client import candidate_spec, default_target, normalize_target
-from autotuned.errors import AutotunedError, GroupMismatch
+from autotuned.client import candidate_spec, check_timeout, default_target, normalize_target
+from autotuned.errors import AutotunedError, GroupMismatch, InvalidArgument
 
 DEFAULT_PRESYNC_WINDOW_US = 2_000_000
 
@@ -115,6 +115,18 @@ class GroupDescription:
         why = self.mismatch(process_group)
         if why:
             raise GroupMismatch(why, target=self.target)
+
+
+def check_member(process_group: Any) -> None:
+    """InvalidArgument naming `process_group` when this process is not one
+    of its ranks (torch.distributed gives such a process rank -1 in it)."""
+    import torch.distributed as dist
+
+    if process_group is not None and dist.get_rank(process_group) < 0:
+        raise InvalidArgument(
+            f"process_group: this process (global rank {dist.get_rank()}) is not a member of "
+            f"the group (global ranks {_global_ranks(process_group)}); only its members "
+            "describe or tune it")
 
 
 def _global_ranks(process_group: Any) -> list[int]:
@@ -195,9 +207,13 @@ def describe_group(process_group: Any = None, *, target: Optional[str] = None,
     (peer_advertise, needed only when the group spans hosts; default "" on
     one host, else "<hostname>:<peer port>" from NodeInfo). `group_id` must
     be the same on every rank; by default rank 0's is taken.
+    InvalidArgument naming `process_group` on a process outside it, naming
+    `connect_timeout` unless it is a finite number of seconds above 0.
     """
     import torch.distributed as dist
 
+    check_timeout("connect_timeout", connect_timeout)
+    check_member(process_group)
     rank = dist.get_rank(process_group)
     world = dist.get_world_size(process_group)
     tgt = normalize_target(target) if target else default_target()
@@ -315,10 +331,19 @@ def agree(process_group: Any, value: Any) -> list[Any]:
 
 
 def with_presync(options: Optional[pb.Options]) -> pb.Options:
-    """`options` with presync_window_us defaulted to DEFAULT_PRESYNC_WINDOW_US."""
+    """`options` with presync_window_us defaulted to DEFAULT_PRESYNC_WINDOW_US;
+    InvalidArgument naming `options` when it is not a pb.Options."""
+    check_options(options)
     opts = pb.Options()
     if options is not None:
         opts.CopyFrom(options)
     if not opts.presync_window_us:
         opts.presync_window_us = DEFAULT_PRESYNC_WINDOW_US
     return opts
+
+
+def check_options(options: Any) -> None:
+    """InvalidArgument naming `options` unless it is None or a pb.Options."""
+    if options is not None and not isinstance(options, pb.Options):
+        raise InvalidArgument(f"options: must be an autotuned.pb.Options, got "
+                              f"{type(options).__name__}")

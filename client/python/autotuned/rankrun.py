@@ -76,7 +76,7 @@ from typing import Any, Callable, Optional, Union
 from autotuned import channels
 from autotuned._proto import autotuned_pb2 as pb
 from autotuned.check import same_output, terms_of
-from autotuned.client import Client, candidate_spec, dtype_bytes
+from autotuned.client import Client, candidate_spec, check_timeout, dtype_bytes
 from autotuned.errors import MAX_REASON as MAX_REASON  # re-exported: the reason bound
 from autotuned.errors import AutotunedError, InvalidArgument, Unavailable, Unimplemented
 from autotuned.errors import bounded_reason as _bounded
@@ -163,7 +163,10 @@ def tune_rank(group: GroupDescription, problems: Sequence[ProblemLike], *,
     schedule when the answer is a run. See the module docstring.
     `prepare_first` False: the client candidates' prepare() is called only
     when the answer is a run, before its first step (then inside the run's
-    bounds), for an ask the caller expects the daemon's cache to answer."""
+    bounds), for an ask the caller expects the daemon's cache to answer.
+    InvalidArgument naming `timeout` unless it is a finite number of
+    seconds above 0, naming `options` unless it is a pb.Options."""
+    check_timeout("timeout", timeout)
     rank_problems = [p if isinstance(p, RankProblem) else RankProblem(p, {}) for p in problems]
     _check_runners(rank_problems)
     protos = [rp.problem for rp in rank_problems]

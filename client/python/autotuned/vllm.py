@@ -84,6 +84,8 @@ import dataclasses
 import inspect
 import json
 import math
+import operator
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
@@ -93,6 +95,7 @@ from autotuned.client import (
     CandidateLike,
     candidate,
     candidate_spec,
+    check_timeout,
     collective_enum,
     dtype_bytes,
     dtype_enum,
@@ -100,7 +103,7 @@ from autotuned.client import (
 )
 from autotuned.dispatch import NCCL_PARAMS, Dispatcher, nccl_runner, nearest_winner
 from autotuned.errors import AutotunedError, InvalidArgument, Unavailable
-from autotuned.group import GroupDescription, describe_group
+from autotuned.group import GroupDescription, check_member, check_options, describe_group
 from autotuned.kernels_lib import IMPLEMENTATIONS
 from autotuned.merge import table_picks
 from autotuned.rankrun import RankCandidate, RankProblem, client_candidate, content_key, tune_rank
@@ -572,17 +575,34 @@ def tune_dispatch(process_group: Any = None, *,
     `max_candidates` candidates in all (autotuned.shapes.expand; the
     daemon's default limit per problem is 32); shapes=False measures it at
     its defaults only.
+
+    Checked here, before anything is asked (so alike with the daemon down),
+    InvalidArgument naming the argument: `sizes_bytes` (at least one; each
+    an int of at least one element per rank, world_size elements for
+    reduce_scatter and all_to_all), `timeout` (seconds, finite, above 0),
+    `options`, `process_group` (this process must be a member; GroupMismatch
+    when a given `desc` describes another group). Sizes the daemon refuses
+    (over its memory cap) and candidates it refuses are named as the
+    caller gave them (`sizes_bytes[i]`, `candidates[i]`).
     """
     import torch
     import torch.distributed as dist
 
     if on_unavailable not in ("fallback", "raise"):
         raise ValueError("on_unavailable must be 'fallback' or 'raise'")
+    check_timeout("timeout", timeout)
+    check_options(options)
+    check_member(process_group)
+    if desc is not None:
+        desc.check(process_group)
     kind = collective_enum(collective)
     given_entries = _entries(candidates)
     given = [e.name if isinstance(e, _Own) else candidate_spec(e) for e in given_entries]
     world = dist.get_world_size(process_group)
     backend = str(dist.get_backend(process_group))
+    elem = dtype_bytes(dtype)
+    div = world if collective in ("reduce_scatter", "all_to_all") else 1
+    sizes = _checked_sizes(sizes_bytes, elem, div, _dtype_name(dtype))
     # runner() runs "<collective>/nccl" here, through torch.distributed: the
     # ranks time it so (module docstring, "NCCL").
     ranks_nccl = _RanksNccl(collective, op, process_group) \
@@ -606,9 +626,7 @@ def tune_dispatch(process_group: Any = None, *,
         device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" \
             else torch.device("cpu")
     torch_dtype = getattr(torch, pb.DType.Name(dtype_enum(dtype)).lower())
-    elem = dtype_bytes(dtype)
-    div = world if collective in ("reduce_scatter", "all_to_all") else 1
-    counts = sorted({max(1, b // elem // div) for b in sizes_bytes})
+    counts = sorted({b // elem // div for b in sizes})
     protos = [client_candidate(e.name, e.key) if isinstance(e, _Own) else e for e in entries]
     problems = []
     for n in counts:
@@ -629,6 +647,8 @@ def tune_dispatch(process_group: Any = None, *,
         options = graph
     try:
         decision = tune_rank(desc, problems, options=options, timeout=timeout)
+    except InvalidArgument as e:
+        raise _as_given(e, sizes, [b // elem // div for b in sizes], counts, origin) from None
     finally:
         if ranks_nccl is not None:
             ranks_nccl.close()
@@ -638,7 +658,8 @@ def tune_dispatch(process_group: Any = None, *,
                  if isinstance(e, _Own) and e.fn is not None}
     if decision.fallback:
         # As given, unexpanded: the same on every rank whatever each listed.
-        fallback = [pb.ProblemResult(problem=pb.Problem(count=n), status=pb.FALLBACK,
+        fallback = [pb.ProblemResult(problem=problem(collective, dtype, n, [], op=op),
+                                     status=pb.FALLBACK, reason=decision.reason,
                                      winner=given[0], winner_index=0) for n in counts]
         table = _table(collective, dtype, world, given, fallback)
         table.fallback, table.reason = True, decision.reason
@@ -648,6 +669,60 @@ def tune_dispatch(process_group: Any = None, *,
                                 if isinstance(e, _Own) and e.implementation]
     table.callables = callables
     return table
+
+
+def _checked_sizes(sizes_bytes: Sequence[int], elem: int, div: int, dtype: str) -> list[int]:
+    """`sizes_bytes` as ints, each of at least `div` elements of `elem`
+    bytes; InvalidArgument naming the first that is not, or the argument
+    when it is empty."""
+    sizes = list(sizes_bytes)
+    if not sizes:
+        raise InvalidArgument("sizes_bytes: at least one size is required")
+    out = []
+    for i, b in enumerate(sizes):
+        try:
+            if isinstance(b, bool):
+                raise TypeError
+            n = operator.index(b)
+        except TypeError:
+            raise InvalidArgument(f"sizes_bytes[{i}]: must be an int (bytes per rank), got "
+                                  f"{b!r}") from None
+        if n // elem // div < 1:
+            per = f"{div} elements" if div > 1 else "one element"
+            raise InvalidArgument(f"sizes_bytes[{i}]: {n} bytes per rank is less than {per} "
+                                  f"of {dtype} ({div * elem} bytes)")
+        out.append(n)
+    return out
+
+
+_PROBLEM_FIELD = re.compile(r"^problems\[(\d+)\]\.(count|candidates\[(\d+)\])(\S*): ")
+
+
+def _as_given(e: InvalidArgument, sizes: list[int], size_counts: list[int], counts: list[int],
+              origin: list[int]) -> InvalidArgument:
+    """The daemon's InvalidArgument about a problem's count or candidate,
+    named as the caller gave it: the first of `sizes` that became that
+    count, the entry of `candidates` that candidate comes from. Others as
+    they are."""
+    m = _PROBLEM_FIELD.match(e.details)
+    if m is None:
+        return e
+    k = int(m.group(1))
+    if m.group(3) is None:
+        if not 0 <= k < len(counts) or counts[k] not in size_counts:
+            return e
+        i = size_counts.index(counts[k])
+        field = f"sizes_bytes[{i}]"
+        what = f"{sizes[i]} bytes per rank, "
+    else:
+        j = int(m.group(3))
+        if not 0 <= j < len(origin):
+            return e
+        field = f"candidates[{origin[j]}]{m.group(4)}"
+        what = ""
+    daemon_field = e.details[:m.end() - 2]
+    return InvalidArgument(f"{field}: {what}as the daemon's {daemon_field}: "
+                           f"{e.details[m.end():]}", target=e.target)
 
 
 def _listing(target: str, collective: int,

@@ -49,10 +49,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 from autotuned._proto import autotuned_pb2 as pb
-from autotuned.client import candidate, default_target, normalize_target
+from autotuned.client import candidate, check_timeout, default_target, normalize_target
 from autotuned.dispatch import parse_spec
 from autotuned.errors import InvalidArgument
-from autotuned.group import GroupDescription
+from autotuned.group import GroupDescription, check_options
 from autotuned.inductor import _caches, _functional, _lowering, _ranges, _select
 from autotuned.kernels_lib import KernelsError
 
@@ -165,9 +165,13 @@ def enable(*, impls: Optional[Mapping[Union[str, Callable[..., Any]],
     options.presync_window_us to DEFAULT_PRESYNC_WINDOW_US).
     `functional`: the functional collectives of compiled graphs are
     selections too (default True; False leaves them to Inductor).
-    Calling it again replaces the settings."""
+    Calling it again replaces the settings. InvalidArgument naming `timeout`
+    unless it is a finite number of seconds above 0, naming `options`
+    unless it is a pb.Options; the settings are then left as they were."""
     global _state
     check_version()
+    check_timeout("timeout", timeout)
+    check_options(options)
     table: dict[Any, list[str]] = {}
     for key, specs in (impls or {}).items():
         table[key] = [specs] if isinstance(specs, str) else list(specs)
