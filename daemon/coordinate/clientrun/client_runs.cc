@@ -238,6 +238,11 @@ absl::StatusOr<v1::StepReply> ClientRuns::Step(const v1::StepRequest& request,
                                                absl::Time deadline) {
   absl::StatusOr<std::shared_ptr<Run>> run = Find(request.run_id(), true);
   if (!run.ok()) return run.status();
+  {
+    // Room for what the barrier may keep (its sender knows the run's id).
+    absl::MutexLock lock(&mu_);
+    Trim((*run)->MostStepBytes(request));
+  }
   return (*run)->Step(request, deadline);
 }
 

@@ -21,10 +21,10 @@
 // (an undecided one for `decision_ttl` after its bound), at most
 // `max_runs_kept` runs (the oldest dropped first) and `max_kept_bytes` of
 // them (Run::bytes; the oldest decided run dropped first, then the oldest
-// undecided one, checked as each run opens and before each report is
-// kept); then RunStep and Report for it are FAILED_PRECONDITION ("unknown
-// to this daemon"). A run dropped undecided gives the devices' lease back
-// once its last call returns.
+// undecided one, checked as each run opens and before each barrier call
+// and report is kept); then RunStep and Report for it are
+// FAILED_PRECONDITION ("unknown to this daemon"). A run dropped undecided
+// gives the devices' lease back once its last call returns.
 //
 // Ownership: `solver`, `engine` and `metrics` are not owned and outlive the
 // runs.

@@ -1034,6 +1034,67 @@ TEST_CASE("runs are forgotten past max_kept_bytes, the oldest first") {
   CHECK(f.runs().Report(late, absl::Now()).ok());  // the newest is kept
 }
 
+
+// Every rank of `run` at both barriers of each of its steps, with a note of
+// `note_bytes` bytes at each.
+void StepThroughWithNotes(Runs& f, const v1::ClientRun& run, int world, size_t note_bytes) {
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.emplace_back([&f, &run, r, note_bytes] {
+      const std::string note(note_bytes, 'n');
+      for (int k = 0; k < run.steps_size(); ++k) {
+        f.Step(run, "g", r, k, v1::VERIFIED, "", note);
+        f.Step(run, "g", r, k, v1::WARMED_UP, "", note);
+      }
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+}
+
+TEST_CASE("the barriers' notes count among the kept bytes and are let go at the decision") {
+  constexpr size_t kNote = 1000;
+  SECTION("counted while the run is undecided, let go when it is decided") {
+    Runs f("barrier-bytes");
+    std::optional<v1::TuneResponse> opened = f.Open("g", 2, ClientCandidates(8));
+    REQUIRE(opened.has_value());
+    const v1::ClientRun& run = opened->run();
+    const int64_t before = f.runs().kept_bytes();
+    StepThroughWithNotes(f, run, 2, kNote);
+    // Before: the barriers' notes (2 ranks x 2 barriers x 8 steps, and each
+    // barrier's reply) were held by the run but not counted, nor ever let go.
+    const int64_t stepped = f.runs().kept_bytes();
+    INFO("before " << before << ", after the barriers " << stepped);
+    CHECK(stepped - before >= static_cast<int64_t>(2 * 2 * 8 * kNote));
+    for (int r = 0; r < 2; ++r) {
+      CHECK(f.runs()
+                .Report(Report(run, r, run.steps_size(), run.iterations()),
+                        absl::Now() + absl::Seconds(5))
+                .ok());
+    }
+    REQUIRE(f.stack().metrics().runs_decided->value() == 1);
+    // The decision is kept, the notes are not.
+    const int64_t decided = f.runs().kept_bytes();
+    CHECK(decided - before < static_cast<int64_t>(2 * 8 * kNote));
+    // A barrier of the decided run: refused at once, nothing kept for it.
+    const v1::StepReply late = f.Step(run, "g", 0, 0, v1::VERIFIED, "", std::string(kNote, 'n'));
+    CHECK_FALSE(late.proceed());
+    CHECK(late.reason() == "the run was already decided");
+    CHECK(f.runs().kept_bytes() == decided);
+  }
+  SECTION("a run whose barriers pass max_kept_bytes is forgotten") {
+    constexpr int64_t kMaxBytes = 64 << 10;
+    Runs f("barrier-cap", absl::Milliseconds(300), 4096, kMaxBytes);
+    std::optional<v1::TuneResponse> opened = f.Open("g", 2, ClientCandidates(32));
+    REQUIRE(opened.has_value());
+    const v1::ClientRun& run = opened->run();
+    StepThroughWithNotes(f, run, 2, kNote);
+    CHECK(f.runs().kept_bytes() <= kMaxBytes);
+    CHECK(f.runs().Report(Report(run, 0, run.steps_size(), run.iterations()), absl::Now())
+              .status()
+              .code() == absl::StatusCode::kFailedPrecondition);
+  }
+}
+
 }  // namespace
 }  // namespace autotuned::clientrun
 

@@ -18,6 +18,8 @@
 namespace autotuned::clientrun {
 namespace {
 
+constexpr char kAlreadyDecided[] = "the run was already decided";
+
 absl::Status Invalid(const std::string& field, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
@@ -168,13 +170,31 @@ const v1::StepTimes& Run::TimesOf(int rank, int step) const {
   return seg.reports[rank]->steps(step - seg.first);
 }
 
-Run::Barrier& Run::BarrierOf(int step, int phase) {
-  Barrier& b = barriers_[{step, phase}];
-  if (b.ranks.empty()) b.ranks.resize(world_size_);
+int64_t Run::BarrierOverhead() const {
+  // The map's node and the barrier's own allocation, besides.
+  return 96 + static_cast<int64_t>(sizeof(Barrier)) +
+         int64_t{world_size_} * static_cast<int64_t>(sizeof(std::optional<Arrived>));
+}
+
+std::shared_ptr<Run::Barrier> Run::BarrierOf(int step, int phase) {
+  std::shared_ptr<Barrier>& b = barriers_[{step, phase}];
+  if (b == nullptr) {
+    b = std::make_shared<Barrier>();
+    b->ranks.resize(world_size_);
+    barrier_bytes_ += BarrierOverhead();
+    bytes_ += BarrierOverhead();
+  }
   return b;
 }
 
+int64_t Run::MostStepBytes(const v1::StepRequest& request) const {
+  // The answer's reason is at most "rank R: " and a rank's reason.
+  return BarrierOverhead() + 2 * static_cast<int64_t>(request.reason().size()) + 32;
+}
+
 void Run::DecideBarrier(Barrier& barrier, bool proceed, std::string reason) {
+  barrier_bytes_ += static_cast<int64_t>(reason.size());
+  bytes_ += static_cast<int64_t>(reason.size());
   barrier.decided = true;
   barrier.reply.set_proceed(proceed);
   barrier.reply.set_reason(std::move(reason));
@@ -220,11 +240,17 @@ absl::StatusOr<v1::StepReply> Run::Step(const v1::StepRequest& request, absl::Ti
     return Invalid("step", absl::StrCat("run \"", schedule_.run_id(), "\" has ", steps_.size(),
                                         " steps, got ", request.step()));
   }
-  Barrier& b = BarrierOf(request.step(), request.phase());
+  if (decision_ != nullptr) {
+    // The barriers were let go at the decision; nothing is kept for this one.
+    v1::StepReply decided;
+    decided.set_proceed(false);
+    decided.set_reason(kAlreadyDecided);
+    return decided;
+  }
+  const std::shared_ptr<Barrier> shared = BarrierOf(request.step(), request.phase());
+  Barrier& b = *shared;
   const absl::Time now = absl::Now();
-  if (!b.decided && decision_ != nullptr) {
-    DecideBarrier(b, false, "the run was already decided");
-  } else if (!b.decided && !lost_.empty()) {
+  if (!b.decided && !lost_.empty()) {
     DecideBarrier(b, false, lost_);
   } else if (!b.decided && now >= bound_) {
     DecideBarrier(b, false, "the run's bound passed");
@@ -239,6 +265,8 @@ absl::StatusOr<v1::StepReply> Run::Step(const v1::StepRequest& request, absl::Ti
   if (b.decided) return b.reply;
   if (!b.ranks[request.rank()]) {
     b.ranks[request.rank()] = Arrived{request.ok(), request.reason()};
+    barrier_bytes_ += static_cast<int64_t>(request.reason().size());
+    bytes_ += static_cast<int64_t>(request.reason().size());
     if (b.first == absl::InfiniteFuture()) b.first = now;
   }
   bool all = true;
@@ -249,6 +277,7 @@ absl::StatusOr<v1::StepReply> Run::Step(const v1::StepRequest& request, absl::Ti
   }
   const absl::Time barrier_bound = std::min(b.first + candidate_timeout_, bound_);
   mu_.AwaitWithDeadline(absl::Condition(&b.decided), std::min(barrier_bound, deadline));
+  // The run's decision decides every barrier still waiting (Decide).
   if (!b.decided && absl::Now() >= barrier_bound) {
     DecideMissing(b, request.step(), request.phase());
   }
@@ -312,9 +341,9 @@ std::string Run::RuledOutBefore(int step) const {
     if (!SameCandidate(earlier, step)) continue;
     for (int phase : {v1::VERIFIED, v1::WARMED_UP}) {
       auto it = barriers_.find({earlier, phase});
-      if (it != barriers_.end() && it->second.decided && !it->second.reply.proceed()) {
+      if (it != barriers_.end() && it->second->decided && !it->second->reply.proceed()) {
         return absl::StrCat("ruled out in pass ", steps_[earlier].pass(), ": ",
-                            it->second.reply.reason());
+                            it->second->reply.reason());
       }
     }
   }
@@ -328,8 +357,8 @@ std::optional<CandidateOutcome> Run::StepFailure(int step,
       plan_.request->problems[s.problem()].candidates[s.candidate()];
   for (int phase : {v1::VERIFIED, v1::WARMED_UP}) {
     auto it = barriers_.find({step, phase});
-    if (it != barriers_.end() && it->second.decided && !it->second.reply.proceed()) {
-      return RuledOut(s.candidate(), candidate, it->second.reply.reason());
+    if (it != barriers_.end() && it->second->decided && !it->second->reply.proceed()) {
+      return RuledOut(s.candidate(), candidate, it->second->reply.reason());
     }
   }
   const Segment& seg = segments_[SegmentOf(step)];
@@ -356,7 +385,7 @@ std::optional<CandidateOutcome> Run::StepFailure(int step,
     }
   }
   auto warmed = barriers_.find({step, v1::WARMED_UP});
-  if (warmed == barriers_.end() || !warmed->second.decided) {
+  if (warmed == barriers_.end() || !warmed->second->decided) {
     return RuledOut(s.candidate(), candidate, "the ranks did not pass the step's barriers");
   }
   for (int r = 0; r < world_size_; ++r) {
@@ -544,6 +573,14 @@ void Run::Decide() {
   decision_ = std::make_shared<const v1::TuneResponse>(std::move(answer));
   decided_at_ = absl::Now();
   lease_.Release();
+  // The barriers are no longer read: a rank still waiting at one gets the
+  // answer every barrier of a decided run gets.
+  for (auto& [key, barrier] : barriers_) {
+    if (!barrier->decided) DecideBarrier(*barrier, false, kAlreadyDecided);
+  }
+  barriers_.clear();
+  bytes_ -= barrier_bytes_;
+  barrier_bytes_ = 0;
   // The reports are no longer read (a late report is checked against its
   // schedule's steps alone, then answered the decision).
   for (Segment& seg : segments_) {

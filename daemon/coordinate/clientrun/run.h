@@ -103,8 +103,14 @@ class Run {
 
   // A rank at a barrier (validated by ValidateStep). INVALID_ARGUMENT for a
   // group, rank or step not of the run; DEADLINE_EXCEEDED at `deadline`.
+  // Once the run is decided, every barrier answers proceed = false at once
+  // ("the run was already decided"), and a rank still waiting at one gets
+  // that answer at the decision.
   absl::StatusOr<v1::StepReply> Step(const v1::StepRequest& request, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The most that Step(request) adds to bytes(): a barrier, the rank's
+  // reason and the barrier's answer.
+  int64_t MostStepBytes(const v1::StepRequest& request) const;
 
   // A rank's report of one schedule (validated by ValidateReport): the
   // run's answer with the rank's labels, or the continuation (`run` set,
@@ -120,8 +126,9 @@ class Run {
   std::optional<absl::Time> decided_at() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // What the run holds in memory, in bytes (about): its plan and schedules,
-  // the ranks' requests and reports until the decision (they are let go
-  // then), and the decision. Read without the run's lock.
+  // the barriers (with the ranks' reasons and notes) and the ranks' requests
+  // and reports until the decision (they are let go then), and the
+  // decision. Read without the run's lock.
   int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
  private:
@@ -158,8 +165,12 @@ class Run {
   int SegmentOf(int step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rank `rank`'s times of `step` (its schedule reported).
   const v1::StepTimes& TimesOf(int rank, int step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The barrier of (step, phase), created on first use.
-  Barrier& BarrierOf(int step, int phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What one barrier holds in memory beside the reasons in it (about).
+  int64_t BarrierOverhead() const;
+  // The barrier of (step, phase), created on first use (counted in bytes_).
+  // Shared: a rank waiting at it keeps it while the decision lets the
+  // barriers go.
+  std::shared_ptr<Barrier> BarrierOf(int step, int phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DecideBarrier(Barrier& barrier, bool proceed, std::string reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every rank arrived: proceed (with the lowest rank's note, if any sent one
@@ -228,7 +239,9 @@ class Run {
   std::vector<v1::TuneResponse> continuations_ ABSL_GUARDED_BY(mu_);
   absl::Time bound_ ABSL_GUARDED_BY(mu_);  // the last schedule's
   absl::Time continued_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  std::map<std::pair<int, int>, Barrier> barriers_ ABSL_GUARDED_BY(mu_);
+  // Until the decision; what they hold is barrier_bytes_ (of bytes_).
+  std::map<std::pair<int, int>, std::shared_ptr<Barrier>> barriers_ ABSL_GUARDED_BY(mu_);
+  int64_t barrier_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::string lost_ ABSL_GUARDED_BY(mu_);          // why a rank is lost; "" = none
   int lost_in_ ABSL_GUARDED_BY(mu_) = -1;          // the schedule it was lost in
   std::vector<bool> missed_ ABSL_GUARDED_BY(mu_);  // per rank: missed a barrier
