@@ -1034,7 +1034,6 @@ TEST_CASE("runs are forgotten past max_kept_bytes, the oldest first") {
   CHECK(f.runs().Report(late, absl::Now()).ok());  // the newest is kept
 }
 
-
 // Every rank of `run` at both barriers of each of its steps, with a note of
 // `note_bytes` bytes at each.
 void StepThroughWithNotes(Runs& f, const v1::ClientRun& run, int world, size_t note_bytes) {
@@ -1089,10 +1088,43 @@ TEST_CASE("the barriers' notes count among the kept bytes and are let go at the 
     const v1::ClientRun& run = opened->run();
     StepThroughWithNotes(f, run, 2, kNote);
     CHECK(f.runs().kept_bytes() <= kMaxBytes);
-    CHECK(f.runs().Report(Report(run, 0, run.steps_size(), run.iterations()), absl::Now())
+    CHECK(f.runs()
+              .Report(Report(run, 0, run.steps_size(), run.iterations()), absl::Now())
               .status()
               .code() == absl::StatusCode::kFailedPrecondition);
   }
+}
+
+TEST_CASE("a report's times longer than its schedule's bound are refused, naming the field") {
+  Runs f("absurd-times", absl::Seconds(30));
+  std::optional<v1::TuneResponse> opened = f.Open("g", 1, {"client:k1", "client:k2"});
+  REQUIRE(opened.has_value());
+  const v1::ClientRun& run = opened->run();
+  const double bound_us = 1e3 * static_cast<double>(run.report_within_ms());
+  const absl::Time soon = absl::Now() + absl::Seconds(5);
+  // Before: 1e308 us was taken, and the answer held an ok candidate whose
+  // median and mean were inf.
+  v1::RunReport absurd = Report(run, 0, run.steps_size(), run.iterations());
+  absurd.mutable_steps(1)->set_times_us(0, 1e308);
+  absl::StatusOr<v1::TuneResponse> refused = f.runs().Report(absurd, soon);
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(refused.status().message() ==
+        absl::StrCat("steps[1].times_us[0]: 1e+308 us is longer than the schedule's bound of ",
+                     run.report_within_ms(), " ms (report_within_ms)"));
+  v1::RunReport host = Report(run, 0, run.steps_size(), run.iterations());
+  host.mutable_steps(0)->set_host_us(2 * bound_us);
+  CHECK_THAT(
+      std::string(f.runs().Report(host, soon).status().message()),
+      Catch::StartsWith("steps[0].host_us: ") &&
+          Catch::EndsWith("us is longer than the schedule's bound of " +
+                          std::to_string(run.report_within_ms()) + " ms (report_within_ms)"));
+  // Nothing of the refused reports was kept: the rank's report within the
+  // bound decides the run.
+  v1::RunReport within = Report(run, 0, run.steps_size(), run.iterations());
+  within.mutable_steps(1)->set_times_us(0, bound_us);
+  absl::StatusOr<v1::TuneResponse> answer = f.runs().Report(within, soon);
+  REQUIRE(answer.ok());
+  CHECK(answer->results(0).status() == v1::FAILED);  // no barrier was passed
 }
 
 }  // namespace

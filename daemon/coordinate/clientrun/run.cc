@@ -148,12 +148,27 @@ absl::StatusOr<int> Run::CheckReport(const v1::RunReport& report) const {
                                          k == 0 ? "" : absl::StrCat(" from step ", seg.first),
                                          ", got ", report.steps_size()));
   }
+  // No time the schedule's ranks measure lasts longer than the schedule may
+  // (a report later than that is not used): a longer one is not a time.
+  const double bound_us = 1e3 * static_cast<double>(seg.report_within_ms);
+  auto too_long = [&](const std::string& field, double us) {
+    return Invalid(field, absl::StrCat(us, " us is longer than the schedule's bound of ",
+                                       seg.report_within_ms, " ms (report_within_ms)"));
+  };
   for (int i = 0; i < report.steps_size(); ++i) {
     const v1::StepTimes& s = report.steps(i);
     if (s.ok() && s.times_us_size() != seg.iterations) {
       return Invalid(absl::StrCat("steps[", i, "].times_us"),
                      absl::StrCat("the run times ", seg.iterations, " iterations, got ",
                                   s.times_us_size(), " times"));
+    }
+    for (int t = 0; t < s.times_us_size(); ++t) {
+      if (s.times_us(t) > bound_us) {
+        return too_long(absl::StrCat("steps[", i, "].times_us[", t, "]"), s.times_us(t));
+      }
+    }
+    if (s.host_us() > bound_us) {
+      return too_long(absl::StrCat("steps[", i, "].host_us"), s.host_us());
     }
   }
   return k;
@@ -254,9 +269,8 @@ absl::StatusOr<v1::StepReply> Run::Step(const v1::StepRequest& request, absl::Ti
     DecideBarrier(b, false, lost_);
   } else if (!b.decided && now >= bound_) {
     DecideBarrier(b, false, "the run's bound passed");
-  } else if (!b.decided &&
-             (request.phase() == v1::VERIFIED ||
-              barriers_.find({request.step(), v1::VERIFIED}) == barriers_.end())) {
+  } else if (!b.decided && (request.phase() == v1::VERIFIED ||
+                            barriers_.find({request.step(), v1::VERIFIED}) == barriers_.end())) {
     // A step's first barrier: VERIFIED, or WARMED_UP alone for a candidate
     // verified in an earlier pass (docs/protocol.md).
     std::string earlier = RuledOutBefore(request.step());

@@ -116,7 +116,8 @@ class Run {
   // run's answer with the rank's labels, or the continuation (`run` set,
   // no results), the same for every rank. INVALID_ARGUMENT for a group or
   // rank not of the run or a report that does not match a schedule of the
-  // run (first_step, step count, iteration count); FAILED_PRECONDITION for
+  // run (first_step, step count, iteration count, a time or host time
+  // longer than the schedule's report_within_ms); FAILED_PRECONDITION for
   // a second report of a schedule of an undecided run; DEADLINE_EXCEEDED at
   // `deadline`.
   absl::StatusOr<v1::TuneResponse> Report(const v1::RunReport& report, absl::Time deadline)

@@ -131,10 +131,11 @@ absl::StatusOr<EngineOptions> ValidateOptions(const v1::Options& options,
                                               const ValidationContext& context);
 
 // Runs of candidates the ranks run (validate_run.cc). The shape of a rank's
-// barrier call and report of a run (bounded strings, known phase, finite
-// non-negative times, steps in order from first_step); what depends on the
-// run (its ranks, steps, iterations) is the run's to check (daemon/coordinate/clientrun).
-// INVALID_ARGUMENT naming the field.
+// barrier call and report of a run (bounded strings, known phase and
+// timing mode, finite non-negative times and host times, steps in order
+// from first_step); what depends on the run (its ranks, steps, iterations,
+// the schedule's bound on a time) is the run's to check
+// (daemon/coordinate/clientrun). INVALID_ARGUMENT naming the field.
 absl::Status ValidateStep(const v1::StepRequest& request);
 absl::Status ValidateReport(const v1::RunReport& report);
 

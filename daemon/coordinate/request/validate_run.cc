@@ -73,6 +73,15 @@ absl::Status ValidateReport(const v1::RunReport& report) {
                        absl::StrCat("must be finite and not negative, got ", us));
       }
     }
+    if (!std::isfinite(step.host_us()) || step.host_us() < 0) {
+      return Invalid(f + ".host_us",
+                     absl::StrCat("must be finite and not negative, got ", step.host_us()));
+    }
+    if (step.timed_by() != v1::TIMING_MODE_UNSPECIFIED && step.timed_by() != v1::EVENT_LOOP &&
+        step.timed_by() != v1::CUDA_GRAPH) {
+      return Invalid(f + ".timed_by",
+                     absl::StrCat("unknown timing mode ", static_cast<int>(step.timed_by())));
+    }
   }
   return absl::OkStatus();
 }

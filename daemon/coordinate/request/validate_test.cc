@@ -349,6 +349,19 @@ TEST_CASE("a barrier call and a report: their shapes, naming the field") {
   CHECK(report_error([](v1::RunReport* r) {
           r->mutable_steps(1)->add_times_us(std::numeric_limits<double>::infinity());
         }) == "steps[1].times_us[1]: must be finite and not negative, got inf");
+  // Before: host_us and timed_by were taken as sent (a NaN host time was
+  // dropped in silence, an unknown timing mode read as a graph's).
+  CHECK(report_error([](v1::RunReport* r) {
+          r->mutable_steps(1)->set_host_us(std::numeric_limits<double>::quiet_NaN());
+        }) == "steps[1].host_us: must be finite and not negative, got nan");
+  CHECK(report_error([](v1::RunReport* r) { r->mutable_steps(0)->set_host_us(-2); }) ==
+        "steps[0].host_us: must be finite and not negative, got -2");
+  CHECK(report_error([](v1::RunReport* r) { r->mutable_steps(0)->set_host_us(3.5); }) == "OK");
+  CHECK(report_error([](v1::RunReport* r) {
+          r->mutable_steps(1)->set_timed_by(static_cast<v1::TimingMode>(7));
+        }) == "steps[1].timed_by: unknown timing mode 7");
+  CHECK(report_error([](v1::RunReport* r) { r->mutable_steps(1)->set_timed_by(v1::EVENT_LOOP); }) ==
+        "OK");
 }
 
 TEST_CASE("a sweep is one request per count, its errors naming the sweep's fields") {
