@@ -148,6 +148,14 @@ absl::StatusOr<std::vector<ValidRequest>> ValidateSweep(
       std::string msg(v.status().message());
       const std::string count_field = "problems[0].count";
       if (msg.rfind(count_field, 0) == 0) {
+        // A count beyond what any request may describe (kNoCap): the error
+        // names the cap in force, as a Tune's would.
+        absl::StatusOr<ValidRequest> capped = ValidateTune(one, ctx);
+        if (!capped.ok() && capped.status().message().rfind(count_field, 0) == 0) {
+          msg = std::string(capped.status().message());
+        }
+      }
+      if (msg.rfind(count_field, 0) == 0) {
         msg = absl::StrCat("counts[", i, "]", msg.substr(count_field.size()));
       } else if (msg.rfind("problems[0]", 0) == 0) {
         msg = absl::StrCat("problem", msg.substr(11));

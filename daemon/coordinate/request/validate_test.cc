@@ -470,6 +470,13 @@ TEST_CASE("a sweep leaves out the sizes that do not fit, with the reason, and ke
   CHECK_THAT((*sizes)[0].skipped,
              Catch::StartsWith("skipped: no candidate fits the memory cap of 1048576 bytes") &&
                  Catch::EndsWith("the smallest, all_reduce/b, needs 2097152 bytes"));
+  // A size beyond what a request may describe at all (kNoCap) is an error,
+  // naming the cap in force. Before: it named kNoCap as the memory cap.
+  req.add_counts(int64_t{1} << 62);
+  CHECK(ValidateSweep(req, v.context()).status() ==
+        absl::InvalidArgumentError(
+            "counts[1]: 4611686018427387904 elements of 4 bytes per rank exceed the memory cap "
+            "of 1048576 bytes per GPU (limits.max_buffer_bytes, limits.gpu_memory_fraction)"));
   // What is wrong with a request is still an error, whatever the sizes.
   req.mutable_problem()->clear_dtype();
   CHECK(ValidateSweep(req, v.context()).status() ==
