@@ -636,34 +636,42 @@ TEST_CASE("a run no rank calls gives the lease back at its first step's bound; a
   CHECK(next->held());
 }
 
-TEST_CASE("a run a rank steps in time holds the lease to its schedule's bound") {
+TEST_CASE("a run holds the lease while its ranks call, and gives it back when they all fall "
+          "silent, before its schedule's bound") {
   Runs f("stepped");
   const absl::Time before = absl::Now();
   std::optional<v1::TuneResponse> opened = f.Open("g", 1, ClientCandidates(10));
   REQUIRE(opened.has_value());
   const v1::ClientRun& run = opened->run();
   const absl::Duration first = absl::Milliseconds(300 + kTimeoutMs);
+  // What a call holds the lease for: two candidate timeouts and the grace.
+  const absl::Duration hold = absl::Milliseconds(2 * kTimeoutMs + 300);
   const absl::Duration within = absl::Milliseconds(run.report_within_ms());
-  REQUIRE(first * 3 < within);
+  REQUIRE(first + 2 * hold < within);
   CHECK(f.Step(run, "g", 0, 0, v1::VERIFIED, "").proceed());
 
   // Past the first step's bound the devices are still the run's.
   DeviceLease& lease = f.stack().engine().lease();
-  CHECK(lease.Acquire(before + 2 * first).status().code() ==
-        absl::StatusCode::kDeadlineExceeded);
+  CHECK(lease.Acquire(before + first).status().code() == absl::StatusCode::kDeadlineExceeded);
+  const absl::Time last_call = absl::Now();
   CHECK(f.Step(run, "g", 0, 0, v1::WARMED_UP, "").proceed());
-  // Free at the schedule's bound, though the rank never reported.
+  // The rank falls silent: free a hold after its last call, well before the
+  // schedule's bound, though the rank never reported.
   absl::StatusOr<DeviceLease::Token> next = lease.Acquire(before + within + absl::Seconds(10));
   const absl::Time got = absl::Now();
   REQUIRE(next.ok());
-  CHECK(got - before >= within);
-  // The run was kept: its rank's late report gets the decision.
+  CHECK(got - last_call >= hold);
+  CHECK(got - before < within);
+  // The run was kept to its bound: the rank's report after it gets the
+  // decision, the devices staying with their new holder.
+  absl::SleepFor(before + within + absl::Milliseconds(50) - absl::Now());
   absl::StatusOr<v1::TuneResponse> answer =
       f.runs().Report(Report(run, 0, run.steps_size(), run.iterations()), absl::Now());
   REQUIRE(answer.ok());
   CHECK(Ranked(*answer, 0).reason() ==
         absl::StrCat("rank 0 sent no report within ", run.report_within_ms(), " ms"));
   CHECK(f.stack().metrics().runs_decided->value() == 1);
+  CHECK(next->held());
 }
 
 TEST_CASE("runs are forgotten past their bound and retention") {

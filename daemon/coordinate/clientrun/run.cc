@@ -87,10 +87,26 @@ absl::Time Run::bound() const {
   return bound_;
 }
 
+absl::Time Run::HoldBound(absl::Time now) const {
+  return std::min(bound_, now + 2 * candidate_timeout_ + report_grace_);
+}
+
 bool Run::Called(absl::Time now) {
   absl::MutexLock lock(&mu_);
-  if (called_) return true;
-  if (now >= first_call_by_ || !lease_.HoldUntil(bound_)) return false;
+  if (called_) {
+    // Every call keeps the devices held a while longer: ranks that all
+    // stopped calling (dead, or stuck in a candidate) free them well
+    // before the schedule's bound. A run whose hold lapsed and was taken
+    // goes on unheld: its ranks were all silent past any step's length.
+    if (decision_ == nullptr && !lease_.HoldUntil(HoldBound(now))) {
+      spdlog::warn("run={}: a rank called after every rank was silent for {} ms; the devices "
+                   "were taken by another measurement meanwhile",
+                   schedule_.run_id(),
+                   absl::ToInt64Milliseconds(2 * candidate_timeout_ + report_grace_));
+    }
+    return true;
+  }
+  if (now >= first_call_by_ || !lease_.HoldUntil(HoldBound(now))) return false;
   called_ = true;
   return true;
 }
@@ -545,7 +561,7 @@ void Run::Settle() {
   seg.reports.resize(world_size_);
   steps_.insert(steps_.end(), next->steps().begin(), next->steps().end());
   bound_ = seg.bound;
-  lease_.HoldUntil(bound_);
+  lease_.HoldUntil(HoldBound(now));
   segments_.push_back(std::move(seg));
   v1::TuneResponse answer = plan_.answer;
   answer.clear_results();

@@ -23,9 +23,11 @@
 // was lost during it. Every wait also ends at its caller's deadline
 // (DEADLINE_EXCEEDED, the barrier or report stays counted). The devices'
 // lease is held to the run's first call bound (FirstCallWithin after its
-// opening) until a rank calls it (RunStep or Report: Called), then to the
-// current schedule's bound, and given back at the decision; a run that no
-// rank called by then is idle (Idle) and its registry forgets it.
+// opening) until a rank calls it (RunStep or Report: Called), then from
+// each call to HoldBound (the current schedule's bound, or sooner when no
+// rank calls again within two candidate timeouts and the report grace),
+// and given back at the decision; a run that no rank called by then is
+// idle (Idle) and its registry forgets it.
 //
 // Ownership: `solver` and `metrics` are not owned and outlive the run.
 //
@@ -90,10 +92,10 @@ class Run {
   absl::Time first_call_by() const { return first_call_by_; }
 
   // A rank's RunStep or Report reached the run at `now` (before Step or
-  // Report): the first such call before first_call_by holds the lease to
-  // the current schedule's bound. False when the run is idle at `now`, or
-  // its lease's hold had passed and another took the lease: the run is to
-  // be forgotten undecided, and the call refused.
+  // Report): each such call, the first one before first_call_by, holds the
+  // lease to HoldBound(now). False when the first call comes with the run
+  // idle at `now`, or its lease's hold had passed and another took the
+  // lease: the run is to be forgotten undecided, and the call refused.
   bool Called(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether no rank called the run by first_call_by, as of `now`.
   bool Idle(absl::Time now) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -228,6 +230,12 @@ class Run {
   const absl::Time first_call_by_;
   Solver* const solver_;
   metrics::DaemonMetrics* const metrics_;
+
+  // How long a call holds the lease: to the current schedule's bound, or
+  // two candidate timeouts and the report grace after `now` if sooner (no
+  // live rank is silent longer: a step runs at most a candidate timeout,
+  // and a barrier waits at most another).
+  absl::Time HoldBound(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   DeviceLease::Token lease_ ABSL_GUARDED_BY(mu_);
