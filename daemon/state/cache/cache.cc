@@ -54,6 +54,8 @@ absl::StatusOr<cache::CacheEntry> LoadEntryFile(const std::string& path,
     return absl::DataLossError(
         "its key text does not hash to the key of its file name");
   }
+  absl::Status usable = CheckEntryResult(entry->result());
+  if (!usable.ok()) return usable;
   return entry;
 }
 

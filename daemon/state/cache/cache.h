@@ -3,7 +3,8 @@
 // after a daemon restart.
 //
 // On disk, one file per entry in the cache directory, named "<key>.entry"
-// (key: CacheKeyDigest, 32 hex digits), in the format of entry_file.h, mode
+// (key: CacheKeyDigest, 32 hex digits), in the ATCACHE2 format of
+// entry_file.h (checksummed; ATCACHE1 files of earlier versions are read), mode
 // 0640. Writes are atomic: a temporary file ".tmp-<key>-..." in the same
 // directory is written, fsync'ed and renamed over the entry, then the
 // directory is fsync'ed; a crash leaves the old entry or the new one, never a
@@ -14,8 +15,9 @@
 // Open reads regular files of at most kMaxEntryFileBytes only, without
 // following symbolic links and without blocking. A "*.entry" file that cannot
 // be used (a symbolic link, FIFO, device or directory; over the size limit;
-// unreadable, bad magic, truncated, length mismatch, unparsable payload, key
-// not matching its file name or key text) is logged with spdlog::warn naming
+// unreadable, bad magic, truncated, length mismatch, checksum mismatch,
+// unparsable payload, key not matching its file name or key text, a result
+// CheckEntryResult (entry_file.h) refuses) is logged with spdlog::warn naming
 // the file (escaped) and the reason, at most kMaxLoggedFiles lines per Open
 // and then one line with the count of the others, counted (corrupt_files())
 // and ignored: never fatal, never deleted except by Clear().

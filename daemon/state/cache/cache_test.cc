@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -252,6 +253,85 @@ TEST_CASE("corrupt files are counted and ignored, good entries still load") {
     CHECK(reopened->size() == 0);
     CHECK(reopened->corrupt_files() == 0);
   }
+}
+
+TEST_CASE("an entry file that parses but is damaged is ignored, never answered") {
+  const std::string dir = NewDir("cache");
+  const Keyed good = KeyFor(1024);
+  {
+    std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
+    REQUIRE(cache->Store(good.key, good.text, Result(AllReduce(1024), 7)).ok());
+  }
+  const std::string path = dir + "/" + good.key + ".entry";
+  const std::string real = ReadAll(path);
+  CHECK(real.substr(0, 8) == "ATCACHE2");
+  absl::StatusOr<cache::CacheEntry> entry = DecodeEntryFile(real);
+  REQUIRE(entry.ok());
+  REQUIRE(CheckEntryResult(entry->result()).ok());
+
+  // The bytes of the winner's name changed in place: the file still parses.
+  std::string renamed = real;
+  const size_t at = renamed.rfind("all_reduce/ring");
+  REQUIRE(at != std::string::npos);
+  renamed.replace(at, 15, "all_reduce/rm_x");
+  REQUIRE(renamed.size() == real.size());
+
+  // What each damage is reported as, in either form of the file.
+  auto open_with = [&](const std::string& bytes) {
+    WriteAll(path, bytes);
+    std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
+    CHECK(cache->size() == 0);
+    CHECK(cache->corrupt_files() == 1);
+    CHECK_FALSE(cache->Lookup(good.key, good.text).has_value());
+    absl::StatusOr<cache::CacheEntry> decoded = DecodeEntryFile(bytes);
+    return decoded.ok() ? std::string(CheckEntryResult(decoded->result()).message())
+                        : std::string(decoded.status().message());
+  };
+  CHECK_THAT(open_with(renamed), Catch::Contains("checksum mismatch"));
+
+  // Files of the earlier form (no checksum) load when their result is sound...
+  auto unchecked = [&](const v1::ProblemResult& result) {
+    cache::CacheEntry e = *entry;
+    *e.mutable_result() = result;
+    return EncodeEntryFile(e, EntryFileFormat::kUnchecked);
+  };
+  WriteAll(path, unchecked(entry->result()));
+  {
+    std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
+    CHECK(cache->corrupt_files() == 0);
+    REQUIRE(cache->Lookup(good.key, good.text).has_value());
+    CHECK(cache->Lookup(good.key, good.text)->winner() == "all_reduce/ring");
+  }
+  // ... and are ignored when it is not.
+  // ProblemResult.winner (field 4, 15 bytes), then ranked[0]'s candidate.
+  const std::string winner_field = std::string("\x22\x0f") + "all_reduce/ring";
+  std::string old_renamed = unchecked(entry->result());
+  REQUIRE(old_renamed.find(winner_field) != std::string::npos);
+  old_renamed.replace(old_renamed.find(winner_field) + 2, 15, "all_reduce/rm_x");
+  CHECK_THAT(open_with(old_renamed),
+             Catch::Contains("names its winner \"all_reduce/rm_x\", not candidate 0"));
+  old_renamed = unchecked(entry->result());
+  old_renamed.replace(old_renamed.rfind("all_reduce/ring"), 15, "all_reduce/rm_x");
+  CHECK_THAT(open_with(old_renamed),
+             Catch::Contains("ranks first another candidate than its candidate 0"));
+  v1::ProblemResult r = entry->result();
+  r.set_winner_index(5);
+  CHECK_THAT(open_with(unchecked(r)), Catch::Contains("winner_index 5"));
+  r = entry->result();
+  r.set_status(v1::FALLBACK);
+  CHECK_THAT(open_with(unchecked(r)), Catch::Contains("status FALLBACK, not TUNED"));
+  r = entry->result();
+  r.mutable_ranked(0)->set_median_us(std::nan(""));
+  CHECK_THAT(open_with(unchecked(r)), Catch::Contains("not a finite, non-negative time"));
+  r = entry->result();
+  r.mutable_ranked(0)->set_min_us(-1);
+  CHECK_THAT(open_with(unchecked(r)), Catch::Contains("not a finite, non-negative time"));
+  r = entry->result();
+  r.mutable_ranked(0)->set_ok(false);
+  CHECK_THAT(open_with(unchecked(r)), Catch::Contains("ranks first another candidate"));
+  r = entry->result();
+  *r.add_ranked() = r.ranked(0);
+  CHECK_THAT(open_with(unchecked(r)), Catch::Contains("outside its problem's candidates or repeated"));
 }
 
 TEST_CASE("Open reads regular files of bounded size only, never blocking") {
@@ -584,7 +664,11 @@ TEST_CASE("entry files round-trip and reject damage") {
   entry.set_key_text("text");
   entry.set_stored_unix_ms(5);
   const std::string bytes = EncodeEntryFile(entry);
-  CHECK(bytes.substr(0, 8) == "ATCACHE1");
+  CHECK(bytes.substr(0, 8) == "ATCACHE2");
+  const std::string unchecked = EncodeEntryFile(entry, EntryFileFormat::kUnchecked);
+  CHECK(unchecked.substr(0, 8) == "ATCACHE1");
+  REQUIRE(DecodeEntryFile(unchecked).ok());
+  CHECK(DecodeEntryFile(unchecked)->key_text() == "text");
   absl::StatusOr<cache::CacheEntry> back = DecodeEntryFile(bytes);
   REQUIRE(back.ok());
   CHECK(back->key_text() == "text");

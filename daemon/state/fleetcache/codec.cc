@@ -14,7 +14,9 @@ std::string FleetKey(const std::string& prefix, const std::string& fingerprint,
 }
 
 std::string EncodeFleetValue(const cache::CacheEntry& entry) {
-  const std::string file = EncodeEntryFile(entry);
+  // ATCACHE1 inside: the value's own checksum covers it, and daemons of
+  // earlier versions read it.
+  const std::string file = EncodeEntryFile(entry, EntryFileFormat::kUnchecked);
   return absl::StrCat(absl::string_view(kValueMagic, 8), CacheKeyDigest(file), file);
 }
 
@@ -35,11 +37,8 @@ absl::StatusOr<cache::CacheEntry> DecodeFleetValue(const std::string& value,
   if (entry->key_text() != key_text || entry->key() != CacheKeyDigest(key_text)) {
     return absl::DataLossError("the entry is another problem's");
   }
-  const v1::ProblemResult& r = entry->result();
-  if (r.status() != v1::TUNED || r.winner_index() < 0 ||
-      r.winner_index() >= r.problem().candidates_size()) {
-    return absl::DataLossError("the entry's result is not a TUNED ranking with a winner");
-  }
+  absl::Status usable = CheckEntryResult(entry->result());
+  if (!usable.ok()) return usable;
   return entry;
 }
 

@@ -12,8 +12,9 @@
 //   offset 0   8 bytes  magic "ATFLEET1"
 //   offset 8   32 bytes CacheKeyDigest of the bytes from offset 40 on, the
 //                       checksum that tells a garbled value from a good one
-//   offset 40           an entry file (daemon/state/cache/entry_file.h) holding
-//                       the CacheEntry: key, key text, result, time stored
+//   offset 40           an entry file (daemon/state/cache/entry_file.h) of the
+//                       ATCACHE1 form, holding the CacheEntry: key, key text,
+//                       result, time stored
 //
 // Thread-safety: pure functions, safe to call from any thread.
 #pragma once
@@ -38,8 +39,9 @@ std::string FleetKey(const std::string& prefix, const std::string& fingerprint,
 std::string EncodeFleetValue(const cache::CacheEntry& entry);
 
 // The entry in `value`, accepted only as the answer for `key_text`: its key
-// text is `key_text`, its key CacheKeyDigest(key_text), its result TUNED with
-// a winner among its problem's candidates. DATA_LOSS with the reason
+// text is `key_text`, its key CacheKeyDigest(key_text), its result a TUNED
+// ranking whose winner is one of its problem's candidates (CheckEntryResult,
+// daemon/state/cache/entry_file.h). DATA_LOSS with the reason
 // otherwise (short, bad magic, checksum mismatch, a bad entry file, another
 // key, an unusable result).
 absl::StatusOr<cache::CacheEntry> DecodeFleetValue(const std::string& value,

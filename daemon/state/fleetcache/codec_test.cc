@@ -66,10 +66,15 @@ TEST_CASE("garbage is told from a value, with the reason") {
   // A well-formed value whose result is no usable ranking.
   cache::CacheEntry failed = Entry(text);
   failed.mutable_result()->set_status(v1::FAILED);
-  CHECK(absl::StrContains(reason(EncodeFleetValue(failed)), "not a TUNED ranking"));
+  CHECK(absl::StrContains(reason(EncodeFleetValue(failed)), "not TUNED"));
   cache::CacheEntry out_of_range = Entry(text);
   out_of_range.mutable_result()->set_winner_index(3);
-  CHECK(absl::StrContains(reason(EncodeFleetValue(out_of_range)), "not a TUNED ranking"));
+  CHECK(absl::StrContains(reason(EncodeFleetValue(out_of_range)),
+                          "winner_index 3, not one of its problem's 1 candidates"));
+  cache::CacheEntry renamed = Entry(text);
+  renamed.mutable_result()->set_winner("all_reduce/elsewhere");
+  CHECK(absl::StrContains(reason(EncodeFleetValue(renamed)),
+                          "names its winner \"all_reduce/elsewhere\""));
 
   // The checksum right, the entry file inside it not.
   const std::string file = "ATCACHE1 truncated";

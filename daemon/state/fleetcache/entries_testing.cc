@@ -19,6 +19,13 @@ v1::ProblemResult TestRanking() {
   r.mutable_problem()->add_candidates()->set_impl("all_reduce/ring");
   r.set_winner("all_reduce/ring");
   r.set_winner_index(0);
+  v1::CandidateResult* first = r.add_ranked();
+  first->mutable_candidate()->set_impl("all_reduce/ring");
+  first->set_ok(true);
+  first->set_mean_us(12.5);
+  first->set_median_us(12);
+  first->set_min_us(11);
+  first->set_max_us(15);
   return r;
 }
 
