@@ -16,9 +16,11 @@
 #define AT_EXPORT __attribute__((visibility("default")))
 
 typedef struct {
-  at_table table; /* constant after init */
+  at_table table; /* constant after init, as are log and nnodes */
   at_nccl_logger_t log;
+  uint64_t nnodes;            /* the communicator's; 0: unknown */
   atomic_int noted_unoffered; /* 1 once "not offered" was logged */
+  atomic_int noted_unchecked; /* 1 once "channels not given" was logged */
 } Context;
 
 /* What init hands NCCL when it cannot allocate a context: steers nothing. */
@@ -33,15 +35,49 @@ static _Thread_local struct {
   int outcome;
 } forced;
 
+/* How many bytes of the table's path a log line shows, escaped. NCCL's
+ * logger keeps 1024 bytes of a line, its own prefix included. */
+#define LOGGED_PATH_BYTES 256
+
+/* s as a log line may show it, into out[out_len]: printable ASCII kept and
+ * every other byte written \xNN (a backslash kept as is, so that escaping
+ * twice changes nothing), so that no string from the environment or a file
+ * forges a line or hides text; past max_out bytes of that, "...(N bytes)"
+ * with N the size of s. out_len must exceed max_out by 32. */
+static void Escape(const char* s, size_t max_out, char* out, size_t out_len) {
+  const size_t n = strlen(s);
+  size_t o = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = (unsigned char)s[i];
+    char piece[8];
+    size_t k = 1;
+    if (c >= 0x20 && c <= 0x7e) {
+      piece[0] = (char)c;
+    } else {
+      k = (size_t)snprintf(piece, sizeof piece, "\\x%02x", c);
+    }
+    if (o + k > max_out) {
+      snprintf(out + o, out_len - o, "...(%zu bytes)", n);
+      return;
+    }
+    memcpy(out + o, piece, k);
+    o += k;
+  }
+  out[o] = '\0';
+}
+
 __attribute__((format(printf, 4, 5))) static void Log(at_nccl_logger_t log,
                                                       at_nccl_log_level_t level, int line,
                                                       const char* fmt, ...) {
   if (log == NULL) return;
+  char raw[1024];
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  vsnprintf(raw, sizeof raw, fmt, ap);
   va_end(ap);
+  /* The path is escaped already; strerror's text is the locale's. */
+  Escape(raw, sizeof msg - 32, msg, sizeof msg);
   log(level, AT_NCCL_LOG_FLAG_TUNING, __FILE__, line, "%s", msg);
 }
 
@@ -56,7 +92,9 @@ static void* Init(size_t nranks, size_t nnodes, at_nccl_logger_t log) {
     return &inert_context;
   }
   ctx->log = log;
+  ctx->nnodes = nnodes;
   atomic_init(&ctx->noted_unoffered, 0);
+  atomic_init(&ctx->noted_unchecked, 0);
   if (strcmp(path, AT_NCCL_TUNER_TABLE_OFF) == 0) {
     Log(log, AT_NCCL_LOG_INFO, __LINE__,
         "autotuned tuner: table off (" AT_NCCL_TUNER_TABLE_ENV "=" AT_NCCL_TUNER_TABLE_OFF
@@ -64,7 +102,11 @@ static void* Init(size_t nranks, size_t nnodes, at_nccl_logger_t log) {
     return ctx;
   }
   char why[512] = "";
-  switch (at_table_load(path, nranks, nnodes, &ctx->table, why, sizeof why)) {
+  const at_table_status status = at_table_load(path, nranks, nnodes, &ctx->table, why, sizeof why);
+  char shown[LOGGED_PATH_BYTES + 32];
+  Escape(path, LOGGED_PATH_BYTES, shown, sizeof shown);
+  path = shown;
+  switch (status) {
     case AT_TABLE_LOADED:
       Log(log, AT_NCCL_LOG_INFO, __LINE__,
           "autotuned tuner: %d of %d rows for %zu rank%s, %zu node%s from %s (identity %s)%s",
@@ -83,46 +125,92 @@ static void* Init(size_t nranks, size_t nnodes, at_nccl_logger_t log) {
   return ctx;
 }
 
+static int ChannelsGiven(int channels) {
+  return channels > 0 && channels <= AT_NCCL_TUNER_MAX_CHANNELS;
+}
+
+/* 1 if the call's table offers an algorithm for which NCCL would take a
+ * channel count unchecked (at_table_channels_unchecked; an algorithm this
+ * library does not know, of a later NCCL, counts as one), with *which that
+ * algorithm; also 1
+ * without a table (*which -1): NCCL's pick is unknown. */
+static int UncheckedOffered(float** cost_table, int num_algo, int num_proto, uint64_t nnodes,
+                            int* which) {
+  *which = -1;
+  if (cost_table == NULL) return 1;
+  for (int a = 0; a < num_algo; ++a) {
+    if (a < AT_NCCL_ALGO_COUNT && !at_table_channels_unchecked(a, nnodes)) continue;
+    for (int p = 0; p < num_proto; ++p) {
+      if (((float*)cost_table)[(size_t)a * (size_t)num_proto + (size_t)p] >= 0.0f) {
+        *which = a;
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
 /* Makes (algo, proto) the least cost of the call's table if NCCL offers it,
- * and sets the channels; 1 if applied, 0 if not offered (nothing changed). */
+ * and sets the channels; 1 if applied, 0 if not offered or if NCCL might take
+ * the channels unchecked for algo (nothing changed). */
 static int Apply(float** cost_table, int num_algo, int num_proto, int algo, int proto, int channels,
-                 int* n_channels) {
+                 uint64_t nnodes, int* n_channels) {
   if (cost_table == NULL || algo < 0 || proto < 0 || algo >= num_algo || proto >= num_proto) {
+    return 0;
+  }
+  if (ChannelsGiven(channels) &&
+      (algo >= AT_NCCL_ALGO_COUNT || at_table_channels_unchecked(algo, nnodes))) {
     return 0;
   }
   /* A contiguous float[num_algo][num_proto] (nccl_tuner_abi.h). */
   float* cost = (float*)cost_table + (size_t)algo * (size_t)num_proto + (size_t)proto;
   if (!(*cost >= 0.0f)) return 0;
   *cost = 0.0f;
-  if (channels > 0 && channels <= AT_NCCL_TUNER_MAX_CHANNELS && n_channels != NULL) {
-    *n_channels = channels;
-  }
+  if (ChannelsGiven(channels) && n_channels != NULL) *n_channels = channels;
   return 1;
 }
 
 static void GetCollInfo(void* context, at_nccl_func_t func, size_t nbytes, float** cost_table,
                         int num_algo, int num_proto, int* n_channels) {
+  Context* ctx = context;
+  const uint64_t nnodes = ctx != NULL ? ctx->nnodes : 0;
+  int which;
   if (forced.set) {
-    if (forced.algo < 0) {  /* channels only: NCCL's algorithm and protocol */
+    if (forced.algo < 0) { /* channels only: NCCL's algorithm and protocol */
+      if (UncheckedOffered(cost_table, num_algo, num_proto, nnodes, &which)) {
+        forced.outcome = -1;
+        return;
+      }
       if (n_channels != NULL) *n_channels = forced.channels;
       forced.outcome = 1;
       return;
     }
     forced.outcome = Apply(cost_table, num_algo, num_proto, forced.algo, forced.proto,
-                           forced.channels, n_channels)
+                           forced.channels, nnodes, n_channels)
                          ? 1
                          : -1;
     return;
   }
-  Context* ctx = context;
   if (ctx == NULL) return;
   const at_table_row* row = at_table_find(&ctx->table, (int)func, nbytes);
   if (row == NULL) return;
   if (row->algo < 0) {
-    if (row->channels > 0 && n_channels != NULL) *n_channels = row->channels;
+    if (row->channels == 0 || n_channels == NULL) return;
+    if (!UncheckedOffered(cost_table, num_algo, num_proto, nnodes, &which)) {
+      *n_channels = row->channels;
+    } else if (atomic_exchange(&ctx->noted_unchecked, 1) == 0) {
+      const char* name = at_table_algo_name(which);
+      Log(ctx->log, AT_NCCL_LOG_INFO, __LINE__,
+          "autotuned tuner: line %d (default/default, %d channels): NCCL offers %s%s for a call "
+          "of %zu bytes, where it takes a channel count unchecked: NCCL's channels there (logged "
+          "once per communicator)",
+          row->line, row->channels, name != NULL ? name : "an algorithm unknown here",
+          name != NULL && which == AT_NCCL_ALGO_NVLS ? " over several nodes" : "", nbytes);
+    }
     return;
   }
-  if (Apply(cost_table, num_algo, num_proto, row->algo, row->proto, row->channels, n_channels)) {
+  if (Apply(cost_table, num_algo, num_proto, row->algo, row->proto, row->channels, nnodes,
+            n_channels)) {
     return;
   }
   if (atomic_exchange(&ctx->noted_unoffered, 1) == 0) {

@@ -23,17 +23,26 @@
  * bytes), an inclusive range; algo and proto: the names below, or both
  * `default`; channels 0..64 (0: NCCL's; else the most channels NCCL may
  * spread the call over: it uses fewer for small messages, and never more
- * than the communicator has). At most 1 MiB, lines of at most
- * 512 bytes, 4096 rows; rows of one (collective, nranks, nnodes) do not
- * overlap. Any violation rejects the whole file. A communicator uses the rows
+ * than the communicator has; 0 with collnet_direct, collnet_chain, and nvls
+ * when nnodes > 1, NCCL's collnet path, which takes the count unchecked). At
+ * most 1 MiB, lines of at most 512 bytes, each ending with a newline (the
+ * last too: a file cut short is rejected), 4096 rows; rows of one
+ * (collective, nranks, nnodes) do not overlap. Any violation rejects the
+ * whole file. A communicator uses the rows
  * of its own nranks and nnodes; a call whose size no row holds, a missing or
  * rejected table: NCCL's own choice. One log line per communicator through
- * NCCL's logger says which (WARN for a rejected file, else INFO).
+ * NCCL's logger says which (WARN for a rejected file, else INFO); log lines
+ * are printable ASCII (other bytes written \xNN), the path cut at 256 bytes.
  *
  * Applying a choice (a row's or a force's): if NCCL offers the
  * (algo, proto) entry of the call's cost table (cost >= 0), its cost becomes
  * 0.0, the least, and channels > 0 sets the call's channel limit; if NCCL
- * does not offer it (cost < 0), nothing changes, channels included.
+ * does not offer it (cost < 0), nothing changes, channels included. A
+ * channel count never goes where NCCL takes it unchecked: a force of
+ * collnet_direct, collnet_chain, or of nvls on several nodes (or unknown
+ * ones), with channels 1..64, is not applied; a default row's channels, or a
+ * forced channel limit alone, are not given to a call for which NCCL offers
+ * one of those.
  * The plugin never returns an error to NCCL: any problem leaves NCCL's own
  * choice.
  *
@@ -88,7 +97,8 @@ void at_nccl_tuner_force(int algo, int proto, int channels);
  *   0  no getCollInfo ran on this thread (or no force is set);
  *   1  the last getCollInfo applied the forced choice;
  *  -1  the last one found the forced (algo, proto) not offered by NCCL for
- *      that call (cost < 0, or outside its table): NCCL chose. */
+ *      that call (cost < 0, or outside its table), or could not give its
+ *      channel limit (NCCL's collnet path, above): NCCL chose. */
 int at_nccl_tuner_forced_outcome(void);
 
 /* "tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree",

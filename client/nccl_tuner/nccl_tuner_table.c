@@ -31,6 +31,14 @@ const char* at_table_proto_name(int proto) {
   return proto >= 0 && proto < COUNT(kProtoNames) ? kProtoNames[proto] : NULL;
 }
 
+/* NCCL_ALGO_* (nccl_tuner.h's AT_NCCL_ALGO_*, which this file does not
+ * include: autotunectl links it alone). */
+enum { kCollnetDirect = 2, kCollnetChain = 3, kNvls = 4 };
+
+int at_table_channels_unchecked(int algo, uint64_t nnodes) {
+  return algo == kCollnetDirect || algo == kCollnetChain || (algo == kNvls && nnodes != 1);
+}
+
 static int Lookup(const char* const* names, int n, const char* word) {
   for (int i = 0; i < n; ++i) {
     if (strcmp(names[i], word) == 0) return i;
@@ -142,6 +150,13 @@ static int ParseRow(char* const f[MAX_FIELDS], int line, at_table_row* row, char
     Why(why, why_len, line, "channels '%s' is not an integer from 0 to 64", f[7]);
     return 0;
   }
+  if (channels > 0 && at_table_channels_unchecked(row->algo, row->nnodes)) {
+    Why(why, why_len, line,
+        "channels %s with %s%s%s%s: NCCL takes the count unchecked there (0 leaves it to NCCL)",
+        f[7], f[5], row->algo == kNvls ? " over " : "", row->algo == kNvls ? f[2] : "",
+        row->algo == kNvls ? " nodes" : "");
+    return 0;
+  }
   row->channels = (int)channels;
   return 1;
 }
@@ -201,6 +216,10 @@ static int ParseText(const char* text, size_t size, at_table_row* rows, int* n_r
     const char* nl = memchr(start, '\n', size - pos);
     size_t len = nl ? (size_t)(nl - start) : size - pos;
     pos += len + (nl ? 1 : 0);
+    if (nl == NULL) {
+      Why(why, why_len, line, "no newline at its end (a file cut short?)");
+      return 0;
+    }
     if (len > AT_TABLE_MAX_LINE_BYTES) {
       Why(why, why_len, line, "longer than %d bytes", AT_TABLE_MAX_LINE_BYTES);
       return 0;

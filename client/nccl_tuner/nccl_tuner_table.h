@@ -39,7 +39,9 @@ typedef enum {
   AT_TABLE_REJECTED = 2 /* unreadable or invalid; *out is empty */
 } at_table_status;
 
-/* Reads the file at path and keeps the rows for (nranks, nnodes). Unless
+/* Reads the file at path and keeps the rows for (nranks, nnodes). Rejects
+ * a row with channels > 0 for which at_table_channels_unchecked holds, and a
+ * file whose last line has no newline (a file cut short). Unless
  * LOADED, writes why (with the line, from 1, where there is one) into
  * why[why_len] and leaves *out empty. Waits on nothing but the read of a
  * regular file: anything else (a FIFO, a device) is rejected unread. */
@@ -51,6 +53,13 @@ const at_table_row* at_table_find(const at_table* table, int func, uint64_t byte
 
 /* Frees the rows; *table is then empty. */
 void at_table_free(at_table* table);
+
+/* 1 when NCCL takes a tuner's channel count for algo as is instead of
+ * bounding it by the communicator's channels: collnet_direct, collnet_chain,
+ * and nvls over more than one node (NCCL's collnet path); there a count
+ * above what the communicator has runs channels that were never set up.
+ * nnodes 0: unknown, taken as more than one. */
+int at_table_channels_unchecked(int algo, uint64_t nnodes);
 
 /* NULL out of range. */
 const char* at_table_algo_name(int algo);

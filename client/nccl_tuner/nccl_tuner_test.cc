@@ -2,11 +2,17 @@
 // plugin structs, init, getCollInfo with a cost table laid out as NCCL lays
 // it out (float[algo][proto] passed as float**), finalize.
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <cstring>
 #include <string>
@@ -186,11 +192,18 @@ std::ostream& operator<<(std::ostream& os, const Choice& c) {
 
 const Choice kNothing{};
 
-Choice Ask(Comm& comm, at_nccl_func_t f, size_t bytes) {
+// A node with collnet (SHARP) and NVLink multicast: every entry offered.
+void FillAllOffered(float (*cost)[kProtos]) {
+  for (int a = 0; a < kAlgos; ++a) {
+    for (int p = 0; p < kProtos; ++p) cost[a][p] = 10.0f + 3.0f * a + p;
+  }
+}
+
+Choice Ask(Comm& comm, at_nccl_func_t f, size_t bytes, void (*fill)(float (*)[kProtos]) = FillCosts) {
   float cost[kAlgos][kProtos];
   float before[kAlgos][kProtos];
-  FillCosts(cost);
-  FillCosts(before);
+  fill(cost);
+  fill(before);
   int channels = 0;
   REQUIRE(comm.GetCollInfo(f, bytes, cost, &channels) == AT_NCCL_SUCCESS);
   Choice c;
@@ -423,6 +436,20 @@ std::vector<Bad> BadFiles() {
       {"nul", kGood + std::string("all_gather 2 1 0 1 ring ll 0\0\n", 30), 4, "byte 0x00"},
       {"carriage_return", std::string(kHeader) + "all_reduce 2 1 0 100 ring ll 0\r\n", 3,
        "byte 0x0d"},
+      // A file cut short: its last row would be read with a shortened number
+      // (channels 16 as 1, max_bytes 1048575 as 10485).
+      {"no_final_newline", kGood.substr(0, kGood.size() - 1), 3, "no newline at its end"},
+      {"cut_mid_row", kGood + "all_reduce 2 1 200 1048575 ring simple 1", 4,
+       "no newline at its end"},
+      {"cut_mid_comment", kGood + "# a comm", 4, "no newline at its end"},
+      // Counts NCCL would take unchecked (a crash where it exceeds the
+      // communicator's channels).
+      {"collnet_direct_channels", kGood + "all_reduce 2 2 0 100 collnet_direct simple 8\n", 4,
+       "channels 8 with collnet_direct"},
+      {"collnet_chain_channels", kGood + "all_reduce 2 1 200 300 collnet_chain ll 1\n", 4,
+       "channels 1 with collnet_chain"},
+      {"nvls_nodes_channels", kGood + "all_reduce 4 2 0 100 nvls simple 16\n", 4,
+       "channels 16 with nvls over 2 nodes"},
       {"oversize", kGood + Repeat("#" + std::string(510, '-') + "\n", 2049), 0, "more than 1 MiB"},
   };
 }
@@ -458,9 +485,9 @@ TEST_CASE("the limits themselves are accepted") {
     CHECK(Ask(comm, AT_NCCL_FUNC_ALL_REDUCE, 40959) == Steers(AT_NCCL_ALGO_RING, AT_NCCL_PROTO_LL));
     CHECK(Ask(comm, AT_NCCL_FUNC_ALL_REDUCE, 40960) == kNothing);
   }
-  SECTION("a line of 512 bytes, a file of 1 MiB, the widest numbers, no final newline") {
+  SECTION("a line of 512 bytes, a file of 1 MiB, the widest numbers") {
     std::string text = kGood + "#" + std::string(511, 'x') + "\n";
-    text += "all_gather 64 8 9223372036854775806 9223372036854775807 nvls_tree ll128 64";
+    text += "all_gather 64 8 9223372036854775806 9223372036854775807 nvls_tree ll128 64\n";
     std::string filler = "#" + std::string(510, '-') + "\n";
     std::string comments;
     while (text.size() + comments.size() + filler.size() <= 1024 * 1024) comments += filler;
@@ -620,4 +647,354 @@ TEST_CASE("algorithm and protocol names in NCCL's numbering") {
   CHECK(std::string(lib.v5->name) == "autotuned");
   CHECK(std::string(lib.v4->name) == "autotuned");
   CHECK(std::string(lib.v3->name) == "autotuned");
+}
+
+namespace {
+
+// collnet offered, nvls not: a node with SHARP and NVLink multicast off.
+void FillCollnet(float (*cost)[kProtos]) {
+  FillAllOffered(cost);
+  for (int p = 0; p < kProtos; ++p) cost[AT_NCCL_ALGO_NVLS][p] = -1.0f;
+}
+
+// nvls offered, collnet not: NVLink multicast without SHARP.
+void FillNvls(float (*cost)[kProtos]) {
+  FillAllOffered(cost);
+  for (int a : {AT_NCCL_ALGO_COLLNET_DIRECT, AT_NCCL_ALGO_COLLNET_CHAIN}) {
+    for (int p = 0; p < kProtos; ++p) cost[a][p] = -1.0f;
+  }
+}
+
+}  // namespace
+
+// NCCL bounds the channel count a tuner gives by the communicator's own
+// channels, except for collnet_direct, collnet_chain and nvls over several
+// nodes (its collnet path, scheduleCollTasksToPlan in enqueue.cc), where it
+// runs that many channels as is: past the channels set up, or past
+// MAXCHANNELS (32 before NCCL 2.25), that is memory outside NCCL's arrays.
+TEST_CASE("a channel count never reaches NCCL where NCCL takes it unchecked") {
+  const Library& lib = Lib();
+  lib.force(-1, -1, 0);
+  const int collnet_direct = AT_NCCL_ALGO_COLLNET_DIRECT, nvls = AT_NCCL_ALGO_NVLS;
+  const int simple = AT_NCCL_PROTO_SIMPLE;
+  std::string path = WriteTable("table_unchecked",
+                                std::string(kHeader) +
+                                    "all_reduce 2 1 0 100 nvls simple 16\n"
+                                    "all_reduce 2 1 101 200 default default 8\n"
+                                    "all_reduce 2 2 0 100 collnet_direct simple 0\n"
+                                    "all_reduce 2 2 101 200 default default 8\n"
+                                    "all_reduce 2 2 201 300 nvls_tree ll 4\n");
+  SECTION("table rows") {
+    {
+      Comm one(Version::kV5, path, 2, 1);
+      REQUIRE(one.init_logs.size() == 1);
+      INFO(one.init_logs[0].text);
+      CHECK(one.init_logs[0].level == AT_NCCL_LOG_INFO);
+      // One node: NCCL bounds nvls's channels by its own.
+      CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 50, FillAllOffered) == Steers(nvls, simple, 16));
+      CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 150, FillNvls) == Steers(-1, -1, 8));
+      CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 150, FillCosts) == Steers(-1, -1, 8));
+      CHECK(TakeLogs().empty());
+      // NCCL may pick collnet itself: the row's channels are not given, and
+      // that is logged once for the communicator.
+      CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 150, FillCollnet) == kNothing);
+      CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 101, FillAllOffered) == kNothing);
+      std::vector<LogLine> logs = TakeLogs();
+      REQUIRE(logs.size() == 1);
+      INFO(logs[0].text);
+      CHECK(logs[0].level == AT_NCCL_LOG_INFO);
+      CHECK(Contains(logs[0].text, "line 4 (default/default, 8 channels)"));
+      CHECK(Contains(logs[0].text, "collnet_direct"));
+      CHECK(Contains(logs[0].text, "unchecked"));
+    }
+    {
+      Comm two(Version::kV4, path, 2, 2);
+      CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 50, FillAllOffered) ==
+            Steers(collnet_direct, simple, 0));
+      CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 150, FillCosts) == Steers(-1, -1, 8));
+      // Over two nodes nvls is NCCL's collnet path too.
+      CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 150, FillNvls) == kNothing);
+      // nvls_tree is bounded wherever it runs.
+      CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 250, FillAllOffered) ==
+            Steers(AT_NCCL_ALGO_NVLS_TREE, AT_NCCL_PROTO_LL, 4));
+    }
+  }
+  SECTION("forces") {
+    Comm one(Version::kV5, path, 2, 1);
+    Comm two(Version::kV5, path, 2, 2);
+    lib.force(collnet_direct, simple, 8);
+    CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 1, FillAllOffered) == kNothing);
+    CHECK(lib.outcome() == -1);
+    lib.force(collnet_direct, simple, 0);
+    CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 1, FillAllOffered) ==
+          Steers(collnet_direct, simple, 0));
+    CHECK(lib.outcome() == 1);
+    lib.force(nvls, simple, 8);
+    CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 1, FillNvls) == kNothing);
+    CHECK(lib.outcome() == -1);
+    CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 1, FillNvls) == Steers(nvls, simple, 8));
+    CHECK(lib.outcome() == 1);
+    // A channel limit alone: not given where NCCL may pick collnet.
+    lib.force(-1, -1, 6);
+    CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 1, FillCollnet) == kNothing);
+    CHECK(lib.outcome() == -1);
+    CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 1, FillNvls) == Steers(-1, -1, 6));
+    CHECK(lib.outcome() == 1);
+    CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 1, FillNvls) == kNothing);
+    CHECK(lib.outcome() == -1);
+    // Without a context the nodes are unknown: nvls counts as over several.
+    float cost[kAlgos][kProtos];
+    FillNvls(cost);
+    int channels = 0;
+    CHECK(lib.v5->getCollInfo(nullptr, AT_NCCL_FUNC_ALL_REDUCE, 1, 1,
+                              reinterpret_cast<float**>(cost), kAlgos, kProtos, 0,
+                              &channels) == AT_NCCL_SUCCESS);
+    CHECK(channels == 0);
+    CHECK(lib.outcome() == -1);
+    lib.force(-1, -1, 0);
+    CHECK(TakeLogs().empty());  // forces log nothing
+  }
+}
+
+namespace {
+
+bool AllPrintable(const std::string& s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("a path from the environment reaches NCCL's logger escaped and bounded") {
+  const std::string dir = TempPath("");
+  SECTION("control bytes: no forged line, no hidden text") {
+    std::string path = dir + "evil\nNCCL WARN forged\x1b[2K";
+    std::remove(path.c_str());
+    Comm comm(Version::kV5, path, 2, 1);
+    REQUIRE(comm.init_logs.size() == 1);
+    const std::string& text = comm.init_logs[0].text;
+    INFO(text);
+    CHECK(AllPrintable(text));
+    CHECK(Contains(text, "evil\\x0aNCCL WARN forged\\x1b[2K (No such file or directory)"));
+    CHECK(EndsWith(text, ": NCCL's own choices"));
+  }
+  SECTION("a table loaded from such a path") {
+    std::string path = WriteTable("tab\tle\x01", kTable);
+    Comm comm(Version::kV5, path, 2, 1);
+    REQUIRE(comm.init_logs.size() == 1);
+    const std::string& text = comm.init_logs[0].text;
+    INFO(text);
+    CHECK(comm.init_logs[0].level == AT_NCCL_LOG_INFO);
+    CHECK(AllPrintable(text));
+    CHECK(Contains(text, "tab\\x09le\\x01 (identity ab12cd34)"));
+    CHECK(Ask(comm, AT_NCCL_FUNC_ALL_REDUCE, 0) == Steers(AT_NCCL_ALGO_RING, AT_NCCL_PROTO_LL));
+  }
+  SECTION("a path of 3000 bytes: its start, its size and the reason") {
+    std::string path = dir + std::string(3000, 'x');
+    Comm comm(Version::kV5, path, 2, 1);
+    REQUIRE(comm.init_logs.size() == 1);
+    const std::string& text = comm.init_logs[0].text;
+    INFO(text);
+    CHECK(comm.init_logs[0].level == AT_NCCL_LOG_WARN);
+    CHECK(AllPrintable(text));
+    CHECK(text.size() < 512);
+    CHECK(Contains(text, dir + "xxx"));
+    CHECK(Contains(text, "...(" + std::to_string(path.size()) + " bytes)"));
+    CHECK(Contains(text, "File name too long"));
+    CHECK(EndsWith(text, ": NCCL's own choices"));
+  }
+  SECTION("a path of control bytes only is bounded after escaping too") {
+    std::string path = dir + std::string(200, '\n');
+    Comm comm(Version::kV5, path, 2, 1);
+    REQUIRE(comm.init_logs.size() == 1);
+    const std::string& text = comm.init_logs[0].text;
+    INFO(text);
+    CHECK(AllPrintable(text));
+    CHECK(text.size() < 512);
+    CHECK(Contains(text, "\\x0a\\x0a"));
+    CHECK(EndsWith(text, ": NCCL's own choices"));
+  }
+}
+
+TEST_CASE("a FIFO, a device or a symlink loop is rejected at once, never waited on") {
+  std::string fifo = TempPath("table_fifo");
+  std::remove(fifo.c_str());
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  std::string loop_a = TempPath("loop_a"), loop_b = TempPath("loop_b");
+  std::remove(loop_a.c_str());
+  std::remove(loop_b.c_str());
+  REQUIRE(symlink(loop_b.c_str(), loop_a.c_str()) == 0);
+  REQUIRE(symlink(loop_a.c_str(), loop_b.c_str()) == 0);
+  const struct {
+    std::string path;
+    const char* reason;
+  } cases[] = {{fifo, "not a regular file"},
+               {"/dev/zero", "not a regular file"},
+               {loop_a, "Too many levels of symbolic links"}};
+  for (const auto& c : cases) {
+    INFO(c.path);
+    Comm comm(Version::kV5, c.path, 2, 1);
+    REQUIRE(comm.init_logs.size() == 1);
+    INFO(comm.init_logs[0].text);
+    CHECK(comm.init_logs[0].level == AT_NCCL_LOG_WARN);
+    CHECK(Contains(comm.init_logs[0].text, c.reason));
+    CHECK(Ask(comm, AT_NCCL_FUNC_ALL_REDUCE, 0) == kNothing);
+  }
+}
+
+namespace {
+
+std::atomic<int> bad_log_lines{0};
+
+extern "C" void CheckLog(at_nccl_log_level_t /*level*/, unsigned long /*flags*/,
+                         const char* /*file*/, int /*line*/, const char* fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (!AllPrintable(buf)) bad_log_lines.fetch_add(1);
+}
+
+}  // namespace
+
+// Communicators made, asked and destroyed on many threads at once, some
+// threads forcing, while the table is replaced (written aside and renamed, as
+// tune-nccl does): each communicator steers by the old table or by the new
+// one, every call the same way, and forces stay on their threads.
+TEST_CASE("many communicators on many threads at once, the table replaced meanwhile") {
+  const Library& lib = Lib();
+  const std::string path = TempPath("table_threads");
+  const std::string a = std::string(kHeader) + "all_reduce 2 1 0 1023 ring ll 4\n";
+  const std::string b = std::string(kHeader) + "all_reduce 2 1 0 1023 tree simple 2\n";
+  WriteTable("table_threads", a);
+  REQUIRE(setenv("AUTOTUNED_NCCL_TABLE", path.c_str(), 1) == 0);  // before any thread
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0}, made{0};
+  std::thread writer([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      const std::string tmp = path + ".tmp";
+      std::ofstream(tmp, std::ios::binary | std::ios::trunc) << (i % 2 ? a : b);
+      if (std::rename(tmp.c_str(), path.c_str()) != 0) wrong.fetch_add(1);
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      const bool forcing = t % 2 == 1;
+      if (forcing) lib.force(AT_NCCL_ALGO_PAT, AT_NCCL_PROTO_SIMPLE, 3);
+      for (int i = 0; i < 300; ++i) {
+        void* ctx = nullptr;
+        if (t % 3 == 0) {
+          lib.v4->init(2, 1, CheckLog, &ctx);
+        } else {
+          lib.v5->init(&ctx, static_cast<uint64_t>(t), 2, 1, CheckLog, nullptr, nullptr);
+        }
+        if (ctx == nullptr) {
+          wrong.fetch_add(1);
+          continue;
+        }
+        made.fetch_add(1);
+        int first_algo = -2;
+        for (int k = 0; k < 20; ++k) {
+          float cost[kAlgos][kProtos];
+          FillCosts(cost);
+          int channels = 0;
+          lib.v5->getCollInfo(ctx, AT_NCCL_FUNC_ALL_REDUCE, static_cast<size_t>(k * 50), 1,
+                              reinterpret_cast<float**>(cost), kAlgos, kProtos, 0, &channels);
+          int algo = -1, proto = -1;
+          for (int x = 0; x < kAlgos; ++x) {
+            for (int y = 0; y < kProtos; ++y) {
+              if (cost[x][y] == 0.0f) {
+                algo = x;
+                proto = y;
+              }
+            }
+          }
+          bool ok;
+          if (forcing) {
+            ok = algo == AT_NCCL_ALGO_PAT && proto == AT_NCCL_PROTO_SIMPLE && channels == 3 &&
+                 lib.outcome() == 1;
+          } else {
+            ok = (algo == AT_NCCL_ALGO_RING && proto == AT_NCCL_PROTO_LL && channels == 4) ||
+                 (algo == AT_NCCL_ALGO_TREE && proto == AT_NCCL_PROTO_SIMPLE && channels == 2);
+            if (first_algo == -2) first_algo = algo;
+            ok = ok && algo == first_algo && lib.outcome() == 0;
+          }
+          if (!ok) wrong.fetch_add(1);
+        }
+        lib.v5->finalize(ctx);
+      }
+      if (forcing) lib.force(-1, -1, 0);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  stop = true;
+  writer.join();
+  CHECK(made.load() == 8 * 300);
+  CHECK(wrong.load() == 0);
+  CHECK(bad_log_lines.load() == 0);
+}
+
+// What NCCL never does, but a careless caller might: every call still
+// succeeds, writes nothing outside what it was given, and steers nothing.
+TEST_CASE("calls out of the ABI's bounds: success, nothing steered, nothing written outside") {
+  const Library& lib = Lib();
+  lib.force(-1, -1, 0);
+  std::string path = WriteTable("table_misuse", kTable);
+  CHECK(lib.v5->finalize(nullptr) == AT_NCCL_SUCCESS);  // destroy without init
+  CHECK(lib.v4->destroy(nullptr) == AT_NCCL_SUCCESS);
+  REQUIRE(setenv("AUTOTUNED_NCCL_TABLE", path.c_str(), 1) == 0);
+  CHECK(lib.v5->init(nullptr, 1, 2, 1, CaptureLog, nullptr, nullptr) == AT_NCCL_SUCCESS);
+  CHECK(lib.v4->init(2, 1, CaptureLog, nullptr) == AT_NCCL_SUCCESS);
+  CHECK(lib.v3->init(0, 0, CaptureLog, nullptr) == AT_NCCL_SUCCESS);
+  TakeLogs();
+
+  Comm comm(Version::kV5, path, 2, 1);
+  Comm again(Version::kV5, path, 2, 1);  // init twice for one "communicator"
+  CHECK(again.ctx != comm.ctx);
+  // Functions NCCL does not ask about (send/recv 5..8), or no function at all.
+  for (int f : {-1, static_cast<int>(AT_NCCL_FUNC_COUNT), 8, 1 << 30}) {
+    CHECK(Ask(comm, static_cast<at_nccl_func_t>(f), 0) == kNothing);
+  }
+  // No cost table, no channel count: nothing to write.
+  CHECK(lib.v5->getCollInfo(comm.ctx, AT_NCCL_FUNC_ALL_REDUCE, 0, 1, nullptr, kAlgos, kProtos, 0,
+                            nullptr) == AT_NCCL_SUCCESS);
+  CHECK(lib.v5->getCollInfo(comm.ctx, AT_NCCL_FUNC_REDUCE, 50, 1, nullptr, kAlgos, kProtos, 0,
+                            nullptr) == AT_NCCL_SUCCESS);
+  // Tables smaller than the row's entry, down to none: the entry is out of
+  // the call's table, nothing is read or written past what was passed.
+  for (int algos : {0, -1, static_cast<int>(AT_NCCL_ALGO_RING)}) {
+    for (int protos : {0, -3, static_cast<int>(AT_NCCL_PROTO_LL)}) {
+      std::vector<float> cost(static_cast<size_t>(std::max(algos, 0) * std::max(protos, 0)) + 1,
+                              5.0f);
+      const std::vector<float> before = cost;
+      int channels = 0;
+      CHECK(lib.v5->getCollInfo(comm.ctx, AT_NCCL_FUNC_ALL_REDUCE, 0, 1,
+                                reinterpret_cast<float**>(cost.data()), algos, protos, 0,
+                                &channels) == AT_NCCL_SUCCESS);
+      CHECK(cost == before);
+      CHECK(channels == 0);
+    }
+  }
+  // NaN and infinite costs: a NaN entry is not offered, an infinite one is.
+  float cost[kAlgos][kProtos];
+  FillCosts(cost);
+  cost[AT_NCCL_ALGO_RING][AT_NCCL_PROTO_LL] = std::numeric_limits<float>::quiet_NaN();
+  int channels = 0;
+  CHECK(comm.GetCollInfo(AT_NCCL_FUNC_ALL_REDUCE, 0, cost, &channels) == AT_NCCL_SUCCESS);
+  CHECK(std::isnan(cost[AT_NCCL_ALGO_RING][AT_NCCL_PROTO_LL]));
+  FillCosts(cost);
+  cost[AT_NCCL_ALGO_RING][AT_NCCL_PROTO_LL] = std::numeric_limits<float>::infinity();
+  CHECK(comm.GetCollInfo(AT_NCCL_FUNC_ALL_REDUCE, 0, cost, &channels) == AT_NCCL_SUCCESS);
+  CHECK(cost[AT_NCCL_ALGO_RING][AT_NCCL_PROTO_LL] == 0.0f);
+  // Sizes at the ends of size_t.
+  CHECK(Ask(comm, AT_NCCL_FUNC_ALL_REDUCE, std::numeric_limits<size_t>::max()) == kNothing);
+  TakeLogs();
 }
