@@ -43,6 +43,11 @@ absl::Status Hub::Check(const std::string& run_id, const std::string& from, Run*
   return absl::OkStatus();
 }
 
+absl::Status Hub::FinishedStatus(const std::string& run_id) {
+  return absl::AbortedError(
+      absl::StrCat("run \"", run_id, "\" is over: the leader has decided"));
+}
+
 absl::Status Hub::LostStatus(const Run& run) {
   std::vector<std::string> parts;
   for (const auto& [daemon, why] : run.lost) parts.push_back(absl::StrCat(daemon, " (", why, ")"));
@@ -64,6 +69,8 @@ void Hub::Probe(const std::string& run_id, const std::vector<std::string>& daemo
   const absl::Status lost = LostStatus(*run);
   for (auto& [n, step] : run->steps) {
     if (step.abort.ok()) step.abort = lost;
+    step.generations.clear();  // as an abort's: never read
+    step.read.clear();
   }
 }
 
@@ -75,7 +82,17 @@ absl::StatusOr<std::vector<std::string>> Hub::Exchange(const std::string& run_id
   Run* run;
   absl::Status ok = Check(run_id, from, &run);
   if (!ok.ok()) return ok;
+  if (step_no < 0 || generation < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        step_no < 0 ? "step: " : "generation: ", step_no < 0 ? step_no : generation,
+        " is negative"));
+  }
+  if (run->finished) return FinishedStatus(run_id);
   if (!run->lost.empty()) return LostStatus(*run);
+  if (!run->steps.count(step_no) && run->steps.size() >= kMaxStepsKept) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "step: run \"", run_id, "\" already keeps ", kMaxStepsKept, " steps"));
+  }
   {
     Step& step = run->steps[step_no];
     if (!step.abort.ok()) return step.abort;
@@ -85,11 +102,27 @@ absl::StatusOr<std::vector<std::string>> Hub::Exchange(const std::string& run_id
                            step.generations.lower_bound(generation - 1));
     step.read.erase(step.read.begin(), step.read.lower_bound(generation - 1));
   }
+  // The call ends without the barrier: its data goes with it (nobody will
+  // complete that barrier with it; a peer cannot park data past its call).
+  auto give_up = [&](absl::Status why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Run* r = Find(run_id);
+    if (r == nullptr) return why;
+    auto s = r->steps.find(step_no);
+    if (s == r->steps.end()) return why;
+    auto g = s->second.generations.find(generation);
+    if (g != s->second.generations.end()) {
+      g->second.erase(from);
+      if (g->second.empty()) s->second.generations.erase(g);
+    }
+    if (s->second.abort.ok() && s->second.generations.empty()) r->steps.erase(s);
+    return why;
+  };
   const size_t want = run->daemons.size();
   absl::Time probe_at = absl::Now() + kProbeEvery;
   for (;;) {
     run = Find(run_id);
     if (run == nullptr) return absl::NotFoundError("run_id: the run was forgotten");
+    if (run->finished) return give_up(FinishedStatus(run_id));
     Step& step = run->steps[step_no];
     if (!step.abort.ok()) return step.abort;
     auto g = step.generations.find(generation);
@@ -103,6 +136,7 @@ absl::StatusOr<std::vector<std::string>> Hub::Exchange(const std::string& run_id
       if (read.size() == want) {  // nobody needs it any more
         step.generations.erase(g);
         step.read.erase(generation);
+        if (step.generations.empty() && step.read.empty()) run->steps.erase(step_no);
       }
       return out;
     }
@@ -112,9 +146,9 @@ absl::StatusOr<std::vector<std::string>> Hub::Exchange(const std::string& run_id
       for (const std::string& d : run->daemons) {
         if (g == step.generations.end() || !g->second.count(d)) missing.push_back(d);
       }
-      return absl::DeadlineExceededError(
+      return give_up(absl::DeadlineExceededError(
           absl::StrCat("cut off at the timeout: barrier ", generation, " of step ", step_no,
-                       " still waits for ", absl::StrJoin(missing, ", ")));
+                       " still waits for ", absl::StrJoin(missing, ", "))));
     }
     if (now >= probe_at) {
       std::vector<std::string> missing;
@@ -129,7 +163,7 @@ absl::StatusOr<std::vector<std::string>> Hub::Exchange(const std::string& run_id
     }
     auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       Run* r = Find(run_id);
-      if (r == nullptr) return true;
+      if (r == nullptr || r->finished) return true;
       Step& s = r->steps[step_no];
       if (!s.abort.ok()) return true;
       auto it = s.generations.find(generation);
@@ -143,11 +177,19 @@ void Hub::Abort(const std::string& run_id, int64_t step_no, const std::string& f
                 absl::Status reason) {
   absl::MutexLock lock(&mu_);
   Run* run;
-  if (!Check(run_id, from, &run).ok()) return;
+  if (!Check(run_id, from, &run).ok() || run->finished || step_no < 0) return;
+  if (!run->steps.count(step_no) && run->steps.size() >= kMaxStepsKept) return;
   Step& step = run->steps[step_no];
   if (!step.abort.ok()) return;
-  step.abort = reason.ok() ? absl::AbortedError(absl::StrCat("aborted by ", from))
-                           : std::move(reason);
+  if (reason.ok()) {
+    step.abort = absl::AbortedError(absl::StrCat("aborted by ", from));
+  } else {
+    absl::string_view why = reason.message();
+    step.abort = absl::Status(
+        reason.code(), why.size() <= kMaxReasonBytes
+                           ? std::string(why)
+                           : absl::StrCat(why.substr(0, kMaxReasonBytes), "... (cut)"));
+  }
   step.generations.clear();  // an aborted step's barriers are never read
   step.read.clear();
 }
@@ -158,6 +200,7 @@ absl::Status Hub::SubmitTimings(const std::string& run_id, const std::string& fr
   Run* run;
   absl::Status ok = Check(run_id, from, &run);
   if (!ok.ok()) return ok;
+  if (run->finished) return absl::OkStatus();  // too late to count; WaitDecision answers
   const int pass = timings.pass();
   if (pass != 0 && !run->continued.count(pass)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -247,6 +290,24 @@ absl::StatusOr<v1::Decision> Hub::WaitDecision(const std::string& run_id, int pa
 int Hub::runs() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(runs_.size());
+}
+
+Hub::Kept Hub::KeptForTesting(const std::string& run_id) const {
+  absl::MutexLock lock(&mu_);
+  Kept kept;
+  auto run = runs_.find(run_id);
+  if (run == runs_.end()) return kept;
+  kept.steps = run->second->steps.size();
+  for (const auto& [pass, in] : run->second->timings) {
+    for (const auto& [daemon, t] : in) kept.bytes += t.ByteSizeLong();
+  }
+  for (const auto& [n, step] : run->second->steps) {
+    kept.bytes += step.abort.message().size();
+    for (const auto& [g, data] : step.generations) {
+      for (const auto& [daemon, d] : data) kept.bytes += d.size();
+    }
+  }
+  return kept;
 }
 
 }  // namespace autotuned::crossrun

@@ -15,10 +15,19 @@
 //    generation of that step; the step's abort reason once any daemon
 //    aborted it (Abort), or a daemon was found lost; DEADLINE_EXCEEDED at the
 //    caller's deadline. Steps may come in any order of their numbers (a
-//    run's passes number theirs apart: transport.h CrossStep). Data of a
-//    generation is kept until every daemon has read it, the step's
-//    generation two further on begins, the step is aborted, or the run is
-//    finished.
+//    run's passes number theirs apart: transport.h CrossStep); a negative
+//    step or generation is INVALID_ARGUMENT naming it. Data of a generation
+//    is kept until every daemon has read it, the step's generation two
+//    further on begins, the step is aborted, the run is finished, or the
+//    call that sent it ends without that barrier (its deadline, a lost
+//    daemon): no data outlives its call unless the barrier was met. Once the
+//    run is finished, Exchange is ABORTED at once ("... is over") and keeps
+//    nothing, and Abort is ignored. A run keeps at most kMaxStepsKept steps
+//    (a step is kept while a call waits in it, or once aborted: an honest
+//    run aborts each of its candidates' steps at most once, and no request
+//    has more than 256 x 32 candidates); a call that would open one more is
+//    RESOURCE_EXHAUSTED (an Abort, ignored). An abort's reason is kept cut
+//    to kMaxReasonBytes.
 //  - Lost daemons. While a wait (Exchange or WaitTimings) misses daemons, it
 //    asks `alive` about them every kProbeEvery (outside the lock); a daemon
 //    found dead is lost for the whole run: every step aborts at once with
@@ -29,7 +38,8 @@
 //  - Timings, per pass: SubmitTimings stores a daemon's timings of the
 //    fixed passes (RankTimings.pass 0) or of a continuation the leader
 //    handed out (Continue), once per daemon and pass (a repeat is ignored;
-//    another pass is INVALID_ARGUMENT naming `pass`). WaitTimings of a pass
+//    another pass is INVALID_ARGUMENT naming `pass`; once the run is
+//    finished, nothing is kept). WaitTimings of a pass
 //    returns once every other daemon submitted it or is lost, or at its
 //    deadline, with what came in.
 //  - Continue(run_id, answered, continuation) records the answer to the
@@ -64,6 +74,8 @@ class Hub {
  public:
   static constexpr absl::Duration kProbeEvery = absl::Milliseconds(500);
   static constexpr absl::Duration kKeep = absl::Minutes(30);
+  static constexpr size_t kMaxStepsKept = 32768;
+  static constexpr size_t kMaxReasonBytes = 1024;
 
   // True when `daemon` answers (a Ping with a short deadline); null: every
   // daemon counts as alive.
@@ -105,6 +117,13 @@ class Hub {
 
   // Runs known now (tests).
   int runs() const ABSL_LOCKS_EXCLUDED(mu_);
+  // What run `run_id` keeps now: its steps, and the bytes of barrier data
+  // and abort reasons in them and of the timings submitted (tests).
+  struct Kept {
+    size_t steps = 0;
+    size_t bytes = 0;
+  };
+  Kept KeptForTesting(const std::string& run_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Step {
@@ -134,6 +153,7 @@ class Hub {
   void Probe(const std::string& run_id, const std::vector<std::string>& daemons)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static absl::Status LostStatus(const Run& run);
+  static absl::Status FinishedStatus(const std::string& run_id);
 
   const std::string self_;
   const AliveFn alive_;

@@ -4,6 +4,7 @@
 #include "daemon/coordinate/crossrun/hub.h"
 
 #include <atomic>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -115,6 +116,84 @@ TEST_CASE("an abort ends the step for every daemon, at once and later") {
   hub.Abort("r", 4, "a", absl::OkStatus());
   CHECK(hub.Exchange("r", 4, 0, "b", "", absl::Now()).status().code() ==
         absl::StatusCode::kAborted);
+}
+
+TEST_CASE("a peer cannot park data or aborts in the hub past its calls, nor after the run") {
+  Hub hub("a", nullptr);
+  hub.Open("r", kDaemons);
+  const std::string mib(size_t{1} << 20, 'x');
+  // Barriers nobody else meets, each call ending at its deadline.
+  for (int64_t step = 0; step < 64; ++step) {
+    auto out = hub.Exchange("r", 1000 + step, 0, "b", mib, absl::Now() + absl::Milliseconds(1));
+    CHECK(out.status().code() == absl::StatusCode::kDeadlineExceeded);
+  }
+  CHECK(hub.KeptForTesting("r").bytes == 0);
+  CHECK(hub.KeptForTesting("r").steps == 0);
+
+  // Nor does a daemon waiting with the others lose what they met.
+  std::thread waiter([&] {
+    auto out = hub.Exchange("r", 5, 0, "a", "a5", absl::Now() + absl::Seconds(10));
+    REQUIRE(out.ok());
+    CHECK(*out == std::vector<std::string>{"b5", "c5"});
+  });
+  std::thread late([&] {
+    auto out = hub.Exchange("r", 5, 0, "c", "c5", absl::Now() + absl::Seconds(10));
+    CHECK(out.ok());
+  });
+  CHECK(hub.Exchange("r", 5, 0, "b", "b5", absl::Now() + absl::Seconds(10)).ok());
+  waiter.join();
+  late.join();
+  CHECK(hub.KeptForTesting("r").steps == 0);  // a barrier met and read: nothing kept
+
+  // Negative numbers are refused, naming the field.
+  auto negative = hub.Exchange("r", 0, std::numeric_limits<int64_t>::min(), "b", "x",
+                               absl::Now() + absl::Seconds(1));
+  CHECK(negative.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(negative.status().message()), Catch::StartsWith("generation: "));
+  CHECK(hub.Exchange("r", -1, 0, "b", "x", absl::Now()).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+
+  // Aborts: each reason cut, and no more steps than the bound.
+  const std::string long_reason(size_t{1} << 20, 'y');
+  for (int64_t step = 0; step < 100; ++step) {
+    hub.Abort("r", 2000 + step, "b", absl::InternalError(long_reason));
+  }
+  CHECK(hub.KeptForTesting("r").steps == 100);
+  CHECK(hub.KeptForTesting("r").bytes < 100 * (Hub::kMaxReasonBytes + 64));
+  auto aborted = hub.Exchange("r", 2000, 0, "a", "", absl::Now());
+  CHECK(aborted.status().code() == absl::StatusCode::kInternal);
+  CHECK(aborted.status().message().size() < Hub::kMaxReasonBytes + 64);
+  for (size_t step = 0; step < Hub::kMaxStepsKept + 10; ++step) {
+    hub.Abort("r", 10000 + static_cast<int64_t>(step), "b", absl::InternalError("x"));
+  }
+  CHECK(hub.KeptForTesting("r").steps == Hub::kMaxStepsKept);
+  auto over = hub.Exchange("r", 999999999, 0, "b", "x", absl::Now() + absl::Seconds(1));
+  CHECK(over.status().code() == absl::StatusCode::kResourceExhausted);
+
+  // A finished run takes nothing more: an Exchange is refused at once, and
+  // one waiting when the run finishes lets its data go.
+  hub.Open("f", kDaemons);
+  std::thread parked([&] {
+    auto out = hub.Exchange("f", 7, 0, "b", mib, absl::Now() + absl::Seconds(30));
+    CHECK(out.status().code() == absl::StatusCode::kAborted);
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  CHECK(hub.KeptForTesting("f").bytes == mib.size());
+  const absl::Time finish = absl::Now();
+  hub.Finish("f", v1::Decision());
+  parked.join();
+  CHECK(absl::Now() - finish < absl::Seconds(5));
+  const absl::Time start = absl::Now();
+  auto after = hub.Exchange("f", 8, 0, "b", mib, absl::Now() + absl::Seconds(30));
+  CHECK(after.status().code() == absl::StatusCode::kAborted);
+  CHECK_THAT(std::string(after.status().message()), Catch::Contains("is over"));
+  CHECK(absl::Now() - start < absl::Seconds(5));
+  hub.Abort("f", 9, "b", absl::InternalError("late"));
+  v1::RankTimings timings;
+  timings.add_steps()->add_ranks()->mutable_iteration_us()->Resize(100000, 1.0);
+  CHECK(hub.SubmitTimings("f", "b", timings).ok());
+  CHECK(hub.WaitDecision("f", 0, absl::Now()).ok());
+  CHECK(hub.KeptForTesting("f").bytes == 0);
 }
 
 TEST_CASE("a daemon that stops answering is lost: waits end within a probe, the run fails "
