@@ -129,23 +129,38 @@ static int ChannelsGiven(int channels) {
   return channels > 0 && channels <= AT_NCCL_TUNER_MAX_CHANNELS;
 }
 
-/* 1 if the call's table offers an algorithm for which NCCL would take a
- * channel count unchecked (at_table_channels_unchecked; an algorithm this
- * library does not know, of a later NCCL, counts as one), with *which that
- * algorithm; also 1
- * without a table (*which -1): NCCL's pick is unknown. */
-static int UncheckedOffered(float** cost_table, int num_algo, int num_proto, uint64_t nnodes,
-                            int* which) {
+/* 1 if NCCL may run the call on an algorithm for which it takes a channel
+ * count unchecked (at_table_channels_unchecked; an algorithm this library
+ * does not know, of a later NCCL, counts as one), with *which that
+ * algorithm: on several nodes (or unknown ones) when the call's table offers
+ * one at all, on one node when one is NCCL's own pick (the offered entry of
+ * least cost, the first of equal ones: nccl_tuner_abi.h). Also 1 without a
+ * table (*which -1): NCCL's pick is unknown. */
+static int MayRunUnchecked(float** cost_table, int num_algo, int num_proto, uint64_t nnodes,
+                           int* which) {
   *which = -1;
   if (cost_table == NULL) return 1;
+  const float* cost = (const float*)cost_table;
+  int pick = -1;
+  float least = 0.0f;
   for (int a = 0; a < num_algo; ++a) {
-    if (a < AT_NCCL_ALGO_COUNT && !at_table_channels_unchecked(a, nnodes)) continue;
+    const int unchecked = a >= AT_NCCL_ALGO_COUNT || at_table_channels_unchecked(a, nnodes);
     for (int p = 0; p < num_proto; ++p) {
-      if (((float*)cost_table)[(size_t)a * (size_t)num_proto + (size_t)p] >= 0.0f) {
+      const float c = cost[(size_t)a * (size_t)num_proto + (size_t)p];
+      if (!(c >= 0.0f)) continue;
+      if (unchecked && nnodes != 1) {
         *which = a;
         return 1;
       }
+      if (pick < 0 || c < least) {
+        pick = a;
+        least = c;
+      }
     }
+  }
+  if (pick >= 0 && (pick >= AT_NCCL_ALGO_COUNT || at_table_channels_unchecked(pick, nnodes))) {
+    *which = pick;
+    return 1;
   }
   return 0;
 }
@@ -177,7 +192,7 @@ static void GetCollInfo(void* context, at_nccl_func_t func, size_t nbytes, float
   int which;
   if (forced.set) {
     if (forced.algo < 0) { /* channels only: NCCL's algorithm and protocol */
-      if (UncheckedOffered(cost_table, num_algo, num_proto, nnodes, &which)) {
+      if (MayRunUnchecked(cost_table, num_algo, num_proto, nnodes, &which)) {
         forced.outcome = -1;
         return;
       }
@@ -196,14 +211,14 @@ static void GetCollInfo(void* context, at_nccl_func_t func, size_t nbytes, float
   if (row == NULL) return;
   if (row->algo < 0) {
     if (row->channels == 0 || n_channels == NULL) return;
-    if (!UncheckedOffered(cost_table, num_algo, num_proto, nnodes, &which)) {
+    if (!MayRunUnchecked(cost_table, num_algo, num_proto, nnodes, &which)) {
       *n_channels = row->channels;
     } else if (atomic_exchange(&ctx->noted_unchecked, 1) == 0) {
       const char* name = at_table_algo_name(which);
       Log(ctx->log, AT_NCCL_LOG_INFO, __LINE__,
-          "autotuned tuner: line %d (default/default, %d channels): NCCL offers %s%s for a call "
-          "of %zu bytes, where it takes a channel count unchecked: NCCL's channels there (logged "
-          "once per communicator)",
+          "autotuned tuner: line %d (default/default, %d channels): NCCL may run %s%s for a "
+          "call of %zu bytes, where it takes a channel count unchecked: NCCL's channels there "
+          "(logged once per communicator)",
           row->line, row->channels, name != NULL ? name : "an algorithm unknown here",
           name != NULL && which == AT_NCCL_ALGO_NVLS ? " over several nodes" : "", nbytes);
     }

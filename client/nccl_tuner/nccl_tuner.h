@@ -41,8 +41,9 @@
  * channel count never goes where NCCL takes it unchecked: a force of
  * collnet_direct, collnet_chain, or of nvls on several nodes (or unknown
  * ones), with channels 1..64, is not applied; a default row's channels, or a
- * forced channel limit alone, are not given to a call for which NCCL offers
- * one of those.
+ * forced channel limit alone, are not given to a call NCCL may run on one of
+ * those (on several nodes: it offers one; on one node: one is its own pick,
+ * the least-cost entry).
  * The plugin never returns an error to NCCL: any problem leaves NCCL's own
  * choice.
  *

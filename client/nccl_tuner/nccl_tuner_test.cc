@@ -657,6 +657,12 @@ void FillCollnet(float (*cost)[kProtos]) {
   for (int p = 0; p < kProtos; ++p) cost[AT_NCCL_ALGO_NVLS][p] = -1.0f;
 }
 
+// The same, collnet_direct/simple the least cost: NCCL's own pick.
+void FillCollnetCheapest(float (*cost)[kProtos]) {
+  FillCollnet(cost);
+  cost[AT_NCCL_ALGO_COLLNET_DIRECT][AT_NCCL_PROTO_SIMPLE] = 1.0f;
+}
+
 // nvls offered, collnet not: NVLink multicast without SHARP.
 void FillNvls(float (*cost)[kProtos]) {
   FillAllOffered(cost);
@@ -695,10 +701,14 @@ TEST_CASE("a channel count never reaches NCCL where NCCL takes it unchecked") {
       CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 150, FillNvls) == Steers(-1, -1, 8));
       CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 150, FillCosts) == Steers(-1, -1, 8));
       CHECK(TakeLogs().empty());
-      // NCCL may pick collnet itself: the row's channels are not given, and
+      // On one node, collnet offered but not NCCL's pick (tree/ll costs
+      // least): the channels are given.
+      CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 150, FillCollnet) == Steers(-1, -1, 8));
+      CHECK(TakeLogs().empty());
+      // NCCL's own pick is collnet: the row's channels are not given, and
       // that is logged once for the communicator.
-      CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 150, FillCollnet) == kNothing);
-      CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 101, FillAllOffered) == kNothing);
+      CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 150, FillCollnetCheapest) == kNothing);
+      CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 101, FillCollnetCheapest) == kNothing);
       std::vector<LogLine> logs = TakeLogs();
       REQUIRE(logs.size() == 1);
       INFO(logs[0].text);
@@ -712,8 +722,10 @@ TEST_CASE("a channel count never reaches NCCL where NCCL takes it unchecked") {
       CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 50, FillAllOffered) ==
             Steers(collnet_direct, simple, 0));
       CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 150, FillCosts) == Steers(-1, -1, 8));
-      // Over two nodes nvls is NCCL's collnet path too.
+      // Over two nodes nvls is NCCL's collnet path too, and any offer of one
+      // of them keeps the channels NCCL's, whatever the costs say.
       CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 150, FillNvls) == kNothing);
+      CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 150, FillCollnet) == kNothing);
       // nvls_tree is bounded wherever it runs.
       CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 250, FillAllOffered) ==
             Steers(AT_NCCL_ALGO_NVLS_TREE, AT_NCCL_PROTO_LL, 4));
@@ -734,10 +746,12 @@ TEST_CASE("a channel count never reaches NCCL where NCCL takes it unchecked") {
     CHECK(lib.outcome() == -1);
     CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 1, FillNvls) == Steers(nvls, simple, 8));
     CHECK(lib.outcome() == 1);
-    // A channel limit alone: not given where NCCL may pick collnet.
+    // A channel limit alone: not given where NCCL may run collnet.
     lib.force(-1, -1, 6);
-    CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 1, FillCollnet) == kNothing);
+    CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 1, FillCollnetCheapest) == kNothing);
     CHECK(lib.outcome() == -1);
+    CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 1, FillCollnet) == Steers(-1, -1, 6));
+    CHECK(lib.outcome() == 1);
     CHECK(Ask(one, AT_NCCL_FUNC_ALL_REDUCE, 1, FillNvls) == Steers(-1, -1, 6));
     CHECK(lib.outcome() == 1);
     CHECK(Ask(two, AT_NCCL_FUNC_ALL_REDUCE, 1, FillNvls) == kNothing);
