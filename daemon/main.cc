@@ -176,6 +176,8 @@ int Run() {
     return 2;
   }
 
+  // Before the first file is written (the socket's lock).
+  IgnoreFileSizeLimit();
   // One daemon per socket path: before the cache, the backend or a listener.
   if (absl::StatusOr<int> lock = LockSocketPath(*config); !lock.ok()) {
     spdlog::error("{}", lock.status().ToString());

@@ -50,6 +50,8 @@ void UnblockLifecycleSignals() {
 
 void IgnoreBrokenPipes() { signal(SIGPIPE, SIG_IGN); }
 
+void IgnoreFileSizeLimit() { signal(SIGXFSZ, SIG_IGN); }
+
 absl::StatusOr<int64_t> RaiseOpenFileLimit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {

@@ -63,6 +63,12 @@ void UnblockLifecycleSignals();
 // socket or pipe, a write fails with EPIPE instead of killing the daemon.
 void IgnoreBrokenPipes();
 
+// Ignores SIGXFSZ for the whole process: a write past the file size limit
+// (RLIMIT_FSIZE: `ulimit -f`, systemd's LimitFSIZE=), of a cache entry or a
+// log file, fails with EFBIG (a store not made, logged) instead of killing
+// the daemon.
+void IgnoreFileSizeLimit();
+
 // Raises the soft limit on open files to the hard one (systemd's default
 // soft limit, 1024, is what a few hundred clients and peers exhaust); the
 // limit now in force, or the error.
