@@ -104,33 +104,46 @@ void Launch(Kind kind, Gpu* gpus, int g, size_t bytes, int blocks, int threads) 
   AT_CUDA_CHECK(cudaGetLastError());
 }
 
-// GB/s per direction: bytes per transfer / the slowest GPU's time per transfer.
-double Measure(Kind kind, Gpu* gpus, bool both, size_t bytes, int iters, int blocks,
-               int threads) {
-  const int active = both ? 2 : 1;
+// The slowest of GPUs 0..active-1's milliseconds for `iters` calls of
+// launch(g), all GPUs at once, each timed by events on `stream[g]`, after
+// three warm-up calls each and a synchronization of GPUs 0..synced-1.
+template <typename LaunchFn>
+float SlowestMs(int active, int synced, int iters, const cudaStream_t* stream,
+                const cudaEvent_t* start, const cudaEvent_t* stop, LaunchFn launch) {
   for (int g = 0; g < active; ++g) {
-    for (int i = 0; i < 3; ++i) Launch(kind, gpus, g, bytes, blocks, threads);
+    for (int i = 0; i < 3; ++i) launch(g);
   }
-  for (int g = 0; g < 2; ++g) {
+  for (int g = 0; g < synced; ++g) {
     AT_CUDA_CHECK(cudaSetDevice(g));
     AT_CUDA_CHECK(cudaDeviceSynchronize());
   }
   for (int g = 0; g < active; ++g) {
     AT_CUDA_CHECK(cudaSetDevice(g));
-    AT_CUDA_CHECK(cudaEventRecord(gpus[g].start, gpus[g].stream));
-    for (int i = 0; i < iters; ++i) Launch(kind, gpus, g, bytes, blocks, threads);
+    AT_CUDA_CHECK(cudaEventRecord(start[g], stream[g]));
+    for (int i = 0; i < iters; ++i) launch(g);
     AT_CUDA_CHECK(cudaSetDevice(g));
-    AT_CUDA_CHECK(cudaEventRecord(gpus[g].stop, gpus[g].stream));
+    AT_CUDA_CHECK(cudaEventRecord(stop[g], stream[g]));
   }
   float worst_ms = 0;
   for (int g = 0; g < active; ++g) {
     AT_CUDA_CHECK(cudaSetDevice(g));
-    AT_CUDA_CHECK(cudaEventSynchronize(gpus[g].stop));
+    AT_CUDA_CHECK(cudaEventSynchronize(stop[g]));
     float ms = 0;
-    AT_CUDA_CHECK(cudaEventElapsedTime(&ms, gpus[g].start, gpus[g].stop));
+    AT_CUDA_CHECK(cudaEventElapsedTime(&ms, start[g], stop[g]));
     worst_ms = std::max(worst_ms, ms);
   }
-  return static_cast<double>(bytes) * iters / (worst_ms * 1e-3) / 1e9;
+  return worst_ms;
+}
+
+// GB/s per direction: bytes per transfer / the slowest GPU's time per transfer.
+double Measure(Kind kind, Gpu* gpus, bool both, size_t bytes, int iters, int blocks,
+               int threads) {
+  const cudaStream_t stream[2] = {gpus[0].stream, gpus[1].stream};
+  const cudaEvent_t start[2] = {gpus[0].start, gpus[1].start};
+  const cudaEvent_t stop[2] = {gpus[0].stop, gpus[1].stop};
+  const float ms = SlowestMs(both ? 2 : 1, 2, iters, stream, start, stop,
+                             [&](int g) { Launch(kind, gpus, g, bytes, blocks, threads); });
+  return static_cast<double>(bytes) * iters / (ms * 1e-3) / 1e9;
 }
 
 // ---- Every GPU to every other, at once (3 GPUs or more) ----
@@ -203,29 +216,17 @@ void LaunchExchange(Exchange kind, XGpu* x, int n, int g, size_t piece, int bloc
 // GB/s out of each GPU (the slowest): (n - 1) pieces per transfer.
 double MeasureExchange(Exchange kind, XGpu* x, int n, size_t piece, int iters, int blocks,
                        int threads) {
+  cudaStream_t stream[kMaxGpus];
+  cudaEvent_t start[kMaxGpus], stop[kMaxGpus];
   for (int g = 0; g < n; ++g) {
-    for (int i = 0; i < 3; ++i) LaunchExchange(kind, x, n, g, piece, blocks, threads);
+    stream[g] = x[g].stream[0];
+    start[g] = x[g].start;
+    stop[g] = x[g].stop;
   }
-  for (int g = 0; g < n; ++g) {
-    AT_CUDA_CHECK(cudaSetDevice(g));
-    AT_CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  for (int g = 0; g < n; ++g) {
-    AT_CUDA_CHECK(cudaSetDevice(g));
-    AT_CUDA_CHECK(cudaEventRecord(x[g].start, x[g].stream[0]));
-    for (int i = 0; i < iters; ++i) LaunchExchange(kind, x, n, g, piece, blocks, threads);
-    AT_CUDA_CHECK(cudaSetDevice(g));
-    AT_CUDA_CHECK(cudaEventRecord(x[g].stop, x[g].stream[0]));
-  }
-  float worst_ms = 0;
-  for (int g = 0; g < n; ++g) {
-    AT_CUDA_CHECK(cudaSetDevice(g));
-    AT_CUDA_CHECK(cudaEventSynchronize(x[g].stop));
-    float ms = 0;
-    AT_CUDA_CHECK(cudaEventElapsedTime(&ms, x[g].start, x[g].stop));
-    worst_ms = std::max(worst_ms, ms);
-  }
-  return static_cast<double>(piece) * (n - 1) * iters / (worst_ms * 1e-3) / 1e9;
+  const float ms = SlowestMs(n, n, iters, stream, start, stop, [&](int g) {
+    LaunchExchange(kind, x, n, g, piece, blocks, threads);
+  });
+  return static_cast<double>(piece) * (n - 1) * iters / (ms * 1e-3) / 1e9;
 }
 
 void ExchangeAll(int n, size_t bytes, int iters, int sms) {

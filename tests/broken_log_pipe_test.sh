@@ -8,6 +8,8 @@ cli=${TEST_SRCDIR:-.}/autotuned/client/cli/autotunectl
 # /tmp: a Unix socket path has at most 107 bytes, fewer than TEST_TMPDIR may take.
 dir=$(mktemp -d /tmp/autotuned-pipe.XXXXXX)
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/served.sh
+. "$(dirname "$0")/served.sh"
 mkfifo "$dir/log"
 # The reader takes the first 64 bytes of the log and exits.
 head -c 64 "$dir/log" > /dev/null &
@@ -18,11 +20,7 @@ reader=$!
 pid=$!
 trap 'kill -9 $pid 2>/dev/null; kill $reader 2>/dev/null; rm -rf "$dir"' EXIT
 ctl=("$cli" "--socket=$dir/s.sock" --connect_timeout=2s)
-for _ in $(seq 100); do
-  kill -0 "$pid" 2>/dev/null || fail "the daemon died before it served (SIGPIPE?)"
-  "${ctl[@]}" info > /dev/null 2>&1 && break
-  sleep 0.1
-done
+served "$pid" "the daemon died before it served (SIGPIPE?)" "${ctl[@]}"
 wait "$reader"
 echo "the log's reader is gone"
 # Every round logs a line, now into a pipe nobody reads.
@@ -32,8 +30,5 @@ for i in 1 2 3; do
 done
 kill -0 "$pid" 2>/dev/null || fail "the daemon died (SIGPIPE?)"
 "${ctl[@]}" info > /dev/null || fail "the daemon no longer answers"
-kill -TERM "$pid"
-wait "$pid"
-rc=$?
-[ "$rc" = 0 ] || fail "the daemon exited $rc on SIGTERM"
+stopped "$pid"
 echo "PASS: three rounds served and a clean stop after the log's reader went away"

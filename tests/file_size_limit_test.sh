@@ -8,6 +8,8 @@ cli=${TEST_SRCDIR:-.}/autotuned/client/cli/autotunectl
 # /tmp: a Unix socket path has at most 107 bytes, fewer than TEST_TMPDIR may take.
 dir=$(mktemp -d /tmp/autotuned-fsize.XXXXXX)
 fail() { echo "FAIL: $*" >&2; cat "$dir/log.txt" >&2; exit 1; }
+# shellcheck source=tests/served.sh
+. "$(dirname "$0")/served.sh"
 # The cache exists with its epoch: under the limit, no file can grow at all.
 mkdir -m 0750 "$dir/cache"
 echo 0123456789abcdef0123456789abcdef > "$dir/cache/epoch"
@@ -20,11 +22,7 @@ reader=$!
 pid=$!
 trap 'kill -9 $pid 2>/dev/null; kill $reader 2>/dev/null; rm -rf "$dir"' EXIT
 ctl=("$cli" "--socket=$dir/s.sock" --connect_timeout=2s)
-for _ in $(seq 100); do
-  kill -0 "$pid" 2>/dev/null || fail "the daemon died before it served"
-  "${ctl[@]}" info > /dev/null 2>&1 && break
-  sleep 0.1
-done
+served "$pid" "the daemon died before it served" "${ctl[@]}"
 for i in 1 2; do
   out=$("${ctl[@]}" tune --collective=all_reduce --bytes=4KiB) ||
     fail "tune $i under the file size limit: the daemon did not answer"
@@ -33,8 +31,5 @@ done
 kill -0 "$pid" 2>/dev/null || fail "the daemon died (SIGXFSZ?)"
 grep -q "cache: not stored .*File too large" "$dir/log.txt" || fail "the failed store is not logged"
 ls "$dir/cache" | grep -q '\.tmp-' && fail "a temporary file was left behind"
-kill -TERM "$pid"
-wait "$pid"
-rc=$?
-[ "$rc" = 0 ] || fail "the daemon exited $rc on SIGTERM"
+stopped "$pid"
 echo "PASS: rounds answered and logged, nothing cached, under a file size limit of 0"

@@ -12,14 +12,13 @@ probe=$root/client/nccl_tuner/nccl_tuner_probe
 lib=$root/client/nccl_tuner/libautotuned_nccl_tuner.so
 dir=$(mktemp -d /tmp/autotuned-tune-nccl.XXXXXX)
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/served.sh
+. "$(dirname "$0")/served.sh"
 "$daemon" --backend=sim --socket="$dir/s.sock" --cache_dir="$dir/cache" > "$dir/log" 2>&1 &
 pid=$!
 trap 'kill -9 $pid 2>/dev/null; rm -rf "$dir"' EXIT
 ctl=("$cli" "--socket=$dir/s.sock" --connect_timeout=2s)
-for _ in $(seq 100); do
-  "${ctl[@]}" info > /dev/null 2>&1 && break
-  sleep 0.1
-done
+served "$pid" "the daemon died before it served" "${ctl[@]}"
 "${ctl[@]}" tune-nccl --world=4 --out="$dir/table" --to=1MiB --factor=8 > "$dir/out" 2> "$dir/err" ||
   { cat "$dir/err" >&2; fail "tune-nccl exited $?"; }
 head -1 "$dir/table" | grep -qx 'autotuned-nccl-table 1' || fail "no table header"
