@@ -1,18 +1,25 @@
 #include "config/config_loader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "config/default_config.h"
 #include "common/status_macros.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -26,15 +33,30 @@ constexpr char kEmbeddedName[] = "<embedded config/default.textproto>";
 // tokenizer counts from 0).
 class LineErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
+  static constexpr size_t kMaxErrors = 8;
+  static constexpr size_t kShownErrorBytes = 256;
+
   explicit LineErrorCollector(std::string file) : file_(std::move(file)) {}
 
+  // At most kMaxErrors, each with control bytes escaped and cut at
+  // kShownErrorBytes: the parser may quote the file's text.
   void AddError(int line, google::protobuf::io::ColumnNumber column,
                 const std::string& message) override {
+    if (errors_.size() >= kMaxErrors) return;
+    std::string shown;
+    for (const char c : message.substr(0, kShownErrorBytes)) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u == 0x7f) {
+        absl::StrAppendFormat(&shown, "\\%03o", u);
+      } else {
+        shown += c;
+      }
+    }
+    if (message.size() > kShownErrorBytes) absl::StrAppend(&shown, "...");
     if (line < 0) {
-      errors_.push_back(absl::StrCat(file_, ": ", message));
+      errors_.push_back(absl::StrCat(file_, ": ", shown));
     } else {
-      errors_.push_back(
-          absl::StrCat(file_, ":", line + 1, ":", column + 1, ": ", message));
+      errors_.push_back(absl::StrCat(file_, ":", line + 1, ":", column + 1, ": ", shown));
     }
   }
 
@@ -62,23 +84,111 @@ absl::Status ParseText(const std::string& text, const std::string& name,
   return absl::InvalidArgumentError(absl::StrJoin(errors.errors(), "\n"));
 }
 
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// The regular file at `path` (a symbolic link to one is followed), at most
+// kMaxConfigFileBytes long; opened without blocking, so that a FIFO or a
+// device put where the file was never stalls a start or a reload.
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::ErrnoToStatus(errno,
-                               absl::StrCat("cannot open config file ", path));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open config file ", path));
   }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return absl::ErrnoToStatus(e, absl::StrCat("cannot stat config file ", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config file ", path, " is ", FileKind(st.st_mode), ", not a regular file"));
+  }
+  auto too_big = [&path](const std::string& size) {
+    return absl::InvalidArgumentError(absl::StrCat("config file ", path, " holds ", size,
+                                                   " bytes, over the limit of ",
+                                                   kMaxConfigFileBytes));
+  };
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigFileBytes) {
+    ::close(fd);
+    return too_big(absl::StrCat(st.st_size));
+  }
+  // One byte past the limit at most, should the file grow while read.
   std::string text;
-  char buf[8192];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-  const int read_errno = std::ferror(f) ? errno : 0;
-  std::fclose(f);
-  if (read_errno != 0) {
-    return absl::ErrnoToStatus(read_errno,
-                               absl::StrCat("cannot read config file ", path));
+  char buf[64 * 1024];
+  for (;;) {
+    const size_t want = std::min(sizeof(buf), kMaxConfigFileBytes + 1 - text.size());
+    const ssize_t n = ::read(fd, buf, want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      return absl::ErrnoToStatus(e, absl::StrCat("cannot read config file ", path));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxConfigFileBytes) {
+      ::close(fd);
+      return too_big("more than that");
+    }
   }
+  ::close(fd);
   return text;
+}
+
+// `value` as text format writes a string (quoted, C-escaped), at most
+// kShownBytes of it, then its full size: for error messages.
+constexpr size_t kShownBytes = 64;
+std::string Quoted(const std::string& value) {
+  std::string out =
+      absl::StrCat("\"", absl::CEscape(absl::string_view(value).substr(0, kShownBytes)), "\"");
+  if (value.size() > kShownBytes) absl::StrAppend(&out, "...(", value.size(), " bytes)");
+  return out;
+}
+
+// Every string field of `m` (repeated ones included): no control characters
+// (bytes below 0x20, 0x7f), at most kMaxConfigStringBytes.
+absl::Status CheckStrings(const google::protobuf::Message& m, const std::string& prefix) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  const google::protobuf::Reflection* r = m.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    const std::string path = prefix + f->name();
+    const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
+    for (int j = 0; j < n; ++j) {
+      const std::string at = f->is_repeated() ? absl::StrCat(path, "[", j, "]") : path;
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        AT_RETURN_IF_ERROR(CheckStrings(
+            f->is_repeated() ? r->GetRepeatedMessage(m, f, j) : r->GetMessage(m, f), at + "."));
+        continue;
+      }
+      if (f->cpp_type() != FieldDescriptor::CPPTYPE_STRING) continue;
+      const std::string value =
+          f->is_repeated() ? r->GetRepeatedString(m, f, j) : r->GetString(m, f);
+      for (const char c : value) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              at, ": must not hold control characters, got ",
+              path == "peer_token" ? "<redacted>" : Quoted(value)));
+        }
+      }
+      if (value.size() > kMaxConfigStringBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            at, ": must be at most ", kMaxConfigStringBytes, " bytes, got ", value.size()));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status OutOfRange(const std::string& field, int64_t lo, int64_t hi,
@@ -108,7 +218,7 @@ absl::Status CheckOneOf(const std::string& field, const std::string& value,
   }
   return absl::InvalidArgumentError(absl::StrCat(field, ": must be one of ",
                                                  absl::StrJoin(allowed, ", "),
-                                                 "; got \"", value, "\""));
+                                                 "; got ", Quoted(value)));
 }
 
 // "HOST:PORT" with a port in 0..65535 and a non-empty host ("[v6]" allowed).
@@ -116,8 +226,8 @@ absl::Status CheckAddress(const std::string& field, const std::string& value) {
   const size_t colon = value.rfind(':');
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(
-        field, ": want HOST:PORT (e.g. \"127.0.0.1:9464\"), got \"", value,
-        "\": ", why));
+        field, ": want HOST:PORT (e.g. \"127.0.0.1:9464\"), got ", Quoted(value), ": ",
+        why));
   };
   if (colon == std::string::npos) return bad("no port");
   const std::string host = value.substr(0, colon);
@@ -130,6 +240,7 @@ absl::Status CheckAddress(const std::string& field, const std::string& value) {
   if (host.find_first_of("/@?#%\\ ") != std::string::npos) {
     return bad("a host name has no scheme, path or spaces");
   }
+  if (host.size() > 255) return bad("a host name has at most 255 characters");
   if (port.empty() || port.size() > 5 ||
       port.find_first_not_of("0123456789") != std::string::npos ||
       std::stoi(port) > 65535) {
@@ -171,13 +282,13 @@ absl::Status CheckFleetCache(const FleetCacheConfig& f) {
   if (absl::StartsWith(f.redis(), "unix:")) {
     if (f.redis().size() < 6 || f.redis()[5] != '/') {
       return absl::InvalidArgumentError(absl::StrCat(
-          "fleet_cache.redis: want \"unix:/absolute/path\", got \"", f.redis(), "\""));
+          "fleet_cache.redis: want \"unix:/absolute/path\", got ", Quoted(f.redis())));
     }
   } else {
     AT_RETURN_IF_ERROR(CheckAddress("fleet_cache.redis", f.redis()));
     if (absl::EndsWith(f.redis(), ":0")) {
       return absl::InvalidArgumentError(
-          absl::StrCat("fleet_cache.redis: \"", f.redis(), "\" names no port"));
+          absl::StrCat("fleet_cache.redis: ", Quoted(f.redis()), " names no port"));
     }
   }
   if (f.key_prefix().empty() ||
@@ -236,6 +347,7 @@ absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path) {
 }
 
 absl::Status ValidateConfig(const DaemonConfig& c) {
+  AT_RETURN_IF_ERROR(CheckStrings(c, ""));
   AT_RETURN_IF_ERROR(
       CheckOneOf("backend", c.backend(), {"auto", "sim", "cuda"}));
   AT_RETURN_IF_ERROR(CheckOneOf("log_level", c.log_level(),
@@ -272,9 +384,11 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".rank: must be >= 0, got ", f.rank()));
     }
-    if (f.delay_us() < 0) {
+    AT_RETURN_IF_ERROR(
+        CheckRange(absl::StrCat(field, ".delay_us"), f.delay_us(), 0, kMaxDurationMs * 1000));
+    if (f.calls() < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ".delay_us: must be >= 0, got ", f.delay_us()));
+          absl::StrCat(field, ".calls: must be >= 0, got ", f.calls()));
     }
   }
 
@@ -283,7 +397,7 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
   AT_RETURN_IF_ERROR(
       CheckPositive("limits.max_iterations", l.max_iterations()));
   AT_RETURN_IF_ERROR(
-      CheckPositive("limits.max_timeout_ms", l.max_timeout_ms()));
+      CheckRange("limits.max_timeout_ms", l.max_timeout_ms(), 1, kMaxDurationMs));
   AT_RETURN_IF_ERROR(
       CheckPositive("limits.max_buffer_bytes", l.max_buffer_bytes()));
   if (!(l.gpu_memory_fraction() > 0 && l.gpu_memory_fraction() <= 1)) {
@@ -295,8 +409,8 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
       CheckPositive("limits.max_candidates", l.max_candidates()));
   AT_RETURN_IF_ERROR(
       CheckPositive("limits.max_sweep_sizes", l.max_sweep_sizes()));
-  AT_RETURN_IF_ERROR(
-      CheckPositive("limits.max_presync_window_us", l.max_presync_window_us()));
+  AT_RETURN_IF_ERROR(CheckRange("limits.max_presync_window_us", l.max_presync_window_us(), 1,
+                                kMaxDurationMs * 1000));
 
   const Defaults& d = c.defaults();
   AT_RETURN_IF_ERROR(
@@ -372,12 +486,14 @@ absl::Status ValidateConfig(const DaemonConfig& c) {
     AT_RETURN_IF_ERROR(CheckAddress(field, c.peers(i)));
     if (absl::EndsWith(c.peers(i), ":0")) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": \"", c.peers(i), "\" names no port"));
+          absl::StrCat(field, ": ", Quoted(c.peers(i)), " names no port"));
     }
   }
-  AT_RETURN_IF_ERROR(CheckPositive("drain_timeout_ms", c.drain_timeout_ms()));
-  AT_RETURN_IF_ERROR(CheckPositive("rendezvous.decision_ttl_ms",
-                                   c.rendezvous().decision_ttl_ms()));
+  AT_RETURN_IF_ERROR(CheckRange("drain_timeout_ms", c.drain_timeout_ms(), 1, kMaxDurationMs));
+  AT_RETURN_IF_ERROR(CheckRange("rendezvous.decision_ttl_ms", c.rendezvous().decision_ttl_ms(),
+                                1, kMaxDurationMs));
+  AT_RETURN_IF_ERROR(CheckRange("cuda.worker_start_timeout_ms",
+                                c.cuda().worker_start_timeout_ms(), 1, kMaxDurationMs));
   AT_RETURN_IF_ERROR(CheckRange("rendezvous.max_rounds_kept",
                                 c.rendezvous().max_rounds_kept(), 1, 1 << 20));
   AT_RETURN_IF_ERROR(

@@ -1,12 +1,21 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "config/config_loader.h"
 #include "config/default_config.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 
@@ -538,6 +547,184 @@ TEST_CASE("ParseConfigText parses text alone, naming errors after `name`") {
   absl::StatusOr<DaemonConfig> bad = ParseConfigText("sim {\n gpus: x }", "t");
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(std::string(bad.status().message()), Catch::StartsWith("t:2:"));
+}
+
+
+// Every numeric leaf field of `m` (repeated fields and their messages aside),
+// by its path, e.g. "limits.max_iterations".
+void NumericFields(const google::protobuf::Message& m, const std::string& prefix,
+                   std::vector<std::string>* out) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (f->is_repeated()) continue;
+    const std::string path = prefix + f->name();
+    switch (f->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        NumericFields(m.GetReflection()->GetMessage(m, f), path + ".", out);
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+      case FieldDescriptor::CPPTYPE_INT64:
+      case FieldDescriptor::CPPTYPE_UINT32:
+      case FieldDescriptor::CPPTYPE_UINT64:
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        out->push_back(path);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// `path: value` in text format, e.g. "limits { max_iterations: 5 }".
+std::string FieldText(const std::string& path, const std::string& value) {
+  std::string text;
+  size_t start = 0;
+  int depth = 0;
+  for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1) {
+    text += path.substr(start, dot - start) + " { ";
+    ++depth;
+  }
+  text += path.substr(start) + ": " + value;
+  for (int i = 0; i < depth; ++i) text += " }";
+  return text;
+}
+
+class SilentErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+};
+
+// Merges `path: value` into `c`; false when the field's type cannot hold it.
+bool SetField(DaemonConfig* c, const std::string& path, const std::string& value) {
+  SilentErrors silent;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&silent);
+  DaemonConfig change;
+  if (!parser.ParseFromString(FieldText(path, value), &change)) return false;
+  c->MergeFrom(change);
+  return true;
+}
+
+TEST_CASE("every numeric field at 0, -1 and its type's extremes: valid, or refused naming it") {
+  DaemonConfig base = Default();
+  base.mutable_fleet_cache()->set_redis("127.0.0.1:6379");  // its fields are checked too
+  REQUIRE(ValidateConfig(base).ok());
+  std::vector<std::string> fields;
+  NumericFields(base, "", &fields);
+  REQUIRE(fields.size() > 30);
+  int refused = 0;
+  for (const std::string& field : fields) {
+    for (const char* value : {"0", "-1", "2147483647", "-2147483648", "4294967295",
+                              "9223372036854775807", "-9223372036854775808", "1e308",
+                              "-1e308", "nan", "inf"}) {
+      DaemonConfig c = base;
+      if (!SetField(&c, field, value)) continue;  // the type cannot hold it
+      const absl::Status s = ValidateConfig(c);
+      INFO(field << ": " << value << " -> " << s.ToString());
+      if (s.ok()) continue;
+      ++refused;
+      CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+      CHECK_THAT(std::string(s.message()), Catch::Contains(field));
+    }
+  }
+  CHECK(refused > 0);
+}
+
+TEST_CASE("a duration beyond a day is refused naming the field, as is one not positive") {
+  // Every duration field whose own rule is "> 0" or unchecked; those with a
+  // range of their own (fleet_cache.*, defaults.* within limits.*) are above.
+  for (const char* field :
+       {"drain_timeout_ms", "rendezvous.decision_ttl_ms", "cuda.worker_start_timeout_ms",
+        "limits.max_timeout_ms"}) {
+    for (const std::string& value :
+         {std::string("0"), std::string("-1"), std::to_string(kMaxDurationMs + 1),
+          std::string("9223372036854775807")}) {
+      DaemonConfig c = Default();
+      REQUIRE(SetField(&c, field, value));
+      INFO(field << ": " << value);
+      const absl::Status s = ValidateConfig(c);
+      CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+      CHECK_THAT(std::string(s.message()), Catch::StartsWith(std::string(field) + ": "));
+    }
+    DaemonConfig c = Default();
+    REQUIRE(SetField(&c, field, std::to_string(kMaxDurationMs)));
+    if (std::string(field) == "limits.max_timeout_ms") c.mutable_defaults()->set_timeout_ms(1);
+    CHECK(ValidateConfig(c).ok());
+  }
+  DaemonConfig c = Default();
+  REQUIRE(SetField(&c, "limits.max_presync_window_us", std::to_string(kMaxDurationMs * 1000 + 1)));
+  CHECK_THAT(std::string(ValidateConfig(c).message()),
+             Catch::StartsWith("limits.max_presync_window_us: "));
+  REQUIRE(SetField(&c, "limits.max_presync_window_us", std::to_string(kMaxDurationMs * 1000)));
+  CHECK(ValidateConfig(c).ok());
+  c = Default();
+  c.mutable_sim()->add_faults()->set_name("all_reduce/slow");
+  c.mutable_sim()->mutable_faults(0)->set_base("all_reduce/ring");
+  c.mutable_sim()->mutable_faults(0)->set_kind(Fault::SLOW_RANK);
+  c.mutable_sim()->mutable_faults(0)->set_calls(-1);
+  CHECK_THAT(std::string(ValidateConfig(c).message()), Catch::StartsWith("sim.faults[0].calls: "));
+  c.mutable_sim()->mutable_faults(0)->set_calls(0);
+  c.mutable_sim()->mutable_faults(0)->set_delay_us(kMaxDurationMs * 1000 + 1);
+  CHECK_THAT(std::string(ValidateConfig(c).message()),
+             Catch::StartsWith("sim.faults[0].delay_us: "));
+}
+
+TEST_CASE("a string echoed in an error is escaped and bounded") {
+  const std::string hostile = "in\nfo\x1b[31m\x01" + std::string(100000, 'x');
+  for (const std::function<void(DaemonConfig*)>& change :
+       std::vector<std::function<void(DaemonConfig*)>>{
+           [&](DaemonConfig* c) { c->set_log_level(hostile); },
+           [&](DaemonConfig* c) { c->set_backend(hostile); },
+           [&](DaemonConfig* c) { c->mutable_defaults()->set_timing_mode(hostile); },
+           [&](DaemonConfig* c) { c->set_metrics_listen(hostile + ":1"); },
+           [&](DaemonConfig* c) { c->add_peers(hostile); },
+           [&](DaemonConfig* c) { c->mutable_fleet_cache()->set_redis("unix:" + hostile); },
+       }) {
+    const std::string msg = Reject(change);
+    INFO(msg.substr(0, 200));
+    REQUIRE_FALSE(msg.empty());
+    CHECK(msg.size() < 1024);
+    for (const char ch : msg) CHECK((ch >= 0x20 && ch <= 0x7e));
+    CHECK_THAT(msg, Catch::Contains("in\\nfo\\033[31m\\001xxx"));
+  }
+}
+
+TEST_CASE("a configuration file is a regular file of bounded size, read without blocking") {
+  const std::string fifo = TempPath("fifo.textproto");
+  ::unlink(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // A FIFO nobody writes: a blocking open would never return.
+  auto result = std::make_shared<absl::StatusOr<DaemonConfig>>(absl::UnknownError("not yet"));
+  auto done = std::make_shared<absl::Notification>();
+  std::thread([fifo, result, done] {
+    *result = LoadConfig(fifo);
+    done->Notify();
+  }).detach();
+  const bool returned = done->WaitForNotificationWithTimeout(absl::Seconds(10));
+  if (!returned) {  // unblock the reader so that the process can end
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+    done->WaitForNotification();
+  }
+  CHECK(returned);
+  CHECK(result->status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(result->status().message()),
+             Catch::Contains(fifo) && Catch::Contains("FIFO"));
+
+  absl::StatusOr<DaemonConfig> dir = LoadConfig(TempPath(""));
+  CHECK(dir.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(dir.status().message()), Catch::Contains("directory"));
+
+  std::string big = "log_level: \"debug\"\n";
+  big += std::string(kMaxConfigFileBytes - big.size(), ' ');
+  CHECK(LoadConfig(WriteTemp("at_limit.textproto", big)).ok());
+  const std::string over = WriteTemp("over.textproto", big + " ");
+  absl::StatusOr<DaemonConfig> got = LoadConfig(over);
+  CHECK(got.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(got.status().message()),
+             Catch::Contains(over) && Catch::Contains(std::to_string(kMaxConfigFileBytes)));
 }
 
 }  // namespace

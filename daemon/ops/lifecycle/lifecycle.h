@@ -4,7 +4,15 @@
 //   ready       READY=1 with a STATUS line, once the caller is listening.
 //   SIGHUP      RELOADING=1, Hooks::reload (re-read the configuration and
 //               apply what can change live), then READY=1 with the outcome in
-//               STATUS. A failed reload keeps the running settings.
+//               STATUS. A failed reload keeps the running settings. The
+//               outcome is logged and put in STATUS escaped (LogEscaped: one
+//               line, so no forged assignment or log line) and cut at
+//               kMaxReloadOutcomeBytes. Under a storm of SIGHUPs (signals
+//               coalesce: reloads run back to back) each distinct outcome is
+//               logged once per kReloadLogPeriod, at most kReloadLogLines
+//               lines in one, the others counted in the next line logged
+//               (or at the stop); a pending SIGTERM or SIGINT is always
+//               taken before a pending SIGHUP.
 //   SIGTERM     Hooks::begin_drain (no new rounds), STOPPING=1, then
 //   SIGINT      Hooks::wait_drained until the rounds in progress answered or
 //               the drain timeout passed, then Hooks::stop (close the
@@ -23,6 +31,7 @@
 // the process is then delivered only to sigwait.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <thread>
@@ -34,6 +43,13 @@
 #include "daemon/ops/lifecycle/notify.h"
 
 namespace autotuned {
+
+// The most bytes of a reload's outcome that its log line and STATUS show.
+inline constexpr size_t kMaxReloadOutcomeBytes = 4096;
+// Reload outcomes logged: each distinct one once per period, at most this
+// many lines in one.
+inline constexpr absl::Duration kReloadLogPeriod = absl::Seconds(10);
+inline constexpr size_t kReloadLogLines = 8;
 
 // How long Hooks::stop may let the calls already answered finish.
 inline constexpr absl::Duration kStopGrace = absl::Seconds(5);

@@ -7,10 +7,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <memory>
+#include <sstream>
 #include <thread>
 
 #include <catch2/catch.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -232,6 +237,128 @@ TEST_CASE("a drain that outlives its timeout still stops") {
   loop.join();
   CHECK_FALSE(drained);
   CHECK(stopped);
+}
+
+// The default logger writes to `out` while it lives.
+class CapturedLog {
+ public:
+  CapturedLog() {
+    previous_ = spdlog::default_logger();
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
+    sink->set_pattern("%l %v");
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  std::string text() {
+    spdlog::default_logger()->flush();
+    return out_.str();
+  }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+TEST_CASE("a failed reload is logged and told escaped and bounded, on one line") {
+  BlockLifecycleSignals();
+  CapturedLog log;
+  std::unique_ptr<NotifyListener> listener = Listener(true);
+  Notifier n(listener->address());
+  const std::string hostile =
+      "bad.conf:1:1: \"in\nfo\"\nSTATUS=forged\nMAINPID=1\x1b[2J" + std::string(100000, 'x');
+  LifecycleHooks hooks;
+  hooks.reload = [&]() -> absl::StatusOr<std::string> {
+    return absl::InvalidArgumentError(hostile);
+  };
+  hooks.begin_drain = [] {};
+  hooks.wait_drained = [](absl::Time) { return true; };
+  hooks.stop = [] {};
+  bool drained = false;
+  std::thread loop([&] { RunUntilStopped(n, hooks, absl::Seconds(30), "serving", &drained); });
+  CHECK(listener->Next(absl::Seconds(10)) == "READY=1\nSTATUS=serving");
+  kill(getpid(), SIGHUP);
+  CHECK(HasLine(listener->Next(absl::Seconds(10)), "RELOADING=1"));
+  const std::string ready = listener->Next(absl::Seconds(10));
+  kill(getpid(), SIGTERM);
+  loop.join();
+
+  // Two assignments only: READY=1 and one STATUS line, nothing forged.
+  CHECK_THAT(ready, Catch::StartsWith("READY=1\nSTATUS=serving; reload failed: bad.conf:1:1:"));
+  CHECK(std::count(ready.begin(), ready.end(), '\n') == 1);
+  CHECK(ready.size() < kMaxReloadOutcomeBytes + 200);
+  CHECK_THAT(ready, Catch::Contains("in\\x0afo"));
+  const std::string text = log.text();
+  const size_t at = text.find("reload failed");
+  REQUIRE(at != std::string::npos);
+  const std::string line = text.substr(at, text.find('\n', at) - at);
+  CHECK_THAT(line, Catch::Contains("in\\x0afo\"\\x0aSTATUS=forged\\x0aMAINPID=1\\x1b[2J"));
+  CHECK(line.size() < kMaxReloadOutcomeBytes + 200);
+  CHECK_THAT(text, !Catch::Contains("\nSTATUS=forged"));
+}
+
+TEST_CASE("a storm of SIGHUPs never holds off SIGTERM, and its log lines are bounded") {
+  BlockLifecycleSignals();
+  CapturedLog log;
+  Notifier n("");
+  std::atomic<int> reloads{0};
+  LifecycleHooks hooks;
+  hooks.reload = [&]() -> absl::StatusOr<std::string> {
+    ++reloads;
+    absl::SleepFor(absl::Milliseconds(2));  // a reload takes a while: SIGHUP stays pending
+    if (reloads % 2 == 0) return absl::InvalidArgumentError("bad.conf:1:1: nope");
+    return std::string("no change");
+  };
+  hooks.begin_drain = [] {};
+  hooks.wait_drained = [](absl::Time) { return true; };
+  hooks.stop = [] {};
+  std::atomic<bool> storm{true};
+  std::thread stormer([&] {
+    const absl::Time cap = absl::Now() + absl::Seconds(30);
+    while (storm && absl::Now() < cap) kill(getpid(), SIGHUP);
+  });
+  bool drained = false;
+  std::atomic<bool> returned{false};
+  int stop_signal = 0;
+  std::thread loop([&] {
+    stop_signal = RunUntilStopped(n, hooks, absl::Seconds(30), "", &drained);
+    returned = true;
+  });
+  while (reloads < 200) absl::SleepFor(absl::Milliseconds(1));
+  const absl::Time sent = absl::Now();
+  kill(getpid(), SIGTERM);
+  while (!returned && absl::Now() - sent < absl::Seconds(20)) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  const bool stopped_during_storm = returned.load();
+  const absl::Duration took = absl::Now() - sent;
+  storm = false;
+  stormer.join();
+  loop.join();
+  CHECK(stopped_during_storm);
+  CHECK(took < absl::Seconds(5));
+  CHECK(stop_signal == SIGTERM);
+  // Hundreds of reloads, two outcomes repeated: a bounded number of lines.
+  const std::string text = log.text();
+  const int lines = static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+  INFO(reloads << " reloads, " << lines << " lines");
+  CHECK(lines < reloads / 4);
+  CHECK_THAT(text, Catch::Contains("reload failed") && Catch::Contains("reload: no change"));
+  CHECK_THAT(text, Catch::Contains("not logged"));
+}
+
+TEST_CASE("a reload's description shows each value escaped and bounded") {
+  config::DaemonConfig before = *config::DefaultConfig();
+  config::DaemonConfig after = before;
+  after.set_unix_socket("/run/" + std::string(3000, 'a') + "\n");
+  after.set_log_level("debug");
+  const ConfigChanges c = DiffConfig(before, after);
+  REQUIRE(c.need_restart.size() == 1);
+  const std::string described = Describe(c.need_restart);
+  CHECK_THAT(described, Catch::StartsWith("unix_socket \"/run/autotuned/autotuned.sock\" -> \"/run/aaa"));
+  CHECK_THAT(described, Catch::Contains("bytes)"));
+  CHECK(described.size() < 300);
+  CHECK(described.find('\n') == std::string::npos);
+  CHECK(Describe(c.live) == "log_level \"info\" -> \"debug\"");
 }
 
 }  // namespace

@@ -12,9 +12,16 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
+// Text format's form of the value (strings quoted and C-escaped), its first
+// kMaxShownValueBytes only.
 std::string ValueText(const Message& m, const FieldDescriptor* f) {
   std::string out;
   google::protobuf::TextFormat::PrintFieldValueToString(m, f, -1, &out);
+  if (out.size() > kMaxShownValueBytes) {
+    const size_t full = out.size();
+    out.resize(kMaxShownValueBytes);
+    absl::StrAppend(&out, "...(", full, " bytes)");
+  }
   return out;
 }
 

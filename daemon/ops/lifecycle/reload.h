@@ -12,6 +12,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,15 @@
 
 namespace autotuned {
 
+// How much of a value a ConfigChange shows.
+inline constexpr size_t kMaxShownValueBytes = 128;
+
 struct ConfigChange {
   std::string field;   // path, e.g. "limits.max_iterations" or "sim.faults"
-  std::string before;  // text form of the value ("N entries" when repeated)
+  // Text form of the value (strings quoted and C-escaped, so on one line;
+  // past kMaxShownValueBytes cut and followed by "...(N bytes)"), or
+  // "N entries" when repeated.
+  std::string before;
   std::string after;
 };
 
