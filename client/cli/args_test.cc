@@ -1,6 +1,8 @@
 #include "client/cli/args.h"
 
+#include <cctype>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +65,27 @@ TEST_CASE("flags must apply to the command") {
              Catch::Contains("--bytes does not apply to sweep"));
   CHECK_THAT(ErrorOf(CheckFlagsApply(Command::kCacheClear, {"collective"})),
              Catch::Contains("--collective does not apply to cache clear"));
+}
+
+TEST_CASE("--help names every flag a command takes") {
+  for (Command command : {Command::kTune, Command::kSweep, Command::kTuneNccl, Command::kList,
+                          Command::kInfo, Command::kCacheList, Command::kCacheClear,
+                          Command::kCompletion}) {
+    std::set<std::string> flags = CommandFlags(command);
+    flags.insert(GlobalFlags().begin(), GlobalFlags().end());
+    for (const std::string& flag : flags) {
+      INFO(CommandName(command) << ": --" << flag);
+      const std::string usage = kUsage;
+      bool named = false;
+      for (size_t at = usage.find("--" + flag); at != std::string::npos && !named;
+           at = usage.find("--" + flag, at + 1)) {
+        const size_t end = at + 2 + flag.size();
+        named = end == usage.size() || !(std::isalnum(static_cast<unsigned char>(usage[end])) ||
+                                         usage[end] == '_');
+      }
+      CHECK(named);
+    }
+  }
 }
 
 TEST_CASE("tune flags become a problem in elements") {
@@ -321,6 +344,36 @@ TEST_CASE("the target comes from --socket, --address or the default") {
   CHECK(*ResolveTarget("", "node7:7070") == "node7:7070");
   CHECK_THAT(ErrorOf(ResolveTarget("/tmp/a.sock", "node7:7070").status()),
              Catch::Contains("not both"));
+}
+
+TEST_CASE("errors name the option behind them where the message does not") {
+  const absl::Status late = absl::DeadlineExceededError("Deadline Exceeded");
+  CHECK(DescribeRpcError(late, Command::kSweep, false, absl::Milliseconds(1)) ==
+        "DEADLINE_EXCEEDED: Deadline Exceeded (no answer within --deadline=1ms, the limit of "
+        "one sweep call; give a longer one)");
+  CHECK_THAT(DescribeRpcError(late, Command::kTune, false, absl::Minutes(10)),
+             Catch::EndsWith("(no answer within --deadline=10m, the limit of one tune call; "
+                             "give a longer one)"));
+  CHECK_THAT(DescribeRpcError(late, Command::kTuneNccl, false, absl::Minutes(10)),
+             Catch::Contains("--deadline=10m, the limit of one sweep call"));
+  // --deadline bounds the measuring calls only; the daemon's own deadline
+  // errors say what they are.
+  CHECK(DescribeRpcError(late, Command::kInfo, false, absl::Minutes(10)) ==
+        "DEADLINE_EXCEEDED: Deadline Exceeded");
+  const absl::Status own = absl::DeadlineExceededError("candidate timed out after 10000 ms");
+  CHECK(DescribeRpcError(own, Command::kTune, false, absl::Minutes(10)) ==
+        "DEADLINE_EXCEEDED: candidate timed out after 10000 ms");
+
+  const absl::Status away = absl::UnavailableError(
+      "cannot connect to autotuned at unix:/run/autotuned/autotuned.sock within 5s");
+  CHECK_THAT(DescribeRpcError(away, Command::kInfo, true, absl::Minutes(10)),
+             Catch::StartsWith("UNAVAILABLE: cannot connect to autotuned at unix:/run/") &&
+                 Catch::EndsWith("--socket=PATH, $AUTOTUNED_SOCKET or --address=HOST:PORT "
+                                 "name another"));
+  // A daemon that answered and then stopped (draining) is not a wrong target.
+  const absl::Status draining = absl::UnavailableError("draining: the daemon is stopping");
+  CHECK(DescribeRpcError(draining, Command::kTune, false, absl::Minutes(10)) ==
+        "UNAVAILABLE: draining: the daemon is stopping");
 }
 
 }  // namespace

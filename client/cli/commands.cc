@@ -65,6 +65,9 @@ const char kUsage[] =
     "    --warmup=N --iters=N --timeout_ms=MS (per candidate)\n"
     "    --timing=event_loop|cuda_graph  --refresh (measure again, ignore the\n"
     "                       cache); 0 or unset: the daemon's defaults\n"
+    "    --min_speedup=F    how much faster than the first working candidate\n"
+    "                       another must be to win, a fraction (0.02 = 2 %,\n"
+    "                       0 = none); unset: the daemon's defaults.min_speedup\n"
     "  sweep        tune one problem at many sizes: a progress line per size on\n"
     "               stderr, then the table of sizes and the dispatch table\n"
     "    --from=SIZE --to=SIZE --factor=K  sizes from, from*K, ... up to to\n"
@@ -209,6 +212,25 @@ absl::StatusOr<std::string> ResolveTarget(const std::string& socket,
   }
   if (!address.empty()) return address;
   return DefaultTarget();
+}
+
+std::string DescribeRpcError(const absl::Status& status, Command command, bool connecting,
+                             absl::Duration deadline) {
+  std::string line =
+      absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
+  const bool measures = command == Command::kTune || command == Command::kSweep ||
+                        command == Command::kTuneNccl;
+  if (connecting && status.code() == absl::StatusCode::kUnavailable) {
+    absl::StrAppend(&line,
+                    "; is a daemon running there, and are you in its socket's group? "
+                    "--socket=PATH, $AUTOTUNED_SOCKET or --address=HOST:PORT name another");
+  } else if (!connecting && measures && status.code() == absl::StatusCode::kDeadlineExceeded &&
+             absl::EqualsIgnoreCase(status.message(), "Deadline Exceeded")) {
+    absl::StrAppend(&line, " (no answer within --deadline=", absl::FormatDuration(deadline),
+                    ", the limit of one ", command == Command::kTuneNccl ? "sweep" : CommandName(command),
+                    " call; give a longer one)");
+  }
+  return line;
 }
 
 absl::StatusOr<Outcome> RunTune(Client& client, const Plan& plan, const Output& output) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "client/cli/args.h"
 #include "client/cli/nccl_table.h"
 #include "client/cpp/client.h"
@@ -38,6 +39,14 @@ struct Output {
 // INVALID_ARGUMENT when both are given.
 absl::StatusOr<std::string> ResolveTarget(const std::string& socket,
                                           const std::string& address);
+
+// What autotunectl prints after "autotunectl: " for an error of the daemon or
+// the transport: "CODE: message", and where the message does not say which
+// option decided it, that option: for a connection that failed
+// (`connecting`), where the target came from; for gRPC's bare "Deadline
+// Exceeded" of a tune, sweep or tune-nccl, --deadline and its value.
+std::string DescribeRpcError(const absl::Status& status, Command command, bool connecting,
+                             absl::Duration deadline);
 
 // What a tune or a sweep decided: kTuned when every problem (every size)
 // is TUNED or CACHED, kNotTuned when one is FALLBACK or FAILED (autotunectl

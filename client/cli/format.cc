@@ -454,9 +454,13 @@ std::string FormatNodeInfo(const v1::NodeInfoResponse& info) {
     if (!value.empty()) facts.AddRow({key, value});
   };
   add("host", info.hostname());
-  add("daemon", absl::StrCat(info.daemon_version(), ", up ",
-                             Duration(info.uptime_s()), ", ",
-                             info.rounds_served(), " rounds served"));
+  const v1::NodeMetrics& m = info.metrics();
+  add("daemon", absl::StrCat(info.daemon_version(), ", up ", Duration(info.uptime_s()), ", ",
+                             info.rounds_served(), " rounds served",
+                             m.rounds_in_flight() > 0
+                                 ? absl::StrCat(", ", m.rounds_in_flight(), " in flight")
+                                 : "",
+                             m.draining() ? ", draining" : ""));
   add("backend", info.backend());
   std::vector<std::string> versions;
   if (!info.driver_version().empty()) versions.push_back("driver " + info.driver_version());
@@ -465,14 +469,32 @@ std::string FormatNodeInfo(const v1::NodeInfoResponse& info) {
   add("versions", absl::StrJoin(versions, ", "));
   add("catalogue", info.catalogue_version());
   add("fingerprint", info.fingerprint());
-  add("cache", absl::StrCat(info.cache_entries(), " entries",
-                            info.cache_dir().empty() ? "" : " in ",
-                            info.cache_dir()));
+  // A daemon without a cache (--no_cache) reports no directory and no epoch.
+  if (info.cache_dir().empty() && info.cache_epoch().empty()) {
+    add("cache", "off");
+  } else {
+    add("cache", absl::StrCat(info.cache_entries(), " entries",
+                              info.cache_dir().empty() ? "" : " in ", info.cache_dir(),
+                              info.cache_epoch().empty() ? "" : ", epoch ",
+                              info.cache_epoch()));
+  }
   if (info.memory_cap_bytes() > 0) {
     add("memory cap", absl::StrCat(FormatBytes(info.memory_cap_bytes()),
                                    info.backend() == "sim" ? " (all ranks together, host memory)"
                                                            : " per GPU"));
   }
+  // NodeMetrics in brief; --json info has every figure.
+  const int64_t rejected =
+      m.rejected_invalid() + m.rejected_draining() + m.rejected_overloaded();
+  add("results",
+      absl::StrCat("tuned ", m.results_tuned(), ", cached ", m.results_cached(), ", fallback ",
+                   m.results_fallback(), ", failed ", m.results_failed(), "; ", rejected,
+                   " calls refused (invalid ", m.rejected_invalid(), ", draining ",
+                   m.rejected_draining(), ", overloaded ", m.rejected_overloaded(), ")"));
+  add("metrics", info.metrics_address().empty()
+                     ? "off"
+                     : absl::StrCat("http://", info.metrics_address(), "/metrics"));
+  add("peer port", info.peer_address().empty() ? "off" : info.peer_address());
   add("gpus", absl::StrCat(info.gpus_size()));
   // Drop the empty title row of the key/value table.
   std::string rendered = facts.Render();

@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/table.h"
 
@@ -15,6 +17,16 @@ namespace cli {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The value of `key` in FormatNodeInfo's key/value lines ("" when absent).
+std::string Fact(const std::string& text, const std::string& key) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(line, key + " ")) {
+      return std::string(absl::StripAsciiWhitespace(line.substr(key.size())));
+    }
+  }
+  return "";
+}
 
 v1::Candidate Cand(const std::string& impl) {
   v1::Candidate c;
@@ -393,8 +405,38 @@ TEST_CASE("implementations, node info and cache render") {
                        Catch::Contains("79 GiB") && Catch::Contains("free at start") &&
                        Catch::Contains("32 GiB (all ranks together, host memory)") &&
                        Catch::Contains("topology:") && Catch::Contains("NV18"));
+  CHECK(Fact(node, "cache") == "off");
+  CHECK(Fact(node, "metrics") == "off");
+  CHECK(Fact(node, "peer port") == "off");
+  CHECK(Fact(node, "daemon") == "0.1.0, up 1h2m5s, 0 rounds served");
   info.set_backend("cuda");
   CHECK_THAT(FormatNodeInfo(info), Catch::Contains("32 GiB per GPU"));
+
+  // What the daemon listens on and its figures, as NodeInfo reports them.
+  info.set_cache_entries(3);
+  info.set_cache_dir("/var/lib/autotuned/cache");
+  info.set_cache_epoch("e0e1");
+  info.set_metrics_address("127.0.0.1:39464");
+  info.set_peer_address("0.0.0.0:7451");
+  info.set_rounds_served(9);
+  v1::NodeMetrics* m = info.mutable_metrics();
+  m->set_results_tuned(4);
+  m->set_results_cached(5);
+  m->set_results_fallback(6);
+  m->set_results_failed(7);
+  m->set_rejected_invalid(2);
+  m->set_rejected_overloaded(1);
+  m->set_rounds_in_flight(2);
+  m->set_draining(true);
+  const std::string live = FormatNodeInfo(info);
+  INFO(live);
+  CHECK(Fact(live, "daemon") == "0.1.0, up 1h2m5s, 9 rounds served, 2 in flight, draining");
+  CHECK(Fact(live, "cache") == "3 entries in /var/lib/autotuned/cache, epoch e0e1");
+  CHECK(Fact(live, "metrics") == "http://127.0.0.1:39464/metrics");
+  CHECK(Fact(live, "peer port") == "0.0.0.0:7451");
+  CHECK(Fact(live, "results") ==
+        "tuned 4, cached 5, fallback 6, failed 7; 3 calls refused (invalid 2, draining 0, "
+        "overloaded 1)");
 
   v1::ListCacheResponse cache;
   v1::CacheEntrySummary* entry = cache.add_entries();

@@ -80,9 +80,10 @@ int UsageError(const absl::Status& status) {
   return kExitUsage;
 }
 
-int RpcError(const absl::Status& status) {
-  std::cerr << "autotunectl: " << absl::StatusCodeToString(status.code()) << ": "
-            << status.message() << "\n";
+int RpcError(const absl::Status& status, Command command, bool connecting) {
+  std::cerr << "autotunectl: "
+            << DescribeRpcError(status, command, connecting, absl::GetFlag(FLAGS_deadline))
+            << "\n";
   return kExitRpcError;
 }
 
@@ -190,7 +191,7 @@ int Main(int argc, char** argv) {
 
   absl::StatusOr<std::unique_ptr<Client>> client =
       Client::Connect(*target, absl::GetFlag(FLAGS_connect_timeout));
-  if (!client.ok()) return RpcError(client.status());
+  if (!client.ok()) return RpcError(client.status(), *command, /*connecting=*/true);
   (*client)->set_measure_timeout(absl::GetFlag(FLAGS_deadline));
 
   Output output;
@@ -200,7 +201,7 @@ int Main(int argc, char** argv) {
   output.err = &std::cerr;
   const absl::StatusOr<Outcome> outcome = RunOnDaemon(*command, **client, plan, nccl, only, output);
   std::cout.flush();
-  if (!outcome.ok()) return RpcError(outcome.status());
+  if (!outcome.ok()) return RpcError(outcome.status(), *command, /*connecting=*/false);
   return *outcome == Outcome::kTuned ? kExitOk : kExitNotTuned;
 }
 
