@@ -335,6 +335,7 @@ int Run() {
     running = ApplyLive(running, *next);
     spdlog::set_level(spdlog::level::from_str(running.log_level()));
     node.UpdateSettings(running.limits(), running.defaults());
+    if (peer) peer->SetMaxCalls(running.limits().max_waiting_ranks());
     if (changes.empty()) return std::string("no change");
     return absl::StrCat(
         "applied live: ", changes.live.empty() ? "none" : Describe(changes.live),

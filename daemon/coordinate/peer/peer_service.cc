@@ -92,10 +92,11 @@ grpc::Status PeerService::Serve(grpc::ServerContext* context,
     std::atomic<int>* calls;
     ~Held() { calls->fetch_sub(1); }
   };
-  if (calls_.fetch_add(1) >= max_calls_) {
+  const int max_calls = max_calls_.load();
+  if (calls_.fetch_add(1) >= max_calls) {
     calls_.fetch_sub(1);
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        absl::StrCat(max_calls_, " peer calls are being served "
+                        absl::StrCat(max_calls, " peer calls are being served "
                                      "(limits.max_waiting_ranks); try again later"));
   }
   const Held held{&calls_};

@@ -68,9 +68,10 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
   // name); `fingerprint` is the node fingerprint (NodeFingerprint,
   // daemon/state/cache/key.h). At most `max_calls`
   // authenticated calls are served at once (the daemon passes
-  // limits.max_waiting_ranks): past them a call is refused with
-  // RESOURCE_EXHAUSTED naming the limit, before its message is read, so that
-  // a peer that holds the token still cannot hold unbounded threads.
+  // limits.max_waiting_ranks, and SetMaxCalls on each reload): past them a
+  // call is refused with RESOURCE_EXHAUSTED naming the limit, before its
+  // message is read, so that a peer that holds the token still cannot hold
+  // unbounded threads.
   // `tls_peer_hosts`: set when the peer port is served over mutual TLS, the
   // host names or addresses a caller's certificate must name one of (the
   // hosts of config peers). `token` "": no token is asked for, which is
@@ -85,6 +86,12 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
   void SetRunHandlers(ReduceHandler reduce, ExchangeHandler exchange)
       ABSL_LOCKS_EXCLUDED(mu_);
   void SetOutcomeHandler(OutcomeHandler handler) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The limit on authenticated calls served at once, from now on (a reload
+  // of limits.max_waiting_ranks). Calls already served go on; when more are
+  // being served than the new limit, new ones are refused until they are
+  // fewer. Any thread.
+  void SetMaxCalls(int max_calls) { max_calls_.store(max_calls); }
 
   static constexpr int kRefusedLogBurst = 5;
   static constexpr absl::Duration kRefusedLogPeriod = absl::Seconds(10);
@@ -127,7 +134,7 @@ class PeerService final : public v1::Peer::StreamedUnaryService {
   const std::optional<std::vector<std::string>> tls_peer_hosts_;
   const std::string daemon_;
   const std::string fingerprint_;
-  const int max_calls_;
+  std::atomic<int> max_calls_;
   std::atomic<int> calls_{0};  // authenticated calls being served
   mutable RateLimitedLog refused_log_{kRefusedLogBurst, kRefusedLogPeriod};
 

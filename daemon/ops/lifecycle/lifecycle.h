@@ -49,7 +49,7 @@ inline constexpr size_t kMaxReloadOutcomeBytes = 4096;
 // Reload outcomes logged: each distinct one once per period, at most this
 // many lines in one.
 inline constexpr absl::Duration kReloadLogPeriod = absl::Seconds(10);
-inline constexpr size_t kReloadLogLines = 8;
+inline constexpr size_t kReloadLogLines = 32;
 
 // How long Hooks::stop may let the calls already answered finish.
 inline constexpr absl::Duration kStopGrace = absl::Seconds(5);

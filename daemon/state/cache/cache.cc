@@ -1,12 +1,16 @@
 #include "daemon/state/cache/cache.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -59,15 +63,70 @@ absl::StatusOr<cache::CacheEntry> LoadEntryFile(const std::string& path,
   return entry;
 }
 
-// The pid in a temporary file's name ".tmp-<key>-<pid>-<seq>", or 0.
+// The pid in a temporary file's name: ".tmp-<key>-<pid>-<seq>" (an entry's)
+// or ".tmp-epoch-<pid>" (the epoch file's); 0 for any other name.
 pid_t WriterPid(const std::string& name) {
   const std::vector<std::string> parts = absl::StrSplit(name, '-');
+  const bool entry = parts.size() == 4;
+  const bool epoch = parts.size() == 3 && parts[1] == "epoch";
   int64_t pid = 0;
-  if (parts.size() != 4 || !absl::SimpleAtoi(parts[2], &pid) || pid <= 0 ||
+  if (!(entry || epoch) || !absl::SimpleAtoi(parts[2], &pid) || pid <= 0 ||
       pid > std::numeric_limits<pid_t>::max()) {
     return 0;
   }
   return static_cast<pid_t>(pid);
+}
+
+constexpr char kLockFile[] = "lock";
+
+// Takes "<dir>/lock": an exclusive flock held while the cache is open (the
+// fd is returned), the file holding this process's pid. FAILED_PRECONDITION
+// naming the directory and the holder's pid when another open cache holds
+// it. Where the file system has no locks, logs so and returns the fd
+// unlocked.
+absl::StatusOr<int> LockDir(const std::string& dir) {
+  const std::string path = absl::StrCat(dir, "/", kLockFile);
+  const int fd =
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, kFileMode);
+  if (fd < 0) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("result cache: cannot open the lock ", path));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat("result cache: the lock ", path, " is not a regular file"));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS) {
+      spdlog::warn("result cache: cannot lock {} ({}): nothing keeps a second daemon off "
+                   "this directory",
+                   LogEscaped(path), std::strerror(err));
+      return fd;
+    }
+    char held[32] = {};
+    const ssize_t n = ::pread(fd, held, sizeof(held) - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK) {
+      return absl::ErrnoToStatus(err, absl::StrCat("result cache: cannot lock ", path));
+    }
+    const std::string holder(absl::StripAsciiWhitespace(
+        absl::string_view(held, n > 0 ? static_cast<size_t>(n) : 0)));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "result cache: ", dir, " is in use by another daemon (",
+        holder.empty() ? "its pid unknown" : absl::StrCat("pid ", LogEscaped(holder)),
+        ", holding ", path,
+        "); a cache directory serves one daemon at a time: give each its own cache.dir"));
+  }
+  const std::string mine = absl::StrCat(::getpid(), "\n");
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, mine.data(), mine.size(), 0) != static_cast<ssize_t>(mine.size())) {
+    spdlog::warn("result cache: cannot write this daemon's pid into {}: {}", LogEscaped(path),
+                 std::strerror(errno));
+  }
+  return fd;
 }
 
 // Removes the temporary file `path` when no live process may still be
@@ -132,6 +191,15 @@ absl::StatusOr<std::unique_ptr<ResultCache>> ResultCache::Open(
   }
   absl::Status made = cache_internal::MakeDirs(dir, kDirMode);
   if (!made.ok()) return made;
+  // Before anything in the directory is read or removed.
+  absl::StatusOr<int> lock = LockDir(dir);
+  if (!lock.ok()) return lock.status();
+  struct Unlock {  // until the cache owns the lock
+    int fd;
+    ~Unlock() {
+      if (fd >= 0) ::close(fd);
+    }
+  } unlock{*lock};
   absl::StatusOr<std::vector<std::string>> names = cache_internal::ListDir(dir);
   if (!names.ok()) return names.status();
 
@@ -168,7 +236,8 @@ absl::StatusOr<std::unique_ptr<ResultCache>> ResultCache::Open(
       "ignored, epoch {}",
       entries.size(), dir, corrupt, *epoch);
   std::unique_ptr<ResultCache> cache(
-      new ResultCache(dir, std::move(entries), corrupt, *std::move(epoch), options));
+      new ResultCache(dir, std::move(entries), corrupt, *std::move(epoch), options, unlock.fd));
+  unlock.fd = -1;
   absl::MutexLock write_lock(&cache->write_mu_);
   cache->EvictOverBounds("");
   return cache;
@@ -176,13 +245,18 @@ absl::StatusOr<std::unique_ptr<ResultCache>> ResultCache::Open(
 
 ResultCache::ResultCache(std::string dir, EntryMap entries,
                          int64_t corrupt_files, std::string epoch,
-                         const ResultCacheOptions& options)
+                         const ResultCacheOptions& options, int lock_fd)
     : dir_(std::move(dir)),
+      lock_fd_(lock_fd),
       entries_(std::move(entries)),
       corrupt_files_(corrupt_files),
       epoch_(std::move(epoch)),
       options_(options) {
   Recount();
+}
+
+ResultCache::~ResultCache() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 void ResultCache::Recount() {

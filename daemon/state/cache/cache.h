@@ -9,8 +9,12 @@
 // directory is written, fsync'ed and renamed over the entry, then the
 // directory is fsync'ed; a crash leaves the old entry or the new one, never a
 // mix. Temporary files whose writer process is gone (a crash) are removed by
-// Open. A directory belongs to one daemon at a time; other files in it are
-// left alone.
+// Open. A directory belongs to one open cache, so one daemon, at a time:
+// Open takes an exclusive flock on the file "lock" in it (made when missing,
+// holding the pid of the process that has it), before it reads or removes
+// anything there, and the cache holds it until it is destroyed; the file
+// stays (Clear leaves it). Where the file system has no locks, Open logs a
+// warning and goes on unlocked. Other files in the directory are left alone.
 //
 // Open reads regular files of at most kMaxEntryFileBytes only, without
 // following symbolic links and without blocking. A "*.entry" file that cannot
@@ -70,12 +74,17 @@ class ResultCache {
   // mkdir -p, mode 0750) and loads every "*.entry" file into memory, skipping
   // (and counting) corrupt ones. Errors (naming `dir`): INVALID_ARGUMENT when
   // `dir` is empty; FAILED_PRECONDITION when it exists and is not a
-  // directory; the errno's code when it cannot be created or listed.
+  // directory, or when another open cache (another daemon, or another
+  // ResultCache of this process) holds its lock: the message names the
+  // holder's pid; the errno's code when it cannot be created, locked or
+  // listed.
   static absl::StatusOr<std::unique_ptr<ResultCache>> Open(
       const std::string& dir, const ResultCacheOptions& options = {});
 
   ResultCache(const ResultCache&) = delete;
   ResultCache& operator=(const ResultCache&) = delete;
+  // Lets go of the directory's lock.
+  ~ResultCache();
 
   // The stored result for `key`, or nullopt. Memory only (the hot path).
   std::optional<v1::ProblemResult> Lookup(const std::string& key) const;
@@ -134,7 +143,7 @@ class ResultCache {
                           std::shared_ptr<const cache::CacheEntry>>;
 
   ResultCache(std::string dir, EntryMap entries, int64_t corrupt_files, std::string epoch,
-              const ResultCacheOptions& options);
+              const ResultCacheOptions& options, int lock_fd);
 
   std::shared_ptr<const cache::CacheEntry> Find(const std::string& key) const;
   // Counts `entry` in bytes_ and order_ as the newest (Uncount: takes it
@@ -149,6 +158,7 @@ class ResultCache {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string dir_;
+  const int lock_fd_;  // the directory's lock, held open; -1: none
   // Serializes Store and Clear; held across their file I/O. Acquired before
   // mu_, never after.
   absl::Mutex write_mu_;

@@ -47,6 +47,7 @@ std::vector<std::string> Names(const std::string& dir) {
   absl::StatusOr<std::vector<std::string>> names = cache_internal::ListDir(dir);
   REQUIRE(names.ok());
   names->erase(std::remove(names->begin(), names->end(), "epoch"), names->end());
+  names->erase(std::remove(names->begin(), names->end(), "lock"), names->end());
   return *names;
 }
 
@@ -174,7 +175,9 @@ TEST_CASE("a store replaces the entry and leaves no temporary file") {
   std::vector<std::string> want = {a.key + ".entry", b.key + ".entry"};
   std::sort(want.begin(), want.end());
   CHECK(Names(dir) == want);
-  CHECK(OpenOrDie(dir)->Lookup(a.key)->ranked(0).mean_us() == 2);
+  cache.reset();  // a restart
+  cache = OpenOrDie(dir);
+  CHECK(cache->Lookup(a.key)->ranked(0).mean_us() == 2);
 
   std::vector<v1::CacheEntrySummary> list = cache->List();
   REQUIRE(list.size() == 2);
@@ -249,6 +252,7 @@ TEST_CASE("corrupt files are counted and ignored, good entries still load") {
     CHECK(cache->corrupt_files() == 0);
     CHECK_FALSE(cache->Lookup(good.key).has_value());
     CHECK(Names(dir) == std::vector<std::string>{"README"});
+    cache.reset();
     std::unique_ptr<ResultCache> reopened = OpenOrDie(dir);
     CHECK(reopened->size() == 0);
     CHECK(reopened->corrupt_files() == 0);
@@ -385,9 +389,46 @@ TEST_CASE("Open removes temporary files whose writer is gone") {
   WriteAll(dir + "/" + dead, "half");
   WriteAll(dir + "/" + live, "half");
   WriteAll(dir + "/.tmp-garbage", "half");
+  cache.reset();
   cache = OpenOrDie(dir);
   CHECK(Names(dir) == std::vector<std::string>{live});
   CHECK(cache->corrupt_files() == 0);
+}
+
+TEST_CASE("Open leaves the epoch file a live process is writing; removes a dead one's") {
+  const std::string dir = NewDir("cache");
+  REQUIRE(cache_internal::MakeDirs(dir, 0750).ok());
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  const std::string live = ".tmp-epoch-" + std::to_string(::getppid());
+  WriteAll(dir + "/" + live, "half");
+  WriteAll(dir + "/.tmp-epoch-" + std::to_string(child), "half");
+  std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
+  CHECK(Names(dir) == std::vector<std::string>{live});
+}
+
+TEST_CASE("a directory serves one cache at a time: a second Open is refused naming the "
+          "directory and the holder's pid, and succeeds once the first is closed") {
+  const std::string dir = NewDir("cache");
+  const Keyed k = KeyFor(1024);
+  std::unique_ptr<ResultCache> cache = OpenOrDie(dir);
+  REQUIRE(cache->Store(k.key, k.text, Result(AllReduce(1024), 1)).ok());
+  WriteAll(dir + "/.tmp-epoch-" + std::to_string(::getpid()), "being written");
+  absl::StatusOr<std::unique_ptr<ResultCache>> second = ResultCache::Open(dir);
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(second.status().message()),
+             Catch::Contains(dir) && Catch::Contains("pid " + std::to_string(::getpid())));
+  // The refused Open touched nothing.
+  CHECK(Names(dir) == std::vector<std::string>{".tmp-epoch-" + std::to_string(::getpid()),
+                                               k.key + ".entry"});
+  // The lock survives a Clear.
+  REQUIRE(cache->Clear().ok());
+  CHECK_FALSE(ResultCache::Open(dir).ok());
+  cache.reset();
+  CHECK(ResultCache::Open(dir).ok());
 }
 
 TEST_CASE("Clear removes what it can and counts what it cannot") {
@@ -401,6 +442,7 @@ TEST_CASE("Clear removes what it can and counts what it cannot") {
   const std::string stuck = dir + "/" + KeyFor(7).key + ".entry";
   REQUIRE(::mkdir(stuck.c_str(), 0700) == 0);
   WriteAll(stuck + "/inside", "x");
+  cache.reset();
   cache = OpenOrDie(dir);
   CHECK(cache->corrupt_files() == 1);
   absl::StatusOr<ResultCache::Cleared> cleared = cache->Clear();
@@ -445,6 +487,7 @@ TEST_CASE("the epoch survives a restart and is renewed by Clear") {
   const std::string second = cache->epoch();
   CHECK(IsCacheKey(second));
   CHECK(second != first);
+  cache.reset();
   CHECK(OpenOrDie(dir)->epoch() == second);
   CHECK(OpenOrDie(NewDir("other"))->epoch() != second);
 
@@ -541,6 +584,7 @@ TEST_CASE("concurrent stores and lookups") {
   for (std::thread& t : threads) t.join();
   CHECK(cache->size() == 40);
   CHECK(Names(dir).size() == 40);
+  cache.reset();
   CHECK(OpenOrDie(dir)->size() == 40);
 }
 
