@@ -5,12 +5,32 @@
 # machine and the date, then load_bench's figures (throughput, p50/p99
 # latency, errors, daemon RSS before and after).
 #
-#   bench/load.sh [CLIENTS] [SECONDS] [MISS_EVERY]     (64 60 50)
+#   bench/load.sh [CLIENTS] [SECONDS] [MISS_EVERY]     (64 60 50; 0: no misses)
 set -eu
-cd "$(dirname "$0")/.."
+case "${1:-}" in
+  -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 clients=${1:-64}
 seconds=${2:-60}
 miss_every=${3:-50}
+# Checked before anything runs: a bad value would fail load_bench after the
+# build and the daemon's start, and leave a broken bench/results/load_sim.txt.
+number() {  # NAME VALUE LOWEST
+  case "$2" in
+    ''|*[!0-9]*) ;;
+    *) [ "$2" -ge "$3" ] && return 0 ;;
+  esac
+  echo "load: $1 must be a whole number from $3, got \"$2\" (see --help)" >&2
+  exit 2
+}
+number CLIENTS "$clients" 1
+number SECONDS "$seconds" 1
+number MISS_EVERY "$miss_every" 0
+if [ $# -gt 3 ]; then
+  echo "load: three arguments at most, CLIENTS SECONDS MISS_EVERY (see --help)" >&2
+  exit 2
+fi
+cd "$(dirname "$0")/.."
 
 bazel build //daemon:autotuned //bench:load_bench
 dir=$(mktemp -d /tmp/autotuned-load-XXXXXX)

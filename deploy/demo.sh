@@ -3,11 +3,18 @@
 # its embedded default configuration (the sim backend when there is no GPU),
 # send it a real tuning request (all_reduce, float32, 1 MiB, every candidate
 # of the catalogue, on all of the node's devices) and print the ranked result,
-# then stop the daemon.
+# ask again (answered from the cache), then stop the daemon.
 #
 # As root the daemon uses its default paths (/run/autotuned/autotuned.sock,
 # /var/lib/autotuned/cache); otherwise both go under a private directory.
+#
+#   deploy/demo.sh          (no arguments; --help: this text)
 set -eu
+case "${1:-}" in
+  -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  '') ;;
+  *) echo "demo: no arguments taken, got \"$1\" (see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 
 bazel build //daemon:autotuned //client/cli:autotunectl

@@ -30,7 +30,7 @@ for arg in "$@"; do
     --group=*) group=${arg#--group=} ;;
     --no-users) users=no ;;
     --no-systemctl) systemctl=no ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "uninstall: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done

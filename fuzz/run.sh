@@ -6,7 +6,7 @@
 # (old and new) with the same coverage, and a summary is written to
 # fuzz/results/last_run.txt.
 #
-#   fuzz/run.sh [SECONDS_PER_TARGET]        (default 60)
+#   fuzz/run.sh [SECONDS_PER_TARGET]        (default 60; --help: this text)
 #
 # Needs clang and libFuzzer (Debian 12: clang-14, libclang-rt-14-dev) and
 # pkg-config; installs them with apt-get when missing and run as root. The
@@ -15,8 +15,21 @@
 #   validate_fuzzer  ValidateTune / ValidateSweep on a TuneRequest
 #   config_fuzzer    the configuration text parser and ValidateConfig
 set -eu
-cd "$(dirname "$0")/.."
+case "${1:-}" in
+  -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 seconds=${1:-60}
+# libFuzzer reads -max_total_time=0 (and any text) as no limit at all.
+case "$seconds" in
+  ''|*[!0-9]*|0|0*)
+    echo "fuzz: SECONDS_PER_TARGET must be a whole number of seconds from 1, got \"$seconds\" (see --help)" >&2
+    exit 2 ;;
+esac
+if [ $# -gt 1 ]; then
+  echo "fuzz: one argument at most, SECONDS_PER_TARGET (see --help)" >&2
+  exit 2
+fi
+cd "$(dirname "$0")/.."
 
 need=""
 command -v clang++ >/dev/null || need="$need clang"
@@ -64,7 +77,7 @@ clang++ $flags -o "$build/validate_fuzzer" fuzz/validate_fuzzer.cc $common \
   daemon/coordinate/request/validate_group.cc daemon/coordinate/request/validate_options.cc \
   daemon/coordinate/request/validate_run.cc daemon/coordinate/request/enums.cc \
   daemon/coordinate/request/checks.cc daemon/measure/catalogue/catalogue.cc daemon/common/problem.cc \
-  daemon/common/escape.cc daemon/common/digest.cc \
+  daemon/common/escape.cc common/digest.cc \
   "$build/gen/proto/autotuned.pb.cc" $libs
 
 # Seeds: text forms, encoded to what each target reads.

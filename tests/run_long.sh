@@ -10,7 +10,11 @@
 #   LONG_FILTER=multi_daemon tests/run_long.sh          # only labels matching
 #
 # docs/testing.md says what each long twin covers and how long it takes.
+# --help prints this and runs nothing.
 set -eu
+case "${1:-}" in
+  -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 cd "$(dirname "$0")/.."
 
 query='filter("_long_test$", attr(tags, "\bmanual\b", tests(//...)))'

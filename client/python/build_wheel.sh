@@ -10,6 +10,9 @@
 # deploy/setup.sh makes, which sees Debian's python3-setuptools and
 # python3-wheel), with no isolated build environment to download.
 set -eu
+case "${1:-}" in
+  -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+esac
 if [ $# -ne 1 ]; then
   echo "usage: $0 OUT_DIR" >&2
   exit 2
