@@ -183,10 +183,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         sweep = read(args.input)
         fig = draw(sweep, busbw=args.busbw, title=args.title)
-    except (OSError, ValueError, KeyError) as e:
-        print(f"autotuned.plot: {args.input}: {e!r}", file=sys.stderr)
+    except ImportError as e:
+        print(f"autotuned.plot: needs matplotlib ({e}): install the package's plot extra, "
+              "pip install 'autotuned[plot]' (docs/python.md)", file=sys.stderr)
         return 1
-    fig.savefig(args.output, dpi=110)
+    except (OSError, ValueError) as e:
+        print(f"autotuned.plot: {args.input}: {e}", file=sys.stderr)
+        return 1
+    except KeyError as e:
+        print(f"autotuned.plot: {args.input}: no field {e}", file=sys.stderr)
+        return 1
+    try:
+        fig.savefig(args.output, dpi=110)
+    except (OSError, ValueError) as e:
+        print(f"autotuned.plot: --output {args.output}: {e}", file=sys.stderr)
+        return 1
     print(f"{args.output}: {len({p.candidate for p in sweep.points})} candidates, "
           f"{len({p.bytes for p in sweep.points})} sizes")
     return 0

@@ -124,3 +124,33 @@ def test_bad_input_is_named(tmp_path):
     empty.write_text("bytes,collective,dtype,candidate,rank,won,ok,median_us,busbw_gbps\n")
     done = run_cli(str(empty), "-o", str(tmp_path / "x.png"))
     assert done.returncode == 1 and "no measured candidate" in done.stderr
+    missing = tmp_path / "missing.csv"
+    done = run_cli(str(missing), "-o", str(tmp_path / "x.png"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"autotuned.plot: {missing}: ") and "No such file" in done.stderr
+
+
+def test_a_chart_that_cannot_be_written_is_named(tmp_path):
+    """An output whose format matplotlib does not know, or whose folder is
+    missing: one line naming --output, no traceback, nothing written."""
+    saved = tmp_path / "s.csv"
+    saved.write_text("bytes,collective,dtype,candidate,rank,won,ok,median_us,busbw_gbps\n"
+                     "1024,all_reduce,float32,all_reduce/one_shot,1,1,1,5.0,0.2\n")
+    for out, why in ((tmp_path / "chart.bogus", "Format 'bogus' is not supported"),
+                     (tmp_path / "no" / "chart.png", "No such file")):
+        done = run_cli(str(saved), "-o", str(out))
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith(f"autotuned.plot: --output {out}: ") and why in done.stderr
+        assert not out.exists()
+
+
+def test_without_matplotlib_the_extra_is_named(tmp_path, monkeypatch, capsys):
+    """The wheel without its plot extra: what to install, not an ImportError."""
+    saved = tmp_path / "s.csv"
+    saved.write_text("bytes,collective,dtype,candidate,rank,won,ok,median_us,busbw_gbps\n"
+                     "1024,all_reduce,float32,all_reduce/one_shot,1,1,1,5.0,0.2\n")
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    assert aplot.main([str(saved), "-o", str(tmp_path / "x.png")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("autotuned.plot: needs matplotlib") and "autotuned[plot]" in err
+    assert not (tmp_path / "x.png").exists()
