@@ -13,6 +13,10 @@ at DIR (default: found from this test's runfiles, see repo_root):
     glob, or a file of that name with an extension (`kernels/p2p_bench`:
     kernels/p2p_bench.cc); every Bazel label (`//pkg:name`) names a package
     with a BUILD file that mentions the name;
+  * every flag shown on a command line of autotunectl (or `$ctl`) or of the
+    daemon (`autotuned`, `bazel-bin/daemon/autotuned`), in code blocks and
+    code spans, is one the binary defines (ABSL_FLAG in client/cli/main.cc,
+    daemon/main.cc);
   * the Inductor example shown in docs/python.md is the file
     client/python/examples/inductor_quickstart.py, character for character.
 --pending names a file that another change adds (a link to it is allowed
@@ -125,6 +129,37 @@ def check_file(root: str, rel: str, pending: set, problems: list, notes: list) -
                 problems.append(f"{rel}: `{token}` does not exist")
 
 
+# The binaries whose command lines the docs show, and where their flags are
+# defined; flags that absl or the binary itself handles without an ABSL_FLAG.
+TOOLS = {"autotunectl": "client/cli/main.cc", "autotuned": "daemon/main.cc"}
+BUILTIN_FLAGS = {"help", "helpfull", "version"}
+# A command of one of them in a line of code: the binary (a path to it, or
+# `$ctl`, the README's name for autotunectl), then its arguments up to the
+# end of the shell command (;, |, &, a comment).
+COMMAND = re.compile(r"(?:^|[\s(])((?:[\w.-]*/)*(autotunectl|autotuned)|\$ctl)[ \t]+([^;|&#\n]*)")
+
+
+def defined_flags(root: str, source: str) -> set:
+    text = open(os.path.join(root, source)).read()
+    return set(re.findall(r"ABSL_FLAG\(\s*[\w:<>]+\s*,\s*(\w+)", text)) | BUILTIN_FLAGS
+
+
+def check_flags(root: str, rel: str, problems: list) -> None:
+    flags = {tool: defined_flags(root, source) for tool, source in TOOLS.items()}
+    text = open(os.path.join(root, rel)).read()
+    code = re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.S | re.M)
+    spans = re.findall(r"`([^`]+)`", prose(text))
+    for chunk in code + [s.replace("\n", " ") for s in spans]:
+        for line in chunk.replace("\\\n", " ").split("\n"):  # continued lines joined
+            for m in COMMAND.finditer(line):
+                tool = "autotunectl" if m.group(1) == "$ctl" else m.group(2)
+                for name in re.findall(r"(?<![\w-])--([a-z][\w-]*)", m.group(3)):
+                    known = flags[tool]
+                    if name not in known and not (name.startswith("no") and name[2:] in known):
+                        problems.append(f"{rel}: `{m.group(0).strip()}`: {tool} has no flag "
+                                        f"--{name} ({TOOLS[tool]})")
+
+
 def check_example(root: str, problems: list) -> None:
     doc = open(os.path.join(root, "docs/python.md")).read()
     if EXAMPLE_MARK not in doc:
@@ -153,6 +188,7 @@ def main() -> int:
                         "move the detail into docs/")
     for rel in files:
         check_file(root, rel, set(args.pending), problems, notes)
+        check_flags(root, rel, problems)
     check_example(root, problems)
     for n in notes:
         print(f"note: {n}")
