@@ -1,13 +1,62 @@
 #include "client/cli/flag_scan.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace autotuned {
 namespace cli {
+namespace {
+
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// "; did you mean --collective?" for a misspelt flag (at most two edits
+// from a registered one, the nearest), else "".
+std::string Suggestion(absl::string_view name) {
+  std::string best;
+  size_t best_distance = 3;
+  for (const auto& [flag_name, flag] : absl::GetAllFlags()) {
+    (void)flag;
+    const size_t d = EditDistance(name, flag_name);
+    if (d < best_distance || (d == best_distance && !best.empty() && flag_name < best)) {
+      best_distance = d;
+      best = std::string(flag_name);
+    }
+  }
+  return best.empty() || name.size() < 3 ? "" : absl::StrCat("; did you mean --", best, "?");
+}
+
+// What a value of `flag`'s type looks like, for the error of one that is not.
+std::string Expected(const absl::CommandLineFlag& flag) {
+  if (flag.IsOfType<bool>()) return " (expected true or false)";
+  if (flag.IsOfType<int32_t>() || flag.IsOfType<int64_t>()) return " (expected a whole number)";
+  if (flag.IsOfType<double>()) return " (expected a number)";
+  if (flag.IsOfType<absl::Duration>()) return " (expected a duration, e.g. 500ms, 5s, 10m)";
+  return "";
+}
+
+}  // namespace
 
 absl::StatusOr<ScannedArgs> ScanFlags(const std::vector<std::string>& args) {
   ScannedArgs out;
@@ -36,7 +85,8 @@ absl::StatusOr<ScannedArgs> ScanFlags(const std::vector<std::string>& args) {
       }
     }
     if (flag == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, Suggestion(name)));
     }
     out.given.insert(std::string(name));
     std::string value;
@@ -52,7 +102,7 @@ absl::StatusOr<ScannedArgs> ScanFlags(const std::vector<std::string>& args) {
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--", name, "=", value, ": ", error));
+          absl::StrCat("--", name, "=", value, ": ", error, Expected(*flag)));
     }
   }
   return out;

@@ -20,8 +20,9 @@ struct ScannedArgs {
 // Reads `args` (argv without the program name) with absl's syntax: "--name",
 // "-name", "--name=value", "--name value" (non-boolean flags), "--noname"
 // (boolean flags), "--" ending the flags. INVALID_ARGUMENT for an unknown
-// flag, a missing value, or a value the flag's type rejects (which leaves the
-// flag set to it, as the real parse will).
+// flag (naming the nearest registered one when it is at most two edits away),
+// a missing value, or a value the flag's type rejects (saying what the type
+// takes; the flag is left set to it, as the real parse will).
 absl::StatusOr<ScannedArgs> ScanFlags(const std::vector<std::string>& args);
 
 }  // namespace cli

@@ -1,12 +1,23 @@
+#include <cstdint>
 #include <string>
 
 #include <catch2/catch.hpp>
+
+#include "absl/flags/flag.h"
+#include "absl/time/time.h"
 
 #include "client/cli/candidate.h"
 #include "client/cli/enums.h"
 #include "client/cli/flag_scan.h"
 #include "client/cli/size.h"
 #include "client/cli/test_util.h"
+
+// Flags of the kinds autotunectl has, for the flag scan alone (the binary's
+// own are defined in main.cc, which this test does not link).
+ABSL_FLAG(std::string, scan_test_collective, "", "a string");
+ABSL_FLAG(absl::Duration, scan_test_timeout, absl::Seconds(5), "a duration");
+ABSL_FLAG(int64_t, scan_test_count, 0, "a whole number");
+ABSL_FLAG(double, scan_test_ratio, 0, "a number");
 
 namespace autotuned {
 namespace cli {
@@ -170,6 +181,24 @@ TEST_CASE("NCCL's algorithm and protocol by name or number") {
   // Names are NCCL's parameters' only.
   CHECK_THAT(ErrorOf(ParseCandidate("ring:chunk_kib=ring").status()),
              Catch::Contains("\"ring\" is not an integer (expected"));
+}
+
+TEST_CASE("a misspelt flag gets the nearest one, a bad value what its type takes") {
+  CHECK(ErrorOf(ScanFlags({"tune", "--scan_test_colective=all_reduce"}).status()) ==
+        "unknown flag --scan_test_colective; did you mean --scan_test_collective?");
+  CHECK(ErrorOf(ScanFlags({"--scan_test_timeuot=5s"}).status()) ==
+        "unknown flag --scan_test_timeuot; did you mean --scan_test_timeout?");
+  // Three edits or more: no guess.
+  CHECK(ErrorOf(ScanFlags({"--scan_test_zzzzz"}).status()) == "unknown flag --scan_test_zzzzz");
+  CHECK_THAT(ErrorOf(ScanFlags({"--scan_test_timeout=abc"}).status()),
+             Catch::StartsWith("--scan_test_timeout=abc: ") &&
+                 Catch::EndsWith(" (expected a duration, e.g. 500ms, 5s, 10m)"));
+  CHECK_THAT(ErrorOf(ScanFlags({"--scan_test_count", "x"}).status()),
+             Catch::StartsWith("--scan_test_count=x: ") &&
+                 Catch::EndsWith(" (expected a whole number)"));
+  CHECK_THAT(ErrorOf(ScanFlags({"--scan_test_ratio=1/2"}).status()),
+             Catch::EndsWith(" (expected a number)"));
+  CHECK(ScanFlags({"--scan_test_collective=all_reduce", "--scan_test_count=3"}).ok());
 }
 
 TEST_CASE("the flag scan rejects unknown flags and keeps positionals") {
