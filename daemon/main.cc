@@ -17,6 +17,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "config/config_loader.h"
 #include "daemon/measure/backend/cuda/worker/gpu_worker_main.h"
@@ -49,7 +51,7 @@ ABSL_FLAG(std::string, config, "", "configuration file (protobuf text format, "
 ABSL_FLAG(std::string, socket, "", "overrides unix_socket");
 ABSL_FLAG(std::string, listen, "", "overrides tcp_listen (host:port)");
 ABSL_FLAG(std::string, backend, "", "overrides backend: auto, sim or cuda");
-ABSL_FLAG(int, sim_gpus, 0, "overrides sim.gpus");
+ABSL_FLAG(int, sim_gpus, -1, "overrides sim.gpus (-1: the configuration's)");
 ABSL_FLAG(std::string, cache_dir, "", "overrides cache.dir");
 ABSL_FLAG(bool, no_cache, false, "overrides cache.enabled with false");
 ABSL_FLAG(std::string, log_level, "", "overrides log_level");
@@ -78,7 +80,7 @@ absl::StatusOr<config::DaemonConfig> EffectiveConfig() {
   if (!absl::GetFlag(FLAGS_socket).empty()) c->set_unix_socket(absl::GetFlag(FLAGS_socket));
   if (!absl::GetFlag(FLAGS_listen).empty()) c->set_tcp_listen(absl::GetFlag(FLAGS_listen));
   if (!absl::GetFlag(FLAGS_backend).empty()) c->set_backend(absl::GetFlag(FLAGS_backend));
-  if (absl::GetFlag(FLAGS_sim_gpus) != 0) c->mutable_sim()->set_gpus(absl::GetFlag(FLAGS_sim_gpus));
+  if (absl::GetFlag(FLAGS_sim_gpus) != -1) c->mutable_sim()->set_gpus(absl::GetFlag(FLAGS_sim_gpus));
   if (!absl::GetFlag(FLAGS_cache_dir).empty()) c->mutable_cache()->set_dir(absl::GetFlag(FLAGS_cache_dir));
   if (absl::GetFlag(FLAGS_no_cache)) c->mutable_cache()->set_enabled(false);
   if (!absl::GetFlag(FLAGS_log_level).empty()) c->set_log_level(absl::GetFlag(FLAGS_log_level));
@@ -371,8 +373,16 @@ int Run() {
 }  // namespace autotuned
 
 int main(int argc, char** argv) {
+  // --help and --helpshort list this file's flags (absl's default looks
+  // for a file named after the program).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "daemon/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "autotuned: measures which implementation of a collective is fastest "
+      "measures which implementation of a collective is fastest "
       "on this node.\nUsage: autotuned [--config=FILE] [flags]\n"
       "Signals: SIGHUP reloads log_level, limits and defaults from --config; "
       "SIGTERM drains (no new rounds, those in progress answered) and exits 0.");

@@ -21,7 +21,13 @@
 # service: the package's own service is stopped and left disabled).
 # libssl-dev: OpenSSL, under gRPC's TLS and the fleet cache's TLS to Redis;
 # openssl: the command the TLS tests make their certificates with.
+#   deploy/setup.sh          (no arguments; --help: this text)
 set -eu
+case "${1:-}" in
+  -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+  "") ;;
+  *) echo "setup: no arguments taken, got \"$1\" (see --help)" >&2; exit 2 ;;
+esac
 
 PACKAGES="bazel-bootstrap bazel-rules-java \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \

@@ -9,8 +9,8 @@ comment block on stdout and nothing else (no line of the script's code), and
 within TIMEOUT_S, so that a script that took --help as an argument and began
 its work (a build, a daemon, a benchmark writing bench/results/) fails here
 instead of running. Then each bad argument listed below: exit status 2 and
-a message naming the argument, also before any work. deploy/setup.sh is left
-out: it installs system packages, and a --help it ignored would run it.
+a message naming the argument, also before any work (deploy/setup.sh too,
+which would otherwise install system packages).
 """
 import argparse
 import os
@@ -24,6 +24,7 @@ TIMEOUT_S = 20
 
 # (script, a word its help must hold)
 HELP = [
+    ("deploy/setup.sh", "--help"),
     ("deploy/demo.sh", "--help"),
     ("deploy/install.sh", "--root=DIR"),
     ("deploy/uninstall.sh", "--purge"),
@@ -35,6 +36,7 @@ HELP = [
 
 # (command, what the error must say)
 BAD = [
+    (["deploy/setup.sh", "now"], 'no arguments taken, got "now"'),
     (["deploy/demo.sh", "now"], 'no arguments taken, got "now"'),
     (["deploy/install.sh", "--prefx=/tmp"], "unknown option --prefx=/tmp"),
     (["deploy/uninstall.sh", "--prge"], "unknown option --prge"),
