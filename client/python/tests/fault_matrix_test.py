@@ -158,6 +158,9 @@ def _per_rank(daemon, world, when):
         # the round is gone, within the round's bound.
         assert took < window + _round_bound_s(len(CATALOGUE)) + SLACK_S, took
         assert answer[0][1] == "TUNED", answer
+        # Answered after the victim died (0.6 s after the others asked): the
+        # case killed it mid-measurement.
+        assert min(t for _, t in out) > 0.6, out
 
 
 @pytest.mark.parametrize("when", ["before_ask", "window_open", "measuring"])
