@@ -476,6 +476,22 @@ TEST_CASE("a rank that never reaches a barrier is lost: the others go on, nothin
   CHECK(Shared(*again.answer) == Shared(*ends[0].answer));
 }
 
+TEST_CASE("a rank lost at a later step's barrier: the steps it passed say why it sent no "
+          "report") {
+  Runs f("lost-later", absl::Minutes(1));
+  std::optional<v1::TuneResponse> opened =
+      f.Open("g", 2, {"all_reduce/a", "client:k1", "client:k2"});
+  REQUIRE(opened.has_value());
+  RankScript r0, r1;
+  r1.stop_before_step = 1;  // passes step 0's barriers, never reaches step 1's
+  std::vector<RankEnd> ends = f.RunAll(opened->run(), "g", {r0, r1});
+  REQUIRE(ends[0].answer.ok());
+  const std::string lost = "rank 1 did not reach step 1 (verified) within 200 ms";
+  CHECK(Ranked(*ends[0].answer, 1).reason() ==
+        absl::StrCat("rank 1 sent no report (lost for the run: ", lost, ")"));
+  CHECK(Ranked(*ends[0].answer, 2).reason() == lost);
+}
+
 TEST_CASE("a rank that never reports: decided at the bound, client candidates ruled out") {
   Runs f("silent");
   std::optional<v1::TuneResponse> opened = f.Open("g", 2, {"all_reduce/a", "client:k1"});

@@ -394,9 +394,13 @@ std::optional<CandidateOutcome> Run::StepFailure(int step,
   const Segment& seg = segments_[SegmentOf(step)];
   for (int r = 0; r < world_size_; ++r) {
     if (!seg.reports[r]) {
-      return RuledOut(
-          s.candidate(), candidate,
-          absl::StrCat("rank ", r, " sent no report within ", seg.report_within_ms, " ms"));
+      // A rank lost at a later barrier: why it never reported.
+      return RuledOut(s.candidate(), candidate,
+                      missed_[r] && !lost_.empty()
+                          ? absl::StrCat("rank ", r, " sent no report (lost for the run: ",
+                                         lost_, ")")
+                          : absl::StrCat("rank ", r, " sent no report within ",
+                                         seg.report_within_ms, " ms"));
     }
   }
   for (int r = 0; r < world_size_; ++r) {
