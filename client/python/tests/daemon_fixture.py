@@ -102,3 +102,9 @@ class Daemon:
         self.kill()
         self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def torchrun_env(world: int) -> dict:
+    """torchrun's variables that autotuned.group.describe_from_env reads, for
+    `world` ranks on this node, with a fresh group id."""
+    return {"LOCAL_WORLD_SIZE": str(world), "TORCHELASTIC_RUN_ID": f"t{time.time_ns()}"}

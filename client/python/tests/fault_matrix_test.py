@@ -32,7 +32,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon  # noqa: E402
+from daemon_fixture import Daemon, torchrun_env  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from tier import long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
@@ -52,17 +52,6 @@ VICTIM = 1
 def deadline():
     with guard(280):
         yield
-
-
-@pytest.fixture(scope="module")
-def daemon():
-    d = Daemon()
-    yield d
-    d.stop()
-
-
-def _env(world: int) -> dict:
-    return {"LOCAL_WORLD_SIZE": str(world), "TORCHELASTIC_RUN_ID": f"f{time.time_ns()}"}
 
 
 def _die() -> None:
@@ -140,7 +129,7 @@ def per_rank_tune(rank, world, target, when):
 
 def _per_rank(daemon, world, when):
     results = run_ranks(per_rank_tune, world=world, args=(daemon.target, when),
-                        env=_env(world), timeout=120)
+                        env=torchrun_env(world), timeout=120)
     out = _survivors(results, world)
     _check_same(out)
     (fallback, answer), took = out[0][0], max(t for _, t in out)
@@ -239,7 +228,7 @@ def rank_run(rank, world, target, when, tag):
 def _rank_run(daemon, world, when):
     tag = f"{when}-{world}-{time.time_ns()}"
     results = run_ranks(rank_run, world=world, args=(daemon.target, when, tag),
-                        env=_env(world), timeout=150)
+                        env=torchrun_env(world), timeout=150)
     out = _survivors(results, world)
     _check_same(out)
     (fallback, answer), took = out[0][0], max(t for _, t, _ in out)
@@ -308,7 +297,7 @@ def per_rank_sweep(rank, world, target):
 
 def test_per_rank_sweep_a_rank_dead_midway(daemon):
     world = 3
-    results = run_ranks(per_rank_sweep, world=world, args=(daemon.target,), env=_env(world),
+    results = run_ranks(per_rank_sweep, world=world, args=(daemon.target,), env=torchrun_env(world),
                         timeout=150)
     out = _survivors(results, world)
     _check_same(out)
@@ -363,7 +352,7 @@ def test_daemon_restarted_while_ranks_wait_in_a_round():
 
     try:
         threading.Thread(target=restart_once_two_ask, daemon=True).start()
-        results = run_ranks(waits_for_restart, world=3, args=(d.target, marks), env=_env(3),
+        results = run_ranks(waits_for_restart, world=3, args=(d.target, marks), env=torchrun_env(3),
                             timeout=120)
         for r in results:
             assert not isinstance(r, RankError), r
@@ -435,7 +424,7 @@ def test_follower_daemon_killed_mid_round_both_ranks_alive():
         results = run_ranks(across_daemons, world=2,
                             args=([h.target for h in hosts], peers, f"x{time.time_ns()}",
                                   marks),
-                            env=_env(2), timeout=120)
+                            env=torchrun_env(2), timeout=120)
         for r in results:
             assert not isinstance(r, RankError), r
         print("follower killed:", results)

@@ -17,6 +17,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from daemon_fixture import torchrun_env  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from timeout_guard import guard  # noqa: E402
 
@@ -213,7 +214,7 @@ def outside_the_subgroup(rank, world, target):
 
 
 def test_a_rank_outside_the_process_group_is_told_so(daemon):
-    env = {"LOCAL_WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": f"t{time.time_ns()}"}
+    env = torchrun_env(2)
     a, b = run_ranks(outside_the_subgroup, world=2, args=(daemon.target,), env=env,
                      timeout=90)
     assert not isinstance(a, RankError), a

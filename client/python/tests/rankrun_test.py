@@ -26,7 +26,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon  # noqa: E402
+from daemon_fixture import Daemon, torchrun_env  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from tier import long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
@@ -47,11 +47,6 @@ def daemon():
     d = Daemon()
     yield d
     d.stop()
-
-
-def _env(world: int) -> dict:
-    """torchrun's variables that describe_from_env reads; a fresh group id."""
-    return {"LOCAL_WORLD_SIZE": str(world), "TORCHELASTIC_RUN_ID": f"t{time.time_ns()}"}
 
 
 def _options(iterations: int = 5):
@@ -134,13 +129,13 @@ def _check_round_trip(results):
 
 def test_two_ranks_tuned_then_cached_then_changed_key_measured(daemon):
     _check_round_trip(run_ranks(round_trip, world=2, args=(daemon.target, "rt2"),
-                                env=_env(2), timeout=180))
+                                env=torchrun_env(2), timeout=180))
 
 
 @LONG
 def test_four_ranks_tuned_then_cached_then_changed_key_measured(daemon):
     _check_round_trip(run_ranks(round_trip, world=4, args=(daemon.target, "rt4"),
-                                env=_env(4), timeout=200))
+                                env=torchrun_env(4), timeout=200))
 
 
 SPIN_US = 2000
@@ -178,7 +173,7 @@ def spin_on_rank_1(rank, world, target, tag):
 
 
 def test_busy_wait_on_one_rank_is_its_length_and_the_max_over_ranks(daemon):
-    a, b = run_ranks(spin_on_rank_1, world=2, args=(daemon.target, "spin"), env=_env(2))
+    a, b = run_ranks(spin_on_rank_1, world=2, args=(daemon.target, "spin"), env=torchrun_env(2))
     assert not isinstance(a, RankError), a
     assert a[:3] == b[:3]
     decision, median, means, _ = a
@@ -253,7 +248,7 @@ def fixed_daemon():
 
 
 def _ten_percent(target, tag, trials, seed):
-    a, b = run_ranks(ten_percent, world=2, args=(target, tag, trials, seed), env=_env(2),
+    a, b = run_ranks(ten_percent, world=2, args=(target, tag, trials, seed), env=torchrun_env(2),
                      timeout=60 + 10 * trials)
     assert not isinstance(a, RankError), a
     assert not isinstance(b, RankError), b
@@ -321,7 +316,7 @@ def raises_and_differs(rank, world, target, tag):
 
 
 def test_candidate_raising_on_one_rank_or_differing_is_ruled_out_everywhere(daemon):
-    a, b = run_ranks(raises_and_differs, world=2, args=(daemon.target, "rd"), env=_env(2))
+    a, b = run_ranks(raises_and_differs, world=2, args=(daemon.target, "rd"), env=torchrun_env(2))
     assert not isinstance(a, RankError), a
     assert not isinstance(b, RankError), b
     assert a[0] == b[0] and a[2] == b[2], (a, b)
@@ -386,7 +381,7 @@ def faulty(rank, world, target, tag, fault):
                                    pytest.param("exit_after_tune", marks=LONG)])
 def test_a_lost_rank_gives_the_others_one_answer_within_the_bound(daemon, fault):
     results = run_ranks(faulty, world=3, args=(daemon.target, f"lost-{fault}", fault),
-                        env=_env(3), timeout=180)
+                        env=torchrun_env(3), timeout=180)
     a, b = results[0], results[2]
     assert not isinstance(a, RankError), a
     assert not isinstance(b, RankError), b
@@ -457,7 +452,8 @@ def absent(rank, world, target):
 
 
 def test_absent_daemon_every_ask_falls_back_at_once_and_alike():
-    a, b = run_ranks(absent, world=2, args=("/tmp/atpy-no-such-dir/none.sock",), env=_env(2))
+    a, b = run_ranks(absent, world=2, args=("/tmp/atpy-no-such-dir/none.sock",),
+                     env=torchrun_env(2))
     assert not isinstance(a, RankError), a
     assert a[0] == b[0]
     from autotuned import pb
@@ -523,7 +519,8 @@ def test_daemon_restarted_mid_run_one_answer_then_served_normally():
 
     try:
         threading.Thread(target=restart_once_every_rank_runs, daemon=True).start()
-        a, b = run_ranks(restarted, world=2, args=(d.target, marks), env=_env(2), timeout=180)
+        a, b = run_ranks(restarted, world=2, args=(d.target, marks), env=torchrun_env(2),
+                         timeout=180)
         assert not isinstance(a, RankError), a
         assert not isinstance(b, RankError), b
         # The same winner and status (a fallback's reason names the rank's own error).
@@ -585,7 +582,7 @@ def dispatch(rank, world, target):
 
 
 def test_tune_dispatch_with_callables_same_table_on_every_rank(daemon):
-    a, b = run_ranks(dispatch, world=2, args=(daemon.target,), env=_env(2))
+    a, b = run_ranks(dispatch, world=2, args=(daemon.target,), env=torchrun_env(2))
     assert not isinstance(a, RankError), a
     assert not isinstance(b, RankError), b
     print(a["text"])
@@ -692,7 +689,7 @@ def nccl_in_ranks(rank, world, target):
 
 
 def test_tune_dispatch_times_nccl_in_the_ranks(daemon):
-    a, b = run_ranks(nccl_in_ranks, world=2, args=(daemon.target,), env=_env(2))
+    a, b = run_ranks(nccl_in_ranks, world=2, args=(daemon.target,), env=torchrun_env(2))
     assert not isinstance(a, RankError), a
     assert not isinstance(b, RankError), b
     print(a["mixed_text"])
