@@ -1,11 +1,6 @@
 #include "config/config_loader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -18,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "config/default_config.h"
+#include "common/regular_file.h"
 #include "common/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -84,63 +80,17 @@ absl::Status ParseText(const std::string& text, const std::string& name,
   return absl::InvalidArgumentError(absl::StrJoin(errors.errors(), "\n"));
 }
 
-const char* FileKind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "not a regular file";
-}
-
 // The regular file at `path` (a symbolic link to one is followed), at most
 // kMaxConfigFileBytes long; opened without blocking, so that a FIFO or a
-// device put where the file was never stalls a start or a reload.
+// device put where the file was never stalls a start or a reload. What is
+// not a regular file, or too long, is INVALID_ARGUMENT.
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open config file ", path));
+  absl::StatusOr<std::string> text =
+      ReadRegularFile(path, kMaxConfigFileBytes, /*follow_links=*/true, "config file ");
+  if (!text.ok() && (absl::IsFailedPrecondition(text.status()) ||
+                     absl::IsResourceExhausted(text.status()))) {
+    return absl::InvalidArgumentError(text.status().message());
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    return absl::ErrnoToStatus(e, absl::StrCat("cannot stat config file ", path));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config file ", path, " is ", FileKind(st.st_mode), ", not a regular file"));
-  }
-  auto too_big = [&path](const std::string& size) {
-    return absl::InvalidArgumentError(absl::StrCat("config file ", path, " holds ", size,
-                                                   " bytes, over the limit of ",
-                                                   kMaxConfigFileBytes));
-  };
-  if (static_cast<uint64_t>(st.st_size) > kMaxConfigFileBytes) {
-    ::close(fd);
-    return too_big(absl::StrCat(st.st_size));
-  }
-  // One byte past the limit at most, should the file grow while read.
-  std::string text;
-  char buf[64 * 1024];
-  for (;;) {
-    const size_t want = std::min(sizeof(buf), kMaxConfigFileBytes + 1 - text.size());
-    const ssize_t n = ::read(fd, buf, want);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      ::close(fd);
-      return absl::ErrnoToStatus(e, absl::StrCat("cannot read config file ", path));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxConfigFileBytes) {
-      ::close(fd);
-      return too_big("more than that");
-    }
-  }
-  ::close(fd);
   return text;
 }
 

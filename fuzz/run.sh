@@ -66,7 +66,7 @@ flags="-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undef
   -fno-sanitize-recover=undefined -I. -I$build/gen"
 libs=$(pkg-config --libs protobuf absl_status absl_statusor absl_strings absl_str_format \
   absl_flat_hash_map absl_hash absl_raw_hash_set)
-common="config/config_loader.cc $build/gen/config/config.pb.cc $build/gen/config/default_config.cc"
+common="config/config_loader.cc common/regular_file.cc $build/gen/config/config.pb.cc $build/gen/config/default_config.cc"
 
 echo "fuzz: building with $(clang++ --version | head -1)"
 # shellcheck disable=SC2086

@@ -19,16 +19,6 @@ absl::Status Errno(int e, const char* what, const std::string& path) {
   return absl::ErrnoToStatus(e, absl::StrCat(what, " ", path));
 }
 
-const char* FileKind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "not a regular file";
-}
-
 }  // namespace
 
 absl::Status MakeDirs(const std::string& path, mode_t mode) {
@@ -67,55 +57,6 @@ absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
   if (read_errno != 0) return Errno(read_errno, "cannot list directory", dir);
   std::sort(names.begin(), names.end());
   return names;
-}
-
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path,
-                                            size_t max_bytes) {
-  const int fd =
-      ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0 && errno == ELOOP) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " is a symbolic link, not a regular file"));
-  }
-  if (fd < 0) return Errno(errno, "cannot open", path);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    return Errno(e, "cannot stat", path);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " is ", FileKind(st.st_mode), ", not a regular file"));
-  }
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        path, " holds ", st.st_size, " bytes, over the limit of ", max_bytes));
-  }
-  // Reads one byte past the limit at most, should the file grow meanwhile.
-  std::string bytes;
-  char buf[64 * 1024];
-  for (;;) {
-    const size_t want = std::min(sizeof(buf), max_bytes + 1 - bytes.size());
-    const ssize_t n = ::read(fd, buf, want);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      ::close(fd);
-      return Errno(e, "cannot read", path);
-    }
-    if (n == 0) break;
-    bytes.append(buf, static_cast<size_t>(n));
-    if (bytes.size() > max_bytes) {
-      ::close(fd);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          path, " grew over the limit of ", max_bytes, " bytes while read"));
-    }
-  }
-  ::close(fd);
-  return bytes;
 }
 
 absl::Status WriteNewFileSynced(const std::string& path,

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/regular_file.h"
 
 namespace autotuned {
 namespace cache_internal {
@@ -25,13 +26,11 @@ absl::Status MakeDirs(const std::string& path, mode_t mode);
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir);
 
 // The whole content of the regular file at `path`, at most `max_bytes`
-// long. Opened without following a symbolic link and without blocking (a
-// FIFO or device never stalls the caller): FAILED_PRECONDITION naming what
-// `path` is when it is not a regular file (a symbolic link, FIFO, socket,
-// device, directory), RESOURCE_EXHAUSTED when it holds more than `max_bytes`;
-// otherwise the errno's code.
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path,
-                                            size_t max_bytes);
+// long, a symbolic link not followed (common/regular_file.h says how it
+// fails).
+inline absl::StatusOr<std::string> ReadRegularFile(const std::string& path, size_t max_bytes) {
+  return autotuned::ReadRegularFile(path, max_bytes, /*follow_links=*/false);
+}
 
 // Creates `path` (which must not exist), writes `bytes`, fsyncs and closes
 // it. On failure, removes what it created.
