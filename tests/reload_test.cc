@@ -82,12 +82,6 @@ v1::TuneRequest AllReduce(int64_t count, int iterations,
   return req;
 }
 
-std::unique_ptr<NotifyListener> Listener() {
-  absl::StatusOr<std::unique_ptr<NotifyListener>> l = NotifyListener::Create(false);
-  REQUIRE(l.ok());
-  return std::move(*l);
-}
-
 // Sends SIGHUP and returns the STATUS of the READY=1 that ends the reload.
 std::string Reload(DaemonProcess& daemon, NotifyListener& notify) {
   REQUIRE(kill(daemon.pid(), SIGHUP) == 0);
@@ -122,7 +116,7 @@ struct BadFile {
 TEST_CASE("a reload that finds a bad file keeps the running settings, says why escaped, and "
           "the daemon still stops at once") {
   Node n = testing::MakeDaemonNode("bad-files", "limits { max_iterations: 50 }\n");
-  std::unique_ptr<NotifyListener> notify = Listener();
+  std::unique_ptr<NotifyListener> notify = NotifyListener::MustCreate();
   DaemonProcess daemon;
   daemon.SetEnv({"NOTIFY_SOCKET=" + notify->address()});
   REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());
@@ -272,7 +266,7 @@ TEST_CASE("limits lowered mid-round: the round in progress keeps its settings, n
       "sim { faults { name: \"all_reduce/slow\" base: \"all_reduce/ring\" "
       "kind: SLOW_RANK rank: 1 delay_us: 300000 } }\n"
       "limits { max_iterations: 50 }\n");
-  std::unique_ptr<NotifyListener> notify = Listener();
+  std::unique_ptr<NotifyListener> notify = NotifyListener::MustCreate();
   DaemonProcess daemon;
   daemon.SetEnv({"NOTIFY_SOCKET=" + notify->address()});
   REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());
@@ -355,7 +349,7 @@ TEST_CASE("limits.max_waiting_ranks bounds the peer port's calls and follows a r
                         max_waiting_ranks, " }\n");
   };
   Node n = testing::MakeDaemonNode("peer-limit", config(1), {"--peer_listen=" + leader});
-  std::unique_ptr<NotifyListener> notify = Listener();
+  std::unique_ptr<NotifyListener> notify = NotifyListener::MustCreate();
   DaemonProcess daemon;
   daemon.SetEnv({"NOTIFY_SOCKET=" + notify->address()});
   REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());

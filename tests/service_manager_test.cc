@@ -79,12 +79,6 @@ v1::TuneRequest AllReduce(int64_t count, std::vector<std::string> impls,
   return req;
 }
 
-std::unique_ptr<NotifyListener> Listener() {
-  absl::StatusOr<std::unique_ptr<NotifyListener>> l = NotifyListener::Create(false);
-  REQUIRE(l.ok());
-  return std::move(*l);
-}
-
 TEST_CASE("started as the unit: READY, watchdog, SIGTERM mid-round answers every client, exit 0") {
   // all_reduce/slow sleeps 100 ms per call on rank 1: a round of it (verify,
   // 1 warmup, 5 timed) lasts about 0.7 s, long enough to send SIGTERM into.
@@ -92,7 +86,7 @@ TEST_CASE("started as the unit: READY, watchdog, SIGTERM mid-round answers every
                     "sim { faults { name: \"all_reduce/slow\" base: \"all_reduce/ring\" "
                     "kind: SLOW_RANK rank: 1 delay_us: 100000 } }\n"
                     "drain_timeout_ms: 60000\n");
-  std::unique_ptr<NotifyListener> notify = Listener();
+  std::unique_ptr<NotifyListener> notify = NotifyListener::MustCreate();
   DaemonProcess daemon;
   daemon.SetEnv({"NOTIFY_SOCKET=" + notify->address(), "WATCHDOG_USEC=200000"});
   REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());
@@ -152,7 +146,7 @@ TEST_CASE("started as the unit: READY, watchdog, SIGTERM mid-round answers every
 
 TEST_CASE("SIGHUP applies live settings, names those needing a restart, survives a bad file") {
   Node n = MakeNode("reload", "limits { max_iterations: 50 }\n");
-  std::unique_ptr<NotifyListener> notify = Listener();
+  std::unique_ptr<NotifyListener> notify = NotifyListener::MustCreate();
   DaemonProcess daemon;
   daemon.SetEnv({"NOTIFY_SOCKET=" + notify->address()});
   REQUIRE(daemon.Start(n.args, n.socket, n.dir + "/log").ok());

@@ -11,11 +11,23 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
 namespace autotuned::testing {
+
+std::unique_ptr<NotifyListener> NotifyListener::MustCreate() {
+  absl::StatusOr<std::unique_ptr<NotifyListener>> l = Create(false);
+  if (!l.ok()) {
+    std::fprintf(stderr, "NotifyListener: %s\n", l.status().ToString().c_str());
+    std::abort();
+  }
+  return std::move(*l);
+}
 
 absl::StatusOr<std::unique_ptr<NotifyListener>> NotifyListener::Create(bool abstract) {
   static std::atomic<int> seq{0};

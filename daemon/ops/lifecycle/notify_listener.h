@@ -21,6 +21,8 @@ class NotifyListener {
   // Binds a fresh datagram socket: `abstract` in the abstract namespace
   // (address "@..."), otherwise at a path under a new /tmp directory.
   static absl::StatusOr<std::unique_ptr<NotifyListener>> Create(bool abstract);
+  // Create(false), or the test process ends at once with the reason.
+  static std::unique_ptr<NotifyListener> MustCreate();
   ~NotifyListener();
   NotifyListener(const NotifyListener&) = delete;
   NotifyListener& operator=(const NotifyListener&) = delete;
