@@ -172,6 +172,14 @@ def check_example(root: str, problems: list) -> None:
         problems.append(f"docs/python.md: the example shown differs from {EXAMPLE}")
 
 
+def report(problems: list, summary: str) -> int:
+    """Prints each problem, then the summary with their count; the exit status."""
+    for p in problems:
+        print(f"FAIL: {p}")
+    print(f"{summary}: {len(problems)} problems")
+    return 1 if problems else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root")
@@ -192,10 +200,7 @@ def main() -> int:
     check_example(root, problems)
     for n in notes:
         print(f"note: {n}")
-    for p in problems:
-        print(f"FAIL: {p}")
-    print(f"checked {len(files)} files: {len(problems)} problems")
-    return 1 if problems else 0
+    return report(problems, f"checked {len(files)} files")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 
-from check_docs import repo_root
+from check_docs import repo_root, report
 
 TIMEOUT_S = 20
 
@@ -92,10 +92,7 @@ def main() -> int:
             check(root, [script, flag], 0, "stdout", word, problems)
     for argv, message in BAD:
         check(root, argv, 2, "stderr", message, problems)
-    for p in problems:
-        print(f"FAIL: {p}")
-    print(f"checked {len(HELP)} scripts, {len(BAD)} bad arguments: {len(problems)} problems")
-    return 1 if problems else 0
+    return report(problems, f"checked {len(HELP)} scripts, {len(BAD)} bad arguments")
 
 
 if __name__ == "__main__":

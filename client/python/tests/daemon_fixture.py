@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from typing import Optional
@@ -108,3 +109,23 @@ def torchrun_env(world: int) -> dict:
     """torchrun's variables that autotuned.group.describe_from_env reads, for
     `world` ranks on this node, with a fresh group id."""
     return {"LOCAL_WORLD_SIZE": str(world), "TORCHELASTIC_RUN_ID": f"t{time.time_ns()}"}
+
+
+
+def restart_when_marked(d: Daemon, n: int, delay_s: float = 0.0) -> str:
+    """A directory (returned) for the ranks' marks, and a thread that, once
+    it holds `n` files (or after 120 s), waits `delay_s`, restarts `d` and
+    leaves the mark "restarted" there."""
+    marks = os.path.join(d.dir, "marks")
+    os.mkdir(marks)
+
+    def restart() -> None:
+        deadline = time.monotonic() + 120
+        while len(os.listdir(marks)) < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(delay_s)
+        d.restart()
+        open(os.path.join(marks, "restarted"), "w").close()
+
+    threading.Thread(target=restart, daemon=True).start()
+    return marks

@@ -32,7 +32,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon, torchrun_env  # noqa: E402
+from daemon_fixture import Daemon, restart_when_marked, torchrun_env  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from tier import long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
@@ -339,19 +339,8 @@ def waits_for_restart(rank, world, target, marks):
 
 def test_daemon_restarted_while_ranks_wait_in_a_round():
     d = Daemon()
-    marks = os.path.join(d.dir, "marks")
-    os.mkdir(marks)
-
-    def restart_once_two_ask():
-        deadline = time.monotonic() + 120
-        while len(os.listdir(marks)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(1.0)
-        d.restart()
-        open(os.path.join(marks, "restarted"), "w").close()
-
     try:
-        threading.Thread(target=restart_once_two_ask, daemon=True).start()
+        marks = restart_when_marked(d, 2, delay_s=1.0)  # once two ranks ask
         results = run_ranks(waits_for_restart, world=3, args=(d.target, marks), env=torchrun_env(3),
                             timeout=120)
         for r in results:

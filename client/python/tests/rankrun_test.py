@@ -20,13 +20,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_fixture import Daemon, torchrun_env  # noqa: E402
+from daemon_fixture import Daemon, restart_when_marked, torchrun_env  # noqa: E402
 from ranks import RankError, run_ranks  # noqa: E402
 from tier import long_only  # noqa: E402
 from timeout_guard import guard  # noqa: E402
@@ -507,18 +506,8 @@ def restarted(rank, world, target, marks):
 
 def test_daemon_restarted_mid_run_one_answer_then_served_normally():
     d = Daemon()
-    marks = os.path.join(d.dir, "marks")
-    os.mkdir(marks)
-
-    def restart_once_every_rank_runs():
-        deadline = time.monotonic() + 120
-        while len(os.listdir(marks)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        d.restart()
-        open(os.path.join(marks, "restarted"), "w").close()
-
     try:
-        threading.Thread(target=restart_once_every_rank_runs, daemon=True).start()
+        marks = restart_when_marked(d, 2)  # once every rank runs
         a, b = run_ranks(restarted, world=2, args=(d.target, marks), env=torchrun_env(2),
                          timeout=180)
         assert not isinstance(a, RankError), a
