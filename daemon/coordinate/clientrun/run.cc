@@ -56,6 +56,7 @@ Run::Run(v1::ClientRun schedule, RunPlan plan, DeviceLease::Token lease, absl::T
       world_size_(plan_.request->world_size),
       candidate_timeout_(absl::Milliseconds(schedule_.candidate_timeout_ms())),
       report_grace_(report_grace),
+      kept_silent_(2 * candidate_timeout_ + report_grace),
       first_call_by_(first_call_by),
       solver_(solver),
       metrics_(metrics),
@@ -88,7 +89,7 @@ absl::Time Run::bound() const {
 }
 
 absl::Time Run::HoldBound(absl::Time now) const {
-  return std::min(bound_, now + 2 * candidate_timeout_ + report_grace_);
+  return std::min(bound_, now + kept_silent_);
 }
 
 bool Run::Called(absl::Time now) {
@@ -102,7 +103,7 @@ bool Run::Called(absl::Time now) {
       spdlog::warn("run={}: a rank called after every rank was silent for {} ms; the devices "
                    "were taken by another measurement meanwhile",
                    schedule_.run_id(),
-                   absl::ToInt64Milliseconds(2 * candidate_timeout_ + report_grace_));
+                   absl::ToInt64Milliseconds(kept_silent_));
     }
     return true;
   }
@@ -212,10 +213,14 @@ std::shared_ptr<Run::Barrier> Run::BarrierOf(int step, int phase) {
   if (b == nullptr) {
     b = std::make_shared<Barrier>();
     b->ranks.resize(world_size_);
-    barrier_bytes_ += BarrierOverhead();
-    bytes_ += BarrierOverhead();
+    KeepBarrierBytes(BarrierOverhead());
   }
   return b;
+}
+
+void Run::KeepBarrierBytes(int64_t n) {
+  barrier_bytes_ += n;
+  bytes_ += n;
 }
 
 int64_t Run::MostStepBytes(const v1::StepRequest& request) const {
@@ -224,8 +229,7 @@ int64_t Run::MostStepBytes(const v1::StepRequest& request) const {
 }
 
 void Run::DecideBarrier(Barrier& barrier, bool proceed, std::string reason) {
-  barrier_bytes_ += static_cast<int64_t>(reason.size());
-  bytes_ += static_cast<int64_t>(reason.size());
+  KeepBarrierBytes(static_cast<int64_t>(reason.size()));
   barrier.decided = true;
   barrier.reply.set_proceed(proceed);
   barrier.reply.set_reason(std::move(reason));
@@ -295,8 +299,7 @@ absl::StatusOr<v1::StepReply> Run::Step(const v1::StepRequest& request, absl::Ti
   if (b.decided) return b.reply;
   if (!b.ranks[request.rank()]) {
     b.ranks[request.rank()] = Arrived{request.ok(), request.reason()};
-    barrier_bytes_ += static_cast<int64_t>(request.reason().size());
-    bytes_ += static_cast<int64_t>(request.reason().size());
+    KeepBarrierBytes(static_cast<int64_t>(request.reason().size()));
     if (b.first == absl::InfiniteFuture()) b.first = now;
   }
   bool all = true;

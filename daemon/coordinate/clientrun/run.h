@@ -170,6 +170,8 @@ class Run {
   const v1::StepTimes& TimesOf(int rank, int step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What one barrier holds in memory beside the reasons in it (about).
   int64_t BarrierOverhead() const;
+  // Counts `n` more bytes kept by the barriers (barrier_bytes_, and bytes_).
+  void KeepBarrierBytes(int64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The barrier of (step, phase), created on first use (counted in bytes_).
   // Shared: a rank waiting at it keeps it while the decision lets the
   // barriers go.
@@ -227,6 +229,9 @@ class Run {
   const int world_size_;
   const absl::Duration candidate_timeout_;
   const absl::Duration report_grace_;
+  // How long a call holds the lease (HoldBound): no live rank is silent
+  // longer than two candidate timeouts and the report grace.
+  const absl::Duration kept_silent_;
   const absl::Time first_call_by_;
   Solver* const solver_;
   metrics::DaemonMetrics* const metrics_;
