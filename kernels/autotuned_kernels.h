@@ -73,7 +73,7 @@ extern "C" {
 /* Version of this ABI: major * 10000 + minor * 100 + patch. A change of major
  * means an incompatible change of a struct or signature; a change of minor,
  * an addition (an algo, a function). */
-#define AT_KERNELS_VERSION 20300
+#define AT_KERNELS_VERSION 20400
 int at_kernels_version(void);
 
 /* Return codes: 0 or a cudaError_t value. */
@@ -222,7 +222,22 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * matrix, so it has functions of its own (at_p2p_all_to_all_v,
    * at_p2p_check_all_to_all_v): at_p2p_launch and at_p2p_check_args reject
    * this algo. Since ABI 2.3. */
-#define AT_ALGO_LAST AT_ALGO_ALL_TO_ALL_V
+#define AT_ALGO_ALL_REDUCE_RING 14
+  /* Ring: after a start barrier, each rank stores only into the next rank
+   * ((rank + 1) % world), in 2 x (world - 1) steps over `world` shards of
+   * the message (SliceElems): reduce-scatter steps pass a partial sum of
+   * one shard along the ring (each rank adds its own input), the rank
+   * that adds the last input keeps the shard in its output, and
+   * all-gather steps pass the reduced shards along (each rank copies them
+   * into its output). Each step waits for the previous rank's block with
+   * the same block index (per-block flags, no grid-wide wait), so every
+   * GPU sends to one peer and receives from one at a time, the pattern
+   * that moves the most bytes per GPU over NVLink switches. Reads only
+   * this rank's own input (peer_inputs[p], p != rank, may be NULL).
+   * Scratch: `world` slots of one shard (as
+   * AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH). In place allowed (output == own
+   * input). Since ABI 2.4. */
+#define AT_ALGO_LAST AT_ALGO_ALL_REDUCE_RING
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */
 const char* at_p2p_algo_name(int algo);
@@ -318,6 +333,7 @@ int at_p2p_all_to_all(const at_p2p_args* args, void* stream);
 int at_p2p_broadcast(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_push_pipelined(const at_p2p_args* args, void* stream);
 int at_p2p_broadcast_push_pipelined(const at_p2p_args* args, void* stream);
+int at_p2p_all_reduce_ring(const at_p2p_args* args, void* stream);
 
 /* All-to-all with uneven splits (AT_ALGO_ALL_TO_ALL_V). split_counts:
  * world * world element counts (see the algo), read during the call only:

@@ -55,15 +55,18 @@ bool IsTwoShot(int algo) {
          algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH;
 }
 bool IsOneShotPush(int algo) { return algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH; }
+bool IsRing(int algo) { return algo == AT_ALGO_ALL_REDUCE_RING; }
 bool IsCopyEngine(int algo) { return algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE; }
 bool UsesScratch(int algo) {
-  return IsTwoShot(algo) || IsOneShotPush(algo) || IsCopyEngine(algo) || IsPipelined(algo);
+  return IsTwoShot(algo) || IsOneShotPush(algo) || IsCopyEngine(algo) || IsPipelined(algo) ||
+         IsRing(algo);
 }
 // Whether the launch on `a.rank` reads rank p's input: the push one-shot,
-// the copy engine and the pipelined push all-reduce read their own only,
+// the copy engine, the ring and the pipelined push all-reduce read their own only,
 // broadcast the root's only (the pipelined one: the root alone, its own).
 bool ReadsInput(int algo, const at_p2p_args& a, int p) {
-  if (IsOneShotPush(algo) || IsCopyEngine(algo) || algo == AT_ALGO_ALL_REDUCE_PUSH_PIPELINED) {
+  if (IsOneShotPush(algo) || IsCopyEngine(algo) || IsRing(algo) ||
+      algo == AT_ALGO_ALL_REDUCE_PUSH_PIPELINED) {
     return p == a.rank;
   }
   if (algo == AT_ALGO_BROADCAST) return p == a.root;
@@ -89,6 +92,7 @@ int64_t ScratchBytes(int algo, int dtype, int world, int64_t count,
     const int parts = algo == AT_ALGO_BROADCAST_PUSH_PIPELINED ? world - 1 : world;
     return PipeScratchElems(PipeLayout(count, parts, dtype, chunk_elems)) * ElemBytes(dtype);
   }
+  if (IsRing(algo)) return RingScratchElems(count, world, dtype) * ElemBytes(dtype);
   if (!IsTwoShot(algo)) return 0;
   const TwoShotGeometry g = TwoShotLayout(
       count, world, dtype,
@@ -133,6 +137,7 @@ const char* at_p2p_algo_name(int algo) {
     case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED: return "all_reduce_push_pipelined";
     case AT_ALGO_BROADCAST_PUSH_PIPELINED: return "broadcast_push_pipelined";
     case AT_ALGO_ALL_TO_ALL_V: return "all_to_all_v";
+    case AT_ALGO_ALL_REDUCE_RING: return "all_reduce_ring";
     default: return nullptr;
   }
 }
@@ -285,6 +290,8 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
     case AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH:
     // Pipelined push: see its kernel (p2p_kernels.cu); peers never read it.
     case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED:
+    // Ring: see its kernel (p2p_kernels.cu); peers never read it.
+    case AT_ALGO_ALL_REDUCE_RING:
       in_place_ok = in == a->output;
       break;
     case AT_ALGO_ALL_GATHER:

@@ -56,10 +56,11 @@ constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SH
                           AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
                           AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE,
                           AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST,
-                          AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, AT_ALGO_BROADCAST_PUSH_PIPELINED};
+                          AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, AT_ALGO_BROADCAST_PUSH_PIPELINED,
+                          AT_ALGO_ALL_REDUCE_RING};
 // kAlgos: every algo at_p2p_launch takes; the all-to-all with uneven splits
 // has functions of its own (its test below).
-constexpr int kLastAlgo = AT_ALGO_ALL_TO_ALL_V;
+constexpr int kLastAlgo = AT_ALGO_ALL_REDUCE_RING;
 static_assert(kLastAlgo == AT_ALGO_LAST, "every algo listed");
 
 TEST_CASE("version, names, limits and struct size") {
@@ -79,6 +80,7 @@ TEST_CASE("version, names, limits and struct size") {
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_BROADCAST_PUSH_PIPELINED)) ==
         "broadcast_push_pipelined");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_TO_ALL_V)) == "all_to_all_v");
+  CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_RING)) == "all_reduce_ring");
   for (int algo : kAlgos) CHECK(at_p2p_algo_name(algo) != nullptr);
   CHECK(at_p2p_algo_name(0) == nullptr);
   CHECK(at_p2p_algo_name(kLastAlgo + 1) == nullptr);

@@ -160,6 +160,31 @@ __device__ __forceinline__ bool WaitAll(const P2pKernelArgs& a, int kind, uint64
   return WaitRow(a, Row(a.sig[a.rank], kind), value, static_cast<unsigned int>(kind), true);
 }
 
+// Post and wait between two ranks only (the ring): `value` into rank
+// `peer`'s slot for (this block, this rank); until this rank's slot for
+// (this block, `peer`) is >= value.
+__device__ __forceinline__ void PostTo(const P2pKernelArgs& a, int kind, int peer, uint64_t value) {
+  __syncthreads();
+  if (threadIdx.x == 0) StoreRelease(Slot(a.sig[peer], kind, a.rank), value);
+}
+
+__device__ __forceinline__ bool WaitFrom(const P2pKernelArgs& a, int kind, int peer,
+                                         uint64_t value) {
+  int failed = 0;
+  if (threadIdx.x == 0) {
+    const uint64_t* slot = Slot(a.sig[a.rank], kind, peer);
+    int64_t spins = 0;
+    while (static_cast<int64_t>(LoadAcquire(slot) - value) < 0) {
+      if (a.spin_limit > 0 && ++spins >= a.spin_limit) {
+        failed = 1;
+        RecordTimeout(a, static_cast<unsigned int>(kind), static_cast<unsigned int>(peer));
+        break;
+      }
+    }
+  }
+  return __syncthreads_or(failed) == 0;
+}
+
 __device__ __forceinline__ bool Barrier(const P2pKernelArgs& a, uint64_t value) {
   Post(a, kArrive, value);
   return WaitAll(a, kArrive, value);

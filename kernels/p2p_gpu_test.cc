@@ -33,7 +33,8 @@ constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SH
                           AT_ALGO_REDUCE_SCATTER, AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
                           AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE,
                           AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST,
-                          AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, AT_ALGO_BROADCAST_PUSH_PIPELINED};
+                          AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, AT_ALGO_BROADCAST_PUSH_PIPELINED,
+                          AT_ALGO_ALL_REDUCE_RING};
 // The all-reduces: they share the signal buffer, and all but the push
 // one-shot (its own buffers) one scratch buffer per rank.
 constexpr int kAllReduces[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SHOT,
@@ -41,7 +42,8 @@ constexpr int kAllReduces[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_T
                                AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
                                AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
                                AT_ALGO_ALL_REDUCE_COPY_ENGINE,
-                               AT_ALGO_ALL_REDUCE_PUSH_PIPELINED};
+                               AT_ALGO_ALL_REDUCE_PUSH_PIPELINED,
+                               AT_ALGO_ALL_REDUCE_RING};
 constexpr int kDtypes[] = {AT_DTYPE_FLOAT32, AT_DTYPE_BFLOAT16, AT_DTYPE_FLOAT16};
 struct Shape {
   int blocks;

@@ -1,8 +1,8 @@
 // P2P collective kernels (all-reduce one-shot / two-shot / chunked two-shot /
 // push two-shot, all-gather, reduce-scatter; the push one-shot is in
-// one_shot_push.cuh, the copy-engine all-reduce in copy_engine.cuh, the
-// all-to-all with uneven splits in all_to_all_v.cuh) and their
-// launch functions. Contract and protocol: autotuned_kernels.h and
+// one_shot_push.cuh, the ring all-reduce in ring.cuh, the copy-engine
+// all-reduce in copy_engine.cuh, the all-to-all with uneven splits in
+// all_to_all_v.cuh) and their launch functions. Contract and protocol: autotuned_kernels.h and
 // p2p_layout.h. Kernels only: validation is at_p2p_check_args (p2p_args.cc),
 // setup is p2p_group.cc.
 #include <cuda_runtime.h>
@@ -19,6 +19,7 @@
 #include "kernels/one_shot_push.cuh"
 #include "kernels/p2p_device.cuh"
 #include "kernels/p2p_layout.h"
+#include "kernels/ring.cuh"
 
 namespace autotuned::kernels::p2p {
 namespace {
@@ -615,6 +616,7 @@ template <int W, int DT, int OP> KernelFn PickAlgo(int algo, bool narrow) {
     case AT_ALGO_ALL_REDUCE_COPY_ENGINE: return CeReduceKernel<W, DT, OP>;
     case AT_ALGO_REDUCE_SCATTER: return ReduceScatterKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return TwoShotPushKernel<W, DT, OP>;
+    case AT_ALGO_ALL_REDUCE_RING: return RingKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED:
       return narrow ? PushPipelinedKernel<W, DT, OP, true> : PushPipelinedKernel<W, DT, OP, false>;
     default:
@@ -792,6 +794,9 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
     k.chunk_elems = g.chunk;
     k.slot_elems = g.slot_elems;
   }
+  if (algo == AT_ALGO_ALL_REDUCE_RING) {
+    k.slot_elems = p2p::SliceElems(args->count, args->world, p2p::VecElems(args->dtype));
+  }
   if (algo == AT_ALGO_ALL_REDUCE_PUSH_PIPELINED || algo == AT_ALGO_BROADCAST_PUSH_PIPELINED) {
     k.chunk_elems = args->chunk_elems;  // the kernel takes its PipeLayout from it
   }
@@ -853,6 +858,9 @@ int at_p2p_all_reduce_push_pipelined(const at_p2p_args* args, void* stream) {
 }
 int at_p2p_broadcast_push_pipelined(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_BROADCAST_PUSH_PIPELINED, args, stream);
+}
+int at_p2p_all_reduce_ring(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_ALL_REDUCE_RING, args, stream);
 }
 int at_p2p_all_to_all_v(const at_p2p_args* args, const int64_t* split_counts, void* stream) {
   return autotuned::kernels::p2p::LaunchAllToAllV(args, split_counts,

@@ -120,6 +120,31 @@ AT_P2P_HD inline TwoShotGeometry TwoShotLayout(int64_t count, int world,
   return g;
 }
 
+// ---- The ring all-reduce (AT_ALGO_ALL_REDUCE_RING) ------------------------
+// Shard s of the message: SliceElems(count, world) elements at s x that, the
+// last ones short or empty. Messages m = 0 .. 2 (world - 1) - 1 go from each
+// rank to the next; message m of launch e is in the receiver's scratch once
+// reduced[b].from[sender] >= Flag(e, m + 1) (per block b). Rank r sends:
+//   m = t < world - 1 (reduce-scatter): shard (r - t - 1) mod world, its own
+//       input plus (t > 0) the partial it received as message t - 1, into
+//       the next rank's slot t;
+//   m = world - 1 + u (all-gather): u = 0, shard r, which it completed with
+//       message world - 2 and keeps in its output, into slot world - 1; u > 0,
+//       the shard it received as message world - 2 + u (shard r - u), into
+//       slot u - 1.
+// Slot u - 1 is free again for all-gather message u: the sender forwards
+// then a shard whose completion needed the receiver's reduce-scatter
+// message u, which it sent after reading slot u - 1 (same block, same
+// elements). So the scratch holds `world` slots of one shard, and no slot
+// is written twice before its reader is done with it.
+AT_P2P_HD inline int RingSlot(int m, int world) {
+  return m < world - 1 ? m : (m == world - 1 ? world - 1 : m - world);
+}
+
+AT_P2P_HD inline int64_t RingScratchElems(int64_t count, int world, int dtype) {
+  return count <= 0 ? 0 : world * SliceElems(count, world, VecElems(dtype));
+}
+
 // ---- The pipelined push algos (AT_ALGO_ALL_REDUCE_PUSH_PIPELINED,
 // AT_ALGO_BROADCAST_PUSH_PIPELINED) -------------------------------------------
 // The message goes in chunks of `chunk` elements, each cut into `parts`

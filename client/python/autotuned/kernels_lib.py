@@ -41,6 +41,7 @@ ALGO_ALL_REDUCE_PUSH_PIPELINED = 11  # since ABI 2.2 (reads its own input only)
 ALGO_BROADCAST_PUSH_PIPELINED = 12   # since ABI 2.2
 ALGO_ALL_TO_ALL_V = 13  # since ABI 2.3 (uneven splits: Library.all_to_all_v, not launch)
 ALL_TO_ALL_V_VERSION = 20300  # the first AT_KERNELS_VERSION with it
+ALGO_ALL_REDUCE_RING = 14  # since ABI 2.4 (reads its own input only)
 
 VOIDPP = ctypes.POINTER(ctypes.c_void_p)
 
