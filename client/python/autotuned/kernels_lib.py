@@ -122,6 +122,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (
                    ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, 64, 1024, 2048),
     Implementation("all_reduce/push_pipelined", "all_reduce", ALGO_ALL_REDUCE_PUSH_PIPELINED,
                    64, 512, 2048),
+    Implementation("all_reduce/p2p_ring", "all_reduce", ALGO_ALL_REDUCE_RING, 132, 1024),
     Implementation("all_gather/nccl", "all_gather", 0),
     Implementation("all_gather/p2p", "all_gather", ALGO_ALL_GATHER, 32, 512),
     Implementation("reduce_scatter/nccl", "reduce_scatter", 0),

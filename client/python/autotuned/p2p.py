@@ -37,6 +37,7 @@ from autotuned.kernels_lib import (
     ALGO_ALL_REDUCE_COPY_ENGINE,
     ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
     ALGO_ALL_REDUCE_PUSH_PIPELINED,
+    ALGO_ALL_REDUCE_RING,
     ALGO_ALL_REDUCE_TWO_SHOT,
     ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
     ALGO_ALL_REDUCE_TWO_SHOT_PUSH,
@@ -66,11 +67,11 @@ _OPS = {"sum": OP_SUM, "max": OP_MAX, "min": OP_MIN}
 # Implementations that read only the calling rank's input: x itself is passed
 # (when 16-byte aligned), not a staged copy.
 _READS_OWN_INPUT = (ALGO_ALL_REDUCE_ONE_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE,
-                    ALGO_ALL_REDUCE_PUSH_PIPELINED)
+                    ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_RING)
 # Those that use the group's scratch, and those given chunk_elems.
 _USES_SCRATCH = (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                  ALGO_ALL_REDUCE_TWO_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE,
-                 ALGO_ALL_REDUCE_PUSH_PIPELINED)
+                 ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_RING)
 _CHUNKED = (ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, ALGO_ALL_REDUCE_COPY_ENGINE,
             ALGO_ALL_REDUCE_PUSH_PIPELINED)
 # The same, as the C++ torch ops take them (client/torch_ops/groups.h, Impl::flags).
