@@ -234,9 +234,11 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * GPU sends to one peer and receives from one at a time, the pattern
    * that moves the most bytes per GPU over NVLink switches. Reads only
    * this rank's own input (peer_inputs[p], p != rank, may be NULL).
-   * Scratch: `world` slots of one shard (as
-   * AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH). In place allowed (output == own
-   * input). Since ABI 2.4. */
+   * chunk_elems: 0 sends each shard whole; a positive multiple of the
+   * vector width cuts it in parts of that many elements, each passed on
+   * as soon as it has arrived (the steps overlap). Scratch: `world` slots
+   * of one shard (as AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH). In place allowed
+   * (output == own input). Since ABI 2.4. */
 #define AT_ALGO_LAST AT_ALGO_ALL_REDUCE_RING
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */

@@ -247,6 +247,19 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
                   static_cast<long long>(most));
     }
   }
+  if (IsRing(algo) && a->chunk_elems != 0) {
+    if (a->chunk_elems < 0 || a->chunk_elems % vec != 0) {
+      return Fail(r, n, "chunk_elems %lld must be 0 (whole shards) or a positive multiple of "
+                  "%lld elements (16 bytes)",
+                  static_cast<long long>(a->chunk_elems), static_cast<long long>(vec));
+    }
+    // Flag points m x parts + k + 1 stay below 2^31.
+    const RingParts p = RingPartsOf(SliceElems(a->count, a->world, vec), a->chunk_elems);
+    if (p.count > (int64_t{1} << 31) / (2 * a->world)) {
+      return Fail(r, n, "more than %lld parts a shard: chunk_elems too small",
+                  static_cast<long long>((int64_t{1} << 31) / (2 * a->world)));
+    }
+  }
   if (a->peer_signals == nullptr) return Fail(r, n, "peer_signals is NULL");
   for (int p = 0; p < a->world; ++p) {
     if (a->peer_signals[p] == nullptr) return Fail(r, n, "peer_signals[%d] is NULL", p);

@@ -739,5 +739,37 @@ TEST_CASE("reason buffer is optional and truncated") {
   CHECK(std::string(tiny) == "blo");
 }
 
+TEST_CASE("the ring: whole shards or parts of whole vectors, its own input only") {
+  Setup s(4, 1);
+  constexpr int kRing = AT_ALGO_ALL_REDUCE_RING;
+  s.args.chunk_elems = 0;  // whole shards
+  CHECK(Reason(kRing, s.args) == "OK");
+  s.args.chunk_elems = 64;
+  CHECK(Reason(kRing, s.args) == "OK");
+  s.args.chunk_elems = 12;  // not whole 16-byte vectors of bf16
+  CHECK_THAT(Reason(kRing, s.args), Catch::Contains("chunk_elems 12 must be 0"));
+  s.args.chunk_elems = -8;
+  CHECK_THAT(Reason(kRing, s.args), Catch::Contains("chunk_elems -8 must be 0"));
+  // Parts so small that the flag points would pass 2^31.
+  s.args.count = int64_t{1} << 40;
+  s.args.scratch_bytes = int64_t{1} << 42;
+  s.args.chunk_elems = 8;
+  CHECK_THAT(Reason(kRing, s.args), Catch::Contains("parts a shard: chunk_elems too small"));
+  s.args.chunk_elems = int64_t{1} << 20;  // (the fake buffers overlap at this count)
+  CHECK_THAT(Reason(kRing, s.args), !Catch::Contains("chunk_elems"));
+  // Reads only its own input: the peers' may be NULL.
+  s.args.count = 1000;
+  s.args.scratch_bytes = 1 << 20;
+  s.inputs[0] = nullptr;
+  s.inputs[2] = nullptr;
+  CHECK(Reason(kRing, s.args) == "OK");
+  CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, s.args),
+             Catch::Contains("peer_inputs[0] is NULL"));
+  // Scratch: one shard per rank, as the push two-shot.
+  CHECK(at_p2p_scratch_bytes(kRing, AT_DTYPE_BFLOAT16, 4, 1000, 0) ==
+        at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_DTYPE_BFLOAT16, 4, 1000, 0));
+  CHECK(at_p2p_scratch_bytes(kRing, AT_DTYPE_BFLOAT16, 4, 1000, 0) == 4 * 256 * 2);
+}
+
 }  // namespace
 }  // namespace autotuned::kernels::p2p

@@ -605,6 +605,10 @@ int Main(int argc, char** argv) {
       run(AT_ALGO_ALL_REDUCE_TWO_SHOT, 0, how, &two);
       run(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, 0, how, &push);
       run(AT_ALGO_ALL_REDUCE_RING, 0, how, &ring);
+      for (int64_t chunk : flags.chunks) {  // parts of a shard
+        if (chunk >= count / world) continue;  // one part: the column above
+        run(AT_ALGO_ALL_REDUCE_RING, chunk, std::string(how) + " c" + std::to_string(chunk), &ring);
+      }
       for (int64_t chunk : flags.chunks) {
         if (chunk >= count) continue;  // one chunk: the plain two-shot
         run(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, chunk,

@@ -796,6 +796,7 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
   }
   if (algo == AT_ALGO_ALL_REDUCE_RING) {
     k.slot_elems = p2p::SliceElems(args->count, args->world, p2p::VecElems(args->dtype));
+    k.chunk_elems = args->chunk_elems;  // the kernel takes its RingParts from it
   }
   if (algo == AT_ALGO_ALL_REDUCE_PUSH_PIPELINED || algo == AT_ALGO_BROADCAST_PUSH_PIPELINED) {
     k.chunk_elems = args->chunk_elems;  // the kernel takes its PipeLayout from it

@@ -141,6 +141,21 @@ AT_P2P_HD inline int RingSlot(int m, int world) {
   return m < world - 1 ? m : (m == world - 1 ? world - 1 : m - world);
 }
 
+// A shard goes in `count` parts of `part` elements (the last one short):
+// chunk_elems of them, or the whole shard when chunk_elems is 0 or longer.
+// Part k of message m is posted as point m x count + k + 1.
+struct RingParts {
+  int64_t part = 0;
+  int64_t count = 1;
+};
+
+AT_P2P_HD inline RingParts RingPartsOf(int64_t slice, int64_t chunk_elems) {
+  RingParts p;
+  p.part = chunk_elems > 0 && chunk_elems < slice ? chunk_elems : slice;
+  p.count = p.part > 0 ? (slice + p.part - 1) / p.part : 1;
+  return p;
+}
+
 AT_P2P_HD inline int64_t RingScratchElems(int64_t count, int world, int dtype) {
   return count <= 0 ? 0 : world * SliceElems(count, world, VecElems(dtype));
 }

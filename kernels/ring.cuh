@@ -70,10 +70,13 @@ __device__ __forceinline__ void RingPass(const typename Traits<DT>::Raw* x,
 }
 
 // Message m of the ring (p2p_layout.h), per block: start barrier, then for
-// m = 0 .. 2 (world - 1) - 1: wait for message m - 1 from the previous
-// rank, pass the shard on into the next rank's slot RingSlot(m), post m;
-// then wait for the last message and copy it into the output. Every store
-// over NVLink goes to the next rank only.
+// m = 0 .. 2 (world - 1) - 1 and each part k of the shard (RingParts): wait
+// for part k of message m - 1 from the previous rank, pass it on into the
+// next rank's slot RingSlot(m), post (m, k); then wait for the last
+// message's parts and copy them into the output. Every store over NVLink
+// goes to the next rank only. With several parts, part k of message m
+// travels while part k + 1 of message m - 1 is still on its way, so a
+// step's wait for the previous rank overlaps the data of the next part.
 //
 // No end barrier: when a rank finishes, it has waited for every message
 // the previous rank stores into its scratch, and nobody else writes there or
@@ -96,26 +99,39 @@ __global__ void __launch_bounds__(kMaxThreads, 1) RingKernel(const __grid_consta
   Raw* out = static_cast<Raw*>(a.out);
   const Raw* own = static_cast<const Raw*>(a.scratch[r]);
   Raw* to = static_cast<Raw*>(a.scratch[next]);
+  const RingParts parts = RingPartsOf(slice, a.chunk_elems);
   auto shard = [&](int s) { return (s % n + n) % n; };
-  auto len = [&](int s) { return SliceLen(a.count, slice, s); };
+  // Elements of part k of shard s, and the flag point of (m, k).
+  auto len = [&](int s, int64_t k) {
+    const int64_t left = SliceLen(a.count, slice, s) - k * parts.part;
+    return left < 0 ? 0 : (left > parts.part ? parts.part : left);
+  };
+  auto point = [&](int m, int64_t k) { return Flag(e, static_cast<uint32_t>(m * parts.count + k + 1)); };
   for (int m = 0; m < 2 * n - 2; ++m) {
-    if (m > 0 && !WaitFrom(a, kReduced, prev, Flag(e, static_cast<uint32_t>(m)))) return;
-    const Raw* got = m > 0 ? own + RingSlot(m - 1, n) * slice : nullptr;
-    Raw* dst = to + RingSlot(m, n) * slice;
-    if (m < n - 1) {  // reduce-scatter: own input (+ the partial received)
-      const int s = shard(r - m - 1);
-      RingPass<DT, OP>(got, in + s * slice, dst, nullptr, len(s));
-    } else if (m == n - 1) {  // shard r completed: keep it, send it
-      RingPass<DT, OP>(got, in + r * slice, out + r * slice, dst, len(r));
-    } else {  // all-gather: keep and forward the shard received
-      const int s = shard(r - (m - (n - 1)));
-      RingPass<DT, OP>(nullptr, got, out + s * slice, dst, len(s));
+    for (int64_t k = 0; k < parts.count; ++k) {
+      if (m > 0 && !WaitFrom(a, kReduced, prev, point(m - 1, k))) return;
+      const int64_t off = k * parts.part;
+      const Raw* got = m > 0 ? own + RingSlot(m - 1, n) * slice + off : nullptr;
+      Raw* dst = to + RingSlot(m, n) * slice + off;
+      if (m < n - 1) {  // reduce-scatter: own input (+ the partial received)
+        const int s = shard(r - m - 1);
+        RingPass<DT, OP>(got, in + s * slice + off, dst, nullptr, len(s, k));
+      } else if (m == n - 1) {  // shard r completed: keep it, send it
+        RingPass<DT, OP>(got, in + r * slice + off, out + r * slice + off, dst, len(r, k));
+      } else {  // all-gather: keep and forward the shard received
+        const int s = shard(r - (m - (n - 1)));
+        RingPass<DT, OP>(nullptr, got, out + s * slice + off, dst, len(s, k));
+      }
+      PostTo(a, kReduced, next, point(m, k));
     }
-    PostTo(a, kReduced, next, Flag(e, static_cast<uint32_t>(m + 1)));
   }
-  if (!WaitFrom(a, kReduced, prev, Flag(e, static_cast<uint32_t>(2 * n - 2)))) return;
   const int s = shard(r + 1);
-  RingPass<DT, OP>(nullptr, own + RingSlot(2 * n - 3, n) * slice, out + s * slice, nullptr, len(s));
+  for (int64_t k = 0; k < parts.count; ++k) {
+    if (!WaitFrom(a, kReduced, prev, point(2 * n - 3, k))) return;
+    const int64_t off = k * parts.part;
+    RingPass<DT, OP>(nullptr, own + RingSlot(2 * n - 3, n) * slice + off, out + s * slice + off,
+                     nullptr, len(s, k));
+  }
   EndEpoch(a, e);
 }
 

@@ -140,7 +140,7 @@ at::Tensor RunP2p(const Impl& impl, const at::Tensor& x, const Group& g,
   a.threads = static_cast<int>(threads ? threads : impl.threads);
   if (impl.flags & kChunked) {
     const int64_t kib = chunk_kib ? chunk_kib : impl.chunk_kib;
-    a.chunk_elems = std::max(vec, kib * 1024 / size / vec * vec);
+    a.chunk_elems = kib > 0 ? std::max(vec, kib * 1024 / size / vec * vec) : 0;  // 0: whole shards
   }
   a.spin_limit = g.spin_limit;
 

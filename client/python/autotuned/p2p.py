@@ -73,7 +73,7 @@ _USES_SCRATCH = (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                  ALGO_ALL_REDUCE_TWO_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE,
                  ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_RING)
 _CHUNKED = (ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, ALGO_ALL_REDUCE_COPY_ENGINE,
-            ALGO_ALL_REDUCE_PUSH_PIPELINED)
+            ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_RING)
 # The same, as the C++ torch ops take them (client/torch_ops/groups.h, Impl::flags).
 _FLAG_READS_OWN_INPUT, _FLAG_USES_SCRATCH, _FLAG_USES_PUSH, _FLAG_CHUNKED = 1, 2, 4, 8
 
@@ -281,8 +281,9 @@ class P2PGroup:
         size = x.element_size()
         vec = 16 // size
         chunk_elems = 0
-        if impl.algo in _CHUNKED:
-            chunk_elems = max(vec, (chunk_kib or impl.chunk_kib) * 1024 // size // vec * vec)
+        kib = chunk_kib or impl.chunk_kib
+        if impl.algo in _CHUNKED and kib > 0:  # 0: the ring's whole shards
+            chunk_elems = max(vec, kib * 1024 // size // vec * vec)
         x = x.contiguous()
         # Own input only: x itself, unless misaligned.
         direct = impl.algo in _READS_OWN_INPUT and x.data_ptr() % 16 == 0

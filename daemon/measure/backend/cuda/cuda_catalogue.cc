@@ -106,11 +106,14 @@ Catalogue CudaCatalogue(bool test_faults) {
                   "peer's scratch, pipelined in chunks; reads only the rank's own "
                   "input (for large messages on 3 or more GPUs)",
                   "pipeline chunk (all ranks), KiB"));
-  c.Add(P2p(Collective::kAllReduce, "all_reduce/p2p_ring",
-            "ring: each rank stores only into the next one, passing partial sums "
-            "then reduced shards along in 2 x (world - 1) steps; reads only the "
-            "rank's own input (for large messages)",
-            132, 1024));
+  ImplInfo ring = P2p(Collective::kAllReduce, "all_reduce/p2p_ring",
+                      "ring: each rank stores only into the next one, passing partial "
+                      "sums then reduced shards along in 2 x (world - 1) steps; reads "
+                      "only the rank's own input (for large messages)",
+                      132, 1024);
+  ring.params.push_back({"chunk_kib", 0, 0, 1 << 20,
+                         "part of a shard passed on at once, KiB (0: whole shards)"});
+  c.Add(ring);
   c.Add(NcclTuned(Collective::kAllGather, "all_gather/nccl", "ncclAllGather", 7));
   c.Add(P2p(Collective::kAllGather, "all_gather/p2p",
             "each rank copies its peers' inputs over NVLink", 32, 512));

@@ -18,7 +18,8 @@ namespace autotuned::cuda {
 // uneven ones through at_p2p_all_to_all_v), "broadcast/nccl", "broadcast/p2p",
 // "broadcast/push_pipelined". P2P
 // entries take "blocks" and "threads" (and "chunk_kib" for the chunked
-// two-shot, the copy engine and the pipelined push ones), run on 2..8
+// two-shot, the copy engine, the pipelined push ones and the ring, whose
+// 0 means whole shards), run on 2..8
 // ranks and need P2P. The NCCL entries but all_to_all
 // take "algo", "proto" (given together) and "channels": NCCL's own choices,
 // 0 = NCCL's (docs/nccl_tuner.md).

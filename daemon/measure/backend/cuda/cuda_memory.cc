@@ -50,7 +50,9 @@ int P2pAlgoFor(const ProblemSpec& problem, const std::string& impl) {
 
 int64_t ChunkElems(const ProblemSpec& p, const CandidateSpec& c) {
   const int64_t vec = AT_P2P_ALIGNMENT / DTypeSize(p.dtype);
-  const int64_t elems = c.Param("chunk_kib", 0) * 1024 / DTypeSize(p.dtype);
+  const int64_t kib = c.Param("chunk_kib", 0);
+  if (kib <= 0) return 0;  // no chunks (the ring: whole shards)
+  const int64_t elems = kib * 1024 / DTypeSize(p.dtype);
   return std::max(vec, elems / vec * vec);
 }
 

@@ -27,8 +27,9 @@ int P2pAlgo(const std::string& impl);
 // count or as a matrix of equal entries, keep AT_ALGO_ALL_TO_ALL.
 int P2pAlgoFor(const ProblemSpec& problem, const std::string& impl);
 
-// chunk_kib of the chunked two-shot and the copy engine as elements: a
-// whole number of 16-byte vectors, at least one.
+// chunk_kib of the chunked algos as elements: a whole number of 16-byte
+// vectors, at least one; 0 when chunk_kib is 0 or absent (the ring's whole
+// shards; the algos without chunks ignore it).
 int64_t ChunkElems(const ProblemSpec& problem, const CandidateSpec& candidate);
 
 // The most bytes any one rank of `problem` allocates on its own GPU to run

@@ -141,5 +141,19 @@ TEST_CASE("the default cap does not stop a 256 MiB all_reduce on 4 or 8 GPUs of 
   }
 }
 
+TEST_CASE("chunk_kib as elements: whole vectors, 0 for no chunks (the ring's whole shards)") {
+  const Catalogue catalogue = CudaCatalogue(false);
+  const ProblemSpec p = AllReduce(4, int64_t{64} << 20);
+  CHECK(ChunkElems(p, Canonical(catalogue, p, "all_reduce/p2p_ring")) == 0);
+  CHECK(ChunkElems(p, Canonical(catalogue, p, "all_reduce/two_shot")) == 0);
+  CHECK(ChunkElems(p, Canonical(catalogue, p, "all_reduce/copy_engine")) == 8192 * 512);
+  CandidateSpec ring = Canonical(catalogue, p, "all_reduce/p2p_ring");
+  ring.params["chunk_kib"] = 256;
+  CHECK(ChunkElems(p, ring) == 256 * 512);
+  // The ring's scratch does not depend on its parts.
+  CHECK(CudaMemoryNeed(p, ring) ==
+        CudaMemoryNeed(p, Canonical(catalogue, p, "all_reduce/two_shot_push")));
+}
+
 }  // namespace
 }  // namespace autotuned::cuda
