@@ -59,12 +59,19 @@ ImplInfo P2p(Collective c, const char* name, const char* what,
   return i;
 }
 
+// A P2P entry with a chunk_kib parameter (default, least value, what it is).
+ImplInfo Chunked(Collective c, const char* name, const char* what, int64_t default_blocks,
+                 int64_t default_threads, int64_t chunk_kib, int64_t least_kib,
+                 const char* chunk_what) {
+  ImplInfo i = P2p(c, name, what, default_blocks, default_threads);
+  i.params.push_back({"chunk_kib", chunk_kib, least_kib, 1 << 20, chunk_what});
+  return i;
+}
+
 // A pipelined push entry: P2P with 64 x 512 blocks (512 threads a block
 // keep their registers: kernels/p2p_kernels.cu) and a pipeline chunk.
 ImplInfo Pipelined(Collective c, const char* name, const char* what, const char* chunk_what) {
-  ImplInfo i = P2p(c, name, what, 64, 512);
-  i.params.push_back({"chunk_kib", 2048, 16, 1 << 20, chunk_what});
-  return i;
+  return Chunked(c, name, what, 64, 512, 2048, 16, chunk_what);
 }
 
 }  // namespace
@@ -88,32 +95,24 @@ Catalogue CudaCatalogue(bool test_faults) {
                       32, 512);
   push.dtypes = {DType::kBFloat16, DType::kFloat16};
   c.Add(push);
-  ImplInfo chunked = P2p(Collective::kAllReduce, "all_reduce/two_shot_chunked",
-                         "two-shot pipelined in chunks", 64, 1024);
-  chunked.params.push_back(
-      {"chunk_kib", 2048, 16, 1 << 20, "pipeline chunk per rank, KiB"});
-  c.Add(chunked);
-  ImplInfo ce = P2p(Collective::kAllReduce, "all_reduce/copy_engine",
-                    "the copy engines move each rank's input into every peer's "
-                    "scratch in chunks while the SMs reduce the chunks that have "
-                    "arrived (for large messages)",
-                    64, 1024);
-  ce.params.push_back({"chunk_kib", 8192, 64, 1 << 20,
-                       "copy chunk per rank, KiB (at most 1024 chunks)"});
-  c.Add(ce);
+  c.Add(Chunked(Collective::kAllReduce, "all_reduce/two_shot_chunked",
+                "two-shot pipelined in chunks", 64, 1024, 2048, 16,
+                "pipeline chunk per rank, KiB"));
+  c.Add(Chunked(Collective::kAllReduce, "all_reduce/copy_engine",
+                "the copy engines move each rank's input into every peer's "
+                "scratch in chunks while the SMs reduce the chunks that have "
+                "arrived (for large messages)",
+                64, 1024, 8192, 64, "copy chunk per rank, KiB (at most 1024 chunks)"));
   c.Add(Pipelined(Collective::kAllReduce, "all_reduce/push_pipelined",
                   "two-shot in which every byte crosses NVLink as a store into a "
                   "peer's scratch, pipelined in chunks; reads only the rank's own "
                   "input (for large messages on 3 or more GPUs)",
                   "pipeline chunk (all ranks), KiB"));
-  ImplInfo ring = P2p(Collective::kAllReduce, "all_reduce/p2p_ring",
-                      "ring: each rank stores only into the next one, passing partial "
-                      "sums then reduced shards along in 2 x (world - 1) steps; reads "
-                      "only the rank's own input (for large messages)",
-                      132, 1024);
-  ring.params.push_back({"chunk_kib", 0, 0, 1 << 20,
-                         "part of a shard passed on at once, KiB (0: whole shards)"});
-  c.Add(ring);
+  c.Add(Chunked(Collective::kAllReduce, "all_reduce/p2p_ring",
+                "ring: each rank stores only into the next one, passing partial "
+                "sums then reduced shards along in 2 x (world - 1) steps; reads "
+                "only the rank's own input (for large messages)",
+                132, 1024, 0, 0, "part of a shard passed on at once, KiB (0: whole shards)"));
   c.Add(NcclTuned(Collective::kAllGather, "all_gather/nccl", "ncclAllGather", 7));
   c.Add(P2p(Collective::kAllGather, "all_gather/p2p",
             "each rank copies its peers' inputs over NVLink", 32, 512));
