@@ -11,7 +11,8 @@ The grid is the one bench/gpu_run.sh sweeps the cuda backend's kernels
 with, one axis at a time, the other parameters at their defaults:
   * blocks and threads together: (16, 512), (32, 512), (64, 1024),
     (128, 1024), each clipped to the parameters' ranges;
-  * chunk_kib: the default / 4 and x 4, within its range;
+  * chunk_kib: the default / 4 and x 4, within its range (none when the
+    default is 0, "no chunks", as the ring's whole shards);
   * any other parameter (e.g. the sim backend's `root`) keeps its default:
     it says what the implementation does, not how the work is tiled.
 The default shape comes first (of equal estimates, the earlier wins). Pure:
@@ -61,7 +62,7 @@ def shapes(impl: pb.Implementation, max_shapes: int = DEFAULT_MAX_SHAPES) -> lis
     elif "blocks" in by_name:
         for blocks, _ in LAUNCH_SHAPES:
             add({"blocks": blocks})
-    if "chunk_kib" in by_name:
+    if "chunk_kib" in by_name and default["chunk_kib"] > 0:
         d = default["chunk_kib"]
         for f in CHUNK_FACTORS:
             add({"chunk_kib": max(1, d // f)})

@@ -178,6 +178,8 @@ def _listing():
         pb.Implementation(name="all_reduce/nccl", collective=pb.ALL_REDUCE, min_world_size=1),
         p2p("all_reduce/one_shot", 32, 512),
         p2p("all_reduce/copy_engine", 64, 1024, [chunk]),
+        p2p("all_reduce/p2p_ring", 132, 1024,
+            [pb.ParamSpec(name="chunk_kib", default_value=0, min_value=0, max_value=1 << 20)]),
         pb.Implementation(name="all_reduce/fp32_only", collective=pb.ALL_REDUCE,
                           dtypes=[pb.FLOAT32], params=[chunk]),
         pb.Implementation(name="all_reduce/gather_reduce", collective=pb.ALL_REDUCE,
@@ -197,6 +199,11 @@ def test_shapes_grid():
     assert len(ce) == 6 and len(shapes(impls["all_reduce/copy_engine"], 3)) == 3
     # Not a tiling: kept at its default.
     assert shapes(impls["all_reduce/gather_reduce"]) == [{"root": 0}]
+    # chunk_kib 0 means no chunks (the ring's whole shards): no chunk grid,
+    # where 0 / 4 would have made parts of 1 KiB.
+    ring = shapes(impls["all_reduce/p2p_ring"])
+    assert ring[0] == {"blocks": 132, "threads": 1024, "chunk_kib": 0}
+    assert {s["chunk_kib"] for s in ring} == {0} and len(ring) == 5
 
 
 def test_expand_keeps_given_parameters_and_bounds_the_count():
