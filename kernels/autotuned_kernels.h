@@ -239,7 +239,17 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * as soon as it has arrived (the steps overlap). Scratch: `world` slots
    * of one shard (as AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH). In place allowed
    * (output == own input). Since ABI 2.4. */
-#define AT_ALGO_LAST AT_ALGO_ALL_REDUCE_RING
+#define AT_ALGO_ALL_REDUCE_CE_RING 15
+  /* The copy engine and the SMs at once: the first half of the message
+   * (rounded down to whole vectors) goes through
+   * AT_ALGO_ALL_REDUCE_COPY_ENGINE (chunk_elems its chunk, 16 reducing
+   * blocks) while the rest goes through AT_ALGO_ALL_REDUCE_RING (`blocks`
+   * blocks, at most AT_P2P_MAX_BLOCKS - 1, of `threads`) on a second side
+   * stream, forked from and joined back to `stream`. On one NVLink the two
+   * paths together move more than either alone. Reads only this rank's
+   * own input. Scratch: the copy engine's for the first part, then the
+   * ring's for the rest. Not in place. Since ABI 2.4. */
+#define AT_ALGO_LAST AT_ALGO_ALL_REDUCE_CE_RING
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */
 const char* at_p2p_algo_name(int algo);
@@ -336,6 +346,7 @@ int at_p2p_broadcast(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_push_pipelined(const at_p2p_args* args, void* stream);
 int at_p2p_broadcast_push_pipelined(const at_p2p_args* args, void* stream);
 int at_p2p_all_reduce_ring(const at_p2p_args* args, void* stream);
+int at_p2p_all_reduce_ce_ring(const at_p2p_args* args, void* stream);
 
 /* All-to-all with uneven splits (AT_ALGO_ALL_TO_ALL_V). split_counts:
  * world * world element counts (see the algo), read during the call only:

@@ -56,7 +56,9 @@ bool IsTwoShot(int algo) {
 }
 bool IsOneShotPush(int algo) { return algo == AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH; }
 bool IsRing(int algo) { return algo == AT_ALGO_ALL_REDUCE_RING; }
-bool IsCopyEngine(int algo) { return algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE; }
+// The copy engine, alone or beside the ring (its checks apply to both).
+bool IsCeRing(int algo) { return algo == AT_ALGO_ALL_REDUCE_CE_RING; }
+bool IsCopyEngine(int algo) { return algo == AT_ALGO_ALL_REDUCE_COPY_ENGINE || IsCeRing(algo); }
 bool UsesScratch(int algo) {
   return IsTwoShot(algo) || IsOneShotPush(algo) || IsCopyEngine(algo) || IsPipelined(algo) ||
          IsRing(algo);
@@ -87,6 +89,7 @@ void Extents(int algo, int world, int64_t count, int64_t* in, int64_t* out) {
 int64_t ScratchBytes(int algo, int dtype, int world, int64_t count,
                      int64_t chunk_elems) {
   if (IsOneShotPush(algo)) return PushBufferBytes(count, world, dtype);
+  if (IsCeRing(algo)) return CeRingScratchElems(count, world, dtype) * ElemBytes(dtype);
   if (IsCopyEngine(algo)) return world * CeSlotElems(count, dtype) * ElemBytes(dtype);
   if (IsPipelined(algo)) {
     const int parts = algo == AT_ALGO_BROADCAST_PUSH_PIPELINED ? world - 1 : world;
@@ -138,6 +141,7 @@ const char* at_p2p_algo_name(int algo) {
     case AT_ALGO_BROADCAST_PUSH_PIPELINED: return "broadcast_push_pipelined";
     case AT_ALGO_ALL_TO_ALL_V: return "all_to_all_v";
     case AT_ALGO_ALL_REDUCE_RING: return "all_reduce_ring";
+    case AT_ALGO_ALL_REDUCE_CE_RING: return "all_reduce_ce_ring";
     default: return nullptr;
   }
 }
@@ -183,8 +187,10 @@ int at_p2p_group_sizes_for(int world, int64_t max_bytes, int64_t chunk_bytes,
     }
   }
   if (ce_max_bytes > 0) {
-    scratch = std::max(scratch, ScratchBytes(AT_ALGO_ALL_REDUCE_COPY_ENGINE, AT_DTYPE_BFLOAT16,
-                                             world, std::min(ce_max_bytes / 2, kMaxCount), 0));
+    for (int algo : {AT_ALGO_ALL_REDUCE_COPY_ENGINE, AT_ALGO_ALL_REDUCE_CE_RING}) {
+      scratch = std::max(scratch, ScratchBytes(algo, AT_DTYPE_BFLOAT16, world,
+                                               std::min(ce_max_bytes / 2, kMaxCount), 0));
+    }
   }
   out->scratch_bytes = align(scratch);
   out->push_bytes =
@@ -234,6 +240,10 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
                 kMaxThreads);
   }
   if (a->spin_limit < 0) return Fail(r, n, "spin_limit must be >= 0");
+  if (IsCeRing(algo) && a->blocks > kMaxBlocks - 1) {
+    return Fail(r, n, "blocks %d: ce_ring's ring takes at most %d (signal row 0 is the copy "
+                "engine's)", a->blocks, kMaxBlocks - 1);
+  }
   const int64_t vec = VecElems(a->dtype);
   if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED || IsCopyEngine(algo) || IsPipelined(algo)) {
     if (a->chunk_elems <= 0 || a->chunk_elems % vec != 0) {

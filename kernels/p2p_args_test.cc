@@ -57,10 +57,10 @@ constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SH
                           AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE,
                           AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST,
                           AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, AT_ALGO_BROADCAST_PUSH_PIPELINED,
-                          AT_ALGO_ALL_REDUCE_RING};
+                          AT_ALGO_ALL_REDUCE_RING, AT_ALGO_ALL_REDUCE_CE_RING};
 // kAlgos: every algo at_p2p_launch takes; the all-to-all with uneven splits
 // has functions of its own (its test below).
-constexpr int kLastAlgo = AT_ALGO_ALL_REDUCE_RING;
+constexpr int kLastAlgo = AT_ALGO_ALL_REDUCE_CE_RING;
 static_assert(kLastAlgo == AT_ALGO_LAST, "every algo listed");
 
 TEST_CASE("version, names, limits and struct size") {
@@ -81,6 +81,7 @@ TEST_CASE("version, names, limits and struct size") {
         "broadcast_push_pipelined");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_TO_ALL_V)) == "all_to_all_v");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_RING)) == "all_reduce_ring");
+  CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_CE_RING)) == "all_reduce_ce_ring");
   for (int algo : kAlgos) CHECK(at_p2p_algo_name(algo) != nullptr);
   CHECK(at_p2p_algo_name(0) == nullptr);
   CHECK(at_p2p_algo_name(kLastAlgo + 1) == nullptr);
@@ -769,6 +770,38 @@ TEST_CASE("the ring: whole shards or parts of whole vectors, its own input only"
   CHECK(at_p2p_scratch_bytes(kRing, AT_DTYPE_BFLOAT16, 4, 1000, 0) ==
         at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, AT_DTYPE_BFLOAT16, 4, 1000, 0));
   CHECK(at_p2p_scratch_bytes(kRing, AT_DTYPE_BFLOAT16, 4, 1000, 0) == 4 * 256 * 2);
+}
+
+TEST_CASE("the copy engine beside the ring: the copy engine's checks, blocks for the ring") {
+  Setup s(2, 0);
+  constexpr int kCeRing = AT_ALGO_ALL_REDUCE_CE_RING;
+  s.args.count = 1 << 20;
+  s.args.chunk_elems = 1 << 16;
+  s.args.scratch_bytes = at_p2p_scratch_bytes(kCeRing, AT_DTYPE_BFLOAT16, 2, 1 << 20, 1 << 16);
+  // Half through the copy engine (2 slots), half through the ring (2 shards of a quarter).
+  CHECK(s.args.scratch_bytes == (2 * (1 << 19) + 2 * (1 << 18)) * 2);
+  CHECK(s.args.scratch_bytes <= at_p2p_scratch_bytes(AT_ALGO_ALL_REDUCE_COPY_ENGINE,
+                                                     AT_DTYPE_BFLOAT16, 2, 1 << 20, 1 << 16));
+  CHECK(Reason(kCeRing, s.args) == "OK");
+  s.args.blocks = AT_P2P_MAX_BLOCKS;  // row 0 is the copy engine's
+  CHECK_THAT(Reason(kCeRing, s.args), Catch::Contains("at most 131"));
+  s.args.blocks = AT_P2P_MAX_BLOCKS - 1;
+  CHECK(Reason(kCeRing, s.args) == "OK");
+  s.args.chunk_elems = 0;  // the copy engine's chunk is required
+  CHECK_THAT(Reason(kCeRing, s.args), Catch::Contains("chunk_elems 0 must be a positive"));
+  s.args.chunk_elems = 512;  // more than 1024 chunks
+  CHECK_THAT(Reason(kCeRing, s.args), Catch::Contains("more than 1024 chunks"));
+  s.args.chunk_elems = 1 << 16;
+  s.args.output = const_cast<void*>(s.inputs[0]);  // not in place
+  CHECK_THAT(Reason(kCeRing, s.args), Catch::Contains("cannot run in place"));
+  s.args.output = Fake(0x90000000u);
+  s.inputs[1] = nullptr;  // its own input only
+  CHECK(Reason(kCeRing, s.args) == "OK");
+  // A group made for the copy engine's messages holds this algo's scratch.
+  at_p2p_group_sizes g{};
+  REQUIRE(at_p2p_group_sizes_for(4, 1 << 20, 0, int64_t{256} << 20, 0, &g) == AT_OK);
+  CHECK(g.scratch_bytes >= at_p2p_scratch_bytes(kCeRing, AT_DTYPE_BFLOAT16, 4,
+                                                int64_t{128} << 20, 1 << 22));
 }
 
 }  // namespace

@@ -569,10 +569,10 @@ int Main(int argc, char** argv) {
   Bench bench(flags, world);
   bench.Setup();
   const bool symm = !flags.nccl_only && bench.SetupSymmetric();
-  std::printf("%12s %14s %14s %26s %26s %26s %26s %34s %34s %34s %26s %12s %s\n", "bytes",
+  std::printf("%12s %14s %14s %26s %26s %26s %26s %34s %34s %34s %34s %34s %12s %s\n", "bytes",
               "nccl_us", "nccl_symm_us", "one_shot_us", "one_shot_push_us", "two_shot_us",
               "two_shot_push_us", "two_shot_chunked_us", "copy_engine_us", "push_pipelined_us",
-              "ring_us", "busbw_GB/s", "winner");
+              "ring_us", "ce_ring_us", "busbw_GB/s", "winner");
   const auto wanted = [&](const std::string& column) {
     return flags.columns.empty() ||
            std::find(flags.columns.begin(), flags.columns.end(), column) != flags.columns.end();
@@ -580,7 +580,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> bad;  // candidates whose output was wrong
   for (int64_t bytes = flags.min_bytes; bytes <= flags.max_bytes; bytes *= flags.step) {
     const int64_t count = bytes / 2;
-    Best nccl, one, one_push, two, push, chunked, ce, pipe, ring;
+    Best nccl, one, one_push, two, push, chunked, ce, pipe, ring, ce_ring;
     nccl.how = "nccl";
     nccl.us = bench.Nccl(count, &nccl.ok);
     Best nsym;
@@ -619,6 +619,10 @@ int Main(int argc, char** argv) {
             std::string(how) + " c" + std::to_string(chunk), &ce);
         run(AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, chunk,
             std::string(how) + " c" + std::to_string(chunk), &pipe);
+        if (s.blocks < AT_P2P_MAX_BLOCKS) {  // row 0 is the copy engine's
+          run(AT_ALGO_ALL_REDUCE_CE_RING, chunk,
+              std::string(how) + " c" + std::to_string(chunk), &ce_ring);
+        }
       }
     }
     const Best* winner = &nccl;
@@ -626,7 +630,8 @@ int Main(int argc, char** argv) {
     const std::pair<const Best*, const char*> candidates[] = {
         {&nsym, "nccl_symm"}, {&one, "one_shot"}, {&one_push, "one_shot_push"}, {&two, "two_shot"},
         {&push, "two_shot_push"}, {&ce, "copy_engine"},
-        {&chunked, "two_shot_chunked"}, {&pipe, "push_pipelined"}, {&ring, "ring"}};
+        {&chunked, "two_shot_chunked"}, {&pipe, "push_pipelined"}, {&ring, "ring"},
+        {&ce_ring, "ce_ring"}};
     for (const auto& c : candidates) {
       if (c.first->us >= 0 && c.first->ok && (!winner->ok || c.first->us < winner->us)) {
         winner = c.first;
@@ -640,11 +645,11 @@ int Main(int argc, char** argv) {
     if (nsym.us >= 0) {
       std::snprintf(symm_cell, sizeof(symm_cell), "%.2f%s", nsym.us, nsym.ok ? "" : "_BAD");
     }
-    std::printf("%12lld %14s %14s %26s %26s %26s %26s %34s %34s %34s %26s %12.1f %s\n",
+    std::printf("%12lld %14s %14s %26s %26s %26s %26s %34s %34s %34s %34s %34s %12.1f %s\n",
                 static_cast<long long>(bytes), nccl_cell, symm_cell, Cell(one).c_str(),
                 Cell(one_push).c_str(), Cell(two).c_str(), Cell(push).c_str(),
                 Cell(chunked).c_str(), Cell(ce).c_str(), Cell(pipe).c_str(), Cell(ring).c_str(),
-                busbw, winner_name);
+                Cell(ce_ring).c_str(), busbw, winner_name);
     std::fflush(stdout);
     if (!nccl.ok) bad.push_back(std::to_string(bytes) + " nccl");
     if (nsym.us >= 0 && !nsym.ok) bad.push_back(std::to_string(bytes) + " nccl_symm");

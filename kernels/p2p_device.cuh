@@ -29,7 +29,9 @@ struct P2pKernelArgs {
   int64_t spin_limit;
   int world;
   int rank;
-  int root;  // broadcast
+  int root;      // broadcast
+  int row_base;  // block b's signal row and epoch: row_base + b (0 but for
+                 // the ring beside the copy engine, p2p_layout.h)
 };
 
 // ---- Element types: raw bits in registers, arithmetic in fp32 -------------
@@ -86,20 +88,25 @@ __device__ __forceinline__ uint64_t LoadAcquire(const uint64_t* p) {
 // the push one-shot's data, 5 for a copy-engine chunk) on `peer` gave up.
 __device__ __forceinline__ void RecordTimeout(const P2pKernelArgs& a, unsigned int kind,
                                               unsigned int peer) {
-  const unsigned int code =
-      AT_SIGNAL_ERR_TIMEOUT | (kind << 8) | (peer << 16) | (blockIdx.x << 24);
+  const unsigned int code = AT_SIGNAL_ERR_TIMEOUT | (kind << 8) | (peer << 16) |
+                            (static_cast<unsigned int>(a.row_base + blockIdx.x) << 24);
   atomicCAS_system(&a.sig[a.rank]->error, 0u, code);
 }
 
 // The flag protocol of p2p_layout.h: block b's row, epochs, posts and waits.
 
-__device__ __forceinline__ FlagRow* Row(Signal* s, int kind) {
-  FlagRow* rows = kind == kArrive ? s->arrive : (kind == kReduced ? s->reduced : s->gathered);
-  return &rows[blockIdx.x];
+// This block's signal row and epoch index.
+__device__ __forceinline__ int BlockRow(const P2pKernelArgs& a) {
+  return a.row_base + static_cast<int>(blockIdx.x);
 }
 
-__device__ __forceinline__ uint64_t* Slot(Signal* s, int kind, int from) {
-  return &Row(s, kind)->from[from];
+__device__ __forceinline__ FlagRow* Row(const P2pKernelArgs& a, Signal* s, int kind) {
+  FlagRow* rows = kind == kArrive ? s->arrive : (kind == kReduced ? s->reduced : s->gathered);
+  return &rows[BlockRow(a)];
+}
+
+__device__ __forceinline__ uint64_t* Slot(const P2pKernelArgs& a, Signal* s, int kind, int from) {
+  return &Row(a, s, kind)->from[from];
 }
 
 // The first thing every P2P kernel does. Launched as a programmatic
@@ -117,7 +124,7 @@ __device__ __forceinline__ void AfterPriorGrid() {
 
 __device__ __forceinline__ uint32_t BeginEpoch(const P2pKernelArgs& a) {
   AfterPriorGrid();
-  return a.sig[a.rank]->epoch[blockIdx.x] + 1;
+  return a.sig[a.rank]->epoch[BlockRow(a)] + 1;
 }
 
 // At the successful end of the kernel: once every thread is past its last
@@ -125,14 +132,14 @@ __device__ __forceinline__ uint32_t BeginEpoch(const P2pKernelArgs& a) {
 // boundary orders it before the next launch's read).
 __device__ __forceinline__ void EndEpoch(const P2pKernelArgs& a, uint32_t e) {
   __syncthreads();
-  if (threadIdx.x == 0) a.sig[a.rank]->epoch[blockIdx.x] = e;
+  if (threadIdx.x == 0) a.sig[a.rank]->epoch[BlockRow(a)] = e;
 }
 
 // Publishes `value` to every rank's slot for (this block, this rank), after
 // all of this block's prior loads and stores.
 __device__ __forceinline__ void Post(const P2pKernelArgs& a, int kind, uint64_t value) {
   __syncthreads();
-  if (threadIdx.x < a.world) StoreRelease(Slot(a.sig[threadIdx.x], kind, a.rank), value);
+  if (threadIdx.x < a.world) StoreRelease(Slot(a, a.sig[threadIdx.x], kind, a.rank), value);
 }
 
 // Waits until row->from[p] >= value for every rank p (this rank's own too
@@ -157,7 +164,7 @@ __device__ __forceinline__ bool WaitRow(const P2pKernelArgs& a, const FlagRow* r
 
 // Waits until every rank posted >= value for this block.
 __device__ __forceinline__ bool WaitAll(const P2pKernelArgs& a, int kind, uint64_t value) {
-  return WaitRow(a, Row(a.sig[a.rank], kind), value, static_cast<unsigned int>(kind), true);
+  return WaitRow(a, Row(a, a.sig[a.rank], kind), value, static_cast<unsigned int>(kind), true);
 }
 
 // Post and wait between two ranks only (the ring): `value` into rank
@@ -165,14 +172,14 @@ __device__ __forceinline__ bool WaitAll(const P2pKernelArgs& a, int kind, uint64
 // (this block, `peer`) is >= value.
 __device__ __forceinline__ void PostTo(const P2pKernelArgs& a, int kind, int peer, uint64_t value) {
   __syncthreads();
-  if (threadIdx.x == 0) StoreRelease(Slot(a.sig[peer], kind, a.rank), value);
+  if (threadIdx.x == 0) StoreRelease(Slot(a, a.sig[peer], kind, a.rank), value);
 }
 
 __device__ __forceinline__ bool WaitFrom(const P2pKernelArgs& a, int kind, int peer,
                                          uint64_t value) {
   int failed = 0;
   if (threadIdx.x == 0) {
-    const uint64_t* slot = Slot(a.sig[a.rank], kind, peer);
+    const uint64_t* slot = Slot(a, a.sig[a.rank], kind, peer);
     int64_t spins = 0;
     while (static_cast<int64_t>(LoadAcquire(slot) - value) < 0) {
       if (a.spin_limit > 0 && ++spins >= a.spin_limit) {

@@ -613,7 +613,9 @@ template <int W, int DT, int OP> KernelFn PickAlgo(int algo, bool narrow) {
       } else {
         return OneShotPushKernel<W, DT, OP>;
       }
-    case AT_ALGO_ALL_REDUCE_COPY_ENGINE: return CeReduceKernel<W, DT, OP>;
+    case AT_ALGO_ALL_REDUCE_COPY_ENGINE:
+    case AT_ALGO_ALL_REDUCE_CE_RING:  // the copy engine's part (the ring's: launch)
+      return CeReduceKernel<W, DT, OP>;
     case AT_ALGO_REDUCE_SCATTER: return ReduceScatterKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return TwoShotPushKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_RING: return RingKernel<W, DT, OP>;
@@ -694,11 +696,14 @@ bool ProgrammaticLaunch() {
 
 // The copy-engine all-reduce's side stream and fork/join events, one set per
 // (device, caller stream), made at the first launch there and kept for the
-// life of the process (a caller uses few streams).
+// life of the process (a caller uses few streams); `ring` and `ring_join`:
+// the second side stream of the ring beside the copy engine.
 struct Side {
   cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr;
   cudaEvent_t join = nullptr;
+  cudaStream_t ring = nullptr;
+  cudaEvent_t ring_join = nullptr;
 };
 
 cudaError_t SideFor(cudaStream_t main, Side* out) {
@@ -714,6 +719,8 @@ cudaError_t SideFor(cudaStream_t main, Side* out) {
     e = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.join, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&s.ring, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.ring_join, cudaEventDisableTiming);
     if (e != cudaSuccess) return e;
     it = sides->emplace(std::make_pair(device, main), s).first;
   }
@@ -721,17 +728,15 @@ cudaError_t SideFor(cudaStream_t main, Side* out) {
   return cudaSuccess;
 }
 
-// See copy_engine.cuh. `k` is complete; the copies use `args`' pointers.
-int LaunchCopyEngine(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn reduce,
-                     cudaStream_t main) {
-  Side side;
-  cudaError_t e = SideFor(main, &side);
-  if (e != cudaSuccess) return static_cast<int>(e);
+// See copy_engine.cuh. `k` is complete; the copies use `args`' pointers,
+// count and chunk_elems, the reduce kernel args.blocks and args.threads.
+cudaError_t CopyEngineOn(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn reduce,
+                         cudaStream_t main, const Side& side) {
   CePrologueKernel<<<1, 32, 0, main>>>(k);
-  e = cudaGetLastError();
+  cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaEventRecord(side.fork, main);
   if (e == cudaSuccess) e = cudaStreamWaitEvent(side.stream, side.fork, 0);
-  if (e != cudaSuccess) return static_cast<int>(e);
+  if (e != cudaSuccess) return e;
   const int64_t esize = ElemBytes(args.dtype);
   const char* in = static_cast<const char*>(args.peer_inputs[args.rank]);
   Signal* own = static_cast<Signal*>(args.peer_signals[args.rank]);
@@ -759,7 +764,43 @@ int LaunchCopyEngine(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn r
     e = cudaGetLastError();
   }
   const cudaError_t wait = join == cudaSuccess ? cudaStreamWaitEvent(main, side.join, 0) : join;
-  return static_cast<int>(e != cudaSuccess ? e : wait);
+  return e != cudaSuccess ? e : wait;
+}
+
+// The ring beside the copy engine (AT_ALGO_ALL_REDUCE_CE_RING): its kernel,
+// arguments and launch shape.
+struct Beside {
+  KernelFn fn = nullptr;
+  P2pKernelArgs k = {};
+  int blocks = 0;
+  int threads = 0;
+};
+
+// The copy-engine all-reduce of `k` / `args` (none when k.count is 0) and,
+// with `beside`, the ring's kernel at the same time on a second side stream,
+// forked from `main` first and joined back last (also after an error, so
+// that the caller's stream or its capture is never left forked).
+int LaunchCopyEngine(const P2pKernelArgs& k, const at_p2p_args& args, KernelFn reduce,
+                     cudaStream_t main, const Beside* beside = nullptr) {
+  Side side;
+  cudaError_t e = SideFor(main, &side);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  cudaError_t ring_join = cudaSuccess;
+  if (beside != nullptr) {
+    e = cudaEventRecord(side.fork, main);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(side.ring, side.fork, 0);
+    if (e != cudaSuccess) return static_cast<int>(e);
+    beside->fn<<<beside->blocks, beside->threads, 0, side.ring>>>(beside->k);
+    e = cudaGetLastError();
+    ring_join = cudaEventRecord(side.ring_join, side.ring);
+  }
+  if (e == cudaSuccess && k.count > 0) e = CopyEngineOn(k, args, reduce, main, side);
+  if (beside != nullptr) {
+    const cudaError_t wait =
+        ring_join == cudaSuccess ? cudaStreamWaitEvent(main, side.ring_join, 0) : ring_join;
+    if (e == cudaSuccess) e = wait;
+  }
+  return static_cast<int>(e);
 }
 
 }  // namespace
@@ -812,6 +853,41 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
     k.slot_elems = p2p::CeSlotElems(args->count, args->dtype);
     return p2p::LaunchCopyEngine(k, *args, fn, static_cast<cudaStream_t>(stream));
   }
+  if (algo == AT_ALGO_ALL_REDUCE_CE_RING) {
+    // The copy engine: the first `ce` elements, 16 reducing blocks, its
+    // scratch first. The ring: the rest, the caller's shape, signal rows
+    // from 1, its scratch after the copy engine's.
+    const int64_t ce = p2p::CeRingSplit(args->count, args->dtype);
+    const int64_t esize = p2p::ElemBytes(args->dtype);
+    at_p2p_args ce_args = *args;
+    ce_args.count = ce;
+    ce_args.blocks = p2p::kCeRingCeBlocks;
+    p2p::P2pKernelArgs kc = k;
+    kc.count = ce;
+    kc.chunk_elems = args->chunk_elems;
+    kc.slot_elems = p2p::CeSlotElems(ce, args->dtype);
+    p2p::Beside ring;
+    ring.k = k;
+    ring.k.count = args->count - ce;
+    ring.k.row_base = 1;
+    ring.k.chunk_elems = 0;  // whole shards
+    ring.k.slot_elems = p2p::SliceElems(ring.k.count, args->world, p2p::VecElems(args->dtype));
+    ring.k.out = static_cast<char*>(args->output) + ce * esize;
+    for (int p = 0; p < args->world; ++p) {
+      if (args->peer_inputs[p] != nullptr) {
+        ring.k.in[p] = static_cast<const char*>(args->peer_inputs[p]) + ce * esize;
+      }
+      ring.k.scratch[p] = static_cast<char*>(args->peer_scratch[p]) +
+                          args->world * kc.slot_elems * esize;
+    }
+    ring.blocks = args->blocks;
+    ring.threads = args->threads;
+    int64_t units = ring.k.count;
+    ring.fn = p2p::Pick(AT_ALGO_ALL_REDUCE_RING, args->world, args->dtype, args->op, &units,
+                        args->threads);
+    if (ring.fn == nullptr) return AT_ERR_INVALID_VALUE;
+    return p2p::LaunchCopyEngine(kc, ce_args, fn, static_cast<cudaStream_t>(stream), &ring);
+  }
   cudaLaunchAttribute attribute = {};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -862,6 +938,9 @@ int at_p2p_broadcast_push_pipelined(const at_p2p_args* args, void* stream) {
 }
 int at_p2p_all_reduce_ring(const at_p2p_args* args, void* stream) {
   return at_p2p_launch(AT_ALGO_ALL_REDUCE_RING, args, stream);
+}
+int at_p2p_all_reduce_ce_ring(const at_p2p_args* args, void* stream) {
+  return at_p2p_launch(AT_ALGO_ALL_REDUCE_CE_RING, args, stream);
 }
 int at_p2p_all_to_all_v(const at_p2p_args* args, const int64_t* split_counts, void* stream) {
   return autotuned::kernels::p2p::LaunchAllToAllV(args, split_counts,

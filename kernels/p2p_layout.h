@@ -160,6 +160,20 @@ AT_P2P_HD inline int64_t RingScratchElems(int64_t count, int world, int dtype) {
   return count <= 0 ? 0 : world * SliceElems(count, world, VecElems(dtype));
 }
 
+// ---- The copy engine and the ring at once (AT_ALGO_ALL_REDUCE_CE_RING) ----
+// The first CeRingSplit elements go through the copy-engine all-reduce (its
+// reducing kernel has kCeRingCeBlocks blocks; signal row 0, as always), the
+// rest through the ring, whose block b uses signal row 1 + b
+// (P2pKernelArgs::row_base), so the two run at once on one signal buffer.
+// Scratch: the copy engine's `world` slots of the first part, then the
+// ring's slots of the rest.
+constexpr int kCeRingCeBlocks = 16;
+
+AT_P2P_HD inline int64_t CeRingSplit(int64_t count, int dtype) {
+  const int64_t vec = VecElems(dtype);
+  return count / 2 / vec * vec;
+}
+
 // ---- The pipelined push algos (AT_ALGO_ALL_REDUCE_PUSH_PIPELINED,
 // AT_ALGO_BROADCAST_PUSH_PIPELINED) -------------------------------------------
 // The message goes in chunks of `chunk` elements, each cut into `parts`
@@ -259,6 +273,11 @@ AT_P2P_HD inline int64_t PushBufferBytes(int64_t count, int world, int dtype) {
 AT_P2P_HD inline int64_t CeSlotElems(int64_t count, int dtype) {
   const int64_t vec = VecElems(dtype);
   return (count + vec - 1) / vec * vec;
+}
+
+AT_P2P_HD inline int64_t CeRingScratchElems(int64_t count, int world, int dtype) {
+  const int64_t ce = CeRingSplit(count, dtype);
+  return world * CeSlotElems(ce, dtype) + RingScratchElems(count - ce, world, dtype);
 }
 
 }  // namespace autotuned::kernels::p2p

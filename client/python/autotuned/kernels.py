@@ -28,6 +28,7 @@ from autotuned.dispatch import Choice, Dispatcher, nearest_winner, parse_spec
 from autotuned.kernels_lib import (
     ABI_MAJOR,
     ALGO_ALL_GATHER,
+    ALGO_ALL_REDUCE_CE_RING,
     ALGO_ALL_REDUCE_COPY_ENGINE,
     ALGO_ALL_REDUCE_ONE_SHOT,
     ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
@@ -67,7 +68,8 @@ from autotuned.ops import get_group, group_names, register_group, register_ops, 
 from autotuned.p2p import P2PGroup
 
 __all__ = [
-    "ABI_MAJOR", "ALL_TO_ALL_V_VERSION", "ALGO_ALL_GATHER", "ALGO_ALL_REDUCE_COPY_ENGINE",
+    "ABI_MAJOR", "ALL_TO_ALL_V_VERSION", "ALGO_ALL_GATHER", "ALGO_ALL_REDUCE_CE_RING",
+    "ALGO_ALL_REDUCE_COPY_ENGINE",
     "ALGO_ALL_REDUCE_ONE_SHOT",
     "ALGO_ALL_REDUCE_ONE_SHOT_PUSH", "ALGO_ALL_REDUCE_PUSH_PIPELINED", "ALGO_ALL_REDUCE_RING",
     "ALGO_ALL_REDUCE_TWO_SHOT",

@@ -42,6 +42,7 @@ ALGO_BROADCAST_PUSH_PIPELINED = 12   # since ABI 2.2
 ALGO_ALL_TO_ALL_V = 13  # since ABI 2.3 (uneven splits: Library.all_to_all_v, not launch)
 ALL_TO_ALL_V_VERSION = 20300  # the first AT_KERNELS_VERSION with it
 ALGO_ALL_REDUCE_RING = 14  # since ABI 2.4 (reads its own input only)
+ALGO_ALL_REDUCE_CE_RING = 15  # since ABI 2.4 (the copy engine beside the ring; own input only)
 
 VOIDPP = ctypes.POINTER(ctypes.c_void_p)
 
@@ -123,6 +124,8 @@ IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (
     Implementation("all_reduce/push_pipelined", "all_reduce", ALGO_ALL_REDUCE_PUSH_PIPELINED,
                    64, 512, 2048),
     Implementation("all_reduce/p2p_ring", "all_reduce", ALGO_ALL_REDUCE_RING, 132, 1024),
+    Implementation("all_reduce/ce_ring", "all_reduce", ALGO_ALL_REDUCE_CE_RING,
+                   100, 1024, 32768, max_bytes_attr="ce_max_bytes"),
     Implementation("all_gather/nccl", "all_gather", 0),
     Implementation("all_gather/p2p", "all_gather", ALGO_ALL_GATHER, 32, 512),
     Implementation("reduce_scatter/nccl", "reduce_scatter", 0),

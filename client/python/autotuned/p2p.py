@@ -34,6 +34,7 @@ import socket
 from typing import Any, Optional
 
 from autotuned.kernels_lib import (
+    ALGO_ALL_REDUCE_CE_RING,
     ALGO_ALL_REDUCE_COPY_ENGINE,
     ALGO_ALL_REDUCE_ONE_SHOT_PUSH,
     ALGO_ALL_REDUCE_PUSH_PIPELINED,
@@ -67,13 +68,13 @@ _OPS = {"sum": OP_SUM, "max": OP_MAX, "min": OP_MIN}
 # Implementations that read only the calling rank's input: x itself is passed
 # (when 16-byte aligned), not a staged copy.
 _READS_OWN_INPUT = (ALGO_ALL_REDUCE_ONE_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE,
-                    ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_RING)
+                    ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_RING, ALGO_ALL_REDUCE_CE_RING)
 # Those that use the group's scratch, and those given chunk_elems.
 _USES_SCRATCH = (ALGO_ALL_REDUCE_TWO_SHOT, ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED,
                  ALGO_ALL_REDUCE_TWO_SHOT_PUSH, ALGO_ALL_REDUCE_COPY_ENGINE,
-                 ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_RING)
+                 ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_RING, ALGO_ALL_REDUCE_CE_RING)
 _CHUNKED = (ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, ALGO_ALL_REDUCE_COPY_ENGINE,
-            ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_RING)
+            ALGO_ALL_REDUCE_PUSH_PIPELINED, ALGO_ALL_REDUCE_RING, ALGO_ALL_REDUCE_CE_RING)
 # The same, as the C++ torch ops take them (client/torch_ops/groups.h, Impl::flags).
 _FLAG_READS_OWN_INPUT, _FLAG_USES_SCRATCH, _FLAG_USES_PUSH, _FLAG_CHUNKED = 1, 2, 4, 8
 

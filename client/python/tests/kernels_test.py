@@ -49,6 +49,7 @@ def test_version_struct_size_and_limits(lib):
     assert lib.algo_name(K.ALGO_ALL_REDUCE_PUSH_PIPELINED) == "all_reduce_push_pipelined"
     assert lib.algo_name(K.ALGO_BROADCAST_PUSH_PIPELINED) == "broadcast_push_pipelined"
     assert lib.algo_name(K.ALGO_ALL_REDUCE_RING) == "all_reduce_ring"
+    assert lib.algo_name(K.ALGO_ALL_REDUCE_CE_RING) == "all_reduce_ce_ring"
     for impl in K.IMPLEMENTATIONS.values():  # every algo the module launches is the library's
         assert impl.algo == 0 or lib.algo_name(impl.algo), impl.name
     assert lib.algo_name(99) is None

@@ -113,6 +113,11 @@ Catalogue CudaCatalogue(bool test_faults) {
                 "sums then reduced shards along in 2 x (world - 1) steps; reads "
                 "only the rank's own input (for large messages)",
                 132, 1024, 0, 0, "part of a shard passed on at once, KiB (0: whole shards)"));
+  c.Add(Chunked(Collective::kAllReduce, "all_reduce/ce_ring",
+                "half the message through the copy engine all-reduce and half through "
+                "the ring at once: on one NVLink the two move more than either alone "
+                "(blocks: the ring's, at most 131; for large messages)",
+                100, 1024, 32768, 64, "copy chunk per rank, KiB (at most 1024 chunks)"));
   c.Add(NcclTuned(Collective::kAllGather, "all_gather/nccl", "ncclAllGather", 7));
   c.Add(P2p(Collective::kAllGather, "all_gather/p2p",
             "each rank copies its peers' inputs over NVLink", 32, 512));

@@ -31,6 +31,7 @@ constexpr Entry kEntries[] = {
     {"all_reduce/two_shot_chunked", Collective::kAllReduce, Method::kP2p, false},
     {"all_reduce/push_pipelined", Collective::kAllReduce, Method::kP2p, false},
     {"all_reduce/p2p_ring", Collective::kAllReduce, Method::kP2p, false},
+    {"all_reduce/ce_ring", Collective::kAllReduce, Method::kP2p, false},
     {"all_gather/nccl", Collective::kAllGather, Method::kNccl, false},
     {"all_gather/p2p", Collective::kAllGather, Method::kP2p, false},
     {"reduce_scatter/nccl", Collective::kReduceScatter, Method::kNccl, false},

@@ -131,7 +131,8 @@ TEST_CASE("ranks run on the GPUs they are placed on", "[gpu]") {
   for (int d = gpus - 1; d >= 0; --d) reversed.push_back(d);
   for (const char* name : {"all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
                            "all_reduce/two_shot_push", "all_reduce/one_shot_push",
-                           "all_reduce/push_pipelined", "all_reduce/p2p_ring"}) {
+                           "all_reduce/push_pipelined", "all_reduce/p2p_ring",
+                           "all_reduce/ce_ring"}) {
     const ImplInfo* impl = catalogue.Find(name);
     REQUIRE(impl != nullptr);
     const int world = std::min(gpus, impl->max_world_size);
