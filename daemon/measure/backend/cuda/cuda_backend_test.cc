@@ -106,6 +106,27 @@ TEST_CASE("the push one-shot is ruled out for float32, the copy engine takes a c
   CHECK_FALSE(c.Canonicalize(p, {"all_reduce/copy_engine", {{"chunk_kib", 1}}}, "f").ok());
 }
 
+TEST_CASE("the ring's chunk_kib 0 is whole shards; the copy engine beside it leaves a block row") {
+  const Catalogue c = CudaCatalogue(false);
+  const ProblemSpec p = AllReduce();
+  absl::StatusOr<CandidateSpec> ring = c.Canonicalize(p, {"all_reduce/p2p_ring", {}}, "f");
+  REQUIRE(ring.ok());
+  CHECK(ring->Param("chunk_kib", -1) == 0);
+  CHECK(ring->Param("blocks", 0) == 132);
+  CHECK(c.Canonicalize(p, {"all_reduce/p2p_ring", {{"chunk_kib", 256}}}, "f").ok());
+  absl::StatusOr<CandidateSpec> ce_ring = c.Canonicalize(p, {"all_reduce/ce_ring", {}}, "f");
+  REQUIRE(ce_ring.ok());
+  CHECK(ce_ring->Param("blocks", 0) == 100);
+  CHECK(ce_ring->Param("chunk_kib", 0) == 32768);
+  CHECK(c.Canonicalize(p, {"all_reduce/ce_ring", {{"blocks", 131}}}, "f").ok());
+  const absl::StatusOr<CandidateSpec> too_many =
+      c.Canonicalize(p, {"all_reduce/ce_ring", {{"blocks", 132}}}, "problems[0].candidates[2]");
+  REQUIRE_FALSE(too_many.ok());
+  CHECK(too_many.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(too_many.status().message()),
+             Catch::Contains("problems[0].candidates[2]") && Catch::Contains("blocks"));
+}
+
 TEST_CASE("an uneven all_to_all lists, validates and runs the P2P candidate") {
   auto b = CudaBackend::Create(Options());
   REQUIRE(b.ok());

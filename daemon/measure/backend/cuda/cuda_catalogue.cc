@@ -113,11 +113,13 @@ Catalogue CudaCatalogue(bool test_faults) {
                 "sums then reduced shards along in 2 x (world - 1) steps; reads "
                 "only the rank's own input (for large messages)",
                 132, 1024, 0, 0, "part of a shard passed on at once, KiB (0: whole shards)"));
-  c.Add(Chunked(Collective::kAllReduce, "all_reduce/ce_ring",
-                "half the message through the copy engine all-reduce and half through "
-                "the ring at once: on one NVLink the two move more than either alone "
-                "(blocks: the ring's, at most 131; for large messages)",
-                100, 1024, 32768, 64, "copy chunk per rank, KiB (at most 1024 chunks)"));
+  ImplInfo ce_ring = Chunked(Collective::kAllReduce, "all_reduce/ce_ring",
+                             "half the message through the copy engine all-reduce and half "
+                             "through the ring at once: on one NVLink the two move more than "
+                             "either alone (blocks: the ring's; for large messages)",
+                             100, 1024, 32768, 64, "copy chunk per rank, KiB (at most 1024 chunks)");
+  ce_ring.params[0].max_value = 131;  // AT_P2P_MAX_BLOCKS - 1: signal row 0 is the copy engine's
+  c.Add(ce_ring);
   c.Add(NcclTuned(Collective::kAllGather, "all_gather/nccl", "ncclAllGather", 7));
   c.Add(P2p(Collective::kAllGather, "all_gather/p2p",
             "each rank copies its peers' inputs over NVLink", 32, 512));
