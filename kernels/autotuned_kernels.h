@@ -395,11 +395,13 @@ int at_p2p_signal_init(void* signal, void* stream);
 
 /* Error word of a signal buffer: 0 = none, else the first error recorded:
  *   bits 0-7:   AT_SIGNAL_ERR_TIMEOUT (a spin limit was reached)
- *   bits 8-15:  the flag awaited: 1 = barrier, 2 = chunk reduced, 3 = chunk
+ *   bits 8-15:  the flag awaited: 1 = barrier, 2 = chunk reduced (the
+ *               ring: a message from the previous rank), 3 = chunk
  *               gathered, 4 = the push one-shot's data, 5 = a copy-engine
  *               chunk
  *   bits 16-23: the peer rank that did not arrive
- *   bits 24-31: the block index. */
+ *   bits 24-31: the block's signal row: its index (the ring beside the
+ *               copy engine, AT_ALGO_ALL_REDUCE_CE_RING: its index + 1). */
 #define AT_SIGNAL_ERR_TIMEOUT 1u
 /* Copies the error word to *error (cudaMemcpyAsync on `stream`, then
  * cudaStreamSynchronize(stream)). */
