@@ -142,6 +142,20 @@ __device__ __forceinline__ void Post(const P2pKernelArgs& a, int kind, uint64_t 
   if (threadIdx.x < a.world) StoreRelease(Slot(a, a.sig[threadIdx.x], kind, a.rank), value);
 }
 
+// One thread's wait: until *slot >= value (wrap-safe). False, with error
+// `kind` on `peer` recorded, when the spin limit ran out.
+__device__ __forceinline__ bool SpinUntil(const P2pKernelArgs& a, const uint64_t* slot,
+                                          uint64_t value, unsigned int kind, unsigned int peer) {
+  int64_t spins = 0;
+  while (static_cast<int64_t>(LoadAcquire(slot) - value) < 0) {
+    if (a.spin_limit > 0 && ++spins >= a.spin_limit) {
+      RecordTimeout(a, kind, peer);
+      return false;
+    }
+  }
+  return true;
+}
+
 // Waits until row->from[p] >= value for every rank p (this rank's own too
 // when `self`). False (error `kind` recorded, whole block agrees) when a
 // spin limit ran out.
@@ -149,15 +163,7 @@ __device__ __forceinline__ bool WaitRow(const P2pKernelArgs& a, const FlagRow* r
                                         uint64_t value, unsigned int kind, bool self) {
   int failed = 0;
   if (threadIdx.x < a.world && (self || threadIdx.x != a.rank)) {
-    const uint64_t* slot = &row->from[threadIdx.x];
-    int64_t spins = 0;
-    while (static_cast<int64_t>(LoadAcquire(slot) - value) < 0) {
-      if (a.spin_limit > 0 && ++spins >= a.spin_limit) {
-        failed = 1;
-        RecordTimeout(a, kind, threadIdx.x);
-        break;
-      }
-    }
+    failed = !SpinUntil(a, &row->from[threadIdx.x], value, kind, threadIdx.x);
   }
   return __syncthreads_or(failed) == 0;
 }
@@ -179,15 +185,8 @@ __device__ __forceinline__ bool WaitFrom(const P2pKernelArgs& a, int kind, int p
                                          uint64_t value) {
   int failed = 0;
   if (threadIdx.x == 0) {
-    const uint64_t* slot = Slot(a, a.sig[a.rank], kind, peer);
-    int64_t spins = 0;
-    while (static_cast<int64_t>(LoadAcquire(slot) - value) < 0) {
-      if (a.spin_limit > 0 && ++spins >= a.spin_limit) {
-        failed = 1;
-        RecordTimeout(a, static_cast<unsigned int>(kind), static_cast<unsigned int>(peer));
-        break;
-      }
-    }
+    failed = !SpinUntil(a, Slot(a, a.sig[a.rank], kind, peer), value,
+                        static_cast<unsigned int>(kind), static_cast<unsigned int>(peer));
   }
   return __syncthreads_or(failed) == 0;
 }
