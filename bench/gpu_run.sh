@@ -175,7 +175,10 @@ start_daemon() {
 
 start_daemon "$OUT/daemon.log"
 
-AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/one_shot:blocks=132,threads=1024,all_reduce/one_shot_push:blocks=16,threads=512,all_reduce/one_shot_push,all_reduce/one_shot_push:blocks=64,threads=1024,all_reduce/one_shot_push:blocks=128,threads=1024,all_reduce/one_shot_push:blocks=132,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot:blocks=128,threads=1024,all_reduce/two_shot_push,all_reduce/two_shot_push:blocks=16,threads=512,all_reduce/two_shot_push:blocks=64,threads=1024,all_reduce/two_shot_chunked,all_reduce/two_shot_chunked:blocks=128,threads=1024,all_reduce/copy_engine:chunk_kib=2048,all_reduce/copy_engine,all_reduce/copy_engine:chunk_kib=32768,all_reduce/two_shot:blocks=132,threads=512,all_reduce/push_pipelined,all_reduce/push_pipelined:blocks=132,threads=512,chunk_kib=8192,all_reduce/p2p_ring,all_reduce/p2p_ring:blocks=132,threads=512,all_reduce/ce_ring,all_reduce/ce_ring:chunk_kib=8192
+AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/one_shot:blocks=132,threads=1024,all_reduce/one_shot_push:blocks=16,threads=512,all_reduce/one_shot_push,all_reduce/one_shot_push:blocks=64,threads=1024,all_reduce/one_shot_push:blocks=128,threads=1024,all_reduce/one_shot_push:blocks=132,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot:blocks=128,threads=1024,all_reduce/two_shot_push,all_reduce/two_shot_push:blocks=16,threads=512,all_reduce/two_shot_push:blocks=64,threads=1024,all_reduce/two_shot_push:blocks=8,threads=512,all_reduce/two_shot_push:blocks=24,threads=512,all_reduce/two_shot_push:blocks=48,threads=1024,all_reduce/two_shot_push:blocks=96,threads=1024,all_reduce/two_shot_push:blocks=128,threads=1024,all_reduce/two_shot_chunked,all_reduce/two_shot_chunked:blocks=128,threads=1024,all_reduce/copy_engine:chunk_kib=2048,all_reduce/copy_engine,all_reduce/copy_engine:chunk_kib=32768,all_reduce/two_shot:blocks=132,threads=512,all_reduce/push_pipelined,all_reduce/push_pipelined:blocks=132,threads=512,chunk_kib=8192,all_reduce/p2p_ring,all_reduce/p2p_ring:blocks=132,threads=512
+# The copy engine beside the ring is a 2-GPU kernel (3-5 x slower on 4 GPUs:
+# bench/results/ring_parts_ce_ring_h200x4_2026-11-27); it is swept on 2 only.
+[ "$NGPU" -eq 2 ] && AR_CANDIDATES+=,all_reduce/ce_ring,all_reduce/ce_ring:chunk_kib=8192
 # (IMPL:NAME=INT,NAME=INT: a piece with '=' and no ':' continues the candidate
 # before it, so "one_shot:blocks=64,threads=1024" is one candidate.)
 # Up to 1 MiB a candidate takes a few microseconds: 500 timed iterations
@@ -195,9 +198,9 @@ daemon_steps() {
   : > "$OUT/daemon_allreduce_graph.jsonl"
   for part in SMALL LARGE; do
     range="AR_$part[@]"
-    step "sweep_allreduce_${part,,}" 90 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" \
+    step "sweep_allreduce_${part,,}" 150 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" \
       >> "$OUT/daemon_allreduce.jsonl" 2>> "$OUT/daemon_allreduce.err" || why "$OUT/daemon_allreduce.err"
-    step "sweep_allreduce_graph_${part,,}" 90 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" --timing=cuda_graph \
+    step "sweep_allreduce_graph_${part,,}" 150 "${CTL[@]}" "${AR_SWEEP[@]}" "${!range}" --timing=cuda_graph \
       >> "$OUT/daemon_allreduce_graph.jsonl" 2>> "$OUT/daemon_allreduce_graph.err" ||
       why "$OUT/daemon_allreduce_graph.err"
   done
