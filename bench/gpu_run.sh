@@ -175,7 +175,7 @@ start_daemon() {
 
 start_daemon "$OUT/daemon.log"
 
-AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/one_shot:blocks=132,threads=1024,all_reduce/one_shot_push:blocks=16,threads=512,all_reduce/one_shot_push,all_reduce/one_shot_push:blocks=64,threads=1024,all_reduce/one_shot_push:blocks=128,threads=1024,all_reduce/one_shot_push:blocks=132,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=64,threads=1024,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot:blocks=128,threads=1024,all_reduce/two_shot_push,all_reduce/two_shot_push:blocks=16,threads=512,all_reduce/two_shot_push:blocks=64,threads=1024,all_reduce/two_shot_push:blocks=8,threads=512,all_reduce/two_shot_push:blocks=24,threads=512,all_reduce/two_shot_push:blocks=48,threads=1024,all_reduce/two_shot_push:blocks=96,threads=1024,all_reduce/two_shot_push:blocks=128,threads=1024,all_reduce/two_shot_chunked,all_reduce/two_shot_chunked:blocks=128,threads=1024,all_reduce/copy_engine:chunk_kib=2048,all_reduce/copy_engine,all_reduce/copy_engine:chunk_kib=32768,all_reduce/two_shot:blocks=132,threads=512,all_reduce/push_pipelined,all_reduce/push_pipelined:blocks=132,threads=512,chunk_kib=8192,all_reduce/p2p_ring,all_reduce/p2p_ring:blocks=132,threads=512
+AR_CANDIDATES=all_reduce/nccl,all_reduce/one_shot:blocks=16,threads=512,all_reduce/one_shot,all_reduce/one_shot:blocks=64,threads=1024,all_reduce/one_shot:blocks=128,threads=1024,all_reduce/one_shot_push:blocks=16,threads=512,all_reduce/one_shot_push,all_reduce/one_shot_push:blocks=64,threads=1024,all_reduce/one_shot_push:blocks=128,threads=1024,all_reduce/one_shot_push:blocks=132,threads=1024,all_reduce/two_shot,all_reduce/two_shot:blocks=16,threads=512,all_reduce/two_shot_push,all_reduce/two_shot_push:blocks=16,threads=512,all_reduce/two_shot_push:blocks=64,threads=1024,all_reduce/two_shot_push:blocks=96,threads=1024,all_reduce/two_shot_in_place,all_reduce/two_shot_in_place:blocks=16,threads=512,all_reduce/two_shot_in_place:blocks=64,threads=1024,all_reduce/two_shot_in_place:blocks=96,threads=1024,all_reduce/two_shot_chunked,all_reduce/copy_engine:chunk_kib=2048,all_reduce/copy_engine,all_reduce/copy_engine:chunk_kib=32768,all_reduce/two_shot:blocks=132,threads=512,all_reduce/push_pipelined,all_reduce/push_pipelined:blocks=132,threads=512,chunk_kib=8192,all_reduce/p2p_ring,all_reduce/p2p_ring:blocks=132,threads=512
 # The copy engine beside the ring is a 2-GPU kernel (3-5 x slower on 4 GPUs:
 # bench/results/ring_parts_ce_ring_h200x4_2026-11-27); it is swept on 2 only.
 [ "$NGPU" -eq 2 ] && AR_CANDIDATES+=,all_reduce/ce_ring,all_reduce/ce_ring:chunk_kib=8192
@@ -244,7 +244,7 @@ P2P_LARGE=("$BIN/p2p_bench" --min_bytes=2097152 --max_bytes=268435456 --step=2 -
 # the copy engine, which move the whole message to every peer (far behind
 # there), so that it ends within its limit (it did not on 4 x H200).
 P2P_LARGE_GRAPH=()
-[ "$NGPU" -ge 3 ] && P2P_LARGE_GRAPH=(--columns=one_shot_push,two_shot,two_shot_push,two_shot_chunked,push_pipelined,ring)
+[ "$NGPU" -ge 3 ] && P2P_LARGE_GRAPH=(--columns=one_shot_push,two_shot,two_shot_push,two_shot_in_place,two_shot_chunked,push_pipelined,ring)
 # Exit status 3: some candidate's output was wrong (listed as "# BAD output").
 for part in SMALL LARGE; do
   cmd="P2P_$part[@]"

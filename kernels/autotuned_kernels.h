@@ -73,7 +73,7 @@ extern "C" {
 /* Version of this ABI: major * 10000 + minor * 100 + patch. A change of major
  * means an incompatible change of a struct or signature; a change of minor,
  * an addition (an algo, a function). */
-#define AT_KERNELS_VERSION 20400
+#define AT_KERNELS_VERSION 20500
 int at_kernels_version(void);
 
 /* Return codes: 0 or a cudaError_t value. */
@@ -249,7 +249,16 @@ void at_p2p_get_limits(at_p2p_limits* out);
    * paths together move more than either alone. Reads only this rank's
    * own input. Scratch: the copy engine's for the first part, then the
    * ring's for the rest. Not in place. Since ABI 2.4. */
-#define AT_ALGO_LAST AT_ALGO_ALL_REDUCE_CE_RING
+#define AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE 16
+  /* The push two-shot on buffers that every rank can write: in place only
+   * (output == peer_inputs[rank]). Start barrier; rank r reduces slice r
+   * (reading every input) and stores it into slice r of every rank's
+   * input, its own included; barrier. No scratch and no local copy: the
+   * peers' stores land in the output itself, as in PyTorch's symmetric-
+   * memory two-shot. Every peer_inputs[p] must be writable by this rank
+   * (the group's peer-mapped buffers) and left alone by its owner during
+   * the call. Since ABI 2.5. */
+#define AT_ALGO_LAST AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE
 
 /* Name of an algo ("all_reduce_one_shot", ...) or NULL. */
 const char* at_p2p_algo_name(int algo);

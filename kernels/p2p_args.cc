@@ -49,6 +49,8 @@ bool IsReduction(int algo) { return !IsCopy(algo) && !IsBroadcast(algo); }
 bool IsPipelined(int algo) {
   return algo == AT_ALGO_ALL_REDUCE_PUSH_PIPELINED || algo == AT_ALGO_BROADCAST_PUSH_PIPELINED;
 }
+// The in-place push two-shot: no scratch; the output must be the own input.
+bool IsInPlaceOnly(int algo) { return algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE; }
 bool IsTwoShot(int algo) {
   return algo == AT_ALGO_ALL_REDUCE_TWO_SHOT ||
          algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ||
@@ -142,6 +144,7 @@ const char* at_p2p_algo_name(int algo) {
     case AT_ALGO_ALL_TO_ALL_V: return "all_to_all_v";
     case AT_ALGO_ALL_REDUCE_RING: return "all_reduce_ring";
     case AT_ALGO_ALL_REDUCE_CE_RING: return "all_reduce_ce_ring";
+    case AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE: return "all_reduce_two_shot_in_place";
     default: return nullptr;
   }
 }
@@ -315,6 +318,8 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
     case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED:
     // Ring: see its kernel (p2p_kernels.cu); peers never read it.
     case AT_ALGO_ALL_REDUCE_RING:
+    // In place only: checked below.
+    case AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE:
       in_place_ok = in == a->output;
       break;
     case AT_ALGO_ALL_GATHER:
@@ -331,6 +336,10 @@ int at_p2p_check_args(int algo, const at_p2p_args* a, char* reason,
       in_place_ok = out_c == in_c + a->rank * a->count * esize;
       break;
     default: break;
+  }
+  if (IsInPlaceOnly(algo) && !in_place_ok) {
+    return Fail(r, n, "two_shot_in_place runs in place only: output must be peer_inputs[%d] "
+                "(the peers store the reduced slices into every rank's input)", a->rank);
   }
   if (!in_place_ok && Overlap(in, in_bytes, a->output, out_bytes)) {
     return Fail(r, n, "output overlaps this rank's input (%s)",

@@ -57,10 +57,19 @@ constexpr int kAlgos[] = {AT_ALGO_ALL_REDUCE_ONE_SHOT, AT_ALGO_ALL_REDUCE_TWO_SH
                           AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, AT_ALGO_ALL_REDUCE_COPY_ENGINE,
                           AT_ALGO_ALL_TO_ALL, AT_ALGO_BROADCAST,
                           AT_ALGO_ALL_REDUCE_PUSH_PIPELINED, AT_ALGO_BROADCAST_PUSH_PIPELINED,
-                          AT_ALGO_ALL_REDUCE_RING, AT_ALGO_ALL_REDUCE_CE_RING};
+                          AT_ALGO_ALL_REDUCE_RING, AT_ALGO_ALL_REDUCE_CE_RING,
+                          AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE};
 // kAlgos: every algo at_p2p_launch takes; the all-to-all with uneven splits
 // has functions of its own (its test below).
-constexpr int kLastAlgo = AT_ALGO_ALL_REDUCE_CE_RING;
+// `a` laid out as `algo` takes it: the in-place two-shot's output is the own
+// input.
+at_p2p_args For(int algo, at_p2p_args a) {
+  if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE) {
+    a.output = const_cast<void*>(a.peer_inputs[a.rank]);
+  }
+  return a;
+}
+constexpr int kLastAlgo = AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE;
 static_assert(kLastAlgo == AT_ALGO_LAST, "every algo listed");
 
 TEST_CASE("version, names, limits and struct size") {
@@ -69,6 +78,8 @@ TEST_CASE("version, names, limits and struct size") {
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_TWO_SHOT)) == "all_reduce_two_shot");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH)) ==
         "all_reduce_two_shot_push");
+  CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE)) ==
+        "all_reduce_two_shot_in_place");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH)) ==
         "all_reduce_one_shot_push");
   CHECK(std::string(at_p2p_algo_name(AT_ALGO_ALL_REDUCE_COPY_ENGINE)) ==
@@ -113,8 +124,9 @@ TEST_CASE("valid arguments pass for every algo") {
   Setup s;
   for (int algo : kAlgos) {
     INFO(at_p2p_algo_name(algo));
-    CHECK(Reason(algo, s.args) == "OK");
-    CHECK(at_p2p_is_vectorized(algo, &s.args) == 1);
+    const at_p2p_args a = For(algo, s.args);
+    CHECK(Reason(algo, a) == "OK");
+    CHECK(at_p2p_is_vectorized(algo, &a) == 1);
   }
 }
 
@@ -210,7 +222,7 @@ TEST_CASE("any count is accepted; vectorization as declared") {
     s.args.count = count;
     s.args.dtype = AT_DTYPE_BFLOAT16;
     s.args.chunk_elems = 4096;  // at most 1024 chunks (the copy engine's limit)
-    for (int algo : kAlgos) CHECK(Reason(algo, s.args) == "OK");
+    for (int algo : kAlgos) CHECK(Reason(algo, For(algo, s.args)) == "OK");
     CHECK(at_p2p_is_vectorized(AT_ALGO_ALL_REDUCE_ONE_SHOT, &s.args) == 1);
     CHECK(at_p2p_is_vectorized(AT_ALGO_ALL_REDUCE_TWO_SHOT, &s.args) == 1);
     CHECK(at_p2p_is_vectorized(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, &s.args) == 1);
@@ -444,12 +456,27 @@ TEST_CASE("in place and overlap rules") {
   CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args) == "OK");
   CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED, s.args) == "OK");
   CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, s.args) == "OK");
+  CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE, s.args) == "OK");
   CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_ONE_SHOT, s.args), Catch::Contains("in place"));
+  // The in-place two-shot needs no scratch, and every peer's input (its
+  // peers store into them).
+  void* const kept = s.scratch[1];
+  s.scratch[1] = nullptr;
+  CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE, s.args) == "OK");
+  s.scratch[1] = kept;
+  s.inputs[2] = nullptr;
+  CHECK(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE, s.args) == "peer_inputs[2] is NULL");
+  s.inputs[2] = Fake(0x30000000u);
   // Partial overlap: never.
   s.args.output = static_cast<char*>(const_cast<void*>(s.inputs[1])) + 64;
   CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT, s.args), Catch::Contains("overlaps"));
   CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, s.args),
              Catch::Contains("only the exact in-place layout"));
+  CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE, s.args),
+             Catch::Contains("runs in place only"));
+  s.args.output = Fake(0x90000000u);  // apart from every input
+  CHECK_THAT(Reason(AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE, s.args),
+             Catch::Contains("output must be peer_inputs[1]"));
   // All-gather in place: own input at output + rank * count.
   char* out = static_cast<char*>(Fake(0x90000000u));
   s.args.output = out;

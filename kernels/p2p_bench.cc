@@ -224,10 +224,18 @@ class Bench {
       AT_CUDA_CHECK(cudaMalloc(&out_[r], flags_.max_bytes));
       AT_CUDA_CHECK(cudaMalloc(&bad_[r], sizeof(unsigned long long)));
       AT_CUDA_CHECK(cudaMalloc(&first_[r], sizeof(long long)));
+    }
+    FillInputs(max_count, &in_);
+  }
+
+  // The pattern into every rank's buffer of `bufs`, and wait.
+  void FillInputs(int64_t count, const std::vector<void*>* bufs) {
+    for (int r = 0; r < world_; ++r) {
+      AT_CUDA_CHECK(cudaSetDevice(r));
       FillPatternArgs fill;
-      fill.data = in_[r];
+      fill.data = (*bufs)[r];
       fill.dtype = DType::kBFloat16;
-      fill.count = max_count;
+      fill.count = count;
       fill.rank = r;
       AT_CUDA_CHECK(LaunchFillPattern(fill, stream_[r]));
     }
@@ -265,16 +273,7 @@ class Bench {
       }
       wins_.insert(wins_.end(), wins.begin(), wins.end());
     }
-    for (int r = 0; r < world_; ++r) {
-      AT_CUDA_CHECK(cudaSetDevice(r));
-      FillPatternArgs fill;
-      fill.data = sym_in_[r];
-      fill.dtype = DType::kBFloat16;
-      fill.count = flags_.max_bytes / 2;
-      fill.rank = r;
-      AT_CUDA_CHECK(LaunchFillPattern(fill, stream_[r]));
-    }
-    SyncAll();
+    FillInputs(flags_.max_bytes / 2, &sym_in_);
     return true;
 #else
     std::printf("# nccl_symm: NCCL %d has no symmetric windows (2.27 and later)\n",
@@ -487,7 +486,11 @@ class Bench {
   }
 
   // Negative when the arguments are rejected (e.g. a chunk that does not fit).
+  // The in-place two-shot reduces into the inputs: it is timed so (the
+  // values grow, the time does not), then checked on a fresh pattern, which
+  // stays for the next candidates.
   double P2p(int algo, int64_t count, Shape shape, int64_t chunk, bool* ok) {
+    const bool in_place = algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE;
     std::vector<at_p2p_args> args(world_);
     std::vector<const void*> inputs(in_.begin(), in_.end());
     for (int r = 0; r < world_; ++r) {
@@ -497,7 +500,7 @@ class Bench {
       a.op = AT_OP_SUM;
       a.count = count;
       a.peer_inputs = inputs.data();
-      a.output = out_[r];
+      a.output = in_place ? in_[r] : out_[r];
       a.blocks = shape.blocks;
       a.threads = shape.threads;
       a.chunk_elems = chunk;
@@ -511,7 +514,14 @@ class Bench {
       }
     };
     const double us = Time(iteration);
-    *ok = Check(count);
+    if (in_place) {
+      FillInputs(count, &in_);
+      iteration();
+      *ok = Check(count, &in_);
+      FillInputs(count, &in_);
+    } else {
+      *ok = Check(count);
+    }
     return us;
   }
 
@@ -569,9 +579,10 @@ int Main(int argc, char** argv) {
   Bench bench(flags, world);
   bench.Setup();
   const bool symm = !flags.nccl_only && bench.SetupSymmetric();
-  std::printf("%12s %14s %14s %26s %26s %26s %26s %34s %34s %34s %34s %34s %12s %s\n", "bytes",
-              "nccl_us", "nccl_symm_us", "one_shot_us", "one_shot_push_us", "two_shot_us",
-              "two_shot_push_us", "two_shot_chunked_us", "copy_engine_us", "push_pipelined_us",
+  std::printf("%12s %14s %14s %26s %26s %26s %26s %26s %34s %34s %34s %34s %34s %12s %s\n",
+              "bytes", "nccl_us", "nccl_symm_us", "one_shot_us", "one_shot_push_us", "two_shot_us",
+              "two_shot_push_us", "two_shot_in_place_us", "two_shot_chunked_us", "copy_engine_us",
+              "push_pipelined_us",
               "ring_us", "ce_ring_us", "busbw_GB/s", "winner");
   const auto wanted = [&](const std::string& column) {
     return flags.columns.empty() ||
@@ -580,7 +591,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> bad;  // candidates whose output was wrong
   for (int64_t bytes = flags.min_bytes; bytes <= flags.max_bytes; bytes *= flags.step) {
     const int64_t count = bytes / 2;
-    Best nccl, one, one_push, two, push, chunked, ce, pipe, ring, ce_ring;
+    Best nccl, one, one_push, two, push, in_place, chunked, ce, pipe, ring, ce_ring;
     nccl.how = "nccl";
     nccl.us = bench.Nccl(count, &nccl.ok);
     Best nsym;
@@ -604,6 +615,7 @@ int Main(int argc, char** argv) {
       run(AT_ALGO_ALL_REDUCE_ONE_SHOT_PUSH, 0, how, &one_push);
       run(AT_ALGO_ALL_REDUCE_TWO_SHOT, 0, how, &two);
       run(AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH, 0, how, &push);
+      run(AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE, 0, how, &in_place);
       run(AT_ALGO_ALL_REDUCE_RING, 0, how, &ring);
       for (int64_t chunk : flags.chunks) {  // parts of a shard
         if (chunk >= count / world) continue;  // one part: the column above
@@ -629,7 +641,7 @@ int Main(int argc, char** argv) {
     const char* winner_name = "nccl";
     const std::pair<const Best*, const char*> candidates[] = {
         {&nsym, "nccl_symm"}, {&one, "one_shot"}, {&one_push, "one_shot_push"}, {&two, "two_shot"},
-        {&push, "two_shot_push"}, {&ce, "copy_engine"},
+        {&push, "two_shot_push"}, {&in_place, "two_shot_in_place"}, {&ce, "copy_engine"},
         {&chunked, "two_shot_chunked"}, {&pipe, "push_pipelined"}, {&ring, "ring"},
         {&ce_ring, "ce_ring"}};
     for (const auto& c : candidates) {
@@ -645,10 +657,11 @@ int Main(int argc, char** argv) {
     if (nsym.us >= 0) {
       std::snprintf(symm_cell, sizeof(symm_cell), "%.2f%s", nsym.us, nsym.ok ? "" : "_BAD");
     }
-    std::printf("%12lld %14s %14s %26s %26s %26s %26s %34s %34s %34s %34s %34s %12.1f %s\n",
+    std::printf("%12lld %14s %14s %26s %26s %26s %26s %26s %34s %34s %34s %34s %34s %12.1f %s\n",
                 static_cast<long long>(bytes), nccl_cell, symm_cell, Cell(one).c_str(),
                 Cell(one_push).c_str(), Cell(two).c_str(), Cell(push).c_str(),
-                Cell(chunked).c_str(), Cell(ce).c_str(), Cell(pipe).c_str(), Cell(ring).c_str(),
+                Cell(in_place).c_str(), Cell(chunked).c_str(), Cell(ce).c_str(),
+                Cell(pipe).c_str(), Cell(ring).c_str(),
                 Cell(ce_ring).c_str(), busbw, winner_name);
     std::fflush(stdout);
     if (!nccl.ok) bad.push_back(std::to_string(bytes) + " nccl");

@@ -1,5 +1,5 @@
 // P2P collective kernels (all-reduce one-shot / two-shot / chunked two-shot /
-// push two-shot, all-gather, reduce-scatter; the push one-shot is in
+// push two-shot, in place or not, all-gather, reduce-scatter; the push one-shot is in
 // one_shot_push.cuh, the ring all-reduce in ring.cuh, the copy-engine
 // all-reduce in copy_engine.cuh, the all-to-all with uneven splits in
 // all_to_all_v.cuh) and their launch functions. Contract and protocol: autotuned_kernels.h and
@@ -292,6 +292,55 @@ __global__ void __launch_bounds__(kMaxThreads, 1) TwoShotPushKernel(const __grid
                               true);
   if (!Barrier(a, Flag(e, 2))) return;
   GatherChunk<W, DT, true>(a, 0);
+  EndEpoch(a, e);
+}
+
+// Two-shot, push, in place (no scratch; slice = slot_elems): as
+// TwoShotPushKernel, but step 2 stores the reduced slice r into slice r of
+// every rank's input (= its output: in place only), and step 4 is gone.
+//   1. start barrier (as the push two-shot: every input ready, every
+//      rank's previous launch complete).
+//   2. reduce slice r (loads from every input) into slice r of every input.
+//   3. barrier (per block): block b of every peer s has stored its share of
+//      slice s into our buffer.
+// Races: slice r of every buffer is touched by rank r alone in this launch
+// (ReduceRangeTo's same thread loads an element from every input, then
+// stores it to every input), so a store never meets another rank's load.
+// The step 3 barrier (the stores released by the Post, acquired by the
+// waiter) completes every peer's stores into our buffer, block by block,
+// before this launch ends here; so the caller, and the next launch, see the
+// whole result, and a peer that has passed step 3 no longer reads our buffer.
+template <int W>
+struct InPlaceDst {
+  const P2pKernelArgs& a;
+  int64_t off;
+  template <typename Raw>
+  __device__ __forceinline__ void Vec(int64_t j, uint4 v) const {
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      if (p < a.world) {
+        reinterpret_cast<uint4*>(static_cast<Raw*>(const_cast<void*>(a.in[p])) + off)[j] = v;
+      }
+    }
+  }
+  template <typename Raw>
+  __device__ __forceinline__ void Elem(int64_t i, Raw v) const {
+#pragma unroll
+    for (int p = 0; p < W; ++p) {
+      if (p < a.world) static_cast<Raw*>(const_cast<void*>(a.in[p]))[off + i] = v;
+    }
+  }
+};
+
+template <int W, int DT, int OP>
+__global__ void __launch_bounds__(kMaxThreads, 1)
+    TwoShotInPlaceKernel(const __grid_constant__ P2pKernelArgs a) {
+  const uint32_t e = BeginEpoch(a);
+  if (!Barrier(a, Flag(e, 1))) return;
+  const int64_t lo = a.rank * a.slot_elems;
+  ReduceRangeTo<W, DT, OP, 1>(a, a.in, lo, SliceLen(a.count, a.slot_elems, a.rank),
+                              InPlaceDst<W>{a, lo}, true);
+  if (!Barrier(a, Flag(e, 2))) return;
   EndEpoch(a, e);
 }
 
@@ -618,6 +667,7 @@ template <int W, int DT, int OP> KernelFn PickAlgo(int algo, bool narrow) {
       return CeReduceKernel<W, DT, OP>;
     case AT_ALGO_REDUCE_SCATTER: return ReduceScatterKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH: return TwoShotPushKernel<W, DT, OP>;
+    case AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE: return TwoShotInPlaceKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_RING: return RingKernel<W, DT, OP>;
     case AT_ALGO_ALL_REDUCE_PUSH_PIPELINED:
       return narrow ? PushPipelinedKernel<W, DT, OP, true> : PushPipelinedKernel<W, DT, OP, false>;
@@ -826,9 +876,9 @@ int at_p2p_launch(int algo, const at_p2p_args* args, void* stream) {
   k.rank = args->rank;
   k.root = args->root;
   if (algo == AT_ALGO_ALL_REDUCE_TWO_SHOT || algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ||
-      algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH) {
-    // The push two-shot: one chunk; slot_elems is its slice (scratch slot s
-    // holds slice s).
+      algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_PUSH || algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE) {
+    // The push two-shots: one chunk; slot_elems is its slice (the push
+    // two-shot's scratch slot s holds slice s).
     const p2p::TwoShotGeometry g = p2p::TwoShotLayout(
         args->count, args->world, args->dtype,
         algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED ? args->chunk_elems : 0);

@@ -88,6 +88,11 @@ Catalogue CudaCatalogue(bool test_faults) {
             "two-shot that stores each reduced slice into every peer's scratch "
             "over NVLink (no load round trip for the gather)",
             32, 512));
+  c.Add(P2p(Collective::kAllReduce, "all_reduce/two_shot_in_place",
+            "the push two-shot in place: each reduced slice is stored into every rank's "
+            "buffer, which is the output (no scratch, no copy); for callers whose tensor "
+            "is in the group's peer-mapped buffer (timed in place on the daemon's)",
+            32, 512));
   ImplInfo push = P2p(Collective::kAllReduce, "all_reduce/one_shot_push",
                       "one-shot with no barrier: every rank stores its input into "
                       "every peer's buffer over NVLink, the data marks its own "

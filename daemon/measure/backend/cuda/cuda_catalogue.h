@@ -10,8 +10,9 @@
 namespace autotuned::cuda {
 
 // Names: "all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
-// "all_reduce/two_shot_push", "all_reduce/one_shot_push" (bfloat16 and float16
-// only), "all_reduce/two_shot_chunked", "all_reduce/copy_engine",
+// "all_reduce/two_shot_push", "all_reduce/two_shot_in_place" (run in place:
+// the result lands in each rank's input buffer), "all_reduce/one_shot_push"
+// (bfloat16 and float16 only), "all_reduce/two_shot_chunked", "all_reduce/copy_engine",
 // "all_reduce/push_pipelined", "all_reduce/p2p_ring", "all_reduce/ce_ring",
 // "all_gather/nccl", "all_gather/p2p", "reduce_scatter/nccl",
 // "reduce_scatter/p2p", "all_to_all/nccl", "all_to_all/p2p" (even splits, and

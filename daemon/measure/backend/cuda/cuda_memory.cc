@@ -27,6 +27,7 @@ int P2pAlgo(const std::string& impl) {
       {"all_reduce/two_shot_chunked", AT_ALGO_ALL_REDUCE_TWO_SHOT_CHUNKED},
       {"all_reduce/push_pipelined", AT_ALGO_ALL_REDUCE_PUSH_PIPELINED},
       {"all_reduce/p2p_ring", AT_ALGO_ALL_REDUCE_RING},
+      {"all_reduce/two_shot_in_place", AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE},
       {"all_reduce/ce_ring", AT_ALGO_ALL_REDUCE_CE_RING},
       {"all_gather/p2p", AT_ALGO_ALL_GATHER},
       {"reduce_scatter/p2p", AT_ALGO_REDUCE_SCATTER},

@@ -155,5 +155,16 @@ TEST_CASE("chunk_kib as elements: whole vectors, 0 for no chunks (the ring's who
         CudaMemoryNeed(p, Canonical(catalogue, p, "all_reduce/two_shot_push")));
 }
 
+TEST_CASE("the in-place two-shot: its own algo, no scratch") {
+  const Catalogue catalogue = CudaCatalogue(false);
+  const ProblemSpec p = AllReduce(4, int64_t{64} << 20);
+  CHECK(P2pAlgo("all_reduce/two_shot_in_place") == AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE);
+  const int64_t push = CudaMemoryNeed(p, Canonical(catalogue, p, "all_reduce/two_shot_push"));
+  const int64_t in_place =
+      CudaMemoryNeed(p, Canonical(catalogue, p, "all_reduce/two_shot_in_place"));
+  CHECK(in_place > 0);
+  CHECK(in_place < push);
+}
+
 }  // namespace
 }  // namespace autotuned::cuda

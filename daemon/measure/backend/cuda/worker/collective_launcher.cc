@@ -32,6 +32,7 @@ constexpr Entry kEntries[] = {
     {"all_reduce/push_pipelined", Collective::kAllReduce, Method::kP2p, false},
     {"all_reduce/p2p_ring", Collective::kAllReduce, Method::kP2p, false},
     {"all_reduce/ce_ring", Collective::kAllReduce, Method::kP2p, false},
+    {"all_reduce/two_shot_in_place", Collective::kAllReduce, Method::kP2p, false},
     {"all_gather/nccl", Collective::kAllGather, Method::kNccl, false},
     {"all_gather/p2p", Collective::kAllGather, Method::kP2p, false},
     {"reduce_scatter/nccl", Collective::kReduceScatter, Method::kNccl, false},
@@ -144,7 +145,7 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CollectiveLauncher::Create(
     a.count = count;
     a.root = problem.root;
     a.peer_inputs = l->peer_inputs_.data();
-    a.output = l->resources_.outputs[r];
+    a.output = l->Output(r);
     a.blocks = ToInt(candidate.Param("blocks", 0));
     a.threads = ToInt(candidate.Param("threads", 0));
     a.chunk_elems = ChunkElems(problem, candidate);
@@ -160,6 +161,14 @@ absl::StatusOr<std::unique_ptr<CollectiveLauncher>> CollectiveLauncher::Create(
     }
   }
   return l;
+}
+
+bool CollectiveLauncher::InPlace() const {
+  return method_.kind == Method::kP2p && method_.algo == AT_ALGO_ALL_REDUCE_TWO_SHOT_IN_PLACE;
+}
+
+void* CollectiveLauncher::Output(int rank) const {
+  return InPlace() ? resources_.inputs[rank] : resources_.outputs[rank];
 }
 
 bool CollectiveLauncher::Participates(int rank) const {

@@ -73,6 +73,11 @@ class CollectiveLauncher {
 
   // Whether `rank` launches anything (the hang tests: rank 0 alone).
   bool Participates(int rank) const;
+  // Whether the candidate runs in place (all_reduce/two_shot_in_place: the
+  // result lands in each rank's input buffer), and where `rank`'s result
+  // lands: its input buffer then, else its output buffer.
+  bool InPlace() const;
+  void* Output(int rank) const;
   // The collective on `rank`'s device (current) and stream, asynchronously.
   // NCCL: returns once the collective is enqueued (an ncclInProgress answer
   // is waited out until Resources::deadline).

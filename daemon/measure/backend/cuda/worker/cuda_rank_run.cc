@@ -48,8 +48,13 @@ absl::Status CudaRankRun::RunAndVerify() {
   fill.count = p.InputCount(rank_);
   fill.rank = rank_;
   AT_CUDA_RETURN_IF_ERROR(kernels::LaunchFillPattern(fill, stream_));
-  AT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
-      buffers_.output.get(), 0xff, static_cast<size_t>(buffers_.output.bytes()), stream_));
+  // In place the input is the output: the pattern stays there for the
+  // kernel to replace (the check fails wherever the result differs from this
+  // rank's input and the kernel left it).
+  if (!shared_.launcher->InPlace()) {
+    AT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+        buffers_.output.get(), 0xff, static_cast<size_t>(buffers_.output.bytes()), stream_));
+  }
   AT_RETURN_IF_ERROR(shared_.launcher->Launch(rank_, stream_));
   return Check();
 }
@@ -66,7 +71,8 @@ absl::Status CudaRankRun::CheckOnDevice() {
   AT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(counters, 0, 8, stream_));
   AT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(counters + 8, 0x7f, 8, stream_));
   kernels::CheckPatternArgs check;
-  check.data = buffers_.output.get();
+  void* const out = shared_.launcher->Output(rank_);
+  check.data = out;
   check.dtype = p.dtype;
   check.count = p.OutputCount(rank_);
   check.expect.collective = p.collective;
@@ -90,7 +96,7 @@ absl::Status CudaRankRun::CheckOnDevice() {
   const int64_t esize = DTypeSize(p.dtype);
   unsigned char element[4] = {};
   AT_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(element, static_cast<const char*>(buffers_.output.get()) + first * esize,
+      cudaMemcpyAsync(element, static_cast<const char*>(out) + first * esize,
                       static_cast<size_t>(esize), cudaMemcpyDeviceToHost, stream_));
   AT_RETURN_IF_ERROR(WaitStream());
   return MismatchError(first, DecodeElement(p.dtype, element, 0),

@@ -3,7 +3,9 @@
 //
 // RunAndVerify fills the rank's input with the pattern (LaunchFillPattern),
 // sets every output byte to 0xff (NaN in fp32, bf16 and fp16), launches the
-// collective once and checks every output element: on the device
+// collective once and checks every output element (an in-place candidate's:
+// its input, left with the pattern; the timed launches then keep reducing
+// into it, values that grow without changing the time): on the device
 // (LaunchCheckPattern) for the regular collectives, on the host for
 // all_to_all (the split matrix decides where each segment comes from).
 // Barrier waits for the rank's stream, then for the other ranks (RunBarrier:

@@ -132,7 +132,7 @@ TEST_CASE("ranks run on the GPUs they are placed on", "[gpu]") {
   for (const char* name : {"all_reduce/nccl", "all_reduce/one_shot", "all_reduce/two_shot",
                            "all_reduce/two_shot_push", "all_reduce/one_shot_push",
                            "all_reduce/push_pipelined", "all_reduce/p2p_ring",
-                           "all_reduce/ce_ring"}) {
+                           "all_reduce/ce_ring", "all_reduce/two_shot_in_place"}) {
     const ImplInfo* impl = catalogue.Find(name);
     REQUIRE(impl != nullptr);
     const int world = std::min(gpus, impl->max_world_size);
